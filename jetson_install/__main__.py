@@ -1,0 +1,3 @@
+from jetson_install.cli import main
+
+main()

@@ -1,0 +1,78 @@
+"""The project's error types and its documented exit codes.
+
+Every error the user can cause carries one line saying what is wrong and where,
+and the exact command that fixes it. The CLI prints it; nothing else does.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_BAD_INPUT",
+    "EXIT_UNSUPPORTED",
+    "EXIT_INTERRUPTED",
+    "JetsonInstallError",
+    "BadInput",
+    "InvalidReleaseFile",
+    "NotAJetson",
+    "Unsupported",
+    "StepFailed",
+    "CatalogError",
+]
+
+EXIT_OK = 0
+#: A required doctor check failed, or an install step failed (the old environment is kept).
+EXIT_FAILED = 1
+#: Bad input (an unparseable file, a bad option or config value), or the command could not run.
+EXIT_BAD_INPUT = 2
+#: No Jetson evidence under the root, or the platform is not supported for the target.
+EXIT_UNSUPPORTED = 3
+#: Interrupted (Ctrl-C); the previous environment is kept.
+EXIT_INTERRUPTED = 130
+
+
+class JetsonInstallError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, fix: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class BadInput(JetsonInstallError, ValueError):
+    exit_code = EXIT_BAD_INPUT
+
+
+class InvalidReleaseFile(BadInput):
+    """A platform file exists but cannot be parsed (empty, garbage, truncated)."""
+
+
+class CatalogError(BadInput):
+    """wheels-index.toml (or the user config) is invalid; names the key and line."""
+
+
+class NotAJetson(JetsonInstallError):
+    exit_code = EXIT_UNSUPPORTED
+
+
+class Unsupported(JetsonInstallError):
+    exit_code = EXIT_UNSUPPORTED
+
+
+class StepFailed(JetsonInstallError):
+    """An install step failed; the previous environment is untouched."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, step: str, message: str, fix: Optional[str] = None) -> None:
+        super().__init__(message, fix)
+        self.step = step

@@ -1,0 +1,308 @@
+"""root directory -> Platform: which Jetson, L4T, JetPack and CUDA this is.
+
+Reads only files under the root (like distro's root_dir) and never runs a
+command, so a root built from captured files answers exactly as the board would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from jetson_install.errors import InvalidReleaseFile, NotAJetson
+from jetson_install.platform_data import PlatformData, platform_data
+from jetson_install.release_files import (
+    L4T,
+    parse_apt_source,
+    parse_compatible,
+    parse_cuda_version_json,
+    parse_cuda_version_txt,
+    parse_dpkg_status,
+    parse_l4t,
+    parse_nv_tegra_release,
+)
+
+__all__ = ["Platform", "L4TOverride", "detect", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+
+RELEASE_FILE = "etc/nv_tegra_release"
+DPKG_STATUS = "var/lib/dpkg/status"
+APT_SOURCE = "etc/apt/sources.list.d/nvidia-l4t-apt-source.list"
+COMPATIBLE = "proc/device-tree/compatible"
+MODEL = "proc/device-tree/model"
+CUDA_JSON = "usr/local/cuda/version.json"
+CUDA_TXT = "usr/local/cuda/version.txt"
+KERNEL = "proc/sys/kernel/osrelease"
+
+
+@dataclass(frozen=True)
+class L4TOverride:
+    """An L4T release given explicitly, for containers whose release file is empty."""
+
+    value: str
+    source: str  # "--l4t" or "JETSON_L4T_VERSION"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Everything detection learned, with the file (or rule) behind each value."""
+
+    root: str
+    jetson: bool
+    l4t: Optional[L4T]
+    jetpack: Optional[str]  # "6.2"; "6.x" for an unknown point release of a known major
+    cuda: Optional[str]  # "12.6", major.minor only
+    soc: Optional[str]  # "tegra234"
+    family: Optional[str]  # "Orin"
+    module: Optional[str]
+    model: Optional[str]  # proc/device-tree/model: shown, never used for decisions
+    compute_capability: Optional[str]  # "8.7"
+    kind: Optional[str]  # "tegra", or "sbsa" for Thor on JetPack 7
+    ubuntu: Optional[str]
+    python: Optional[str]  # the JetPack's system Python, "3.10"
+    kernel: Optional[str]
+    arch: Optional[str]
+    sources: Mapping[str, str] = field(default_factory=dict)
+    warnings: Tuple[str, ...] = ()
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "root": self.root,
+            "jetson": self.jetson,
+            "l4t": str(self.l4t) if self.l4t else None,
+            "jetpack": self.jetpack,
+            "cuda": self.cuda,
+            "soc": self.soc,
+            "family": self.family,
+            "module": self.module,
+            "model": self.model,
+            "compute_capability": self.compute_capability,
+            "kind": self.kind,
+            "ubuntu": self.ubuntu,
+            "python": self.python,
+            "kernel": self.kernel,
+            "arch": self.arch,
+            "sources": dict(self.sources),
+            "warnings": list(self.warnings),
+        }
+
+
+class _Root:
+    """Reads files below one directory; a missing or unreadable file is None."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, relative: str) -> Path:
+        return self.root / relative
+
+    def read_bytes(self, relative: str) -> Optional[bytes]:
+        try:
+            return self.path(relative).read_bytes()
+        except OSError:
+            return None
+
+    def read_text(self, relative: str) -> Optional[str]:
+        data = self.read_bytes(relative)
+        return None if data is None else data.decode("utf-8", "replace")
+
+
+def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optional[PlatformData] = None) -> Platform:
+    """Detect the platform under `root`.
+
+    Raises NotAJetson when nothing under the root says Jetson, and
+    InvalidReleaseFile when the release file cannot be parsed and no other
+    source gives the L4T release.
+    """
+    data = data or platform_data()
+    files = _Root(root)
+    sources: Dict[str, str] = {}
+    warnings: List[str] = []
+
+    release_bytes = files.read_bytes(RELEASE_FILE)
+    release_l4t: Optional[L4T] = None
+    eabi: Optional[str] = None
+    release_error: Optional[InvalidReleaseFile] = None
+    if release_bytes is not None:
+        try:
+            release_l4t, eabi = parse_nv_tegra_release(release_bytes)
+        except InvalidReleaseFile as exc:
+            release_error = exc
+
+    dpkg_text = files.read_text(DPKG_STATUS)
+    dpkg_l4t = parse_dpkg_status(dpkg_text) if dpkg_text else None
+    apt_text = files.read_text(APT_SOURCE)
+    apt_l4t = parse_apt_source(apt_text) if apt_text else None
+    compatible = parse_compatible(files.read_bytes(COMPATIBLE) or b"")
+    model = (files.read_text(MODEL) or "").strip("\x00 \n") or None
+
+    soc = _soc(compatible, data)
+    tegra_in_device_tree = any(entry.startswith("nvidia,tegra") for entry in compatible)
+    evidence = (
+        release_bytes is not None or dpkg_l4t or apt_l4t or tegra_in_device_tree or l4t_override is not None
+    )
+    if not evidence:
+        raise NotAJetson(
+            f"no Jetson found under {root}: no {RELEASE_FILE}, no nvidia-l4t-core package, "
+            f"no nvidia,tegra entry in {COMPATIBLE}",
+            fix="run this on a Jetson, or preview with: jetson-install detect --root sample:agx-orin-64gb-jp6.2",
+        )
+
+    l4t: Optional[L4T] = None
+    jetpack_exact = True
+    if l4t_override is not None:
+        l4t = parse_l4t(l4t_override.value)
+        sources["l4t"] = l4t_override.source
+    elif dpkg_l4t is not None:
+        l4t = dpkg_l4t
+        sources["l4t"] = DPKG_STATUS
+        if release_l4t is not None and release_l4t != dpkg_l4t:
+            # apt upgrades move the package while the release file can lag
+            # (platform-detection.md F7, §7 item 14): the package wins.
+            warnings.append(
+                f"{RELEASE_FILE} says {release_l4t} but nvidia-l4t-core is {dpkg_l4t}; using {dpkg_l4t}"
+            )
+    elif release_l4t is not None:
+        l4t = release_l4t
+        sources["l4t"] = RELEASE_FILE
+    elif apt_l4t is not None:
+        l4t = L4T(apt_l4t[0], apt_l4t[1], 0)
+        jetpack_exact = False
+        sources["l4t"] = APT_SOURCE
+        warnings.append(f"only L4T {apt_l4t[0]}.{apt_l4t[1]} is known (from {APT_SOURCE}); the patch release is not")
+    elif release_error is not None:
+        raise InvalidReleaseFile(
+            f"{files.path(RELEASE_FILE)} {release_error.message} and no other file gives the L4T release",
+            fix="give the release explicitly: --l4t 36.4.3 (or JETSON_L4T_VERSION=36.4.3)",
+        )
+    if release_error is not None and l4t is not None and sources["l4t"] != RELEASE_FILE:
+        warnings.append(f"{RELEASE_FILE} {release_error.message}; L4T taken from {sources['l4t']}")
+    if l4t is None:
+        warnings.append(f"the L4T release is unknown (no {RELEASE_FILE}, nvidia-l4t-core or apt source); pass --l4t")
+
+    facts = data.majors.get(l4t.major) if l4t else None
+    jetpack: Optional[str] = None
+    if l4t is not None:
+        if facts is None:
+            warnings.append(
+                f"L4T R{l4t.major} is not known to this jetson-install; JetPack unknown "
+                "(upgrade: pipx upgrade jetson-install)"
+            )
+        elif jetpack_exact and l4t in data.releases:
+            jetpack = data.releases[l4t]
+            sources["jetpack"] = "release table"
+        else:
+            jetpack = facts.jetpack_family
+            sources["jetpack"] = f"L4T R{l4t.major} family"
+            if jetpack_exact:
+                warnings.append(f"L4T {l4t} is not in the release table; JetPack {jetpack} assumed from R{l4t.major}")
+
+    cuda = _cuda(files, sources)
+    if cuda is None and facts is not None and l4t is not None:
+        cuda = facts.default_cuda(l4t.minor)
+        if cuda:
+            sources["cuda"] = f"default for L4T {l4t.major}.{l4t.minor}"
+
+    soc_facts = data.socs.get(soc) if soc else None
+    if soc:
+        sources["soc"] = COMPATIBLE
+    module = _module(compatible, data)
+    kind = _kind(l4t, soc_facts.family if soc_facts else None, facts, warnings)
+
+    ubuntu = _ubuntu(root, sources)
+    if ubuntu is None and facts is not None and facts.ubuntu:
+        ubuntu = facts.ubuntu
+        sources["ubuntu"] = f"default for L4T R{facts.major}"
+    python = facts.python if facts else None
+    if python:
+        sources["python"] = f"default for L4T R{facts.major}" if facts else ""
+    kernel = (files.read_text(KERNEL) or "").strip() or None
+    if kernel:
+        sources["kernel"] = KERNEL
+
+    return Platform(
+        root=str(root),
+        jetson=True,
+        l4t=l4t,
+        jetpack=jetpack,
+        cuda=cuda,
+        soc=soc,
+        family=soc_facts.family if soc_facts else None,
+        module=module,
+        model=model,
+        compute_capability=soc_facts.compute_capability if soc_facts else None,
+        kind=kind,
+        ubuntu=ubuntu,
+        python=python,
+        kernel=kernel,
+        arch=eabi or "aarch64",
+        sources=sources,
+        warnings=tuple(warnings),
+    )
+
+
+def _soc(compatible: Tuple[str, ...], data: PlatformData) -> Optional[str]:
+    for entry in compatible:
+        vendor, _, name = entry.partition(",")
+        if vendor == "nvidia" and name in data.socs:
+            return name
+    return None
+
+
+def _module(compatible: Tuple[str, ...], data: PlatformData) -> Optional[str]:
+    for entry in compatible:
+        vendor, _, name = entry.partition(",")
+        # "nvidia,p3737-0000+p3701-0005" is carrier+module; the module comes last.
+        part = name.split("+")[-1].replace("-super", "")
+        if vendor == "nvidia" and part in data.modules:
+            return data.modules[part]
+    return None
+
+
+def _kind(l4t: Optional[L4T], family: Optional[str], facts: Any, warnings: List[str]) -> Optional[str]:
+    """tegra, or sbsa where the CUDA userspace is the Arm-server one: Thor on JetPack 7
+    (torch-indexes.md §4). Orin keeps the tegra userspace even on R39."""
+    if l4t is None:
+        return "sbsa" if family == "Thor" else ("tegra" if family else None)
+    if l4t.major < 38:
+        return "tegra"
+    if family == "Thor":
+        return "sbsa"
+    if family is not None:
+        if facts is not None and facts.socs and family != "Orin":
+            warnings.append(f"L4T R{l4t.major} is not released for {family}")
+        return "tegra"
+    if facts is not None and facts.socs == ("tegra264",):
+        return "sbsa"  # R38 is Thor only
+    warnings.append(f"cannot tell Thor from Orin on L4T R{l4t.major}: no SoC in the device tree")
+    return None
+
+
+def _cuda(files: _Root, sources: Dict[str, str]) -> Optional[str]:
+    text = files.read_text(CUDA_JSON)
+    found = parse_cuda_version_json(text) if text else None
+    if found:
+        sources["cuda"] = CUDA_JSON
+        return found
+    text = files.read_text(CUDA_TXT)
+    found = parse_cuda_version_txt(text) if text else None
+    if found:
+        sources["cuda"] = CUDA_TXT
+    return found
+
+
+def _ubuntu(root: Path, sources: Dict[str, str]) -> Optional[str]:
+    import distro
+
+    release = distro.LinuxDistribution(
+        include_lsb=False, include_uname=False, include_oslevel=False, root_dir=str(root)
+    )
+    if release.id() != "ubuntu":
+        return None
+    version = release.version()
+    if version:
+        sources["ubuntu"] = "etc/os-release"
+    return version or None

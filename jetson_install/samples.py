@@ -1,0 +1,34 @@
+"""Sample roots shipped in the package, so every command can be tried without a Jetson."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+from jetson_install.errors import BadInput
+
+__all__ = ["SAMPLES_DIR", "sample_names", "resolve_root"]
+
+SAMPLES_DIR = Path(__file__).with_name("samples")
+PREFIX = "sample:"
+
+
+def sample_names() -> List[str]:
+    return sorted(path.name for path in SAMPLES_DIR.iterdir() if path.is_dir())
+
+
+def resolve_root(value: str) -> Path:
+    """A --root value: a directory, or `sample:<name>` for a shipped sample root."""
+    if value.startswith(PREFIX):
+        name = value[len(PREFIX):]
+        path = SAMPLES_DIR / name
+        if not name or not path.is_dir():
+            raise BadInput(
+                f"--root {value}: no such sample (have: {', '.join(sample_names())})",
+                fix="jetson-install samples",
+            )
+        return path
+    path = Path(value)
+    if not path.is_dir():
+        raise BadInput(f"--root {value}: not a directory", fix="pass a directory, e.g. --root /")
+    return path

@@ -1,0 +1,92 @@
+"""`jetson-install detect`, `samples`, `--help` and `--version` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BOARDS = Path(__file__).parent / "resources" / "boards"
+
+
+def run_cli(*args: str, env: dict = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jetson_install", *args],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+
+
+def test_detect_json_on_a_sample_root() -> None:
+    result = run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["l4t"] == "36.4.3"
+    assert report["jetpack"] == "6.2"
+    assert report["compute_capability"] == "8.7"
+    assert report["sources"]["l4t"] == "var/lib/dpkg/status"
+
+
+def test_detect_human_summary_names_board_and_release() -> None:
+    result = run_cli("detect", "--root", "sample:agx-thor-jp7.0")
+    assert result.returncode == 0
+    assert "NVIDIA Jetson AGX Thor (Developer kit)" in result.stdout
+    assert "JetPack  7.0" in result.stdout
+    assert "kind     sbsa" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "board, code, fragment",
+    [
+        ("empty-release-no-fallback", 2, "--l4t 36.4.3"),
+        ("binary-garbage-release", 2, "is not text"),
+        ("debian-server-no-jetson", 3, "no Jetson found"),
+    ],
+)
+def test_bad_roots_give_one_line_and_exit_code(board: str, code: int, fragment: str) -> None:
+    result = run_cli("detect", "--root", str(BOARDS / board))
+    assert result.returncode == code
+    assert fragment in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_l4t_from_environment_is_named_as_source(tmp_path: Path) -> None:
+    import os
+
+    env = dict(os.environ, JETSON_L4T_VERSION="36.4.3")
+    result = run_cli("detect", "--root", str(BOARDS / "empty-release-no-fallback"), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sources"]["l4t"] == "JETSON_L4T_VERSION"
+
+
+def test_error_in_json_mode_is_an_envelope_on_stdout() -> None:
+    result = run_cli("detect", "--root", str(BOARDS / "debian-server-no-jetson"), "--json")
+    assert result.returncode == 3
+    assert json.loads(result.stdout)["error"]["exit_code"] == 3
+
+
+def test_samples_lists_the_shipped_roots() -> None:
+    result = run_cli("samples")
+    assert "sample:agx-orin-64gb-jp6.2" in result.stdout.split()
+    assert "sample:xavier-nx-jp5.1.2" in result.stdout.split()
+
+
+def test_unknown_sample_points_at_the_samples_command() -> None:
+    result = run_cli("detect", "--root", "sample:orin-agx")
+    assert result.returncode == 2
+    assert "jetson-install samples" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["detect", "--root", "sample:agx-orin-64gb-jp6.2"]])
+def test_fast_commands_do_not_import_requests_or_uv(args: list) -> None:
+    probe = (
+        "import sys, runpy; sys.argv = ['jetson-install'] + %r\n"
+        "try:\n    runpy.run_module('jetson_install', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('requests', 'uv', 'urllib3') or m == 'jetson_install.uv')\n"
+        "print('HEAVY', heavy)\n" % (args,)
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "HEAVY []" in result.stdout, result.stdout + result.stderr

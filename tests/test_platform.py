@@ -1,0 +1,99 @@
+"""Detection over mini roots built from real captured files, one folder per capture.
+
+Each folder under tests/resources/boards holds the files a board carries and an
+expected.json: the fields `detect --json` must report, or the error it must give.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jetson_install import errors
+from jetson_install.platform import L4TOverride, detect
+from jetson_install.release_files import L4T, parse_nv_tegra_release
+
+BOARDS = Path(__file__).parent / "resources" / "boards"
+BOARD_NAMES = sorted(path.name for path in BOARDS.iterdir() if path.is_dir())
+
+
+def expected_for(name: str) -> dict:
+    return json.loads((BOARDS / name / "expected.json").read_text())
+
+
+@pytest.mark.parametrize("board", BOARD_NAMES)
+def test_board(board: str) -> None:
+    expected = expected_for(board)
+    if "error" in expected:
+        with pytest.raises(getattr(errors, expected["error"])) as caught:
+            detect(BOARDS / board)
+        assert caught.value.exit_code == expected["exit_code"]
+        shown = f"{caught.value.message} {caught.value.fix or ''}"
+        for fragment in expected["message_contains"]:
+            assert fragment in shown
+        return
+    report = detect(BOARDS / board).to_json()
+    for key, value in expected.items():
+        if key == "warnings_contain":
+            for fragment in value:
+                assert any(fragment in warning for warning in report["warnings"]), report["warnings"]
+        elif key == "sources":
+            for field, source in value.items():
+                assert report["sources"].get(field) == source, (field, report["sources"])
+        else:
+            assert report[key] == value, (key, report[key])
+
+
+def test_every_board_folder_has_expectations() -> None:
+    for name in BOARD_NAMES:
+        assert (BOARDS / name / "expected.json").is_file(), name
+
+
+def test_override_wins_for_an_empty_container_release_file() -> None:
+    platform = detect(BOARDS / "empty-release-no-fallback", L4TOverride("36.4.3", "JETSON_L4T_VERSION"))
+    assert str(platform.l4t) == "36.4.3"
+    assert platform.jetpack == "6.2"
+    assert platform.sources["l4t"] == "JETSON_L4T_VERSION"
+
+
+def test_override_that_is_not_a_version_is_bad_input() -> None:
+    with pytest.raises(errors.BadInput, match="invalid L4T version 'six'"):
+        detect(BOARDS / "agx-orin-64gb-r36.4.3", L4TOverride("six", "--l4t"))
+
+
+@pytest.mark.parametrize(
+    "line, l4t",
+    [
+        ("# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025", L4T(36, 4, 3)),
+        ("# R39 (release), REVISION: 2.1, GCID: 46758480, BOARD: generic, EABI: aarch64, DATE: Fri Aug  7 05:54:22 PM UTC 2026", L4T(39, 2, 1)),
+        ("R35 (release), REVISION: 3.1, GCID: 32827747", L4T(35, 3, 1)),
+        ("# R32 (release), REVISION: 5", L4T(32, 5, 0)),
+        ("  # R32 (release), REVISION: 7.4\r\n", L4T(32, 7, 4)),
+        ("# R36 (release), REVISION: 4.3, EABI: aarch64", L4T(36, 4, 3)),
+    ],
+)
+def test_release_line_variants(line: str, l4t: L4T) -> None:
+    assert parse_nv_tegra_release(line.encode())[0] == l4t
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=512))
+def test_release_parser_parses_or_raises_its_own_error(data: bytes) -> None:
+    try:
+        l4t, _ = parse_nv_tegra_release(data)
+    except errors.InvalidReleaseFile:
+        return
+    assert isinstance(l4t, L4T)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_release_parser_on_text_with_a_banner_prefix(tail: str) -> None:
+    try:
+        parse_nv_tegra_release(("# R36 (release), REVISION: " + tail).encode())
+    except errors.InvalidReleaseFile:
+        pass
