@@ -1,25 +1,375 @@
-"""wheels-index.toml -> Catalog: channels and targets, through one validating loader."""
+"""wheels-index.toml -> Catalog: channels and targets, read by one validating loader.
+
+A mistake in the file is reported with the file, line and key, so a reviewer can
+fix the data without reading this code.
+"""
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["Channel", "Target", "Catalog"]
+from jetson_install.errors import CatalogError
+from jetson_install.platform import Platform
+from jetson_install.toml_file import load_toml
+
+__all__ = ["VendorSource", "Channel", "Target", "Catalog", "ChannelMatch", "load_catalog", "default_catalog_path"]
+
+VENDOR_PACKAGES = ("torch", "torchvision", "torchaudio", "bitsandbytes")
+STATUSES = ("supported", "experimental", "unsupported")
+KINDS = ("tegra", "sbsa")
+
+
+@dataclass(frozen=True)
+class VendorSource:
+    """One place the vendor wheels come from: a PEP 503 index, or direct wheel URLs."""
+
+    index: Optional[str]
+    wheels: Tuple[str, ...]
+    pins: Mapping[str, str]
+    numpy: Optional[str]  # a specifier such as "<2" when the wheels were built against NumPy 1.x
+    apt: Tuple[str, ...]
+
+    @property
+    def location(self) -> str:
+        return self.index or self.wheels[0]
 
 
 @dataclass(frozen=True)
 class Channel:
-    id: str  # "jp6-cu126"
-    jetpack: str  # "6.1-6.2.x"
-    cuda: str  # "12.6"
-    python: str  # "3.10": the Python ABI the vendor wheels are built for
-    kind: str  # "tegra" | "sbsa"
-    status: str  # "supported" | "experimental" | "unsupported"
+    id: str
+    title: str
+    l4t_from: Tuple[int, int]
+    l4t_below: Tuple[int, int]
+    families: Tuple[str, ...]  # empty: any SoC family
+    jetpack: str
+    cuda: str
+    python: str  # the Python ABI the vendor wheels are built for, "3.10"
+    kind: str
+    status: str
     reason: str
-    remedy: str  # what would make it work, for unsupported ones
-    vendor_indexes: Tuple[str, ...] = ()
-    pins: Mapping[str, str] = field(default_factory=dict)  # torch, torchvision, torchaudio, bitsandbytes
-    numpy: Optional[str] = None  # a specifier such as "<2" when the wheels were built against NumPy 1.x
-    apt: Tuple[str, ...] = ()
+    remedy: str
+    sources: Tuple[VendorSource, ...] = ()
     containers: Tuple[str, ...] = ()
+
+    @property
+    def installable(self) -> bool:
+        return self.status != "unsupported" and bool(self.sources)
+
+    @property
+    def primary(self) -> Optional[VendorSource]:
+        return self.sources[0] if self.sources else None
+
+    @property
+    def pins(self) -> Mapping[str, str]:
+        return self.primary.pins if self.primary else {}
+
+    @property
+    def numpy(self) -> Optional[str]:
+        return self.primary.numpy if self.primary else None
+
+    @property
+    def apt(self) -> Tuple[str, ...]:
+        return self.primary.apt if self.primary else ()
+
+    def covers(self, major: int, minor: int) -> bool:
+        return self.l4t_from <= (major, minor) < self.l4t_below
+
+
+@dataclass(frozen=True)
+class Target:
+    id: str
+    title: str
+    distribution: str
+    git: str
+    ref: str
+    requires_python: str
+    quantization_extra: str
+    requires_bitsandbytes: str
+    requires_torch: str
+    smoke: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ChannelMatch:
+    """The channel for a platform, or why there is none."""
+
+    channel: Optional[Channel]
+    reason: str = ""
+    remedy: str = ""
+    warnings: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Catalog:
+    path: str
+    channels: Tuple[Channel, ...]
+    targets: Mapping[str, Target] = field(default_factory=dict)
+
+    def channel(self, channel_id: str) -> Channel:
+        for channel in self.channels:
+            if channel.id == channel_id:
+                return channel
+        raise KeyError(channel_id)
+
+    def match(self, platform: Platform) -> ChannelMatch:
+        """Pick the channel covering the platform's L4T release (and SoC family, where
+        a release runs on several); never a neighbour's channel."""
+        if platform.l4t is None:
+            return ChannelMatch(None, "unsupported: the L4T release is unknown", "pass it with --l4t, e.g. --l4t 36.4.3")
+        l4t = platform.l4t
+        in_range = [c for c in self.channels if c.covers(l4t.major, l4t.minor)]
+        if not in_range:
+            return ChannelMatch(
+                None,
+                f"unsupported: unknown L4T release {l4t} (no channel in wheels-index.toml covers it)",
+                "upgrade jetson-install (pipx upgrade jetson-install), or flash JetPack 6.2 (L4T R36.4.3)",
+            )
+        if platform.family is not None:
+            fitting = [c for c in in_range if not c.families or platform.family in c.families]
+            if not fitting:
+                return ChannelMatch(
+                    None,
+                    f"unsupported: no channel for {platform.family} on L4T {l4t}",
+                    "flash a JetPack release made for this board; see `jetson-install channels`",
+                )
+            return ChannelMatch(fitting[0])
+        if len(in_range) == 1:
+            return ChannelMatch(in_range[0])
+        return ChannelMatch(
+            None,
+            f"unsupported: L4T {l4t} runs on several SoC families ({', '.join(f for c in in_range for f in c.families)}) "
+            "and the device tree does not say which this is",
+            "run on the board itself, or give a root with proc/device-tree/compatible",
+        )
+
+
+def default_catalog_path() -> Path:
+    # Inside the wheel the file sits beside this module; in a source checkout it is
+    # at the top level, where reviewers find it.
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "wheels-index.toml", here.parent / "wheels-index.toml"):
+        if candidate.is_file():
+            return candidate
+    raise CatalogError(f"wheels-index.toml is missing from {here}", fix="reinstall: pipx reinstall jetson-install")
+
+
+@functools.lru_cache(maxsize=None)
+def load_catalog(path: Optional[Path] = None) -> Catalog:
+    path = path or default_catalog_path()
+    raw = load_toml(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return _Loader(path, lines).catalog(raw)
+
+
+_CHANNEL_KEYS = {
+    "id", "title", "l4t", "families", "jetpack", "cuda", "python", "kind", "status", "reason", "remedy",
+    "containers", "sources",
+}
+_SOURCE_KEYS = {"index", "wheels", "pins", "numpy", "apt"}
+_TARGET_KEYS = {
+    "title", "distribution", "git", "ref", "requires_python", "quantization_extra", "requires_bitsandbytes",
+    "requires_torch", "smoke",
+}
+
+
+class _Loader:
+    def __init__(self, path: Path, lines: Sequence[str]) -> None:
+        self.path = path
+        self.lines = lines
+        self.headers = [i for i, line in enumerate(lines) if line.strip() == "[[channels]]"]
+        self.source_headers = [i for i, line in enumerate(lines) if line.strip() == "[[channels.sources]]"]
+
+    # -- error reporting -------------------------------------------------
+    def _line(self, key: str, start: int) -> int:
+        pattern = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
+        for number in range(start, len(self.lines)):
+            if pattern.match(self.lines[number]):
+                return number + 1
+        return start + 1
+
+    def fail(self, where: str, key: str, problem: str, start: int = 0) -> CatalogError:
+        line = self._line(key, start)
+        return CatalogError(
+            f"{self.path}:{line}: {where}: key '{key}' {problem}",
+            fix=f"edit {self.path.name} line {line}, then check it: jetson-install channels",
+        )
+
+    # -- structure -------------------------------------------------------
+    def catalog(self, raw: Dict[str, Any]) -> Catalog:
+        if raw.get("schema_version") != 1:
+            raise self.fail("top level", "schema_version", "must be 1")
+        channels_raw = raw.get("channels")
+        if not isinstance(channels_raw, list) or not channels_raw:
+            raise self.fail("top level", "channels", "must be a non-empty array of tables ([[channels]])")
+        channels: List[Channel] = []
+        source_counter = 0
+        for number, entry in enumerate(channels_raw):
+            start = self.headers[number] if number < len(self.headers) else 0
+            channel, used = self.channel(entry, start, source_counter)
+            source_counter += used
+            channels.append(channel)
+        self.check_unique_and_disjoint(channels)
+        targets_raw = raw.get("targets")
+        if not isinstance(targets_raw, dict) or not targets_raw:
+            raise self.fail("top level", "targets", "must hold at least one [targets.NAME] table")
+        targets = {name: self.target(name, entry) for name, entry in targets_raw.items()}
+        return Catalog(str(self.path), tuple(channels), targets)
+
+    def channel(self, entry: Any, start: int, source_counter: int) -> Tuple[Channel, int]:
+        where = f"channel {entry.get('id', '?')!r}" if isinstance(entry, dict) else "channel"
+        if not isinstance(entry, dict):
+            raise self.fail("channels", "channels", "must hold tables", start)
+        unknown = sorted(set(entry) - _CHANNEL_KEYS)
+        if unknown:
+            raise self.fail(where, unknown[0], "is not a channel key", start)
+        for key in ("id", "title", "jetpack", "cuda", "python", "kind", "status", "reason"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                raise self.fail(where, key, "is required and must be a non-empty string", start)
+        if entry["kind"] not in KINDS:
+            raise self.fail(where, "kind", f"must be one of {', '.join(KINDS)}", start)
+        if entry["status"] not in STATUSES:
+            raise self.fail(where, "status", f"must be one of {', '.join(STATUSES)}", start)
+        if not re.fullmatch(r"\d+\.\d+", entry["python"]):
+            raise self.fail(where, "python", "must be major.minor, like \"3.10\"", start)
+        l4t = entry.get("l4t")
+        if not isinstance(l4t, dict) or set(l4t) != {"from", "below"}:
+            raise self.fail(where, "l4t", "must be { from = \"MAJOR.MINOR\", below = \"MAJOR.MINOR\" }", start)
+        l4t_from, l4t_below = self.major_minor(where, l4t["from"], start), self.major_minor(where, l4t["below"], start)
+        if not l4t_from < l4t_below:
+            raise self.fail(where, "l4t", "'from' must be below 'below'", start)
+        sources_raw = entry.get("sources", [])
+        if not isinstance(sources_raw, list):
+            raise self.fail(where, "sources", "must be an array of tables ([[channels.sources]])", start)
+        sources = []
+        for offset, source in enumerate(sources_raw):
+            header = source_counter + offset
+            source_start = self.source_headers[header] if header < len(self.source_headers) else start
+            sources.append(self.source(where, source, source_start))
+        if entry["status"] != "unsupported" and not any("torch" in s.pins for s in sources):
+            raise self.fail(where, "sources", "must give a torch pin for a channel that is not unsupported", start)
+        if entry["status"] == "unsupported" and not entry.get("remedy"):
+            raise self.fail(where, "remedy", "must say what would make an unsupported channel work", start)
+        channel = Channel(
+            id=entry["id"],
+            title=entry["title"],
+            l4t_from=l4t_from,
+            l4t_below=l4t_below,
+            families=tuple(self.strings(where, entry, "families", start)),
+            jetpack=entry["jetpack"],
+            cuda=entry["cuda"],
+            python=entry["python"],
+            kind=entry["kind"],
+            status=entry["status"],
+            reason=entry["reason"],
+            remedy=entry.get("remedy", ""),
+            sources=tuple(sources),
+            containers=tuple(self.strings(where, entry, "containers", start)),
+        )
+        return channel, len(sources_raw)
+
+    def source(self, where: str, entry: Any, start: int) -> VendorSource:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+        from packaging.version import InvalidVersion, Version
+
+        where = f"{where} source"
+        if not isinstance(entry, dict):
+            raise self.fail(where, "sources", "must hold tables", start)
+        unknown = sorted(set(entry) - _SOURCE_KEYS)
+        if unknown:
+            raise self.fail(where, unknown[0], "is not a source key", start)
+        if ("index" in entry) == ("wheels" in entry):
+            raise self.fail(where, "index", "or 'wheels' must be given, not both", start)
+        pins = entry.get("pins", {})
+        if not isinstance(pins, dict) or not pins:
+            raise self.fail(where, "pins", "must map package names to exact versions", start)
+        for name, version in pins.items():
+            if name not in VENDOR_PACKAGES:
+                raise self.fail(where, "pins", f"names {name!r}; only {', '.join(VENDOR_PACKAGES)} are vendor packages", start)
+            try:
+                Version(version)
+            except (InvalidVersion, TypeError):
+                raise self.fail(where, "pins", f"has {name} = {version!r}, which is not a version", start) from None
+        if "index" in entry and not (isinstance(entry["index"], str) and entry["index"].startswith("https://")):
+            raise self.fail(where, "index", "must be an https:// URL", start)
+        wheels = tuple(self.strings(where, entry, "wheels", start))
+        for url in wheels:
+            if not url.startswith("https://"):
+                raise self.fail(where, "wheels", f"has {url!r}; wheel URLs must use https://", start)
+            try:
+                name, version, _, _ = parse_wheel_filename(url.rsplit("/", 1)[-1])
+            except InvalidWheelFilename:
+                raise self.fail(where, "wheels", f"has {url!r}, which does not end in a wheel file name", start) from None
+            if Version(pins.get(str(name), "0")) != version:
+                raise self.fail(where, "pins", f"must pin {name} to {version}, the version of its wheel URL", start)
+        numpy = entry.get("numpy")
+        if numpy is not None:
+            try:
+                SpecifierSet(numpy)
+            except (InvalidSpecifier, TypeError):
+                raise self.fail(where, "numpy", f"is {numpy!r}, not a version specifier like \"<2\"", start) from None
+        return VendorSource(
+            index=entry.get("index"),
+            wheels=wheels,
+            pins=dict(pins),
+            numpy=numpy,
+            apt=tuple(self.strings(where, entry, "apt", start)),
+        )
+
+    def target(self, name: str, entry: Any) -> Target:
+        start = next((i for i, line in enumerate(self.lines) if line.strip() == f"[targets.{name}]"), 0)
+        where = f"target {name!r}"
+        if not isinstance(entry, dict):
+            raise self.fail(where, name, "must be a table", start)
+        unknown = sorted(set(entry) - _TARGET_KEYS)
+        if unknown:
+            raise self.fail(where, unknown[0], "is not a target key", start)
+        for key in _TARGET_KEYS - {"smoke"}:
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                raise self.fail(where, key, "is required and must be a non-empty string", start)
+        if not entry["git"].startswith("https://"):
+            raise self.fail(where, "git", "must be an https:// URL", start)
+        return Target(
+            id=name,
+            title=entry["title"],
+            distribution=entry["distribution"],
+            git=entry["git"],
+            ref=entry["ref"],
+            requires_python=entry["requires_python"],
+            quantization_extra=entry["quantization_extra"],
+            requires_bitsandbytes=entry["requires_bitsandbytes"],
+            requires_torch=entry["requires_torch"],
+            smoke=tuple(self.strings(where, entry, "smoke", start)),
+        )
+
+    # -- small value checks ----------------------------------------------
+    def strings(self, where: str, entry: Dict[str, Any], key: str, start: int) -> List[str]:
+        value = entry.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            raise self.fail(where, key, "must be an array of strings", start)
+        return list(value)
+
+    def major_minor(self, where: str, value: Any, start: int) -> Tuple[int, int]:
+        if not isinstance(value, str) or not re.fullmatch(r"\d+\.\d+", value):
+            raise self.fail(where, "l4t", f"has {value!r}; L4T bounds are \"MAJOR.MINOR\" strings", start)
+        major, minor = value.split(".")
+        return int(major), int(minor)
+
+    def check_unique_and_disjoint(self, channels: List[Channel]) -> None:
+        seen: Dict[str, int] = {}
+        for index, channel in enumerate(channels):
+            start = self.headers[index] if index < len(self.headers) else 0
+            if channel.id in seen:
+                raise self.fail(f"channel {channel.id!r}", "id", "is used by two channels", start)
+            seen[channel.id] = index
+            for other in channels[:index]:
+                overlap = channel.l4t_from < other.l4t_below and other.l4t_from < channel.l4t_below
+                shared = not channel.families or not other.families or set(channel.families) & set(other.families)
+                if overlap and shared:
+                    raise self.fail(
+                        f"channel {channel.id!r}", "l4t", f"overlaps channel {other.id!r} for the same SoC family", start
+                    )

@@ -76,6 +76,115 @@ def samples() -> None:
         click.echo(f"sample:{name}")
 
 
+def _install_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON result object on stdout."),
+        click.option("--no-verify", is_flag=True, help="Skip the doctor (for image builds without GPU access)."),
+        click.option("--ref", metavar="REF", help="Git tag, branch or commit of the source."),
+        click.option("--source", metavar="PATH|URL", help="Install OBLITERATUS from this checkout or git URL."),
+        click.option("--allow-insecure-index", is_flag=True, help="Accept plain-http indexes on remote hosts."),
+        click.option("--default-index", metavar="URL", envvar="JETSON_INSTALL_DEFAULT_INDEX",
+                     help="Replace the general index (default: uv's own)."),
+        click.option("--vendor-index", metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
+                     help="Replace the channel's vendor index (a mirror of the same builds)."),
+        click.option("--python", "python", metavar="PATH", help="Use this interpreter (default: a system Python of the channel's version)."),
+        click.option("--venv", metavar="DIR", help="Environment location (default: a per-user data directory)."),
+    ]
+    for option in options:
+        command = option(command)
+    return _root_options(command)
+
+
+def _option_source(name: str, env_name: str, flag: str) -> str:
+    source = click.get_current_context().get_parameter_source(name)
+    return env_name if source is not None and source.name == "ENVIRONMENT" else flag
+
+
+def _build_plan(target: str, options: dict):
+    from jetson_install.catalog import load_catalog
+    from jetson_install.plan import make_plan
+    from jetson_install.settings import load_index_settings
+
+    platform = _detect_platform(options["root"], options["l4t"])
+    settings = load_index_settings(
+        options["vendor_index"], _option_source("vendor_index", "JETSON_INSTALL_VENDOR_INDEX", "--vendor-index"),
+        options["default_index"], _option_source("default_index", "JETSON_INSTALL_DEFAULT_INDEX", "--default-index"),
+        options["allow_insecure_index"],
+    )
+    venv = Path(options["venv"]) if options["venv"] else _default_venv(target)
+    return make_plan(
+        platform, load_catalog(), target, settings, venv.absolute(),
+        interpreter=options["python"], source=options["source"], ref=options["ref"],
+        verify=not options["no_verify"],
+    )
+
+
+def _default_venv(target: str) -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("jetson-install")) / "envs" / target
+
+
+@cli.group()
+def plan() -> None:
+    """Show what an install would do, changing nothing."""
+
+
+@plan.command("obliteratus")
+@_install_options
+def plan_obliteratus(**options: Any) -> None:
+    """The ordered steps `jetson-install obliteratus` would take."""
+    from jetson_install.errors import EXIT_UNSUPPORTED
+    from jetson_install.render import plan_text
+
+    the_plan = _build_plan("obliteratus", options)
+    if options["as_json"]:
+        _print_json(the_plan.to_json())
+    else:
+        click.echo(plan_text(the_plan))
+    if not the_plan.supported:
+        sys.exit(EXIT_UNSUPPORTED)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the channels as JSON.")
+def channels(as_json: bool) -> None:
+    """List the channels in wheels-index.toml (and validate the file)."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.render import channels_text
+
+    catalog = load_catalog()
+    if as_json:
+        _print_json([{"id": c.id, "title": c.title, "status": c.status, "python": c.python, "cuda": c.cuda,
+                      "vendor_index": c.primary.location if c.primary else None, "pins": dict(c.pins)}
+                     for c in catalog.channels])
+    else:
+        click.echo(channels_text(catalog))
+
+
+@cli.command()
+@click.option("--write", is_flag=True, help="Rewrite the files from wheels-index.toml.")
+@click.option("--dir", "directory", default="constraints", show_default=True, metavar="DIR")
+def constraints(write: bool, directory: str) -> None:
+    """Check (or --write) constraints/<channel>.txt against wheels-index.toml."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.constraints import stale_files, write_files
+    from jetson_install.errors import EXIT_FAILED
+
+    catalog = load_catalog()
+    target = Path(directory)
+    if write:
+        for name in write_files(catalog, target):
+            click.echo(f"wrote {target / name}")
+        return
+    stale = stale_files(catalog, target)
+    if stale:
+        click.echo(f"error: out of date in {target}: {', '.join(stale)}", err=True)
+        click.echo("  fix: jetson-install constraints --write", err=True)
+        sys.exit(EXIT_FAILED)
+    click.echo(f"{target}: up to date with {catalog.path}")
+
+
 def main(argv: Optional[list] = None) -> None:
     """Entry point: run the CLI and turn every known failure into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import TYPE_CHECKING, List, Sequence
 
 from jetson_install.platform import Platform
 
-__all__ = ["platform_summary"]
+if TYPE_CHECKING:
+    from jetson_install.catalog import Catalog
+    from jetson_install.plan import Plan
+
+__all__ = ["platform_summary", "plan_text", "channels_text"]
 
 
 def platform_summary(platform: Platform) -> str:
@@ -28,3 +32,52 @@ def platform_summary(platform: Platform) -> str:
         lines.append(f"  kernel   {platform.kernel}")
     lines.extend(f"warning: {warning}" for warning in platform.warnings)
     return "\n".join(lines)
+
+
+def plan_text(plan: Plan) -> str:
+    platform = plan.platform
+    board = platform.module or platform.model or "Jetson"
+    lines = [f"Plan: {plan.target.title} on {board}, L4T {platform.l4t or 'unknown'} / JetPack {platform.jetpack or 'unknown'}"]
+    if plan.channel is not None:
+        lines.append(f"  channel   {plan.channel.id} ({plan.channel.status}): {plan.channel.title}")
+    if not plan.supported:
+        lines.append(f"  {plan.reason}")
+        if plan.remedy:
+            lines.append(f"  to make it work: {plan.remedy}")
+        return "\n".join(lines + [f"warning: {w}" for w in plan.warnings])
+    settings = plan.settings
+    lines += [
+        f"  python    {plan.interpreter or plan.python_abi}",
+        f"  venv      {plan.venv}",
+        f"  vendor    {plan.vendor_location}   ({settings.vendor_index.source})",
+        f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
+        f"  pins      {' '.join(plan.constraints)}",
+        f"  source    {plan.requirement}",
+    ]
+    if plan.vendor and plan.vendor.apt:
+        lines.append(f"  apt       sudo apt-get install -y {' '.join(plan.vendor.apt)}   (the vendor wheels need these)")
+    lines.append("steps:")
+    for number, step in enumerate(plan.steps, 1):
+        lines.append(f"  {number}. {step.id:12} {step.title}")
+        if step.argv:
+            lines.append(f"       $ {_shell_line(step.argv)}")
+    lines.extend(f"warning: {w}" for w in plan.warnings)
+    return "\n".join(lines)
+
+
+def channels_text(catalog: Catalog) -> str:
+    lines = []
+    for channel in catalog.channels:
+        low = f"R{channel.l4t_from[0]}.{channel.l4t_from[1]}"
+        high = f"R{channel.l4t_below[0]}.{channel.l4t_below[1]}"
+        families = f" [{', '.join(channel.families)}]" if channel.families else ""
+        lines.append(f"{channel.id:15} {channel.status:12} L4T {low} to below {high}{families}  Python {channel.python}  CUDA {channel.cuda}")
+        if channel.primary:
+            lines.append(f"{'':15} {channel.primary.location}")
+    return "\n".join(lines)
+
+
+def _shell_line(argv: Sequence[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(part) for part in argv)

@@ -38,8 +38,8 @@ class Completed:
         return lines[-1].strip() if lines else ""
 
 
-def child_environment(overrides: Optional[Mapping[str, str]] = None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+def child_environment(overrides: Optional[Mapping[str, str]] = None, unset: Sequence[str] = ()) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED and k not in unset}
     env["PYTHONIOENCODING"] = "utf-8"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     if overrides:
@@ -54,6 +54,7 @@ def run(
     env: Optional[Mapping[str, str]] = None,
     cwd: Optional[str] = None,
     input_text: Optional[str] = None,
+    unset: Sequence[str] = (),
 ) -> Completed:
     """Run argv to completion and capture its output; never raises for a failing child.
 
@@ -71,7 +72,7 @@ def run(
             text=True,
             errors="replace",
             timeout=timeout,
-            env=child_environment(env),
+            env=child_environment(env, unset),
             cwd=cwd,
         )
     except subprocess.TimeoutExpired as exc:

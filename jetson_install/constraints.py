@@ -1,0 +1,58 @@
+"""Constraints files: the exact vendor pins of a channel, in pip/uv constraints syntax.
+
+The same text protects an installed environment (pip.conf and UV_CONSTRAINT point
+at it) and is checked in as constraints/<channel>.txt for people installing by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional
+
+from jetson_install.catalog import Catalog, Channel
+
+__all__ = ["constraint_lines", "render_channel_file", "expected_files", "write_files", "stale_files"]
+
+
+def constraint_lines(pins: Mapping[str, str], numpy: Optional[str]) -> List[str]:
+    lines = [f"{name}=={version}" for name, version in pins.items()]
+    if numpy:
+        lines.append(f"numpy{numpy}")
+    return sorted(lines)
+
+
+def render_channel_file(channel: Channel) -> str:
+    source = channel.primary
+    assert source is not None
+    header = [
+        f"# constraints/{channel.id}.txt: {channel.title}",
+        f"# Vendor source: {source.location}",
+        "# Generated from wheels-index.toml by `jetson-install constraints --write`; do not edit by hand.",
+        f"# Use: pip install -c constraints/{channel.id}.txt ...  or  UV_CONSTRAINT=constraints/{channel.id}.txt uv pip install ...",
+    ]
+    return "\n".join(header + constraint_lines(source.pins, source.numpy)) + "\n"
+
+
+def expected_files(catalog: Catalog) -> Dict[str, str]:
+    """File name -> content, for every channel that can be installed."""
+    return {f"{channel.id}.txt": render_channel_file(channel) for channel in catalog.channels if channel.installable}
+
+
+def stale_files(catalog: Catalog, directory: Path) -> List[str]:
+    """Names of files in `directory` that differ from what `write_files` would write, or should not be there."""
+    expected = expected_files(catalog)
+    present = {path.name for path in directory.glob("*.txt")} if directory.is_dir() else set()
+    stale = [name for name, text in expected.items() if not (directory / name).is_file() or (directory / name).read_text() != text]
+    stale.extend(sorted(present - set(expected)))
+    return sorted(stale)
+
+
+def write_files(catalog: Catalog, directory: Path) -> List[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    expected = expected_files(catalog)
+    for name, text in expected.items():
+        (directory / name).write_text(text)
+    for path in directory.glob("*.txt"):
+        if path.name not in expected:
+            path.unlink()
+    return sorted(expected)

@@ -1,0 +1,199 @@
+"""Platform + channel + target + index settings -> Plan: the ordered steps of an install.
+
+Building a plan changes nothing; `plan` prints it and `obliteratus` carries it out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from jetson_install import uv
+from jetson_install.catalog import Catalog, Channel, Target, VendorSource
+from jetson_install.constraints import constraint_lines
+from jetson_install.platform import Platform
+from jetson_install.settings import IndexSettings
+
+__all__ = ["Step", "Plan", "make_plan", "target_requirement", "SCHEMA_VERSION", "STATE_DIR"]
+
+SCHEMA_VERSION = 1
+#: Inside every environment jetson-install makes: constraints, plan, evidence.
+STATE_DIR = "jetson-install"
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    title: str
+    argv: Tuple[str, ...] = ()
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"id": self.id, "title": self.title, "command": list(self.argv) or None}
+
+
+@dataclass(frozen=True)
+class Plan:
+    target: Target
+    platform: Platform
+    channel: Optional[Channel]
+    supported: bool
+    reason: str
+    remedy: str
+    python_abi: Optional[str]
+    interpreter: Optional[str]  # an explicit --python, else found at install time
+    venv: str
+    vendor: Optional[VendorSource]  # what the vendor step installs, with --vendor-index applied
+    settings: IndexSettings
+    requirement: str
+    constraints: Tuple[str, ...]
+    steps: Tuple[Step, ...]
+    verify: bool
+    warnings: Tuple[str, ...] = ()
+    pins: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def vendor_location(self) -> Optional[str]:
+        return self.vendor.location if self.vendor else None
+
+    def fingerprint(self) -> Dict[str, Any]:
+        """What must be equal for an existing environment to satisfy this plan."""
+        return {
+            "channel": self.channel.id if self.channel else None,
+            "python_abi": self.python_abi,
+            "pins": dict(self.pins),
+            "constraints": list(self.constraints),
+            "requirement": self.requirement,
+            "vendor": self.vendor_location,
+            "default_index": self.settings.default_index.value,
+        }
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "target": self.target.id,
+            "supported": self.supported,
+            "status": self.channel.status if self.channel else "unsupported",
+            "reason": self.reason or None,
+            "remedy": self.remedy or None,
+            "channel": self.channel.id if self.channel else None,
+            "platform": {"l4t": str(self.platform.l4t) if self.platform.l4t else None,
+                         "jetpack": self.platform.jetpack, "kind": self.platform.kind,
+                         "soc": self.platform.soc, "cuda": self.platform.cuda},
+            "python": self.python_abi,
+            "interpreter": self.interpreter,
+            "venv": self.venv,
+            "vendor_index": self.vendor_location,
+            "vendor_index_source": self.settings.vendor_index.source,
+            "default_index": self.settings.default_index.value,
+            "default_index_source": self.settings.default_index.source,
+            "pins": dict(self.pins),
+            "constraints": list(self.constraints),
+            "requirement": self.requirement,
+            "apt": list(self.vendor.apt) if self.vendor else [],
+            "containers": list(self.channel.containers) if self.channel else [],
+            "steps": [step.to_json() for step in self.steps],
+            "warnings": list(self.warnings),
+        }
+
+
+def target_requirement(target: Target, with_quantization: bool, source: Optional[str], ref: Optional[str]) -> str:
+    """A direct-reference requirement: the target is never resolved by name from an index,
+    where its name is an empty placeholder (obliteratus-and-bitsandbytes.md §2)."""
+    extras = f"[{target.quantization_extra}]" if with_quantization else ""
+    name = f"{target.distribution}{extras}"
+    if source is None:
+        return f"{name} @ git+{target.git}@{ref or target.ref}"
+    if "://" in source:
+        url = source if source.startswith("git+") or not ref else f"git+{source}"
+        return f"{name} @ {url}@{ref}" if ref else f"{name} @ {url}"
+    path = Path(source).resolve()
+    if ref:
+        return f"{name} @ git+{path.as_uri()}@{ref}"
+    return f"{name} @ {path.as_uri()}"
+
+
+def make_plan(
+    platform: Platform,
+    catalog: Catalog,
+    target_id: str,
+    settings: IndexSettings,
+    venv: Path,
+    interpreter: Optional[str] = None,
+    source: Optional[str] = None,
+    ref: Optional[str] = None,
+    verify: bool = True,
+) -> Plan:
+    target = catalog.targets[target_id]
+    match = catalog.match(platform)
+    channel = match.channel
+    warnings: List[str] = list(match.warnings)
+    supported = channel is not None and channel.installable
+    reason = match.reason if channel is None else ("" if supported else f"unsupported: {channel.reason}")
+    remedy = match.remedy if channel is None else ("" if supported else channel.remedy)
+    if channel is not None and channel.status == "experimental":
+        warnings.append(f"channel {channel.id} is experimental: {channel.reason}")
+
+    vendor = _vendor_source(channel, settings) if supported else None
+    pins: Mapping[str, str] = dict(vendor.pins) if vendor else {}
+    with_quantization = "bitsandbytes" in pins
+    if supported and not with_quantization:
+        warnings.append(f"no Jetson bitsandbytes build on channel {channel.id}: installing without the "
+                        f"'{target.quantization_extra}' extra")
+    constraints = tuple(constraint_lines(pins, vendor.numpy if vendor else None))
+    requirement = target_requirement(target, with_quantization, source, ref)
+    abi = channel.python if channel else None
+    steps = _steps(target, abi, interpreter, venv, vendor, settings, requirement, pins, verify) if supported else ()
+    return Plan(
+        target=target, platform=platform, channel=channel, supported=supported, reason=reason, remedy=remedy,
+        python_abi=abi, interpreter=interpreter, venv=str(venv), vendor=vendor, settings=settings,
+        requirement=requirement, constraints=constraints, steps=steps, verify=verify,
+        warnings=tuple(warnings), pins=pins,
+    )
+
+
+def _vendor_source(channel: Optional[Channel], settings: IndexSettings) -> Optional[VendorSource]:
+    if channel is None or channel.primary is None:
+        return None
+    primary = channel.primary
+    if settings.vendor_index.value is None:
+        return primary
+    # A mirror carries the same exact builds as the channel's first source.
+    return VendorSource(settings.vendor_index.value, (), primary.pins, primary.numpy, primary.apt)
+
+
+def _steps(
+    target: Target,
+    abi: Optional[str],
+    interpreter: Optional[str],
+    venv: Path,
+    vendor: Optional[VendorSource],
+    settings: IndexSettings,
+    requirement: str,
+    pins: Mapping[str, str],
+    verify: bool,
+) -> Tuple[Step, ...]:
+    assert vendor is not None
+    staging = f"{venv}.d/<new>"
+    python = f"{staging}/bin/python"
+    constraints_file = f"{staging}/{STATE_DIR}/constraints.txt"
+    default_index = settings.default_index.value
+    requirements = [requirement] + [f"{name}=={version}" for name, version in pins.items()]
+    steps = [
+        Step("interpreter", f"use {interpreter}" if interpreter else f"find a system Python {abi}"),
+        Step("environment", f"create a new environment beside {venv} (the current one stays in use)",
+             tuple(uv.venv_argv(interpreter or f"python{abi}", staging, default_index))),
+        Step("vendor", f"install the vendor builds from {vendor.location} only, without dependencies",
+             tuple(uv.vendor_install_argv(python, vendor.index, vendor.wheels, pins))),
+        Step("target", f"install {target.title} from its source under the vendor constraints",
+             tuple(uv.target_install_argv(python, requirements, constraints_file, default_index))),
+        Step("protect", "keep the constraints in force after jetson-install exits: pip.conf and UV_CONSTRAINT "
+                        "in the activate scripts"),
+        Step("check", "check the installed dependencies", tuple(uv.pip_check_argv(python))),
+    ]
+    if verify:
+        steps.append(Step("verify", "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence",
+                          ("jetson-install", "doctor", "--python", python,
+                           "--evidence", f"{staging}/{STATE_DIR}/evidence.json")))
+    steps.append(Step("switch", f"switch {venv} to the new environment in one atomic rename"))
+    return tuple(steps)

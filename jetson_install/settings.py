@@ -1,0 +1,116 @@
+"""Where the indexes come from: command line, environment, user config file, or defaults.
+
+Each value keeps its source, so `plan` can show a fleet operator why a mirror was used.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+from urllib.parse import urlsplit
+
+from jetson_install.errors import BadInput
+
+__all__ = ["Setting", "IndexSettings", "config_path", "load_index_settings", "check_index_url"]
+
+CONFIG_KEYS = ("vendor_index", "default_index", "allow_insecure_index")
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Optional[str]
+    source: str
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    vendor_index: Setting  # value None: the channel's own vendor source
+    default_index: Setting  # value None: uv's own default index
+    allow_insecure: bool
+
+
+def config_path() -> Path:
+    explicit = os.environ.get("JETSON_INSTALL_CONFIG")
+    if explicit:
+        return Path(explicit)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("jetson-install")) / "config.toml"
+
+
+def _read_config(path: Path) -> Dict[str, Any]:
+    if not path.is_file():
+        return {}
+    from jetson_install.toml_file import load_toml
+
+    raw = load_toml(path)
+    for key, value in raw.items():
+        if key not in CONFIG_KEYS:
+            raise BadInput(
+                f"{path}: unknown key '{key}' (known: {', '.join(CONFIG_KEYS)})", fix=f"remove '{key}' from {path}"
+            )
+        expected = bool if key == "allow_insecure_index" else str
+        if not isinstance(value, expected):
+            raise BadInput(f"{path}: '{key}' must be a {expected.__name__}", fix=f"edit '{key}' in {path}")
+    return raw
+
+
+def load_index_settings(
+    vendor_index: Optional[str],
+    vendor_index_source: str,
+    default_index: Optional[str],
+    default_index_source: str,
+    allow_insecure: bool,
+) -> IndexSettings:
+    """Merge the command line (or its environment variables) over the config file."""
+    path = config_path()
+    config = _read_config(path)
+    from_config = f"config {path}"
+    vendor = (
+        Setting(vendor_index, vendor_index_source)
+        if vendor_index
+        else Setting(config["vendor_index"], from_config)
+        if "vendor_index" in config
+        else Setting(None, "wheels-index.toml")
+    )
+    default = (
+        Setting(default_index, default_index_source)
+        if default_index
+        else Setting(config["default_index"], from_config)
+        if "default_index" in config
+        else Setting(None, "uv default")
+    )
+    insecure = allow_insecure or bool(config.get("allow_insecure_index", False))
+    for setting, option in ((vendor, "--vendor-index"), (default, "--default-index")):
+        if setting.value is not None:
+            check_index_url(setting.value, f"{option} (from {setting.source})", insecure)
+    return IndexSettings(vendor, default, insecure)
+
+
+def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
+    """Remote indexes must use https; plain http only on loopback or when explicitly allowed."""
+    parts = urlsplit(url)
+    if parts.scheme in ("https", "file"):
+        if parts.scheme == "https" and not parts.hostname:
+            raise BadInput(f"{where}: {url!r} has no host", fix="give a full URL such as https://mirror.example/simple")
+        return
+    if parts.scheme != "http" or not parts.hostname:
+        raise BadInput(f"{where}: {url!r} is not an http(s) or file URL", fix="give a full URL such as https://mirror.example/simple")
+    if _is_loopback(parts.hostname) or allow_insecure:
+        return
+    raise BadInput(
+        f"{where}: {url} uses plain http to a remote host, so packages could be altered in transit",
+        fix="use https, or accept the risk with --allow-insecure-index",
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,120 @@
+"""The one module that invokes uv: it builds every uv argument list and reads uv's output.
+
+uv runs with --no-config and with the index variables of the caller's environment
+removed, so only the indexes in the plan are ever asked (a stray UV_EXTRA_INDEX_URL
+would otherwise let a public torch in). uv ignores pip's variables and files
+(shared/reference/installers-and-uv.md §1.4), so those need no scrubbing here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from jetson_install.runner import Completed, run
+
+__all__ = [
+    "uv_binary",
+    "venv_argv",
+    "vendor_install_argv",
+    "target_install_argv",
+    "pip_check_argv",
+    "create_venv",
+    "install",
+    "pip_check",
+    "installed_versions",
+    "summarize_failure",
+]
+
+# Variables that would add indexes, constraints or a different interpreter to our calls.
+_SCRUBBED_UV_VARIABLES = (
+    "UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "UV_NO_INDEX",
+    "UV_INDEX_STRATEGY", "UV_CONSTRAINT", "UV_OVERRIDE", "UV_EXCLUDE", "UV_BUILD_CONSTRAINT", "UV_PRERELEASE",
+    "UV_PYTHON", "UV_SYSTEM_PYTHON", "UV_BREAK_SYSTEM_PACKAGES", "UV_CONFIG_FILE", "UV_PROJECT_ENVIRONMENT",
+)
+PROGRAM = "uv"  # shown in plans; the real binary is found at run time
+
+
+def uv_binary() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def _index_args(default_index: Optional[str]) -> List[str]:
+    return ["--default-index", default_index] if default_index else []
+
+
+def venv_argv(python: str, path: str, default_index: Optional[str]) -> List[str]:
+    # --seed puts pip in the environment, so a user's later plain `pip install` works there.
+    return [PROGRAM, "venv", "--no-config", "--seed", "--python", python, *_index_args(default_index), path]
+
+
+def vendor_install_argv(python: str, index: Optional[str], wheels: Sequence[str], pins: Mapping[str, str]) -> List[str]:
+    """Vendor packages only, exact pins, no dependencies: the vendor index is the only
+    index and can supply nothing else, even a package it carries (dependency confusion)."""
+    argv = [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps"]
+    if index:
+        argv += ["--default-index", index]
+        argv += [f"{name}=={version}" for name, version in pins.items()]
+    else:
+        argv += ["--no-index", *wheels]
+    return argv
+
+
+def target_install_argv(
+    python: str, requirements: Sequence[str], constraints_file: str, default_index: Optional[str]
+) -> List[str]:
+    return [
+        PROGRAM, "pip", "install", "--no-config", "--python", python,
+        "--constraint", constraints_file, *_index_args(default_index), *requirements,
+    ]
+
+
+def pip_check_argv(python: str) -> List[str]:
+    return [PROGRAM, "pip", "check", "--no-config", "--python", python]
+
+
+def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None) -> Completed:
+    overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    overrides.update(env or {})
+    return run([uv_binary(), *argv[1:]], timeout=timeout, env=overrides, unset=_SCRUBBED_UV_VARIABLES)
+
+
+def create_venv(python: str, path: str, default_index: Optional[str]) -> Completed:
+    return _run_uv(venv_argv(python, path, default_index), timeout=600)
+
+
+def install(argv: Sequence[str]) -> Completed:
+    return _run_uv(argv, timeout=3600)
+
+
+def pip_check(python: str) -> Completed:
+    return _run_uv(pip_check_argv(python), timeout=300)
+
+
+def installed_versions(python: str) -> Dict[str, str]:
+    """Distribution name (normalized) -> version, from `uv pip list --format json`."""
+    result = _run_uv([PROGRAM, "pip", "list", "--no-config", "--python", python, "--format", "json"], timeout=120)
+    if not result.ok:
+        return {}
+    try:
+        rows = json.loads(result.stdout)
+    except ValueError:
+        return {}
+    return {re.sub(r"[-_.]+", "-", row["name"]).lower(): row["version"] for row in rows}
+
+
+def summarize_failure(result: Completed) -> str:
+    """The lines of uv's stderr that say why it failed, joined into one line."""
+    if result.timed_out:
+        return "uv did not finish in time"
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    for marker in ("╰─▶", "Caused by:", "error:"):
+        for number, line in enumerate(lines):
+            if line.startswith(marker):
+                picked = [line[len(marker):].strip() if marker != "error:" else line[len(marker):].strip()]
+                picked += [l for l in lines[number + 1 : number + 3] if not l.startswith(("help:", "hint:"))]
+                return " ".join(part for part in picked if part)[:600]
+    return (lines[-1] if lines else f"uv exited with status {result.returncode}")[:600]

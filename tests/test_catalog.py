@@ -1,0 +1,106 @@
+"""wheels-index.toml: the loader names the bad key and line; every board lands on the right channel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jetson_install.catalog import default_catalog_path, load_catalog
+from jetson_install.errors import CatalogError
+from jetson_install.platform import L4TOverride, detect
+
+BOARDS = Path(__file__).parent / "resources" / "boards"
+
+
+@pytest.mark.parametrize(
+    "board, channel",
+    [
+        ("agx-orin-64gb-r36.4.3", "jp6-cu126"),
+        ("apt-upgraded-r36.4.3-to-r36.4.7", "jp6-cu126"),
+        ("unknown-point-r36.4.9", "jp6-cu126"),
+        ("orin-nx-r36.3.0", "jp6.0"),
+        ("agx-thor-r38.2.0", "jp7-thor-cu130"),
+        ("thor-r39.2.0-dpkg", "jp7-thor-cu130"),
+        ("orin-r39.2.0-dpkg", "jp7.2-orin"),
+        ("agx-orin-r35.4.1", "jp5"),
+        ("nano-r32.4.4", "jp4"),
+        ("tx2-r28.2.1", "jp3"),
+    ],
+)
+def test_board_maps_to_channel(board: str, channel: str) -> None:
+    match = load_catalog().match(detect(BOARDS / board))
+    assert match.channel is not None and match.channel.id == channel
+
+
+def test_unknown_major_is_unsupported_never_a_neighbour() -> None:
+    match = load_catalog().match(detect(BOARDS / "future-r41.0.0"))
+    assert match.channel is None
+    assert "unknown L4T release 41.0.0" in match.reason
+
+
+def test_r39_without_a_device_tree_cannot_pick_thor_or_orin() -> None:
+    match = load_catalog().match(detect(BOARDS / "r39.2.1-12-hour-clock"))
+    assert match.channel is None
+    assert "several SoC families" in match.reason
+
+
+def test_orin_is_never_routed_to_the_thor_channel() -> None:
+    platform = detect(BOARDS / "agx-orin-64gb-r36.4.3", L4TOverride("39.2.0", "--l4t"))
+    match = load_catalog().match(platform)
+    assert match.channel is not None and match.channel.id == "jp7.2-orin"
+    assert match.channel.status == "unsupported"
+
+
+def test_supported_channels_pin_every_vendor_package_exactly() -> None:
+    for channel in load_catalog().channels:
+        if channel.status == "supported":
+            assert set(channel.pins) == {"torch", "torchvision", "torchaudio", "bitsandbytes"}
+
+
+GOOD = default_catalog_path().read_text()
+
+
+def broken(tmp_path: Path, old: str, new: str) -> Path:
+    assert old in GOOD
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(GOOD.replace(old, new, 1))
+    return path
+
+
+def line_of(path: Path, fragment: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if fragment in line)
+
+
+@pytest.mark.parametrize(
+    "old, new, key, problem",
+    [
+        ('status = "supported"', 'status = "stable"', "status", "must be one of"),
+        ('pins = { torch = "2.8.0",', 'pins = { torch = "two",', "pins", "not a version"),
+        ('numpy = "<2"\napt = ["libopenblas-dev", "libomp-dev"]', 'numpy = "under 2"\napt = ["libopenblas-dev", "libomp-dev"]', "numpy", "not a version specifier"),
+        ('index = "https://pypi.jetson-ai-lab.io/jp6/cu126"', 'index = "http://pypi.jetson-ai-lab.io/jp6/cu126"', "index", "https"),
+        ('l4t = { from = "36.4", below = "37.0" }', 'l4t = { from = "36.3", below = "37.0" }', "l4t", "overlaps channel 'jp6.0'"),
+        ('python = "3.10"\nkind = "tegra"\nstatus = "supported"', 'python = "3.10"\nkind = "tegra"\nstatus = "supported"\nflavour = "x"', "flavour", "is not a channel key"),
+    ],
+)
+def test_loader_names_key_and_line(tmp_path: Path, old: str, new: str, key: str, problem: str) -> None:
+    path = broken(tmp_path, old, new)
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(path)
+    message = caught.value.message
+    assert f"key '{key}'" in message and problem in message
+    expected_line = line_of(path, new.splitlines()[-1] if key == "flavour" else new.splitlines()[0])
+    assert f"wheels-index.toml:{expected_line}:" in message
+
+
+def test_wheel_url_version_must_match_its_pin(tmp_path: Path) -> None:
+    path = broken(tmp_path, 'pins = { torch = "2.5.0a0+872d972e41.nv24.08.17622132" }', 'pins = { torch = "2.5.0" }')
+    with pytest.raises(CatalogError, match="version of its wheel URL"):
+        load_catalog(path)
+
+
+def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "wheels-index.toml"
+    path.write_text("schema_version = 1\n[[channels]\n")
+    with pytest.raises(CatalogError, match="line 2"):
+        load_catalog(path)

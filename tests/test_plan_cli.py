@@ -1,0 +1,125 @@
+"""`jetson-install plan obliteratus` as a user and a provisioning script see it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+
+
+def plan(*args: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("JETSON_")}
+    full_env["JETSON_INSTALL_CONFIG"] = "/nonexistent/config.toml"
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", *args],
+                          capture_output=True, text=True, env=full_env, timeout=60)
+
+
+def plan_json(*args: str, env: Optional[Dict[str, str]] = None) -> dict:
+    result = plan(*args, "--json", env=env)
+    assert result.returncode in (0, 3), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_agx_orin_jp62_plan() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--venv", "/tmp/obl")
+    assert data["supported"] is True
+    assert data["channel"] == "jp6-cu126"
+    assert data["python"] == "3.10"
+    assert data["vendor_index"] == "https://pypi.jetson-ai-lab.io/jp6/cu126"
+    assert data["pins"]["torch"] == "2.8.0"
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "target", "protect", "check", "verify", "switch"]
+    target = next(s for s in data["steps"] if s["id"] == "target")["command"]
+    assert "obliteratus[quantization] @ git+https://github.com/elder-plinius/OBLITERATUS@v0.1.3" in target
+    assert "obliteratus" not in [arg.split("[")[0] for arg in target if " @ " not in arg]
+
+
+def test_vendor_step_uses_only_the_vendor_index_without_dependencies() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
+    vendor = next(s for s in data["steps"] if s["id"] == "vendor")["command"]
+    assert "--no-deps" in vendor
+    assert vendor[vendor.index("--default-index") + 1] == data["vendor_index"]
+    assert sorted(a for a in vendor if "==" in a) == sorted(f"{k}=={v}" for k, v in data["pins"].items())
+
+
+def test_unsupported_jetpack5_exits_3_with_reason_and_remedy() -> None:
+    result = plan("--root", "sample:xavier-nx-jp5.1.2")
+    assert result.returncode == 3
+    assert "Python 3.8" in result.stdout
+    assert "flash JetPack 6.2" in result.stdout
+    data = plan_json("--root", "sample:xavier-nx-jp5.1.2")
+    assert data["supported"] is False and "torch 2.2" in data["reason"]
+
+
+def test_no_verify_drops_the_verify_step() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--no-verify")
+    assert "verify" not in [s["id"] for s in data["steps"]]
+
+
+def test_vendor_index_flag_and_env_are_reported_as_sources() -> None:
+    flag = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", "https://mirror.fleet.example/jp6/cu126")
+    assert flag["vendor_index"] == "https://mirror.fleet.example/jp6/cu126"
+    assert flag["vendor_index_source"] == "--vendor-index"
+    env = plan_json("--root", "sample:agx-orin-64gb-jp6.2", env={"JETSON_INSTALL_DEFAULT_INDEX": "https://pypi-mirror.fleet.example/simple"})
+    assert env["default_index"] == "https://pypi-mirror.fleet.example/simple"
+    assert env["default_index_source"] == "JETSON_INSTALL_DEFAULT_INDEX"
+
+
+def test_config_file_sets_fleet_mirrors(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('vendor_index = "https://mirror.fleet.example/jp6/cu126"\ndefault_index = "http://127.0.0.1:3141/simple"\n')
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", env={"JETSON_INSTALL_CONFIG": str(config)})
+    assert data["vendor_index"] == "https://mirror.fleet.example/jp6/cu126"
+    assert data["vendor_index_source"] == f"config {config}"
+    assert data["default_index"] == "http://127.0.0.1:3141/simple"
+    cli_wins = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", "https://other.example/simple",
+                         env={"JETSON_INSTALL_CONFIG": str(config)})
+    assert cli_wins["vendor_index_source"] == "--vendor-index"
+
+
+def test_config_file_with_unknown_key_names_it(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('vendor_url = "https://x.example"\n')
+    result = plan("--root", "sample:agx-orin-64gb-jp6.2", env={"JETSON_INSTALL_CONFIG": str(config)})
+    assert result.returncode == 2
+    assert "unknown key 'vendor_url'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "url, code",
+    [
+        ("http://mirror.fleet.example/simple", 2),
+        ("http://127.0.0.1:8080/simple", 0),
+        ("http://[::1]:8080/simple", 0),
+        ("ftp://mirror.example/simple", 2),
+    ],
+)
+def test_plain_http_only_for_loopback(url: str, code: int) -> None:
+    result = plan("--root", "sample:agx-orin-64gb-jp6.2", "--default-index", url)
+    assert result.returncode == code, result.stderr
+    if code:
+        assert "--default-index" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_allow_insecure_index_accepts_remote_http() -> None:
+    result = plan("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", "http://mirror.lan/jp6", "--allow-insecure-index")
+    assert result.returncode == 0, result.stderr
+
+
+def test_source_path_and_ref_become_direct_references(tmp_path: Path) -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--source", str(tmp_path))
+    assert data["requirement"] == f"obliteratus[quantization] @ {tmp_path.resolve().as_uri()}"
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--source", "https://github.com/me/OBLITERATUS", "--ref", "main")
+    assert data["requirement"] == "obliteratus[quantization] @ git+https://github.com/me/OBLITERATUS@main"
+
+
+def test_channel_without_bitsandbytes_build_installs_without_the_extra() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--l4t", "36.3.0")
+    assert data["channel"] == "jp6.0"
+    assert data["requirement"].startswith("obliteratus @ ")
+    assert any("bitsandbytes" in w for w in data["warnings"])
