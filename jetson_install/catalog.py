@@ -7,6 +7,7 @@ fix the data without reading this code.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,9 @@ class Catalog:
 
 
 def default_catalog_path() -> Path:
+    override = os.environ.get("JETSON_INSTALL_WHEELS_INDEX")
+    if override:
+        return Path(override)
     # Inside the wheel the file sits beside this module; in a source checkout it is
     # at the top level, where reviewers find it.
     here = Path(__file__).resolve().parent

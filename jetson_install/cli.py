@@ -185,6 +185,120 @@ def constraints(write: bool, directory: str) -> None:
     click.echo(f"{target}: up to date with {catalog.path}")
 
 
+@cli.command("obliteratus")
+@_install_options
+@click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")
+def obliteratus(**options: Any) -> None:
+    """Install OBLITERATUS with the JetPack torch kept in place, then prove it works."""
+    from jetson_install.errors import EXIT_UNSUPPORTED
+    from jetson_install.render import plan_text
+
+    the_plan = _build_plan("obliteratus", options)
+    if options["dry_run"] or not the_plan.supported:
+        if options["as_json"]:
+            _print_json(the_plan.to_json())
+        else:
+            click.echo(plan_text(the_plan))
+        sys.exit(0 if the_plan.supported else EXIT_UNSUPPORTED)
+    if not options["yes"] and sys.stdin.isatty() and not options["as_json"]:
+        click.echo(plan_text(the_plan), err=True)
+        if not click.confirm("Proceed?", default=True, err=True):
+            sys.exit(EXIT_INTERRUPTED)
+    from jetson_install.install import install
+
+    log_file = _start_log("obliteratus")
+    result = install(the_plan, progress=lambda line: click.echo(line, err=True), rerun=_rerun_command())
+    if options["as_json"]:
+        data = result.to_json(the_plan)
+        data["log"] = str(log_file)
+        _print_json(data)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if result.failed_step:
+        click.echo(f"error: {result.message}", err=True)
+        click.echo(f"  fix: {result.fix}", err=True)
+        click.echo(f"  log: {log_file}", err=True)
+    else:
+        verb = "is already up to date" if result.status == "unchanged" else "is ready"
+        click.echo(f"OBLITERATUS {verb} in {result.venv}", err=True)
+        click.echo(f"  activate: source {result.venv}/bin/activate", err=True)
+        if result.evidence:
+            click.echo(f"  evidence: {result.evidence}", err=True)
+    sys.exit(result.exit_code)
+
+
+def _rerun_command() -> str:
+    import shlex
+
+    return "jetson-install " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])
+
+
+def _start_log(command: str) -> Path:
+    """Log every subprocess and its output to a file in the per-user log directory."""
+    import logging
+    import time
+
+    import platformdirs
+
+    directory = Path(platformdirs.user_log_dir("jetson-install"))
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("jetson_install")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    return path
+
+
+@cli.command()
+@_root_options
+@click.option("--venv", metavar="DIR", help="Check this environment (default: the one `jetson-install obliteratus` made).")
+@click.option("--python", "python", metavar="PATH", help="Check this interpreter instead of an environment.")
+@click.option("--json", "as_json", is_flag=True, help="Print the evidence JSON on stdout.")
+@click.option("--evidence", metavar="FILE", help="Also write the evidence JSON to FILE.")
+@click.option("--check", "only", metavar="ID", multiple=True, help="Run only this check (and what it needs); repeatable.")
+@click.option("--list-checks", is_flag=True, help="List the check ids and exit.")
+def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[str], as_json: bool,
+           evidence: Optional[str], only: tuple, list_checks: bool) -> None:
+    """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
+    from jetson_install import doctor as doctor_module
+    from jetson_install.errors import BadInput
+
+    if list_checks:
+        for check_id, title, required in doctor_module.list_checks():
+            click.echo(f"{check_id:14} {'required' if required else 'optional':9} {title}")
+        return
+    if venv and python:
+        raise BadInput("--venv and --python were both given", fix="pass only one of them")
+    interpreter = python or str(Path(venv or _default_venv("obliteratus")) / "bin" / "python")
+    if not python and not Path(interpreter).exists():
+        raise BadInput(f"no environment at {Path(interpreter).parent.parent}",
+                       fix="pass --venv DIR or --python PATH, or install first: jetson-install obliteratus")
+    platform, channel = _platform_and_channel(root, l4t)
+    report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, only=only)
+    if evidence:
+        Path(evidence).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    if as_json:
+        _print_json(report.to_json())
+    else:
+        click.echo("\n".join(doctor_module.render_lines(report)))
+    sys.exit(report.exit_code)
+
+
+def _platform_and_channel(root: str, l4t: Optional[str]):
+    """The platform and its channel, or (None, None) off a Jetson: doctor still checks torch there."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.errors import NotAJetson
+
+    try:
+        platform = _detect_platform(root, l4t)
+    except NotAJetson:
+        return None, None
+    return platform, load_catalog().match(platform).channel
+
+
 def main(argv: Optional[list] = None) -> None:
     """Entry point: run the CLI and turn every known failure into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv

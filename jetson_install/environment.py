@@ -1,0 +1,201 @@
+"""Environments on disk: built beside the user's path, switched into place atomically.
+
+Layout for --venv DIR:
+
+    DIR            -> DIR.d/env-<id>   (a symlink; what the user activates)
+    DIR.d/env-<id>                    (complete environments: the current one and the previous one)
+    DIR.d/.lock                       (held while jetson-install works on DIR)
+
+A new environment is built at its final path under DIR.d, so nothing inside it is
+ever moved (virtual environments are not relocatable), and DIR flips to it with one
+rename of a symlink. Until that rename the old environment is untouched, whatever
+fails, including a Ctrl-C or a kill.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+from jetson_install.errors import BadInput
+from jetson_install.plan import STATE_DIR
+
+__all__ = ["EnvironmentHome", "protect"]
+
+COMPLETE_MARK = "complete"
+PLAN_FILE = "plan.json"
+CONSTRAINTS_FILE = "constraints.txt"
+
+
+@dataclass(frozen=True)
+class EnvironmentHome:
+    """The user's environment path and the directory that holds its real environments."""
+
+    link: Path
+
+    @property
+    def home(self) -> Path:
+        return self.link.with_name(self.link.name + ".d")
+
+    def current(self) -> Optional[Path]:
+        if self.link.is_symlink():
+            target = Path(os.readlink(self.link))
+            target = target if target.is_absolute() else self.link.parent / target
+            return target if (target / STATE_DIR / COMPLETE_MARK).is_file() else None
+        return None
+
+    def check_usable(self) -> None:
+        if self.link.is_symlink() or not self.link.exists():
+            return
+        if self.link.is_dir() and not any(self.link.iterdir()):
+            self.link.rmdir()
+            return
+        raise BadInput(
+            f"--venv {self.link}: exists and was not made by jetson-install; it is left as it is",
+            fix=f"choose another location with --venv, or move {self.link} away first",
+        )
+
+    def lock(self) -> "_Lock":
+        self.home.mkdir(parents=True, exist_ok=True)
+        return _Lock(self.home / ".lock", self.link)
+
+    def new_environment_path(self) -> Path:
+        return self.home / f"env-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+    def recorded_plan(self, environment: Path) -> Optional[Dict[str, Any]]:
+        try:
+            return json.loads((environment / STATE_DIR / PLAN_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def mark_complete(self, environment: Path, fingerprint: Dict[str, Any]) -> None:
+        state = environment / STATE_DIR
+        (state / PLAN_FILE).write_text(json.dumps(fingerprint, indent=2, sort_keys=True) + "\n")
+        (state / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+
+    def switch_to(self, environment: Path) -> Optional[Path]:
+        """Point the link at `environment` atomically; return the environment it pointed at."""
+        previous = self.current()
+        temporary = self.home / f".link-{uuid.uuid4().hex[:8]}"
+        os.symlink(environment, temporary)
+        os.replace(temporary, self.link)
+        return previous
+
+    def prune(self, keep: List[Path]) -> None:
+        """Remove environments other than `keep`: older ones and any left by a killed run."""
+        kept = {path.resolve() for path in keep if path}
+        for entry in self.environments():
+            if entry.resolve() not in kept:
+                shutil.rmtree(entry, ignore_errors=True)
+        for leftover in self.home.glob(".link-*"):
+            leftover.unlink()
+
+    def environments(self) -> Iterator[Path]:
+        return (path for path in sorted(self.home.glob("env-*")) if path.is_dir())
+
+
+class _Lock:
+    """An exclusive, non-blocking lock on DIR.d/.lock, so two runs never race on one path."""
+
+    def __init__(self, path: Path, link: Path) -> None:
+        self.path = path
+        self.link = link
+        self.handle: Optional[Any] = None
+
+    def __enter__(self) -> "_Lock":
+        self.handle = open(self.path, "a+")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            self.handle.close()
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise BadInput(
+                    f"another jetson-install is working on {self.link}",
+                    fix="wait for it to finish, then run the command again",
+                ) from None
+            raise
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.handle is not None:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+            self.handle.close()
+
+
+_ACTIVATE_MARK = "# jetson-install:"
+
+_BASH_EXPORT = """
+# jetson-install: uv ignores pip.conf, so it gets the vendor constraints from UV_CONSTRAINT.
+if [ -z "${{_JETSON_INSTALL_UV_CONSTRAINT_SET:-}}" ] ; then
+    _JETSON_INSTALL_OLD_UV_CONSTRAINT="${{UV_CONSTRAINT:-}}"
+    _JETSON_INSTALL_UV_CONSTRAINT_SET=1
+fi
+UV_CONSTRAINT="{constraints}"
+export UV_CONSTRAINT
+"""
+
+_BASH_RESTORE = """    # jetson-install: restore the UV_CONSTRAINT from before activation.
+    if [ -n "${_JETSON_INSTALL_UV_CONSTRAINT_SET:-}" ] ; then
+        if [ -n "${_JETSON_INSTALL_OLD_UV_CONSTRAINT:-}" ] ; then
+            UV_CONSTRAINT="$_JETSON_INSTALL_OLD_UV_CONSTRAINT"
+            export UV_CONSTRAINT
+        else
+            unset UV_CONSTRAINT
+        fi
+        unset _JETSON_INSTALL_OLD_UV_CONSTRAINT _JETSON_INSTALL_UV_CONSTRAINT_SET
+    fi
+"""
+
+_FISH_EXPORT = """
+# jetson-install: uv ignores pip.conf, so it gets the vendor constraints from UV_CONSTRAINT.
+set -gx UV_CONSTRAINT "{constraints}"
+"""
+
+_FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the environment.
+    set -e UV_CONSTRAINT
+"""
+
+
+def protect(environment: Path, constraints: str) -> Path:
+    """Make the constraints outlive jetson-install in this environment.
+
+    pip reads <prefix>/pip.conf (its "site" configuration) for every pip run
+    inside the environment; uv reads no pip configuration at all
+    (installers-and-uv.md §1.4), so the activate scripts export UV_CONSTRAINT.
+    """
+    state = environment / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    constraints_path = state / CONSTRAINTS_FILE
+    constraints_path.write_text(constraints)
+    # Both pip.conf and UV_CONSTRAINT split their value on whitespace; a file:// URI
+    # survives a path with spaces in it (verified with uv 0.13.9 and pip 23.2).
+    uri = constraints_path.as_uri()
+    (environment / "pip.conf").write_text(
+        "# Written by jetson-install: keeps the JetPack torch (and bitsandbytes) in place.\n"
+        f"[global]\nconstraint = {uri}\n"
+    )
+    _patch_activate(environment / "bin" / "activate", _BASH_EXPORT, _BASH_RESTORE, "deactivate () {", uri)
+    _patch_activate(environment / "bin" / "activate.fish", _FISH_EXPORT, _FISH_RESTORE, "function deactivate", uri)
+    return constraints_path
+
+
+def _patch_activate(script: Path, export: str, restore: str, deactivate_line: str, constraints: str) -> None:
+    if not script.is_file():
+        return
+    text = script.read_text()
+    if _ACTIVATE_MARK in text:
+        return
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        if line.strip().startswith(deactivate_line):
+            lines.insert(number + 1, restore)
+            break
+    script.write_text("".join(lines) + export.format(constraints=constraints))

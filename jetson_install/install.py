@@ -1,0 +1,278 @@
+"""Plan -> uv steps -> environment: carry out an install plan, transactionally.
+
+Every step works on a new environment beside the user's one; only the last step
+switches the user's path to it. A failed step, a Ctrl-C or a kill leave the
+previous environment exactly as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from jetson_install import uv
+from jetson_install.environment import EnvironmentHome, protect
+from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
+from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
+from jetson_install.plan import STATE_DIR, Plan
+from jetson_install.runner import Completed
+
+__all__ = ["StepResult", "InstallResult", "install"]
+
+log = logging.getLogger("jetson_install")
+SCHEMA_VERSION = 1
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    id: str
+    status: str  # ok | failed | skipped
+    seconds: float
+    detail: str = ""
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"id": self.id, "status": self.status, "seconds": round(self.seconds, 3), "detail": self.detail or None}
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    status: str  # installed | unchanged | failed | interrupted
+    venv: str
+    environment: Optional[str]
+    interpreter: Optional[str]
+    steps: Tuple[StepResult, ...]
+    installed: Dict[str, str] = field(default_factory=dict)
+    evidence: Optional[str] = None
+    failed_step: Optional[str] = None
+    message: str = ""
+    fix: Optional[str] = None
+    warnings: Tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return {"failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}.get(self.status, EXIT_OK)
+
+    def to_json(self, plan: Plan) -> Dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "command": "obliteratus",
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "venv": self.venv,
+            "environment": self.environment,
+            "activate": f"source {self.venv}/bin/activate",
+            "python": self.interpreter,
+            "channel": plan.channel.id if plan.channel else None,
+            "vendor_index": plan.vendor_location,
+            "pins": dict(plan.pins),
+            "installed": self.installed,
+            "evidence": self.evidence,
+            "steps": [step.to_json() for step in self.steps],
+            "error": {"step": self.failed_step, "message": self.message, "fix": self.fix} if self.failed_step else None,
+            "warnings": list(self.warnings),
+        }
+
+
+class _Run:
+    """The state of one install run: the steps done so far and how to report them."""
+
+    def __init__(self, plan: Plan, progress: Progress, rerun: str) -> None:
+        self.plan = plan
+        self.progress = progress
+        self.rerun = rerun
+        self.results: List[StepResult] = []
+        self.warnings: List[str] = list(plan.warnings)
+        self.number = 0
+
+    def step(self, step_id: str, action: Callable[[], str]) -> None:
+        self.number += 1
+        title = next((s.title for s in self.plan.steps if s.id == step_id), step_id)
+        self.progress(f"[{self.number}/{len(self.plan.steps)}] {step_id}: {title}")
+        started = time.monotonic()
+        try:
+            detail = action()
+        except BaseException:
+            self.results.append(StepResult(step_id, "failed", time.monotonic() - started))
+            raise
+        self.results.append(StepResult(step_id, "ok", time.monotonic() - started, detail))
+        if detail:
+            self.progress(f"      {detail}")
+
+    def uv_step(self, step_id: str, result: Completed, fix: str) -> str:
+        log.debug("uv stdout:\n%s\nuv stderr:\n%s", result.stdout, result.stderr)
+        if not result.ok:
+            raise StepFailed(step_id, f"step '{step_id}' failed: {uv.summarize_failure(result)}", fix)
+        return ""
+
+
+def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
+    """Carry out `plan`. Never raises for a failing step: the result says what failed."""
+    assert plan.supported and plan.vendor is not None
+    home = EnvironmentHome(Path(plan.venv))
+    home.check_usable()
+    run = _Run(plan, progress, rerun)
+    with home.lock():
+        current = home.current()
+        fingerprint = _fingerprint(plan)
+        try:
+            interpreter = _interpreter(plan, run)
+        except StepFailed as failure:
+            return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
+        if current is not None and _satisfied(home, current, fingerprint, plan, interpreter):
+            progress(f"{plan.venv} already satisfies the plan; nothing to do")
+            return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (),
+                                 uv.installed_versions(str(current / "bin" / "python")),
+                                 _evidence_path(current), warnings=tuple(run.warnings))
+        home.prune(keep=[p for p in (current, _previous(home, current)) if p])
+        staging = home.new_environment_path()
+        try:
+            return _build(plan, home, staging, interpreter, fingerprint, run)
+        except StepFailed as failure:
+            shutil.rmtree(staging, ignore_errors=True)
+            return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
+        except KeyboardInterrupt:
+            shutil.rmtree(staging, ignore_errors=True)
+            step = run.results[-1].id if run.results else "start"
+            return _failed(plan, run, interpreter, "interrupted", step,
+                           f"interrupted during step '{step}'; {plan.venv} is unchanged", f"run it again: {rerun}")
+
+
+def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
+            fix: Optional[str]) -> InstallResult:
+    kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"nothing was installed at {plan.venv}"
+    return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),
+                         failed_step=step,
+                         message=f"{message} ({kept})", fix=fix or f"fix the cause above, then run: {run.rerun}",
+                         warnings=tuple(run.warnings))
+
+
+def _interpreter(plan: Plan, run: _Run) -> Interpreter:
+    if plan.interpreter:
+        found = inspect_interpreter(plan.interpreter)
+        if found.abi != plan.python_abi:
+            run.warnings.append(
+                f"--python {found.path} is Python {found.abi}, but channel {plan.channel.id} wheels are built "
+                f"for Python {plan.python_abi}; the vendor wheels may not install or run"
+            )
+        return found
+    found = find_interpreter(plan.python_abi or "")
+    if found is None:
+        raise StepFailed(
+            "interpreter", f"no Python {plan.python_abi} found on this system (searched /usr/bin, /usr/local/bin, PATH)",
+            f"sudo apt-get install python{plan.python_abi} python{plan.python_abi}-venv, or pass --python PATH",
+        )
+    return found
+
+
+def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
+           fingerprint: Dict[str, Any], run: _Run) -> InstallResult:
+    assert plan.vendor is not None
+    python = str(staging / "bin" / "python")
+    vendor = plan.vendor
+    default_index = plan.settings.default_index.value
+    run.step("interpreter", lambda: f"{interpreter.path} (Python {interpreter.version})")
+    run.step("environment", lambda: run.uv_step(
+        "environment", uv.create_venv(interpreter.path, str(staging), default_index),
+        f"check that {interpreter.path} can make virtual environments "
+        f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}"))
+    run.step("vendor", lambda: run.uv_step(
+        "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins)),
+        f"check that {vendor.location} is reachable and carries "
+        f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL"))
+    constraints_path = staging / STATE_DIR / "constraints.txt"
+    constraints_path.parent.mkdir(parents=True, exist_ok=True)
+    constraints_path.write_text("\n".join(plan.constraints) + "\n")
+    requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
+    run.step("target", lambda: run.uv_step(
+        "target", uv.install(uv.target_install_argv(python, requirements, str(constraints_path), default_index)),
+        "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
+        f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}"))
+    run.step("protect", lambda: f"constraints kept in {protect(staging, constraints_path.read_text())}")
+    run.step("check", lambda: run.uv_step(
+        "check", uv.pip_check(python), f"resolve the conflict uv pip check names, then run: {run.rerun}"))
+    evidence = None
+    if plan.verify:
+        evidence = staging / STATE_DIR / "evidence.json"
+        run.step("verify", lambda: _verify(plan, python, evidence, run))
+    home.mark_complete(staging, fingerprint)
+    previous: List[Optional[Path]] = []
+    run.step("switch", lambda: _switch(home, staging, previous))
+    home.prune(keep=[staging, previous[0] if previous else None])
+    installed = uv.installed_versions(str(Path(plan.venv) / "bin" / "python"))
+    return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
+                         str(Path(plan.venv) / STATE_DIR / "evidence.json") if evidence else None,
+                         warnings=tuple(run.warnings))
+
+
+def _switch(home: EnvironmentHome, staging: Path, previous: List[Optional[Path]]) -> str:
+    previous.append(home.switch_to(staging))
+    return f"{home.link} -> {staging}" + (f" (previous kept at {previous[0]})" if previous[0] else "")
+
+
+def _verify(plan: Plan, python: str, evidence: Path, run: _Run) -> str:
+    from jetson_install.doctor import run_doctor
+
+    report = run_doctor(python, platform=plan.platform, channel=plan.channel)
+    evidence.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    if report.exit_code != 0:
+        failed = [c for c in report.checks if c.status == "fail" and c.required]
+        first = failed[0] if failed else None
+        detail = f"{first.id}: {first.detail}" if first else "a required check failed"
+        raise StepFailed("verify", f"step 'verify' failed: {detail}",
+                         (first.fix if first and first.fix else "") + f" (evidence: {evidence}; "
+                         f"image builds without GPU access: {run.rerun} --no-verify)")
+    return f"all required checks passed; evidence in {evidence.name}"
+
+
+def _satisfied(home: EnvironmentHome, current: Path, fingerprint: Dict[str, Any], plan: Plan,
+               interpreter: Interpreter) -> bool:
+    recorded = home.recorded_plan(current)
+    if recorded != fingerprint:
+        return False
+    python = str(current / "bin" / "python")
+    installed = uv.installed_versions(python)
+    from packaging.version import Version
+
+    for name, version in plan.pins.items():
+        if name not in installed or Version(installed[name]) != Version(version):
+            return False
+    return uv.pip_check(python).ok
+
+
+def _fingerprint(plan: Plan) -> Dict[str, Any]:
+    fingerprint = plan.fingerprint()
+    fingerprint["verify"] = plan.verify
+    source = plan.requirement.split(" @ ", 1)[-1]
+    if source.startswith("file://"):
+        # A local checkout can change under the same path: include what is in it.
+        fingerprint["source_digest"] = _tree_digest(Path(source[len("file://"):]))
+    return fingerprint
+
+
+def _tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__", "build", "dist"))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            stat = path.stat()
+            digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _previous(home: EnvironmentHome, current: Optional[Path]) -> Optional[Path]:
+    complete = [p for p in home.environments() if (p / STATE_DIR / "complete").is_file() and p != current]
+    return complete[-1] if complete else None
+
+
+def _evidence_path(environment: Path) -> Optional[str]:
+    path = environment / STATE_DIR / "evidence.json"
+    return str(path) if path.is_file() else None

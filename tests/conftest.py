@@ -1,0 +1,1 @@
+from support.fixtures import *  # noqa: F401,F403

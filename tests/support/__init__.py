@@ -1,0 +1,153 @@
+"""Test infrastructure: stub wheels, loopback PEP 503 indexes, isolated uv/pip environments.
+
+Everything here works offline; the only sockets are on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Dict, Optional
+
+from .index_server import LoopbackIndex
+from .stub_projects import (
+    NEWEST_PUBLIC_TORCH,
+    OBLITERATUS_DEPENDENCIES,
+    OBLITERATUS_TAG,
+    VENDOR_BAIT,
+    VENDOR_BITSANDBYTES,
+    VENDOR_PINS,
+    VENDOR_TORCH,
+    VENDOR_TORCHAUDIO,
+    VENDOR_TORCHVISION,
+    IndexDirs,
+    build_index_dirs,
+    make_obliteratus_git_repo,
+    make_obliteratus_source,
+    make_public_index_files,
+    make_vendor_index_files,
+)
+from .wheels import build_wheel, normalize_name, wheel_filename
+
+__all__ = [
+    "LoopbackIndex",
+    "IndexDirs",
+    "build_index_dirs",
+    "build_wheel",
+    "normalize_name",
+    "wheel_filename",
+    "make_vendor_index_files",
+    "make_public_index_files",
+    "make_obliteratus_source",
+    "make_obliteratus_git_repo",
+    "isolated_env",
+    "find_uv",
+    "venv_python",
+    "VENDOR_TORCH",
+    "VENDOR_TORCHVISION",
+    "VENDOR_TORCHAUDIO",
+    "VENDOR_BITSANDBYTES",
+    "VENDOR_PINS",
+    "VENDOR_BAIT",
+    "NEWEST_PUBLIC_TORCH",
+    "OBLITERATUS_DEPENDENCIES",
+    "OBLITERATUS_TAG",
+]
+
+# Inherited variables that would point a child Python, pip or uv elsewhere.
+_DROP_EXACT = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONSTARTUP")
+_DROP_PREFIXES = ("PIP_", "UV_", "GIT_CONFIG")
+# Every request not to loopback is sent to this proxy, which refuses connections:
+# a child that forgets an --index flag and falls back to uv's default index fails fast
+# instead of silently reaching the network (port 9 "discard" is never served).
+DEAD_PROXY = "http://127.0.0.1:9"
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+               "no_proxy", "NO_PROXY")
+
+
+def isolated_env(
+    tmp_path: Path, extra: Optional[Dict[str, str]] = None, *, fast_fail: bool = False
+) -> Dict[str, str]:
+    """Environment for uv/pip children that reads no user, system or inherited configuration.
+
+    - every inherited ``PIP_*``/``UV_*`` variable is dropped (this machine sets
+      PIP_FIND_LINKS and friends);
+    - ``PIP_CONFIG_FILE`` names an empty file: pip then skips the user config
+      but still reads the *site* config (``<venv>/pip.conf``), which is the
+      file the installer relies on; ``XDG_CONFIG_DIRS`` points pip's "global"
+      lookup at an empty dir instead of /etc/xdg;
+    - all proxies point at a dead loopback port and NO_PROXY exempts only
+      127.0.0.1/localhost, so anything aimed beyond loopback fails at once;
+    - ``HOME``/``XDG_*`` are temp dirs, ``UV_NO_CONFIG=1`` stops uv's
+      uv.toml discovery, ``UV_CACHE_DIR`` is private, ``UV_PYTHON_DOWNLOADS=never``;
+    - ``fast_fail`` turns off uv's and pip's HTTP retries (3 retries cost uv ~4 s).
+    """
+    base = Path(tmp_path) / "isolated-env"
+    dirs = {}
+    for key in ("home", "xdg-config", "xdg-config-dirs", "xdg-cache", "xdg-data", "uv-cache", "tmp"):
+        dirs[key] = base / key
+        dirs[key].mkdir(parents=True, exist_ok=True)
+    pip_conf = base / "pip-empty.conf"
+    pip_conf.write_text("", encoding="utf-8")
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in _DROP_EXACT and k not in _PROXY_VARS and not k.startswith(_DROP_PREFIXES)
+    }
+    env.update(
+        HOME=str(dirs["home"]),
+        XDG_CONFIG_HOME=str(dirs["xdg-config"]),
+        XDG_CONFIG_DIRS=str(dirs["xdg-config-dirs"]),
+        XDG_CACHE_HOME=str(dirs["xdg-cache"]),
+        XDG_DATA_HOME=str(dirs["xdg-data"]),
+        TMPDIR=str(dirs["tmp"]),
+        PIP_CONFIG_FILE=str(pip_conf),
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+        UV_NO_CONFIG="1",
+        UV_CACHE_DIR=str(dirs["uv-cache"]),
+        UV_PYTHON_DOWNLOADS="never",
+        UV_NO_PROGRESS="1",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+        HTTP_PROXY=DEAD_PROXY,
+        HTTPS_PROXY=DEAD_PROXY,
+        ALL_PROXY=DEAD_PROXY,
+        http_proxy=DEAD_PROXY,
+        https_proxy=DEAD_PROXY,
+        all_proxy=DEAD_PROXY,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+        PYTHONIOENCODING="utf-8",
+    )
+    if fast_fail:
+        # For "index goes away" tests: no retries, so a failure shows in well under a second.
+        env.update(UV_HTTP_RETRIES="0", UV_HTTP_TIMEOUT="10", PIP_RETRIES="0", PIP_TIMEOUT="10")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def find_uv() -> str:
+    """Path of the uv binary shipped by the ``uv`` package (falls back to PATH)."""
+    try:
+        import uv  # type: ignore[import-not-found]
+
+        return uv.find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+        raise
+
+
+def venv_python(venv: Path) -> Path:
+    """Interpreter of a venv (POSIX layout; Jetson is Linux only)."""
+    return Path(venv) / "bin" / "python"
+
+
+# Keep the interpreter tests run under importable for fixtures.
+TEST_PYTHON = sys.executable

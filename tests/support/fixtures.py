@@ -1,0 +1,144 @@
+"""Shared pytest fixtures for the loopback-index tests.
+
+Use from tests/conftest.py with ``from support.fixtures import *  # noqa: F401,F403``
+(``tests/`` has no ``__init__.py``, so pytest puts it on sys.path and
+``support`` is importable as a top-level package).
+
+Cost model: the index directories, the stub OBLITERATUS tree and its git
+repo are built once per session (about 0.2 s in all) and treated as
+read-only; index *servers* are per test (start in a millisecond), so every
+test gets its own request log and failure switches.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Iterator, List
+
+import pytest
+
+from . import find_uv, isolated_env, venv_python
+from .index_server import LoopbackIndex
+from .stub_projects import (
+    VENDOR_PINS,
+    IndexDirs,
+    build_index_dirs,
+    make_obliteratus_git_repo,
+    make_obliteratus_source,
+)
+
+__all__ = [
+    "stub_index_dirs",
+    "private_index_dirs",
+    "vendor_index",
+    "public_index",
+    "start_index",
+    "obliteratus_source",
+    "obliteratus_git_repo",
+    "uv_bin",
+    "tool_env",
+    "vendor_constraints",
+    "make_venv",
+]
+
+
+@pytest.fixture(scope="session")
+def stub_index_dirs(tmp_path_factory: pytest.TempPathFactory) -> IndexDirs:
+    """Vendor and public wheel directories, built once; do not modify them."""
+    return build_index_dirs(tmp_path_factory.mktemp("stub-indexes"))
+
+
+@pytest.fixture
+def private_index_dirs(stub_index_dirs: IndexDirs, tmp_path: Path) -> IndexDirs:
+    """A per-test copy of the index directories, for tests that add or remove wheels."""
+    base = tmp_path / "indexes"
+    copy = IndexDirs(vendor=base / "vendor", public=base / "public")
+    shutil.copytree(str(stub_index_dirs.vendor), str(copy.vendor))
+    shutil.copytree(str(stub_index_dirs.public), str(copy.public))
+    return copy
+
+
+@pytest.fixture
+def start_index() -> Iterator[Callable[..., LoopbackIndex]]:
+    """Factory: ``start_index(root, name=..., delay=...)`` -> a started LoopbackIndex, stopped at teardown."""
+    started: List[LoopbackIndex] = []
+
+    def _start(root: Path, **kwargs: object) -> LoopbackIndex:
+        index = LoopbackIndex(root, **kwargs).start()  # type: ignore[arg-type]
+        started.append(index)
+        return index
+
+    yield _start
+    for index in started:
+        index.stop()
+
+
+@pytest.fixture
+def vendor_index(stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> LoopbackIndex:
+    return start_index(stub_index_dirs.vendor, name="vendor")
+
+
+@pytest.fixture
+def public_index(stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> LoopbackIndex:
+    return start_index(stub_index_dirs.public, name="public")
+
+
+@pytest.fixture(scope="session")
+def obliteratus_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Stub OBLITERATUS 0.1.3 source tree (in-tree PEP 517 backend, builds offline). Read-only."""
+    return make_obliteratus_source(tmp_path_factory.mktemp("obliteratus-src") / "OBLITERATUS")
+
+
+@pytest.fixture(scope="session")
+def obliteratus_git_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same tree as a git repo tagged ``v0.1.3``; use ``git+file://{path}@v0.1.3``."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    return make_obliteratus_git_repo(tmp_path_factory.mktemp("obliteratus-git") / "OBLITERATUS")
+
+
+@pytest.fixture(scope="session")
+def uv_bin() -> str:
+    try:
+        return find_uv()
+    except (ImportError, FileNotFoundError):
+        pytest.skip("uv is not installed (pip install uv)")
+        raise  # unreachable; keeps type checkers happy
+
+
+@pytest.fixture
+def tool_env(tmp_path: Path) -> dict:
+    """Isolated environment for uv/pip children (see ``support.isolated_env``)."""
+    return isolated_env(tmp_path)
+
+
+@pytest.fixture
+def vendor_constraints(tmp_path: Path) -> Path:
+    """constraints.txt pinning every vendor package to its exact vendor version."""
+    path = tmp_path / "vendor-constraints.txt"
+    path.write_text("".join("{}=={}\n".format(k, v) for k, v in sorted(VENDOR_PINS.items())), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def make_venv(uv_bin: str, tool_env: dict, public_index: LoopbackIndex) -> Callable[..., Path]:
+    """Factory: ``make_venv(path, seed=True)`` -> venv dir made by ``uv venv`` for the test interpreter.
+
+    Seeding takes pip/setuptools/wheel from the loopback public index
+    (``uv venv --seed`` fetches them from an index; they are not bundled).
+    """
+
+    def _make(path: Path, seed: bool = True) -> Path:
+        argv = [uv_bin, "venv", "--python", sys.executable, "--default-index", public_index.url, str(path)]
+        if seed:
+            argv.insert(2, "--seed")
+        result = subprocess.run(argv, env=tool_env, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise AssertionError("uv venv failed:\n" + result.stdout + result.stderr)
+        assert venv_python(path).exists()
+        return Path(path)
+
+    return _make

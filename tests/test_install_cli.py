@@ -1,0 +1,234 @@
+"""`jetson-install obliteratus` end to end, through the CLI, against loopback indexes.
+
+The vendor index carries a Jetson-style torch (2.5.0a0+872d972e41.nv24.08, the
+pre-release local version NVIDIA ships) plus bait numpy/filelock 99; the public
+index carries newer torches, NumPy 1 and 2, a package needing torch>=2.6, the
+squatted `obliteratus` placeholder and the stub OBLITERATUS dependencies.
+Nothing here reaches beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+from packaging.version import Version
+from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
+
+TOP = Path(__file__).resolve().parent.parent
+VENDOR_PACKAGES = {"torch", "torchvision", "torchaudio", "bitsandbytes"}
+
+
+@pytest.fixture
+def stub_catalog(tmp_path: Path) -> Path:
+    """wheels-index.toml with the jp6-cu126 pins replaced by the stub vendor builds."""
+    text = (TOP / "wheels-index.toml").read_text()
+    real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
+    stub = "pins = { " + ", ".join(f'{k} = "{v}"' for k, v in VENDOR_PINS.items()) + " }"
+    assert real in text
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(text.replace(real, stub))
+    return path
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path, stub_catalog: Path) -> Dict[str, str]:
+    env = isolated_env(tmp_path, fast_fail=True)
+    env["JETSON_INSTALL_WHEELS_INDEX"] = str(stub_catalog)
+    env["JETSON_INSTALL_CONFIG"] = str(tmp_path / "no-config.toml")
+    return env
+
+
+class Installer:
+    def __init__(self, venv: Path, env: Dict[str, str], vendor_url: str, public_url: str, source: Path) -> None:
+        self.venv, self.env, self.vendor_url, self.public_url, self.source = venv, env, vendor_url, public_url, source
+
+    def argv(self, source: Optional[Path] = None) -> List[str]:
+        return [
+            sys.executable, "-m", "jetson_install", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
+            "--venv", str(self.venv), "--python", sys.executable, "--vendor-index", self.vendor_url,
+            "--default-index", self.public_url, "--source", str(source or self.source), "--no-verify", "--yes", "--json",
+        ]
+
+    def run(self, source: Optional[Path] = None) -> "tuple[int, dict, str]":
+        result = subprocess.run(self.argv(source), capture_output=True, text=True, env=self.env, timeout=300)
+        data = json.loads(result.stdout) if result.stdout.strip() else {}
+        return result.returncode, data, result.stderr
+
+    def python(self, code: str) -> str:
+        result = subprocess.run([str(self.venv / "bin" / "python"), "-c", code], capture_output=True, text=True,
+                                env=self.env, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    def torch(self) -> str:
+        return self.python("import importlib.metadata as m, torch; print(m.version('torch'), torch.__source_index__)")
+
+
+@pytest.fixture
+def installer(tmp_path: Path, cli_env: Dict[str, str], vendor_index, public_index, obliteratus_source: Path) -> Installer:
+    return Installer(tmp_path / "obl", cli_env, vendor_index.url, public_index.url, obliteratus_source)
+
+
+def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: Installer, vendor_index, public_index) -> None:
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert data["status"] == "installed"
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+    assert Version(data["installed"]["torch"]) == Version(VENDOR_TORCH)  # uv prints the normalized nv24.8
+    assert data["installed"]["numpy"] != "99.0" and data["installed"]["filelock"] != "99.0"
+    # (c) the vendor index supplied nothing but the vendor packages, bait included
+    assert set(vendor_index.requested_projects()) <= VENDOR_PACKAGES
+    # (g) obliteratus is never asked for by name, from any index
+    assert "obliteratus" not in vendor_index.requested_projects() + public_index.requested_projects()
+    assert installer.python("import obliteratus.device as d; print(d.get_device('auto'))") == "cuda"
+    assert "activate" in data and data["activate"] == f"source {installer.venv}/bin/activate"
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "target", "protect", "check", "switch"]
+
+
+def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:
+    assert installer.run()[0] == 0
+    first = os.readlink(installer.venv)
+    public_index.clear_requests()
+    started = time.monotonic()
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert data["status"] == "unchanged"
+    assert os.readlink(installer.venv) == first
+    assert public_index.requests == []
+    assert time.monotonic() - started < 30
+
+
+def test_protection_outlives_the_tool_for_pip_and_for_uv(installer: Installer) -> None:
+    assert installer.run()[0] == 0
+    pip = subprocess.run(
+        [str(installer.venv / "bin" / "pip"), "install", "-U", "torch", "numpy", "transformers",
+         "--index-url", installer.public_url],
+        capture_output=True, text=True, env=installer.env, timeout=180,
+    )
+    assert installer.torch() == f"{VENDOR_TORCH} vendor", pip.stdout + pip.stderr
+    uv_bin = installer.env.get("UV_BIN") or __import__("uv").find_uv_bin()
+    script = f'. "{installer.venv}/bin/activate" && "{uv_bin}" pip install -U torch --default-index "{installer.public_url}"'
+    subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=installer.env, timeout=180)
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+    unconstrained = subprocess.run(["bash", "-c", f'. "{installer.venv}/bin/activate" && deactivate && echo "[${{UV_CONSTRAINT:-}}]"'],
+                                   capture_output=True, text=True, env=installer.env, timeout=30)
+    assert unconstrained.stdout.strip() == "[]"
+
+
+def test_dependent_needing_newer_torch_fails_clearly_and_changes_nothing(installer: Installer, tmp_path: Path) -> None:
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    greedy = tmp_path / "greedy-source"
+    shutil.copytree(installer.source, greedy)
+    pyproject = greedy / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"torch>=2.0",', '"torch>=2.0", "needs-newer-torch",', 1))
+    code, data, stderr = installer.run(greedy)
+    assert code == 1
+    assert data["status"] == "failed" and data["error"]["step"] == "target"
+    assert "torch" in data["error"]["message"] and "unchanged" in data["error"]["message"]
+    assert "Traceback" not in stderr
+    assert os.readlink(installer.venv) == before
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+
+
+def test_index_going_away_mid_install_keeps_the_old_environment(installer: Installer, public_index, tmp_path: Path) -> None:
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    changed = tmp_path / "changed-source"
+    shutil.copytree(installer.source, changed)
+    (changed / "obliteratus" / "extra.py").write_text("X = 1\n")
+    public_index.fail_after(2)
+    code, data, stderr = installer.run(changed)
+    assert code == 1, stderr
+    assert data["error"]["step"] in ("environment", "target")
+    assert os.readlink(installer.venv) == before
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+
+
+def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
+    installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+) -> None:
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    slow = start_index(stub_index_dirs.public, name="slow-public", delay=0.5)
+    changed = tmp_path / "changed-source"
+    shutil.copytree(installer.source, changed)
+    (changed / "obliteratus" / "extra.py").write_text("X = 2\n")
+    installer.public_url = slow.url
+    process = subprocess.Popen(installer.argv(changed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=installer.env, start_new_session=True)
+    slow.wait_for_request(lambda path: path.endswith(".whl"), timeout=120)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert os.readlink(installer.venv) == before
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+    code, data, stderr = installer.run(changed)
+    assert code == 0, stderr
+    assert data["status"] == "installed"
+    assert os.readlink(installer.venv) != before
+    leftovers = [p.name for p in Path(f"{installer.venv}.d").glob("env-*")]
+    assert len(leftovers) == 2, leftovers  # the new environment and the previous one, no partial build
+
+
+def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
+    installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+) -> None:
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    slow = start_index(stub_index_dirs.public, name="slow-public", delay=0.5)
+    changed = tmp_path / "changed-source"
+    shutil.copytree(installer.source, changed)
+    (changed / "obliteratus" / "extra.py").write_text("X = 3\n")
+    installer.public_url = slow.url
+    process = subprocess.Popen(installer.argv(changed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=installer.env, text=True, start_new_session=True)
+    slow.wait_for_request(lambda path: path.endswith(".whl"), timeout=120)
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "unchanged" in stderr and "Traceback" not in stderr
+    assert os.readlink(installer.venv) == before
+
+
+def test_existing_foreign_directory_is_never_touched(installer: Installer) -> None:
+    installer.venv.mkdir()
+    (installer.venv / "keep.txt").write_text("mine")
+    code, data, stderr = installer.run()
+    assert code == 2
+    assert "was not made by jetson-install" in stderr
+    assert (installer.venv / "keep.txt").read_text() == "mine"
+
+
+def test_unsupported_platform_exits_3_without_touching_anything(installer: Installer) -> None:
+    argv = installer.argv()
+    argv[argv.index("sample:agx-orin-64gb-jp6.2")] = "sample:xavier-nx-jp5.1.2"
+    result = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=60)
+    assert result.returncode == 3
+    assert json.loads(result.stdout)["supported"] is False
+    assert not installer.venv.exists()
+
+
+def test_pinned_git_source_installs_and_a_space_in_the_path_keeps_protection(
+    installer: Installer, obliteratus_git_repo: Path, tmp_path: Path
+) -> None:
+    installer.venv = tmp_path / "with space" / "obl"
+    argv = installer.argv()
+    argv[argv.index("--source") + 1] = obliteratus_git_repo.as_uri()
+    argv += ["--ref", "v0.1.3"]
+    result = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["status"] == "installed"
+    assert installer.python("import obliteratus; print(obliteratus.__version__)") == "0.1.3"
+    pip = subprocess.run([str(installer.venv / "bin" / "pip"), "install", "-U", "torch", "--index-url", installer.public_url],
+                         capture_output=True, text=True, env=installer.env, timeout=180)
+    assert "constraint" in (pip.stdout + pip.stderr).lower() or pip.returncode == 0
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
