@@ -1,0 +1,126 @@
+"""Stub torch whose behaviour the scenario file chooses; tensors are constant-filled."""
+
+import math
+
+from doctor_stub_scenario import SCENARIO
+
+if SCENARIO.get("torch_import_error"):
+    raise OSError(SCENARIO["torch_import_error"])
+
+__version__ = SCENARIO["torch_version"]
+float16, float32, uint8 = "float16", "float32", "uint8"
+
+
+class version:
+    cuda = SCENARIO["torch_cuda"]
+    hip = None
+
+
+class Tensor:
+    """Every element holds `value`; enough arithmetic for the doctor probes."""
+
+    def __init__(self, shape, value, device="cpu", dtype=float32):
+        self.shape, self.value, self.device, self.dtype = tuple(shape), float(value), device, dtype
+
+    def numel(self):
+        return math.prod(self.shape)
+
+    @property
+    def is_cuda(self):
+        return self.device == "cuda"
+
+    @property
+    def data(self):
+        return self
+
+    def _like(self, value, shape=None, dtype=None):
+        return Tensor(shape or self.shape, value, self.device, dtype or self.dtype)
+
+    def cuda(self):
+        if not cuda.is_available():
+            raise RuntimeError("Torch not compiled with CUDA enabled")
+        return Tensor(self.shape, self.value, "cuda", self.dtype)
+
+    def cpu(self):
+        return Tensor(self.shape, self.value, "cpu", self.dtype)
+
+    def float(self):
+        return self._like(self.value, dtype=float32)
+
+    def half(self):
+        return self._like(self.value, dtype=float16)
+
+    def clone(self):
+        return self._like(self.value)
+
+    def t(self):
+        return self._like(self.value, shape=self.shape[::-1])
+
+    def abs(self):
+        return self._like(abs(self.value))
+
+    def mean(self):
+        return self._like(self.value, shape=())
+
+    def max(self):
+        return self._like(self.value, shape=())
+
+    def all(self):
+        return self._like(self.value, shape=())
+
+    def __matmul__(self, other):
+        if self.is_cuda:
+            _launch_kernel()
+            if SCENARIO.get("matmul_result") == "nan":
+                return self._like(float("nan"), shape=(self.shape[0], other.shape[-1]))
+        return self._like(self.value * other.value * self.shape[-1], shape=(self.shape[0], other.shape[-1]))
+
+    def __sub__(self, other):
+        return self._like(self.value - other.value)
+
+    def __truediv__(self, other):
+        return self._like(self.value / other.value)
+
+    def __float__(self):
+        return self.value
+
+    def __bool__(self):
+        return bool(self.value)
+
+
+def _launch_kernel():
+    capability = "sm_%d%d" % tuple(SCENARIO["capability"])
+    if capability not in SCENARIO["arch_list"]:
+        raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+
+
+class Generator:
+    def manual_seed(self, seed):
+        return self
+
+
+def manual_seed(seed):
+    return None
+
+
+def randn(*shape, generator=None, device="cpu", dtype=float32):
+    return Tensor(shape, 0.5, device, dtype)
+
+
+def isfinite(tensor):
+    return tensor._like(1.0 if math.isfinite(tensor.value) else 0.0)
+
+
+def allclose(a, b, rtol=1e-5, atol=1e-8):
+    return abs(a.value - b.value) <= atol + rtol * abs(b.value)
+
+
+from torch import backends, cuda, nn  # noqa: E402,F401  (submodules; they use Tensor)
+
+
+class no_grad:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False

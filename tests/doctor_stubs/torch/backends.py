@@ -1,0 +1,6 @@
+class _Matmul:
+    allow_tf32 = True
+
+
+class cuda:
+    matmul = _Matmul()

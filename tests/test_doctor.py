@@ -1,0 +1,359 @@
+"""jetson-install doctor against stub torch/bitsandbytes environments, and against the real CPU torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import jsonschema
+import pytest
+
+from jetson_install import doctor, runner
+from jetson_install.catalog import Channel, VendorSource
+from jetson_install.errors import BadInput
+from jetson_install.platform import Platform
+from jetson_install.release_files import L4T
+
+STUBS = Path(__file__).parent / "doctor_stubs"
+STUB_PACKAGES = {"torch": "torch_version", "bitsandbytes": "bnb_version", "numpy": "numpy_version", "obliteratus": None}
+HOST_PYTHON = "%d.%d" % sys.version_info[:2]
+
+WORKING: Dict[str, Any] = {
+    "torch_version": "2.8.0",
+    "torch_cuda": "12.6",
+    "cuda_available": True,
+    "device_count": 1,
+    "device_name": "Orin (nvgpu)",
+    "capability": [8, 7],
+    "total_memory": 7_990_000_000,
+    "arch_list": ["sm_87"],
+    "numpy_version": "1.26.4",
+    "bnb_version": "0.46.1",
+    "bnb_library": "cuda",
+}
+
+ORIN = Platform(
+    root="/",
+    jetson=True,
+    l4t=L4T(36, 4, 3),
+    jetpack="6.2",
+    cuda="12.6",
+    soc="tegra234",
+    family="Orin",
+    module="NVIDIA Jetson Orin Nano Developer Kit",
+    model="NVIDIA Jetson Orin Nano Developer Kit",
+    compute_capability="8.7",
+    kind="tegra",
+    ubuntu="22.04",
+    python="3.10",
+    kernel="5.15.148-tegra",
+    arch="aarch64",
+)
+
+# The channel's Python is the test interpreter's, so python-abi passes in the stub venvs.
+JP6_SOURCE = VendorSource(
+    index="https://pypi.jetson-ai-lab.io/jp6/cu126",
+    wheels=(),
+    pins={"torch": "2.8.0", "bitsandbytes": "0.46.1"},
+    numpy="<2",
+    apt=("libopenblas-dev", "libcusparselt0"),
+)
+JP6 = Channel(
+    id="jp6-cu126",
+    title="JetPack 6.1-6.2 (CUDA 12.6)",
+    l4t_from=(36, 4),
+    l4t_below=(37, 0),
+    families=("Orin",),
+    jetpack="6.1-6.2.x",
+    cuda="12.6",
+    python=HOST_PYTHON,
+    kind="tegra",
+    status="supported",
+    reason="",
+    remedy="",
+    sources=(JP6_SOURCE,),
+)
+
+
+SCHEMA = doctor.evidence_schema()
+
+
+def make_env(root: Path, **changes: Any) -> str:
+    """A venv without pip whose site-packages holds the stubs and the scenario they read."""
+    scenario = dict(WORKING, **changes)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    (site_packages,) = root.glob("lib/python*/site-packages")
+    for name, version_key in STUB_PACKAGES.items():
+        shutil.copytree(STUBS / name, site_packages / name)
+        version = scenario[version_key] if version_key else "0.1.2"
+        dist_info = site_packages / f"{name}-{version}.dist-info"
+        dist_info.mkdir()
+        (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    shutil.copy(STUBS / "doctor_stub_scenario.py", site_packages)
+    (site_packages / "doctor_stub_scenario.json").write_text(json.dumps(scenario))
+    return str(root / "bin" / "python")
+
+
+@pytest.fixture(autouse=True)
+def clean_pip_check(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Replace jetson_install.uv.pip_check (uv is not what these tests exercise); returns the calls."""
+    calls: list = []
+
+    def pip_check(python: str) -> runner.Completed:
+        calls.append(python)
+        return runner.Completed(("uv", "pip", "check"), 0, "", "Checked 4 packages in 1ms\nAll installed packages are compatible\n")
+
+    try:
+        import jetson_install.uv as uv_module
+    except ImportError:
+        uv_module = types.ModuleType("jetson_install.uv")
+        monkeypatch.setitem(sys.modules, "jetson_install.uv", uv_module)
+    monkeypatch.setattr(uv_module, "pip_check", pip_check, raising=False)
+    return calls
+
+
+def run(python: str, *, platform: Optional[Platform] = ORIN, channel: Optional[Channel] = JP6, **options: Any):
+    report = doctor.run_doctor(python, platform=platform, channel=channel, **options)
+    evidence = report.to_json()
+    jsonschema.validate(evidence, SCHEMA)
+    json.dumps(evidence)  # serialisable as is
+    return report
+
+
+def failed(report: doctor.DoctorReport) -> set:
+    return {check.id for check in report.checks if check.status == "fail"}
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clean_pip_check: list) -> None:
+    python = make_env(tmp_path / "env")
+    report = run(python)
+    assert [c.status for c in report.checks] == ["ok"] * len(doctor.CHECKS), doctor.render_lines(report)
+    assert report.exit_code == 0
+    evidence = report.to_json()
+    assert evidence["status"] == "passed"
+    assert evidence["platform"] == {
+        "l4t": "36.4.3", "jetpack": "6.2", "arch": "aarch64", "python": evidence["platform"]["python"], "kind": "tegra"
+    }
+    assert evidence["platform"]["python"].startswith(HOST_PYTHON)
+    assert evidence["torch"] == {
+        "version": "2.8.0",
+        "cuda": "12.6",
+        "device_name": "Orin (nvgpu)",
+        "total_memory_bytes": 7_990_000_000,
+        "capability": "8.7",
+        "arch_list": ["sm_87"],
+    }
+    assert evidence["bitsandbytes"] == {
+        "version": "0.46.1", "backend": "CUDA", "library": "libbitsandbytes_cuda126.so", "kernel_test": "passed"
+    }
+    assert all(check["fix"] is None for check in evidence["checks"])
+    assert clean_pip_check == [python]
+
+
+def test_cpu_only_torch_fails_the_build_and_cuda_checks(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", torch_version="2.8.0+cpu", torch_cuda=None, cuda_available=False))
+    assert report.exit_code == 1
+    build, cuda = report.check("torch-build"), report.check("cuda-available")
+    assert build.status == "fail" and "CPU-only" in build.detail
+    assert cuda.status == "fail" and "CPU-only" in cuda.detail
+    assert 'torch==2.8.0' in build.fix and "https://pypi.jetson-ai-lab.io/jp6/cu126" in build.fix
+    assert report.check("cuda-matmul").status == "skip"  # blocked by cuda-available, which is in the report
+    # bitsandbytes then loads its CPU library; the fix points back at torch, not at a bnb build.
+    assert report.check("bnb-library").status == "fail"
+    assert "torch" in report.check("bnb-library").fix
+    assert report.check("obliteratus").status == "fail"
+    assert report.to_json()["bitsandbytes"]["library"] == "libbitsandbytes_cpu.so"
+
+
+def test_torch_without_sm_87_kernels_fails_arch_and_matmul(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", arch_list=["sm_80", "sm_90"]))
+    arch = report.check("cuda-arch")
+    assert arch.status == "fail"
+    assert "sm_87" in arch.detail and "sm_80 sm_90" in arch.detail
+    assert "torch==2.8.0" in arch.fix
+    matmul = report.check("cuda-matmul")
+    assert matmul.status == "fail" and "no kernel image" in matmul.detail
+    assert report.exit_code == 1
+
+
+def test_bitsandbytes_with_its_cpu_library_fails_with_the_source_build_fix(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", bnb_library="cpu"))
+    library = report.check("bnb-library")
+    assert library.status == "fail"
+    assert "libbitsandbytes_cpu.so" in library.detail
+    assert "-DCOMPUTE_CAPABILITY=87" in library.fix
+    assert report.check("bnb-kernels").status == "skip"
+    assert failed(report) == {"bnb-library"}
+    assert report.to_json()["bitsandbytes"]["kernel_test"] == "not_run"
+
+
+def test_bitsandbytes_error_mock_is_not_taken_for_a_loaded_library(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", bnb_library="mock"))
+    library = report.check("bnb-library")
+    assert library.status == "fail"
+    assert "error mock" in library.detail and "libbitsandbytes_cuda126.so" in library.detail
+    assert "-DCOMPUTE_CAPABILITY=87" in library.fix
+    assert report.to_json()["bitsandbytes"]["library"] is None
+
+
+def test_bitsandbytes_kernel_fault_fails_with_the_ops_cu_line(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", bnb_fault="nf4"))
+    kernels = report.check("bnb-kernels")
+    assert kernels.status == "fail"
+    assert "Error named symbol not found at line 75 in file /src/csrc/ops.cu" in kernels.detail
+    assert "nf4" in kernels.detail and "exited 1" in kernels.detail
+    assert "-DCOMPUTE_CAPABILITY=87" in kernels.fix
+    # What the probe learned before the fault is kept.
+    assert report.check("bnb-library").status == "ok"
+    assert report.to_json()["bitsandbytes"]["library"] == "libbitsandbytes_cuda126.so"
+    assert report.to_json()["bitsandbytes"]["kernel_test"] == "failed"
+    assert report.exit_code == 1
+
+
+def test_int8_is_skipped_below_compute_capability_7_5(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", capability=[7, 2], arch_list=["sm_72"], bnb_fault="int8"))
+    assert report.check("bnb-int8").status == "skip"
+    assert report.check("bnb-kernels").status == "ok"
+
+
+def test_a_hung_probe_fails_its_checks_and_doctor_returns(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", hang=True), timeout=3)
+    cuda = report.check("cuda-available")
+    assert cuda.status == "fail" and "timed out" in cuda.detail
+    assert report.check("torch-import").status == "ok"  # learned before the hang
+    assert report.check("bnb-library").status == "fail" and "timed out" in report.check("bnb-library").detail
+    assert report.exit_code == 1
+
+
+def test_torch_import_failing_on_libopenblas_names_the_apt_package(tmp_path: Path) -> None:
+    error = "libopenblas.so.0: cannot open shared object file: No such file or directory"
+    report = run(make_env(tmp_path / "env", torch_import_error=error))
+    torch_import = report.check("torch-import")
+    assert torch_import.status == "fail"
+    assert "OSError: libopenblas.so.0" in torch_import.detail
+    assert torch_import.fix == "sudo apt-get install libopenblas-dev"
+    assert report.check("cuda-available").status == "skip"
+    assert report.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "library, fix",
+    [
+        ("libcusparseLt.so.0", "sudo apt-get install libcusparselt0 libcusparselt-dev"),
+        ("libcudnn.so.8", "cuDNN"),
+    ],
+)
+def test_other_missing_libraries_map_to_their_fix(tmp_path: Path, library: str, fix: str) -> None:
+    error = f"{library}: cannot open shared object file: No such file or directory"
+    report = run(make_env(tmp_path / "env", torch_import_error=error), only=["torch-import"])
+    assert fix in report.check("torch-import").fix
+
+
+def test_wrong_numpy_and_python_and_pin_are_reported(tmp_path: Path) -> None:
+    other_python = Channel(**dict(JP6.__dict__, python="3.10" if HOST_PYTHON != "3.10" else "3.12"))
+    report = run(make_env(tmp_path / "env", numpy_version="2.1.0", torch_version="2.9.0"), channel=other_python)
+    assert failed(report) == {"numpy", "python-abi", "torch-build"}
+    assert report.check("numpy").fix.endswith('"numpy<2"')
+    assert "uv venv --python" in report.check("python-abi").fix
+    assert "2.9.0" in report.check("torch-build").detail
+
+
+def test_nvidia_prerelease_version_matches_its_pin(tmp_path: Path) -> None:
+    nvidia = "2.5.0a0+872d972e41.nv24.08"
+    wheel = "https://developer.download.nvidia.com/compute/redist/jp/v61/pytorch/torch-2.5.0a0+872d972e41.nv24.08.17622132-cp310-cp310-linux_aarch64.whl"
+    source = VendorSource(None, (wheel,), {"torch": "2.5.0a0+872d972e41.nv24.8"}, "<2", ())
+    channel = Channel(**dict(JP6.__dict__, sources=(source,)))
+    report = run(make_env(tmp_path / "env", torch_version=nvidia), channel=channel, only=["torch-build"])
+    assert report.check("torch-build").status == "ok"
+    wrong = run(make_env(tmp_path / "cpu", torch_version="2.5.0+cpu", torch_cuda=None), channel=channel, only=["torch-build"])
+    assert wrong.check("torch-build").fix.startswith(f"uv pip install --python {tmp_path / 'cpu'}")
+    assert wrong.check("torch-build").fix.endswith(f"{wheel} (channel jp6-cu126)")
+
+
+def test_off_jetson_platform_warns_and_channel_checks_skip(tmp_path: Path) -> None:
+    desktop = Platform(**dict(ORIN.__dict__, jetson=False, l4t=None, jetpack=None, kind=None, arch="x86_64"))
+    python = make_env(tmp_path / "env", capability=[9, 0], arch_list=["sm_80", "sm_90"], device_name="NVIDIA H200")
+    for platform in (None, desktop):
+        report = run(python, platform=platform, channel=None)
+        assert report.check("platform").status == "warn" and "not a Jetson" in report.check("platform").detail
+        assert report.check("python-abi").status == "skip"
+        assert report.exit_code == 0, doctor.render_lines(report)
+
+
+def test_desktop_binary_compatibility_but_not_on_tegra() -> None:
+    assert doctor.arch_support((8, 6), ["sm_80", "sm_90"], tegra=False)[0]
+    assert not doctor.arch_support((8, 7), ["sm_80", "sm_90"], tegra=True)[0]
+    assert doctor.arch_support((8, 7), ["sm_80", "compute_80"], tegra=True)[0]  # PTX JITs upward
+    assert not doctor.arch_support((8, 7), ["compute_90"], tegra=True)[0]
+    assert doctor.arch_support((12, 1), ["sm_100", "sm_121"], tegra=False)[0]
+
+
+def test_pip_check_problems_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import jetson_install.uv as uv_module
+
+    broken = runner.Completed(("uv",), 1, "pkgy 1.0 requires torch>=2.6, but 2.8.0 is installed\n", "")
+    monkeypatch.setattr(uv_module, "pip_check", lambda python: broken)
+    report = run(make_env(tmp_path / "env"), only=["pip-check"])
+    assert [c.id for c in report.checks] == ["pip-check"]
+    assert report.check("pip-check").status == "fail"
+    assert "pkgy 1.0 requires torch>=2.6" in report.check("pip-check").detail
+    assert report.exit_code == 1
+
+
+def test_only_runs_the_selected_checks_and_their_prerequisites(tmp_path: Path, clean_pip_check: list) -> None:
+    report = run(make_env(tmp_path / "env"), only=["cuda-matmul"])
+    assert [c.id for c in report.checks] == ["torch-import", "cuda-available", "cuda-matmul"]
+    assert clean_pip_check == []  # uv was not needed
+    assert report.to_json()["bitsandbytes"]["kernel_test"] == "not_run"
+
+
+def test_missing_interpreter_and_unknown_check_are_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput):
+        doctor.run_doctor(str(tmp_path / "nope" / "python"), platform=None, channel=None)
+    with pytest.raises(BadInput):
+        doctor.run_doctor(sys.executable, platform=None, channel=None, only=["no-such-check"])
+
+
+def test_list_checks_and_human_rendering(tmp_path: Path) -> None:
+    listed = doctor.list_checks()
+    assert [row[0] for row in listed] == [spec.id for spec in doctor.CHECKS]
+    assert all(isinstance(required, bool) for _, _, required in listed)
+    report = run(make_env(tmp_path / "env", bnb_library="cpu"))
+    lines = doctor.render_lines(report)
+    assert lines[0].startswith("✓ ") and "[platform]" in lines[0]
+    failing = next(i for i, line in enumerate(lines) if line.startswith("✗ ") and "[bnb-library]" in line)
+    assert lines[failing + 1].startswith("    fix: ") and "cmake" in lines[failing + 1]
+    assert any(line.startswith("- ") and "[bnb-kernels]" in line for line in lines)
+    assert lines[-1].startswith("Doctor found problems in 1 required check(s): bnb-library")
+
+
+# --------------------------------------------------------------------------- the real CPU torch wheel
+
+REAL_TORCH_PYTHON = os.environ.get("JETSON_INSTALL_REAL_TORCH_PYTHON")
+
+
+@pytest.mark.skipif(
+    not REAL_TORCH_PYTHON,
+    reason="set JETSON_INSTALL_REAL_TORCH_PYTHON to a python with torch==2.13.0 (CPU) and bitsandbytes",
+)
+def test_real_cpu_torch_is_reported_cpu_only() -> None:
+    report = run(str(REAL_TORCH_PYTHON), platform=None, channel=None)
+    assert report.exit_code == 1
+    assert report.check("torch-import").status == "ok"
+    build = report.check("torch-build")
+    assert build.status == "fail" and "+cpu" in build.detail and "CPU-only" in build.detail
+    assert report.check("cuda-available").status == "fail"
+    library = report.check("bnb-library")
+    assert library.status == "fail" and "libbitsandbytes_cpu.so" in library.detail
+    evidence = report.to_json()
+    assert evidence["torch"]["cuda"] is None and evidence["torch"]["version"].endswith("+cpu")
+    assert evidence["bitsandbytes"]["backend"] == "CPU"
