@@ -101,7 +101,6 @@ class ChannelMatch:
     channel: Optional[Channel]
     reason: str = ""
     remedy: str = ""
-    warnings: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

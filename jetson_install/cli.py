@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 import click
 
 from jetson_install import __version__
-from jetson_install.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, JetsonInstallError
+from jetson_install.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, JetsonInstallError
 
 ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
 
@@ -33,9 +33,8 @@ def _detect_platform(root: str, l4t: Optional[str]):
 
     override = None
     if l4t:
-        source = click.get_current_context().get_parameter_source("l4t")
-        override = L4TOverride(l4t, "JETSON_L4T_VERSION" if source.name == "ENVIRONMENT" else "--l4t")
-    return detect(resolve_root(root), override)
+        override = L4TOverride(l4t, _option_source("l4t", "JETSON_L4T_VERSION", "--l4t"))
+    return detect(resolve_root(root, _option_source("root", "JETSON_INSTALL_ROOT", "--root")), override)
 
 
 def _print_json(data: Any) -> None:
@@ -83,6 +82,8 @@ def _install_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--ref", metavar="REF", help="Git tag, branch or commit of the source."),
         click.option("--source", metavar="PATH|URL", help="Install OBLITERATUS from this checkout or git URL."),
         click.option("--allow-insecure-index", is_flag=True, help="Accept plain-http indexes on remote hosts."),
+        click.option("--vendor-fallback", is_flag=True,
+                     help="Use the channel's documented fallback vendor source (when the first is down)."),
         click.option("--default-index", metavar="URL", envvar="JETSON_INSTALL_DEFAULT_INDEX",
                      help="Replace the general index (default: uv's own)."),
         click.option("--vendor-index", metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
@@ -115,7 +116,7 @@ def _build_plan(target: str, options: dict):
     return make_plan(
         platform, load_catalog(), target, settings, venv.absolute(),
         interpreter=options["python"], source=options["source"], ref=options["ref"],
-        verify=not options["no_verify"],
+        verify=not options["no_verify"], fallback=options["vendor_fallback"],
     )
 
 
@@ -155,8 +156,8 @@ def channels(as_json: bool) -> None:
 
     catalog = load_catalog()
     if as_json:
-        _print_json([{"id": c.id, "title": c.title, "status": c.status, "python": c.python, "cuda": c.cuda,
-                      "vendor_index": c.primary.location if c.primary else None, "pins": dict(c.pins)}
+        _print_json([{"id": c.id, "title": c.title, "status": c.status, "reason": c.reason, "python": c.python,
+                      "cuda": c.cuda, "vendor_sources": [s.location for s in c.sources], "pins": dict(c.pins)}
                      for c in catalog.channels])
     else:
         click.echo(channels_text(catalog))
@@ -169,8 +170,6 @@ def constraints(write: bool, directory: str) -> None:
     """Check (or --write) constraints/<channel>.txt against wheels-index.toml."""
     from jetson_install.catalog import load_catalog
     from jetson_install.constraints import stale_files, write_files
-    from jetson_install.errors import EXIT_FAILED
-
     catalog = load_catalog()
     target = Path(directory)
     if write:
@@ -179,8 +178,9 @@ def constraints(write: bool, directory: str) -> None:
         return
     stale = stale_files(catalog, target)
     if stale:
-        click.echo(f"error: out of date in {target}: {', '.join(stale)}", err=True)
-        click.echo("  fix: jetson-install constraints --write", err=True)
+        what = f"out of date in {target}: {', '.join(stale)}" if target.is_dir() else f"{target}: no such directory"
+        click.echo(f"error: {what}", err=True)
+        click.echo(f"  fix: jetson-install constraints --write --dir {directory}", err=True)
         sys.exit(EXIT_FAILED)
     click.echo(f"{target}: up to date with {catalog.path}")
 
@@ -279,7 +279,11 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
     platform, channel = _platform_and_channel(root, l4t)
     report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, only=only)
     if evidence:
-        Path(evidence).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        try:
+            Path(evidence).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        except OSError as exc:
+            raise BadInput(f"--evidence {evidence}: cannot write it ({exc.strerror})",
+                           fix="pass a file in an existing, writable directory") from None
     if as_json:
         _print_json(report.to_json())
     else:
@@ -318,6 +322,12 @@ def main(argv: Optional[list] = None) -> None:
     except JetsonInstallError as exc:
         _report_error(exc, as_json="--json" in args)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        _report_error(JetsonInstallError(f"{exc.strerror or exc}{where}",
+                                         fix="free disk space or fix the permissions there, then run the command again"),
+                      as_json="--json" in args)
+        sys.exit(EXIT_FAILED)
 
 
 def _report_error(exc: JetsonInstallError, as_json: bool) -> None:

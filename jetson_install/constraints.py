@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
 from jetson_install.catalog import Catalog, Channel
+from jetson_install.errors import BadInput
 
 __all__ = ["constraint_lines", "render_channel_file", "expected_files", "write_files", "stale_files"]
 
@@ -38,21 +39,37 @@ def expected_files(catalog: Catalog) -> Dict[str, str]:
     return {f"{channel.id}.txt": render_channel_file(channel) for channel in catalog.channels if channel.installable}
 
 
+def _generated(path: Path) -> bool:
+    """Only files this module wrote (they start with its header) are ever replaced or removed."""
+    try:
+        with path.open() as handle:
+            return handle.readline().startswith(f"# constraints/{path.name}:")
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def stale_files(catalog: Catalog, directory: Path) -> List[str]:
     """Names of files in `directory` that differ from what `write_files` would write, or should not be there."""
     expected = expected_files(catalog)
-    present = {path.name for path in directory.glob("*.txt")} if directory.is_dir() else set()
+    present = {path.name for path in directory.glob("*.txt") if _generated(path)} if directory.is_dir() else set()
     stale = [name for name, text in expected.items() if not (directory / name).is_file() or (directory / name).read_text() != text]
     stale.extend(sorted(present - set(expected)))
     return sorted(stale)
 
 
 def write_files(catalog: Catalog, directory: Path) -> List[str]:
+    """Write every channel's file; remove generated files of channels that are gone."""
+    if directory.exists() and not directory.is_dir():
+        raise BadInput(f"--dir {directory}: is not a directory", fix="jetson-install constraints --write --dir constraints")
     directory.mkdir(parents=True, exist_ok=True)
     expected = expected_files(catalog)
     for name, text in expected.items():
-        (directory / name).write_text(text)
+        path = directory / name
+        if path.exists() and not _generated(path):
+            raise BadInput(f"{path}: exists and was not written by jetson-install; it is left as it is",
+                           fix=f"move {path} away, or write elsewhere: jetson-install constraints --write --dir DIR")
+        path.write_text(text)
     for path in directory.glob("*.txt"):
-        if path.name not in expected:
+        if path.name not in expected and _generated(path):
             path.unlink()
     return sorted(expected)

@@ -237,15 +237,13 @@ class Context:
     def tegra(self) -> bool:
         return self.platform is not None and self.platform.jetson and self.platform.kind != "sbsa"
 
-    def env_dir(self) -> str:
-        return str(Path(self.python).parent.parent)
-
     def vendor_install(self, package: str, *options: str) -> Optional[str]:
         """The uv command installing the channel's build of package from its primary source, if it has one."""
         source = self.channel.primary if self.channel is not None else None
         if source is None:
             return None
-        flags = " ".join(("--python", self.python) + options)
+        # --no-deps: the vendor source may supply nothing but the vendor build itself.
+        flags = " ".join(("--python", self.python, "--no-deps") + options)
         pin = source.pins.get(package)
         if source.index and pin:
             return f'uv pip install {flags} --index-url {source.index} "{package}=={pin}"'
@@ -322,8 +320,8 @@ def check_python_abi(ctx: Context) -> Verdict:
     return (
         FAIL,
         f"Python {version}, but channel {ctx.channel.id} wheels are built for Python {ctx.channel.python}",
-        f"recreate the environment with the channel's Python: uv venv --python {ctx.channel.python}"
-        f" --system-site-packages {ctx.env_dir()}",
+        f"make a new environment with the channel's Python: jetson-install obliteratus"
+        f" --python /usr/bin/python{ctx.channel.python}",
     )
 
 

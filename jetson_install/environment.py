@@ -33,6 +33,7 @@ __all__ = ["EnvironmentHome", "protect"]
 COMPLETE_MARK = "complete"
 PLAN_FILE = "plan.json"
 CONSTRAINTS_FILE = "constraints.txt"
+PREVIOUS_FILE = "previous"
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,16 @@ class EnvironmentHome:
         return None
 
     def check_usable(self) -> None:
-        if self.link.is_symlink() or not self.link.exists():
+        if self.link.is_symlink():
+            target = Path(os.readlink(self.link))
+            target = target if target.is_absolute() else self.link.parent / target
+            if target.parent.resolve() == self.home.resolve():
+                return
+            raise BadInput(
+                f"--venv {self.link}: is a link to {target}, which jetson-install did not make; it is left as it is",
+                fix=f"choose another location with --venv, or remove the link {self.link} first",
+            )
+        if not self.link.exists():
             return
         if self.link.is_dir() and not any(self.link.iterdir()):
             self.link.rmdir()
@@ -82,16 +92,29 @@ class EnvironmentHome:
         (state / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
 
     def switch_to(self, environment: Path) -> Optional[Path]:
-        """Point the link at `environment` atomically; return the environment it pointed at."""
+        """Point the link at `environment` atomically; return the environment it pointed at,
+        which is kept (and recorded) as the one to roll back to."""
         previous = self.current()
         temporary = self.home / f".link-{uuid.uuid4().hex[:8]}"
         os.symlink(environment, temporary)
         os.replace(temporary, self.link)
+        record = self.home / PREVIOUS_FILE
+        if previous is not None:
+            record.write_text(f"{previous}\n")
+        elif record.exists():
+            record.unlink()
         return previous
 
-    def prune(self, keep: List[Path]) -> None:
+    def previous(self) -> Optional[Path]:
+        try:
+            path = Path((self.home / PREVIOUS_FILE).read_text().strip())
+        except OSError:
+            return None
+        return path if (path / STATE_DIR / COMPLETE_MARK).is_file() else None
+
+    def prune(self, keep: List[Optional[Path]]) -> None:
         """Remove environments other than `keep`: older ones and any left by a killed run."""
-        kept = {path.resolve() for path in keep if path}
+        kept = {path.resolve() for path in keep if path is not None}
         for entry in self.environments():
             if entry.resolve() not in kept:
                 shutil.rmtree(entry, ignore_errors=True)

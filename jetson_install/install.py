@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from jetson_install import uv
+from jetson_install import runner, uv
 from jetson_install.environment import EnvironmentHome, protect
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
@@ -99,6 +99,11 @@ class _Run:
         started = time.monotonic()
         try:
             detail = action()
+        except OSError as exc:
+            self.results.append(StepResult(step_id, "failed", time.monotonic() - started))
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise StepFailed(step_id, f"step '{step_id}' failed: {exc.strerror or exc}{where}",
+                             f"free disk space or fix the permissions there, then run: {self.rerun}") from None
         except BaseException:
             self.results.append(StepResult(step_id, "failed", time.monotonic() - started))
             raise
@@ -121,33 +126,50 @@ def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
     run = _Run(plan, progress, rerun)
     with home.lock():
         current = home.current()
-        fingerprint = _fingerprint(plan)
         try:
             interpreter = _interpreter(plan, run)
         except StepFailed as failure:
             return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
-        if current is not None and _satisfied(home, current, fingerprint, plan, interpreter):
+        fingerprint = _fingerprint(plan, interpreter)
+        if current is not None and _satisfied(home, current, fingerprint, plan):
             progress(f"{plan.venv} already satisfies the plan; nothing to do")
             return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (),
                                  uv.installed_versions(str(current / "bin" / "python")),
                                  _evidence_path(current), warnings=tuple(run.warnings))
-        home.prune(keep=[p for p in (current, _previous(home, current)) if p])
+        home.prune(keep=[current, home.previous()])
         staging = home.new_environment_path()
         try:
-            return _build(plan, home, staging, interpreter, fingerprint, run)
+            previous = _build(plan, home, staging, interpreter, fingerprint, run)
         except StepFailed as failure:
-            shutil.rmtree(staging, ignore_errors=True)
+            _discard(staging)
             return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
         except KeyboardInterrupt:
-            shutil.rmtree(staging, ignore_errors=True)
             step = run.results[-1].id if run.results else "start"
-            return _failed(plan, run, interpreter, "interrupted", step,
-                           f"interrupted during step '{step}'; {plan.venv} is unchanged", f"run it again: {rerun}")
+            if home.current() == staging:
+                # Interrupted after the switch: the new environment is in place and stays.
+                return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results),
+                                     warnings=tuple(run.warnings) + (f"interrupted after the switch ({step})",))
+            _discard(staging)
+            return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
+                           f"run it again: {rerun}")
+    # From here on the new environment is the user's; nothing may remove it.
+    installed = uv.installed_versions(str(staging / "bin" / "python"))
+    return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
+                         _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings))
+
+
+def _discard(staging: Path) -> None:
+    """Remove a half-built environment, keeping its evidence (if the doctor ran) beside it."""
+    evidence = staging / STATE_DIR / "evidence.json"
+    if evidence.is_file():
+        kept = staging.parent / f"failed-{staging.name}-evidence.json"
+        shutil.copyfile(evidence, kept)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
             fix: Optional[str]) -> InstallResult:
-    kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"nothing was installed at {plan.venv}"
+    kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"nothing was made at {plan.venv}"
     return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),
                          failed_step=step,
                          message=f"{message} ({kept})", fix=fix or f"fix the cause above, then run: {run.rerun}",
@@ -173,7 +195,8 @@ def _interpreter(plan: Plan, run: _Run) -> Interpreter:
 
 
 def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
-           fingerprint: Dict[str, Any], run: _Run) -> InstallResult:
+           fingerprint: Dict[str, Any], run: _Run) -> Optional[Path]:
+    """Build and switch to a new environment; return the one it replaced."""
     assert plan.vendor is not None
     python = str(staging / "bin" / "python")
     vendor = plan.vendor
@@ -196,20 +219,14 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
         "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
         f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}"))
     run.step("protect", lambda: f"constraints kept in {protect(staging, constraints_path.read_text())}")
-    run.step("check", lambda: run.uv_step(
-        "check", uv.pip_check(python), f"resolve the conflict uv pip check names, then run: {run.rerun}"))
-    evidence = None
+    run.step("check", lambda: _check(plan, python, run))
     if plan.verify:
-        evidence = staging / STATE_DIR / "evidence.json"
-        run.step("verify", lambda: _verify(plan, python, evidence, run))
+        run.step("verify", lambda: _verify(plan, python, staging, run))
     home.mark_complete(staging, fingerprint)
     previous: List[Optional[Path]] = []
     run.step("switch", lambda: _switch(home, staging, previous))
-    home.prune(keep=[staging, previous[0] if previous else None])
-    installed = uv.installed_versions(str(Path(plan.venv) / "bin" / "python"))
-    return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
-                         str(Path(plan.venv) / STATE_DIR / "evidence.json") if evidence else None,
-                         warnings=tuple(run.warnings))
+    home.prune(keep=[staging, previous[0]])
+    return previous[0]
 
 
 def _switch(home: EnvironmentHome, staging: Path, previous: List[Optional[Path]]) -> str:
@@ -217,23 +234,35 @@ def _switch(home: EnvironmentHome, staging: Path, previous: List[Optional[Path]]
     return f"{home.link} -> {staging}" + (f" (previous kept at {previous[0]})" if previous[0] else "")
 
 
-def _verify(plan: Plan, python: str, evidence: Path, run: _Run) -> str:
+def _check(plan: Plan, python: str, run: _Run) -> str:
+    run.uv_step("check", uv.pip_check(python), f"resolve the conflict uv pip check names, then run: {run.rerun}")
+    # The target's own smoke command: it must import, even where no GPU is visible.
+    smoke = runner.run([python if part == "python" else part for part in plan.target.smoke], timeout=300)
+    if not smoke.ok:
+        raise StepFailed("check", f"step 'check' failed: {' '.join(plan.target.smoke)} -> "
+                                  f"{smoke.last_stderr_line() or 'exit ' + str(smoke.returncode)}",
+                         f"fix the cause above, then run: {run.rerun}")
+    return f"dependencies consistent; {plan.target.title} imports (device: {smoke.stdout.strip() or '?'})"
+
+
+def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     from jetson_install.doctor import run_doctor
 
+    evidence = staging / STATE_DIR / "evidence.json"
     report = run_doctor(python, platform=plan.platform, channel=plan.channel)
     evidence.write_text(json.dumps(report.to_json(), indent=2) + "\n")
     if report.exit_code != 0:
         failed = [c for c in report.checks if c.status == "fail" and c.required]
         first = failed[0] if failed else None
         detail = f"{first.id}: {first.detail}" if first else "a required check failed"
-        raise StepFailed("verify", f"step 'verify' failed: {detail}",
-                         (first.fix if first and first.fix else "") + f" (evidence: {evidence}; "
-                         f"image builds without GPU access: {run.rerun} --no-verify)")
-    return f"all required checks passed; evidence in {evidence.name}"
+        kept = staging.parent / f"failed-{staging.name}-evidence.json"
+        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {kept})",
+                         (f"{first.fix}; " if first and first.fix else "")
+                         + f"for image builds without GPU access: {run.rerun} --no-verify")
+    return f"all required checks passed; evidence in {evidence}"
 
 
-def _satisfied(home: EnvironmentHome, current: Path, fingerprint: Dict[str, Any], plan: Plan,
-               interpreter: Interpreter) -> bool:
+def _satisfied(home: EnvironmentHome, current: Path, fingerprint: Dict[str, Any], plan: Plan) -> bool:
     recorded = home.recorded_plan(current)
     if recorded != fingerprint:
         return False
@@ -247,9 +276,10 @@ def _satisfied(home: EnvironmentHome, current: Path, fingerprint: Dict[str, Any]
     return uv.pip_check(python).ok
 
 
-def _fingerprint(plan: Plan) -> Dict[str, Any]:
+def _fingerprint(plan: Plan, interpreter: Interpreter) -> Dict[str, Any]:
     fingerprint = plan.fingerprint()
     fingerprint["verify"] = plan.verify
+    fingerprint["interpreter"] = interpreter.path
     source = plan.requirement.split(" @ ", 1)[-1]
     if source.startswith("file://"):
         # A local checkout can change under the same path: include what is in it.
@@ -266,11 +296,6 @@ def _tree_digest(root: Path) -> str:
             stat = path.stat()
             digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
-
-
-def _previous(home: EnvironmentHome, current: Optional[Path]) -> Optional[Path]:
-    complete = [p for p in home.environments() if (p / STATE_DIR / "complete").is_file() and p != current]
-    return complete[-1] if complete else None
 
 
 def _evidence_path(environment: Path) -> Optional[str]:

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from jetson_install import uv
 from jetson_install.catalog import Catalog, Channel, Target, VendorSource
 from jetson_install.constraints import constraint_lines
+from jetson_install.errors import BadInput
 from jetson_install.platform import Platform
 from jetson_install.settings import IndexSettings
 
@@ -56,6 +57,19 @@ class Plan:
     def vendor_location(self) -> Optional[str]:
         return self.vendor.location if self.vendor else None
 
+    @property
+    def vendor_label(self) -> str:
+        if self.channel is not None and len(self.channel.sources) > 1 and self.vendor is self.channel.sources[1]:
+            return "wheels-index.toml fallback (--vendor-fallback)"
+        return self.settings.vendor_index.source
+
+    @property
+    def fallback_location(self) -> Optional[str]:
+        """The channel's documented second source, offered when the first is down."""
+        if self.channel is None or len(self.channel.sources) < 2 or self.vendor is self.channel.sources[1]:
+            return None
+        return self.channel.sources[1].location
+
     def fingerprint(self) -> Dict[str, Any]:
         """What must be equal for an existing environment to satisfy this plan."""
         return {
@@ -84,7 +98,8 @@ class Plan:
             "interpreter": self.interpreter,
             "venv": self.venv,
             "vendor_index": self.vendor_location,
-            "vendor_index_source": self.settings.vendor_index.source,
+            "vendor_index_source": self.vendor_label,
+            "fallback": self.fallback_location,
             "default_index": self.settings.default_index.value,
             "default_index_source": self.settings.default_index.source,
             "pins": dict(self.pins),
@@ -97,6 +112,9 @@ class Plan:
         }
 
 
+_ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
+
+
 def target_requirement(target: Target, with_quantization: bool, source: Optional[str], ref: Optional[str]) -> str:
     """A direct-reference requirement: the target is never resolved by name from an index,
     where its name is an empty placeholder (obliteratus-and-bitsandbytes.md §2)."""
@@ -105,9 +123,20 @@ def target_requirement(target: Target, with_quantization: bool, source: Optional
     if source is None:
         return f"{name} @ git+{target.git}@{ref or target.ref}"
     if "://" in source:
-        url = source if source.startswith("git+") or not ref else f"git+{source}"
+        if source.endswith(_ARCHIVE_SUFFIXES):
+            if ref:
+                raise BadInput(f"--ref {ref}: a ref needs a git source, and {source} is an archive",
+                               fix="drop --ref, or pass the repository URL as --source")
+            return f"{name} @ {source}"
+        url = source if source.startswith("git+") else f"git+{source}"
+        if ref and "@" in url.split("://", 1)[1].split("/", 1)[-1]:
+            raise BadInput(f"--source {source} already names a ref, and --ref {ref} names another",
+                           fix="give the ref once: either in the URL (…@REF) or with --ref")
         return f"{name} @ {url}@{ref}" if ref else f"{name} @ {url}"
     path = Path(source).resolve()
+    if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
+        raise BadInput(f"--source {source}: no Python project there (no pyproject.toml)",
+                       fix="pass the OBLITERATUS checkout: git clone https://github.com/elder-plinius/OBLITERATUS")
     if ref:
         return f"{name} @ git+{path.as_uri()}@{ref}"
     return f"{name} @ {path.as_uri()}"
@@ -123,23 +152,33 @@ def make_plan(
     source: Optional[str] = None,
     ref: Optional[str] = None,
     verify: bool = True,
+    fallback: bool = False,
 ) -> Plan:
     target = catalog.targets[target_id]
     match = catalog.match(platform)
     channel = match.channel
-    warnings: List[str] = list(match.warnings)
+    warnings: List[str] = list(platform.warnings)
     supported = channel is not None and channel.installable
     reason = match.reason if channel is None else ("" if supported else f"unsupported: {channel.reason}")
     remedy = match.remedy if channel is None else ("" if supported else channel.remedy)
-    if channel is not None and channel.status == "experimental":
+    if supported and channel is not None and not _python_fits(target, channel):
+        supported, reason = False, (f"unsupported: {target.title} needs Python {target.requires_python}, "
+                                    f"and channel {channel.id} wheels are built for Python {channel.python}")
+        remedy = "flash JetPack 6.2 (L4T R36.4.3)"
+    if supported and channel is not None and channel.status == "experimental":
         warnings.append(f"channel {channel.id} is experimental: {channel.reason}")
 
-    vendor = _vendor_source(channel, settings) if supported else None
+    vendor = _vendor_source(channel, settings, fallback) if supported else None
     pins: Mapping[str, str] = dict(vendor.pins) if vendor else {}
-    with_quantization = "bitsandbytes" in pins
+    if vendor is not None and not _satisfies(pins.get("torch"), target.requires_torch):
+        supported, reason = False, (f"unsupported: the channel's torch {pins.get('torch')} is older than "
+                                    f"{target.title} needs (torch {target.requires_torch})")
+        remedy = channel.remedy if channel and channel.remedy else "flash JetPack 6.2 (L4T R36.4.3)"
+        vendor, pins = None, {}
+    with_quantization = _satisfies(pins.get("bitsandbytes"), target.requires_bitsandbytes)
     if supported and not with_quantization:
-        warnings.append(f"no Jetson bitsandbytes build on channel {channel.id}: installing without the "
-                        f"'{target.quantization_extra}' extra")
+        warnings.append(f"no Jetson bitsandbytes {target.requires_bitsandbytes} build from this vendor source: "
+                        f"installing without the '{target.quantization_extra}' extra")
     constraints = tuple(constraint_lines(pins, vendor.numpy if vendor else None))
     requirement = target_requirement(target, with_quantization, source, ref)
     abi = channel.python if channel else None
@@ -152,9 +191,28 @@ def make_plan(
     )
 
 
-def _vendor_source(channel: Optional[Channel], settings: IndexSettings) -> Optional[VendorSource]:
+def _python_fits(target: Target, channel: Channel) -> bool:
+    from packaging.specifiers import SpecifierSet
+
+    return SpecifierSet(target.requires_python).contains(f"{channel.python}.0")
+
+
+def _satisfies(version: Optional[str], specifier: str) -> bool:
+    """NVIDIA's versions are pre-releases (2.5.0a0+...), which must count as installed
+    releases here (installers-and-uv.md §1.5)."""
+    from packaging.specifiers import SpecifierSet
+
+    return version is not None and SpecifierSet(specifier).contains(version, prereleases=True)
+
+
+def _vendor_source(channel: Optional[Channel], settings: IndexSettings, fallback: bool) -> Optional[VendorSource]:
     if channel is None or channel.primary is None:
         return None
+    if fallback:
+        if len(channel.sources) < 2:
+            raise BadInput(f"--vendor-fallback: channel {channel.id} has no fallback vendor source",
+                           fix="drop --vendor-fallback, or use a mirror with --vendor-index URL")
+        return channel.sources[1]
     primary = channel.primary
     if settings.vendor_index.value is None:
         return primary

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from jetson_install.errors import InvalidReleaseFile, NotAJetson
+from jetson_install.errors import BadInput, InvalidReleaseFile, NotAJetson
 from jetson_install.platform_data import PlatformData, platform_data
 from jetson_install.release_files import (
     L4T,
@@ -154,7 +154,11 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
     l4t: Optional[L4T] = None
     jetpack_exact = True
     if l4t_override is not None:
-        l4t = parse_l4t(l4t_override.value)
+        try:
+            l4t = parse_l4t(l4t_override.value)
+        except BadInput as exc:
+            raise BadInput(f"{l4t_override.source} {l4t_override.value!r}: {exc.message}",
+                           fix=f"give a release such as {l4t_override.source}{'=' if '_' in l4t_override.source else ' '}36.4.3") from None
         sources["l4t"] = l4t_override.source
     elif dpkg_l4t is not None:
         l4t = dpkg_l4t
@@ -217,8 +221,8 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
         ubuntu = facts.ubuntu
         sources["ubuntu"] = f"default for L4T R{facts.major}"
     python = facts.python if facts else None
-    if python:
-        sources["python"] = f"default for L4T R{facts.major}" if facts else ""
+    if facts is not None and python:
+        sources["python"] = f"default for L4T R{facts.major}"
     kernel = (files.read_text(KERNEL) or "").strip() or None
     if kernel:
         sources["kernel"] = KERNEL

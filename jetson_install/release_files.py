@@ -44,7 +44,7 @@ def parse_l4t(text: str) -> L4T:
     """Parse "36.4.3", "R36.4.3" or "36.4" (as given to --l4t or JETSON_L4T_VERSION)."""
     match = _L4T_TEXT.match(text.strip())
     if not match:
-        raise BadInput(f"invalid L4T version {text!r}: expected a form like 36.4.3")
+        raise BadInput("not an L4T release (expected a form like 36.4.3)")
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
     return L4T(major, minor, patch)
 

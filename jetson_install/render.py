@@ -49,11 +49,13 @@ def plan_text(plan: Plan) -> str:
     lines += [
         f"  python    {plan.interpreter or plan.python_abi}",
         f"  venv      {plan.venv}",
-        f"  vendor    {plan.vendor_location}   ({settings.vendor_index.source})",
+        f"  vendor    {plan.vendor_location}   ({plan.vendor_label})",
         f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
         f"  pins      {' '.join(plan.constraints)}",
         f"  source    {plan.requirement}",
     ]
+    if plan.fallback_location:
+        lines.append(f"  fallback  {plan.fallback_location}   (if the vendor source is down: --vendor-fallback)")
     if plan.vendor and plan.vendor.apt:
         lines.append(f"  apt       sudo apt-get install -y {' '.join(plan.vendor.apt)}   (the vendor wheels need these)")
     lines.append("steps:")

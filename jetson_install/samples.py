@@ -17,18 +17,19 @@ def sample_names() -> List[str]:
     return sorted(path.name for path in SAMPLES_DIR.iterdir() if path.is_dir())
 
 
-def resolve_root(value: str) -> Path:
+def resolve_root(value: str, option: str = "--root") -> Path:
     """A --root value: a directory, or `sample:<name>` for a shipped sample root."""
+    shown = f"{option}={value}" if option.isupper() else f"{option} {value}"
     if value.startswith(PREFIX):
         name = value[len(PREFIX):]
         path = SAMPLES_DIR / name
         if not name or not path.is_dir():
             raise BadInput(
-                f"--root {value}: no such sample (have: {', '.join(sample_names())})",
-                fix="jetson-install samples",
+                f"{shown}: no such sample (have: {', '.join(sample_names())})",
+                fix="list them with: jetson-install samples",
             )
         return path
     path = Path(value)
     if not path.is_dir():
-        raise BadInput(f"--root {value}: not a directory", fix="pass a directory, e.g. --root /")
+        raise BadInput(f"{shown}: not a directory", fix="pass a directory, e.g. --root /")
     return path

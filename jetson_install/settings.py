@@ -35,7 +35,10 @@ class IndexSettings:
 def config_path() -> Path:
     explicit = os.environ.get("JETSON_INSTALL_CONFIG")
     if explicit:
-        return Path(explicit)
+        path = Path(explicit)
+        if path.exists() and not path.is_file():
+            raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: is not a file", fix="point JETSON_INSTALL_CONFIG at a TOML file")
+        return path
     import platformdirs
 
     return Path(platformdirs.user_config_dir("jetson-install")) / "config.toml"
@@ -86,7 +89,8 @@ def load_index_settings(
     insecure = allow_insecure or bool(config.get("allow_insecure_index", False))
     for setting, option in ((vendor, "--vendor-index"), (default, "--default-index")):
         if setting.value is not None:
-            check_index_url(setting.value, f"{option} (from {setting.source})", insecure)
+            where = option if setting.source == option else f"{option} (from {setting.source})"
+            check_index_url(setting.value, where, insecure)
     return IndexSettings(vendor, default, insecure)
 
 
@@ -103,7 +107,7 @@ def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
         return
     raise BadInput(
         f"{where}: {url} uses plain http to a remote host, so packages could be altered in transit",
-        fix="use https, or accept the risk with --allow-insecure-index",
+        fix=f"use {url.replace('http://', 'https://', 1)}, or accept the risk by adding --allow-insecure-index",
     )
 
 

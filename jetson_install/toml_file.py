@@ -20,9 +20,11 @@ def load_toml(path: Path) -> Dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise CatalogError(f"{path}: cannot be read ({exc.strerror})") from None
+        raise CatalogError(f"{path}: cannot be read ({exc.strerror})", fix=f"check that {path} is a readable file") from None
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path}: is not UTF-8 text", fix=f"save {path} as UTF-8 TOML") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         # The decoder's message already carries "(at line N, column M)".
-        raise CatalogError(f"{path}: invalid TOML: {exc}") from None
+        raise CatalogError(f"{path}: invalid TOML: {exc}", fix=f"correct {path} at that line") from None

@@ -114,7 +114,7 @@ def summarize_failure(result: Completed) -> str:
     for marker in ("╰─▶", "Caused by:", "error:"):
         for number, line in enumerate(lines):
             if line.startswith(marker):
-                picked = [line[len(marker):].strip() if marker != "error:" else line[len(marker):].strip()]
+                picked = [line[len(marker):].strip()]
                 picked += [l for l in lines[number + 1 : number + 3] if not l.startswith(("help:", "hint:"))]
                 return " ".join(part for part in picked if part)[:600]
     return (lines[-1] if lines else f"uv exited with status {result.returncode}")[:600]

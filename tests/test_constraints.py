@@ -32,3 +32,22 @@ def test_the_command_round_trips(tmp_path: Path) -> None:
                            capture_output=True, text=True)
     assert check.returncode == 1
     assert "jp6-cu126.txt" in check.stderr and "constraints --write" in check.stderr
+
+
+def test_write_never_touches_files_it_did_not_write(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("rich\n")
+    (tmp_path / "jp6-cu126.txt").write_text("my own pins\n")
+    result = subprocess.run([sys.executable, "-m", "jetson_install", "constraints", "--write", "--dir", str(tmp_path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "was not written by jetson-install" in result.stderr
+    assert (tmp_path / "requirements.txt").read_text() == "rich\n"
+    assert (tmp_path / "jp6-cu126.txt").read_text() == "my own pins\n"
+
+
+def test_write_into_a_file_is_bad_input(tmp_path: Path) -> None:
+    target = tmp_path / "a-file"
+    target.write_text("")
+    result = subprocess.run([sys.executable, "-m", "jetson_install", "constraints", "--write", "--dir", str(target)],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "is not a directory" in result.stderr and "Traceback" not in result.stderr

@@ -263,7 +263,7 @@ def test_wrong_numpy_and_python_and_pin_are_reported(tmp_path: Path) -> None:
     report = run(make_env(tmp_path / "env", numpy_version="2.1.0", torch_version="2.9.0"), channel=other_python)
     assert failed(report) == {"numpy", "python-abi", "torch-build"}
     assert report.check("numpy").fix.endswith('"numpy<2"')
-    assert "uv venv --python" in report.check("python-abi").fix
+    assert "jetson-install obliteratus --python /usr/bin/python" in report.check("python-abi").fix
     assert "2.9.0" in report.check("torch-build").detail
 
 

@@ -232,3 +232,27 @@ def test_pinned_git_source_installs_and_a_space_in_the_path_keeps_protection(
                          capture_output=True, text=True, env=installer.env, timeout=180)
     assert "constraint" in (pip.stdout + pip.stderr).lower() or pip.returncode == 0
     assert installer.torch() == f"{VENDOR_TORCH} vendor"
+
+
+def test_failed_verification_keeps_the_old_environment_and_the_evidence(installer: Installer) -> None:
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    argv = [arg for arg in installer.argv() if arg != "--no-verify"]
+    result = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=300)
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert data["error"]["step"] == "verify"
+    assert "--no-verify" in data["error"]["fix"]
+    assert os.readlink(installer.venv) == before
+    kept = list(Path(f"{installer.venv}.d").glob("failed-*-evidence.json"))
+    assert len(kept) == 1 and str(kept[0]) in data["error"]["message"]
+    assert json.loads(kept[0].read_text())["status"] == "failed"
+
+
+def test_a_link_jetson_install_did_not_make_is_left_alone(installer: Installer, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "my-env"
+    elsewhere.mkdir()
+    installer.venv.symlink_to(elsewhere)
+    code, data, stderr = installer.run()
+    assert code == 2 and "did not make" in stderr
+    assert os.readlink(installer.venv) == str(elsewhere)

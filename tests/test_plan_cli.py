@@ -112,6 +112,7 @@ def test_allow_insecure_index_accepts_remote_http() -> None:
 
 
 def test_source_path_and_ref_become_direct_references(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'obliteratus'\n")
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--source", str(tmp_path))
     assert data["requirement"] == f"obliteratus[quantization] @ {tmp_path.resolve().as_uri()}"
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--source", "https://github.com/me/OBLITERATUS", "--ref", "main")
@@ -123,3 +124,45 @@ def test_channel_without_bitsandbytes_build_installs_without_the_extra() -> None
     assert data["channel"] == "jp6.0"
     assert data["requirement"].startswith("obliteratus @ ")
     assert any("bitsandbytes" in w for w in data["warnings"])
+
+
+@pytest.mark.parametrize(
+    "source, ref, expected",
+    [
+        ("https://github.com/me/OBLITERATUS", None, "obliteratus[quantization] @ git+https://github.com/me/OBLITERATUS"),
+        ("git+https://github.com/me/OBLITERATUS@v9", None, "obliteratus[quantization] @ git+https://github.com/me/OBLITERATUS@v9"),
+        ("https://example.org/obliteratus-0.1.3.tar.gz", None, "obliteratus[quantization] @ https://example.org/obliteratus-0.1.3.tar.gz"),
+    ],
+)
+def test_source_urls(source: str, ref: Optional[str], expected: str) -> None:
+    args = ["--root", "sample:agx-orin-64gb-jp6.2", "--source", source] + (["--ref", ref] if ref else [])
+    assert plan_json(*args)["requirement"] == expected
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--source", "/nonexistent/checkout"], "no Python project there"),
+        (["--source", "git+https://github.com/me/OBLITERATUS@v2", "--ref", "v1"], "already names a ref"),
+        (["--l4t", "abc"], "--l4t 'abc': not an L4T release"),
+    ],
+)
+def test_bad_install_options_are_one_line_with_a_fix(args: list, fragment: str) -> None:
+    result = plan("--root", "sample:agx-orin-64gb-jp6.2", *args)
+    assert result.returncode == 2
+    assert fragment in result.stderr and "fix:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_plan_offers_the_documented_fallback() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
+    assert data["fallback"].endswith("torch-2.5.0a0+872d972e41.nv24.08.17622132-cp310-cp310-linux_aarch64.whl")
+    chosen = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-fallback")
+    assert chosen["vendor_index"] == data["fallback"]
+    assert chosen["pins"] == {"torch": "2.5.0a0+872d972e41.nv24.08.17622132"}
+    vendor = next(s for s in chosen["steps"] if s["id"] == "vendor")["command"]
+    assert "--no-index" in vendor and chosen["fallback"] is None
+
+
+def test_plan_carries_detection_warnings() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--l4t", "36.9.9")
+    assert any("JetPack 6.x assumed" in w for w in data["warnings"])

@@ -61,7 +61,7 @@ def test_override_wins_for_an_empty_container_release_file() -> None:
 
 
 def test_override_that_is_not_a_version_is_bad_input() -> None:
-    with pytest.raises(errors.BadInput, match="invalid L4T version 'six'"):
+    with pytest.raises(errors.BadInput, match="--l4t 'six': not an L4T release"):
         detect(BOARDS / "agx-orin-64gb-r36.4.3", L4TOverride("six", "--l4t"))
 
 

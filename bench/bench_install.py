@@ -1,0 +1,104 @@
+"""The install's cost against doing the same by hand, on loopback indexes of stub wheels.
+
+Measures, in one run and with one warm uv cache:
+  * cold install: `jetson-install obliteratus` vs the same uv commands typed by hand;
+  * no-op re-run: `jetson-install obliteratus` again vs re-running the uv install by hand;
+  * cold install vs a pip recipe following NVIDIA's documented steps (python -m venv,
+    pip install numpy, pip install the torch wheel, then the project under constraints).
+Goal (issue 4): the tool's overhead at most 1.2x the uv commands by hand.
+
+Run by hand from the repository root: .venv/bin/python bench/bench_install.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Sequence
+
+TOP = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TOP / "tests"))
+
+from support import VENDOR_PINS, find_uv, isolated_env  # noqa: E402
+from support.index_server import LoopbackIndex  # noqa: E402
+from support.stub_projects import build_index_dirs, make_obliteratus_source  # noqa: E402
+
+
+def timed(commands: Sequence[Sequence[str]], env: Dict[str, str]) -> float:
+    start = time.perf_counter()
+    for argv in commands:
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def median_of(repeat: int, prepare: Callable[[int], Sequence[Sequence[str]]], env: Dict[str, str]) -> float:
+    return statistics.median(timed(prepare(n), env) for n in range(repeat))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-install-"))
+    dirs = build_index_dirs(work / "indexes")
+    source = make_obliteratus_source(work / "OBLITERATUS")
+    env = isolated_env(work)
+    catalog = work / "wheels-index.toml"
+    real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
+    stub = "pins = { " + ", ".join(f'{k} = "{v}"' for k, v in VENDOR_PINS.items()) + " }"
+    catalog.write_text((TOP / "wheels-index.toml").read_text().replace(real, stub))
+    env.update(JETSON_INSTALL_WHEELS_INDEX=str(catalog), JETSON_INSTALL_CONFIG=str(work / "none.toml"))
+    uv = find_uv()
+    pins = [f"{name}=={version}" for name, version in VENDOR_PINS.items()]
+    constraints = work / "constraints.txt"
+    constraints.write_text("\n".join(sorted(pins) + ["numpy<2"]) + "\n")
+    requirement = f"obliteratus[quantization] @ {source.as_uri()}"
+
+    with LoopbackIndex(dirs.vendor, name="vendor") as vendor, LoopbackIndex(dirs.public, name="public") as public:
+        def tool(venv: Path) -> List[str]:
+            return [sys.executable, "-m", "jetson_install", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
+                    "--venv", str(venv), "--python", sys.executable, "--vendor-index", vendor.url,
+                    "--default-index", public.url, "--source", str(source), "--no-verify", "--yes", "--json"]
+
+        def by_hand(venv: Path, create: bool) -> List[List[str]]:
+            python = str(venv / "bin" / "python")
+            steps = [[uv, "venv", "--seed", "--python", sys.executable, "--default-index", public.url, str(venv)],
+                     [uv, "pip", "install", "--python", python, "--no-deps", "--default-index", vendor.url, *pins]]
+            steps = steps if create else []
+            return steps + [
+                [uv, "pip", "install", "--python", python, "--constraint", str(constraints),
+                 "--default-index", public.url, requirement, *pins],
+                [uv, "pip", "check", "--python", python],
+            ]
+
+        def pip_recipe(venv: Path) -> List[List[str]]:
+            pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--index-url", public.url]
+            return [[sys.executable, "-m", "venv", str(venv)],
+                    pip + ["numpy==1.26.4"],
+                    [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-cache-dir", "--no-deps",
+                     "--index-url", vendor.url, *pins],
+                    pip + ["-c", str(constraints), str(source) + "[quantization]", *pins]]
+
+        fresh = iter(range(10_000))
+        timed([tool(work / "warm-up")], env)  # fills the uv cache
+        cold_tool = median_of(args.repeat, lambda n: [tool(work / f"tool-{next(fresh)}")], env)
+        cold_hand = median_of(args.repeat, lambda n: by_hand(work / f"hand-{next(fresh)}", True), env)
+        cold_pip = median_of(args.repeat, lambda n: pip_recipe(work / f"pip-{next(fresh)}"), env)
+        noop_tool = median_of(args.repeat, lambda n: [tool(work / "warm-up")], env)
+        timed(by_hand(work / "hand-noop", True), env)
+        noop_hand = median_of(args.repeat, lambda n: by_hand(work / "hand-noop", False), env)
+
+    print(f"cold install:  jetson-install {cold_tool:6.2f}s   uv by hand {cold_hand:6.2f}s   ratio {cold_tool / cold_hand:4.2f}x")
+    print(f"no-op re-run:  jetson-install {noop_tool:6.2f}s   uv by hand {noop_hand:6.2f}s   ratio {noop_tool / noop_hand:4.2f}x")
+    print(f"cold install:  jetson-install {cold_tool:6.2f}s   pip recipe {cold_pip:6.2f}s   ratio {cold_tool / cold_pip:4.2f}x")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
