@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence
+from typing import Dict, List, Sequence
 
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "tests"))
@@ -35,10 +35,6 @@ def timed(commands: Sequence[Sequence[str]], env: Dict[str, str]) -> float:
     for argv in commands:
         subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
-
-
-def median_of(repeat: int, prepare: Callable[[int], Sequence[Sequence[str]]], env: Dict[str, str]) -> float:
-    return statistics.median(timed(prepare(n), env) for n in range(repeat))
 
 
 def main() -> None:
@@ -85,14 +81,19 @@ def main() -> None:
                      "--index-url", vendor.url, *pins],
                     pip + ["-c", str(constraints), str(source) + "[quantization]", *pins]]
 
-        fresh = iter(range(10_000))
         timed([tool(work / "warm-up")], env)  # fills the uv cache
-        cold_tool = median_of(args.repeat, lambda n: [tool(work / f"tool-{next(fresh)}")], env)
-        cold_hand = median_of(args.repeat, lambda n: by_hand(work / f"hand-{next(fresh)}", True), env)
-        cold_pip = median_of(args.repeat, lambda n: pip_recipe(work / f"pip-{next(fresh)}"), env)
-        noop_tool = median_of(args.repeat, lambda n: [tool(work / "warm-up")], env)
         timed(by_hand(work / "hand-noop", True), env)
-        noop_hand = median_of(args.repeat, lambda n: by_hand(work / "hand-noop", False), env)
+        samples: Dict[str, List[float]] = {name: [] for name in ("tool", "hand", "pip", "noop-tool", "noop-hand")}
+        # Interleaved, so a slow moment on a busy machine hits every case alike.
+        for n in range(args.repeat):
+            samples["tool"].append(timed([tool(work / f"tool-{n}")], env))
+            samples["hand"].append(timed(by_hand(work / f"hand-{n}", True), env))
+            samples["pip"].append(timed(pip_recipe(work / f"pip-{n}"), env))
+            samples["noop-tool"].append(timed([tool(work / "warm-up")], env))
+            samples["noop-hand"].append(timed(by_hand(work / "hand-noop", False), env))
+        cold_tool, cold_hand, cold_pip, noop_tool, noop_hand = (
+            statistics.median(samples[name]) for name in ("tool", "hand", "pip", "noop-tool", "noop-hand")
+        )
 
     print(f"cold install:  jetson-install {cold_tool:6.2f}s   uv by hand {cold_hand:6.2f}s   ratio {cold_tool / cold_hand:4.2f}x")
     print(f"no-op re-run:  jetson-install {noop_tool:6.2f}s   uv by hand {noop_hand:6.2f}s   ratio {noop_tool / noop_hand:4.2f}x")

@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -28,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Optional
 from jetson_install.errors import BadInput
 from jetson_install.plan import STATE_DIR
 
-__all__ = ["EnvironmentHome", "protect"]
+__all__ = ["EnvironmentHome", "installed_distributions", "protect"]
 
 COMPLETE_MARK = "complete"
 PLAN_FILE = "plan.json"
@@ -185,6 +186,16 @@ set -gx UV_CONSTRAINT "{constraints}"
 _FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the environment.
     set -e UV_CONSTRAINT
 """
+
+
+def installed_distributions(environment: Path) -> Dict[str, str]:
+    """Normalized distribution name -> version, read from the .dist-info folder names
+    (as `pip list` would report them, without starting an interpreter)."""
+    found: Dict[str, str] = {}
+    for info in environment.glob("lib/python*/site-packages/*.dist-info"):
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
+        found[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return found
 
 
 def protect(environment: Path, constraints: str) -> Path:

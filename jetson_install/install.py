@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install import runner, uv
-from jetson_install.environment import EnvironmentHome, protect
+from jetson_install.environment import EnvironmentHome, installed_distributions, protect
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
 from jetson_install.plan import STATE_DIR, Plan
@@ -134,7 +134,7 @@ def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
         if current is not None and _satisfied(home, current, fingerprint, plan):
             progress(f"{plan.venv} already satisfies the plan; nothing to do")
             return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (),
-                                 uv.installed_versions(str(current / "bin" / "python")),
+                                 installed_distributions(current),
                                  _evidence_path(current), warnings=tuple(run.warnings))
         home.prune(keep=[current, home.previous()])
         staging = home.new_environment_path()
@@ -153,7 +153,7 @@ def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
             return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
                            f"run it again: {rerun}")
     # From here on the new environment is the user's; nothing may remove it.
-    installed = uv.installed_versions(str(staging / "bin" / "python"))
+    installed = installed_distributions(staging)
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
                          _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings))
 
@@ -235,9 +235,16 @@ def _switch(home: EnvironmentHome, staging: Path, previous: List[Optional[Path]]
 
 
 def _check(plan: Plan, python: str, run: _Run) -> str:
-    run.uv_step("check", uv.pip_check(python), f"resolve the conflict uv pip check names, then run: {run.rerun}")
-    # The target's own smoke command: it must import, even where no GPU is visible.
-    smoke = runner.run([python if part == "python" else part for part in plan.target.smoke], timeout=300)
+    # The target's own smoke command (it must import, even where no GPU is visible) runs
+    # beside `uv pip check`: both only read the environment.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        smoke_future = pool.submit(runner.run, [python if part == "python" else part for part in plan.target.smoke],
+                                   timeout=300)
+        check = uv.pip_check(python)
+        smoke = smoke_future.result()
+    run.uv_step("check", check, f"resolve the conflict uv pip check names, then run: {run.rerun}")
     if not smoke.ok:
         raise StepFailed("check", f"step 'check' failed: {' '.join(plan.target.smoke)} -> "
                                   f"{smoke.last_stderr_line() or 'exit ' + str(smoke.returncode)}",
@@ -267,7 +274,7 @@ def _satisfied(home: EnvironmentHome, current: Path, fingerprint: Dict[str, Any]
     if recorded != fingerprint:
         return False
     python = str(current / "bin" / "python")
-    installed = uv.installed_versions(python)
+    installed = installed_distributions(current)
     from packaging.version import Version
 
     for name, version in plan.pins.items():
