@@ -149,13 +149,16 @@ def plan_obliteratus(**options: Any) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the channels as JSON.")
-def channels(as_json: bool) -> None:
+@click.option("--markdown", is_flag=True, help="Print the support table that README.md carries.")
+def channels(as_json: bool, markdown: bool) -> None:
     """List the channels in wheels-index.toml (and validate the file)."""
     from jetson_install.catalog import load_catalog
-    from jetson_install.render import channels_text
+    from jetson_install.render import channels_markdown, channels_text
 
     catalog = load_catalog()
-    if as_json:
+    if markdown:
+        click.echo(channels_markdown(catalog))
+    elif as_json:
         _print_json([{"id": c.id, "title": c.title, "status": c.status, "reason": c.reason, "python": c.python,
                       "cuda": c.cuda, "vendor_sources": [s.location for s in c.sources], "pins": dict(c.pins)}
                      for c in catalog.channels])

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from jetson_install.catalog import Catalog
     from jetson_install.plan import Plan
 
-__all__ = ["platform_summary", "plan_text", "channels_text"]
+__all__ = ["platform_summary", "plan_text", "channels_text", "channels_markdown"]
 
 
 def platform_summary(platform: Platform) -> str:
@@ -77,6 +77,19 @@ def channels_text(catalog: Catalog) -> str:
         if channel.primary:
             lines.append(f"{'':15} {channel.primary.location}")
     return "\n".join(lines)
+
+
+def channels_markdown(catalog: Catalog) -> str:
+    """The support table in README.md, generated from wheels-index.toml."""
+    rows = ["| channel | L4T | JetPack | Python | CUDA | status | torch | bitsandbytes |",
+            "|---|---|---|---|---|---|---|---|"]
+    for channel in catalog.channels:
+        families = f" ({', '.join(channel.families)})" if channel.families else ""
+        l4t = f"R{channel.l4t_from[0]}.{channel.l4t_from[1]} to < R{channel.l4t_below[0]}.{channel.l4t_below[1]}{families}"
+        pins = channel.pins if channel.installable else {}
+        rows.append(f"| `{channel.id}` | {l4t} | {channel.jetpack} | {channel.python} | {channel.cuda} | "
+                    f"{channel.status} | {pins.get('torch', '-')} | {pins.get('bitsandbytes', '-')} |")
+    return "\n".join(rows)
 
 
 def _shell_line(argv: Sequence[str]) -> str:

@@ -18,3 +18,24 @@ def fenced_block_after(heading: str) -> str:
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     ci_lines = [line for line in (TOP / ".ci" / "run").read_text().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
     assert ci_lines == [fenced_block_after("Run the tests")]
+
+
+def test_try_it_command_runs_the_tool_on_a_sample_root() -> None:
+    import subprocess
+    import sys
+
+    command = fenced_block_after("Try it without a Jetson")
+    tool_part = command.split("&&")[-1].split()
+    assert tool_part[0].endswith("jetson-install") and "sample:agx-orin-64gb-jp6.2" in tool_part
+    result = subprocess.run([sys.executable, "-m", "jetson_install", *tool_part[1:]], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "jp6-cu126" in result.stdout
+
+
+def test_support_table_is_generated_from_the_catalog() -> None:
+    from jetson_install.catalog import load_catalog
+    from jetson_install.render import channels_markdown
+
+    text = (TOP / "README.md").read_text()
+    table = text.split("<!-- channels:start -->\n", 1)[1].split("\n<!-- channels:end -->", 1)[0]
+    assert table == channels_markdown(load_catalog()), "regenerate: jetson-install channels --markdown"
