@@ -71,21 +71,16 @@ def load_index_settings(
     """Merge the command line (or its environment variables) over the config file."""
     path = config_path()
     config = _read_config(path)
-    from_config = f"config {path}"
-    vendor = (
-        Setting(vendor_index, vendor_index_source)
-        if vendor_index
-        else Setting(config["vendor_index"], from_config)
-        if "vendor_index" in config
-        else Setting(None, "wheels-index.toml")
-    )
-    default = (
-        Setting(default_index, default_index_source)
-        if default_index
-        else Setting(config["default_index"], from_config)
-        if "default_index" in config
-        else Setting(None, "uv default")
-    )
+
+    def pick(given: Optional[str], given_source: str, key: str, fallback_source: str) -> Setting:
+        if given:
+            return Setting(given, given_source)
+        if key in config:
+            return Setting(config[key], f"config {path}")
+        return Setting(None, fallback_source)
+
+    vendor = pick(vendor_index, vendor_index_source, "vendor_index", "wheels-index.toml")
+    default = pick(default_index, default_index_source, "default_index", "uv default")
     insecure = allow_insecure or bool(config.get("allow_insecure_index", False))
     for setting, option in ((vendor, "--vendor-index"), (default, "--default-index")):
         if setting.value is not None:

@@ -154,9 +154,9 @@ def test_index_going_away_mid_install_keeps_the_old_environment(installer: Insta
     assert installer.torch() == f"{VENDOR_TORCH} vendor"
 
 
-def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
-    installer: Installer, tmp_path: Path, stub_index_dirs, start_index
-) -> None:
+def reinstall_caught_mid_download(installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+                                  ) -> "tuple[subprocess.Popen, str, Path]":
+    """Install once, then start a changed install against a slow index and return it mid-download."""
     assert installer.run()[0] == 0
     before = os.readlink(installer.venv)
     slow = start_index(stub_index_dirs.public, name="slow-public", delay=0.5)
@@ -165,8 +165,15 @@ def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
     (changed / "obliteratus" / "extra.py").write_text("X = 2\n")
     installer.public_url = slow.url
     process = subprocess.Popen(installer.argv(changed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=installer.env, start_new_session=True)
+                               env=installer.env, text=True, start_new_session=True)
     slow.wait_for_request(lambda path: path.endswith(".whl"), timeout=120)
+    return process, before, changed
+
+
+def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
+    installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+) -> None:
+    process, before, changed = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     assert os.readlink(installer.venv) == before
@@ -182,16 +189,7 @@ def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
 def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
     installer: Installer, tmp_path: Path, stub_index_dirs, start_index
 ) -> None:
-    assert installer.run()[0] == 0
-    before = os.readlink(installer.venv)
-    slow = start_index(stub_index_dirs.public, name="slow-public", delay=0.5)
-    changed = tmp_path / "changed-source"
-    shutil.copytree(installer.source, changed)
-    (changed / "obliteratus" / "extra.py").write_text("X = 3\n")
-    installer.public_url = slow.url
-    process = subprocess.Popen(installer.argv(changed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=installer.env, text=True, start_new_session=True)
-    slow.wait_for_request(lambda path: path.endswith(".whl"), timeout=120)
+    process, before, _ = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
     os.killpg(process.pid, signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr

@@ -97,6 +97,10 @@ def test_linear4bit(torch, bitsandbytes):
         expected = torch.nn.functional.linear(
             x, bitsandbytes.functional.dequantize_4bit(layer.weight.data, layer.weight.quant_state)
         )
+    return layer_result(torch, got, expected)
+
+
+def layer_result(torch, got, expected):
     torch.cuda.synchronize()
     error = relative_error(got, expected)
     finite = bool(torch.isfinite(got).all())
@@ -118,15 +122,7 @@ def test_int8(torch, bitsandbytes):
     with torch.no_grad():
         got = layer(x)
         expected = reference(x)
-    torch.cuda.synchronize()
-    error = relative_error(got, expected)
-    finite = bool(torch.isfinite(got).all())
-    return {
-        "ok": bool(got.is_cuda and finite and error < LAYER_RELATIVE_ERROR_BOUND),
-        "finite": finite,
-        "relative_error": error,
-        "bound": LAYER_RELATIVE_ERROR_BOUND,
-    }
+    return layer_result(torch, got, expected)
 
 
 def run_kernel_test(name, test, *args):
