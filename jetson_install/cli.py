@@ -6,15 +6,16 @@ the detection modules only (never requests, never anything that runs uv).
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import click
 
 from jetson_install import __version__
 from jetson_install.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, JetsonInstallError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
 
@@ -37,8 +38,14 @@ def _detect_platform(root: str, l4t: Optional[str]):
     return detect(resolve_root(root, _option_source("root", "JETSON_INSTALL_ROOT", "--root")), override)
 
 
+def _json_text(data: Any) -> str:
+    import json
+
+    return json.dumps(data, indent=2) + "\n"
+
+
 def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
+    click.echo(_json_text(data), nl=False)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -102,6 +109,8 @@ def _option_source(name: str, env_name: str, flag: str) -> str:
 
 
 def _build_plan(target: str, options: dict):
+    from pathlib import Path
+
     from jetson_install.catalog import load_catalog
     from jetson_install.plan import make_plan
     from jetson_install.settings import load_index_settings
@@ -121,6 +130,8 @@ def _build_plan(target: str, options: dict):
 
 
 def _default_venv(target: str) -> Path:
+    from pathlib import Path
+
     import platformdirs
 
     return Path(platformdirs.user_data_dir("jetson-install")) / "envs" / target
@@ -171,6 +182,8 @@ def channels(as_json: bool, markdown: bool) -> None:
 @click.option("--dir", "directory", default="constraints", show_default=True, metavar="DIR")
 def constraints(write: bool, directory: str) -> None:
     """Check (or --write) constraints/<channel>.txt against wheels-index.toml."""
+    from pathlib import Path
+
     from jetson_install.catalog import load_catalog
     from jetson_install.constraints import stale_files, write_files
     catalog = load_catalog()
@@ -239,6 +252,8 @@ def _rerun_command() -> str:
 
 def _start_log(command: str) -> Path:
     """Log every subprocess and its output to a file in the per-user log directory."""
+    from pathlib import Path
+
     import logging
     import time
 
@@ -266,6 +281,8 @@ def _start_log(command: str) -> Path:
 def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[str], as_json: bool,
            evidence: Optional[str], only: tuple, list_checks: bool) -> None:
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
+    from pathlib import Path
+
     from jetson_install import doctor as doctor_module
     from jetson_install.errors import BadInput
 
@@ -283,7 +300,7 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
     report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, only=only)
     if evidence:
         try:
-            Path(evidence).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+            Path(evidence).write_text(_json_text(report.to_json()))
         except OSError as exc:
             raise BadInput(f"--evidence {evidence}: cannot write it ({exc.strerror})",
                            fix="pass a file in an existing, writable directory") from None
