@@ -169,7 +169,7 @@ def _discard(staging: Path) -> None:
 
 def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
             fix: Optional[str]) -> InstallResult:
-    kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"nothing was made at {plan.venv}"
+    kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"no environment was made at {plan.venv}"
     return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),
                          failed_step=step,
                          message=f"{message} ({kept})", fix=fix or f"fix the cause above, then run: {run.rerun}",

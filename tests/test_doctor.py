@@ -357,3 +357,12 @@ def test_real_cpu_torch_is_reported_cpu_only() -> None:
     evidence = report.to_json()
     assert evidence["torch"]["cuda"] is None and evidence["torch"]["version"].endswith("+cpu")
     assert evidence["bitsandbytes"]["backend"] == "CPU"
+
+
+def test_example_evidence_in_docs_matches_the_schema() -> None:
+    import jsonschema
+
+    examples = sorted((Path(__file__).resolve().parent.parent / "docs" / "examples").glob("*.json"))
+    assert examples
+    for example in examples:
+        jsonschema.validate(json.loads(example.read_text()), doctor.evidence_schema())

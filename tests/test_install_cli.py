@@ -254,3 +254,25 @@ def test_a_link_jetson_install_did_not_make_is_left_alone(installer: Installer, 
     code, data, stderr = installer.run()
     assert code == 2 and "did not make" in stderr
     assert os.readlink(installer.venv) == str(elsewhere)
+
+
+def test_a_second_run_on_the_same_path_waits_for_nobody_and_says_so(installer: Installer) -> None:
+    import fcntl
+
+    home = Path(f"{installer.venv}.d")
+    home.mkdir(parents=True)
+    with open(home / ".lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        code, data, stderr = installer.run()
+    assert code == 2
+    assert f"another jetson-install is working on {installer.venv}" in stderr
+    assert not installer.venv.exists()
+
+
+def test_an_explicit_python_of_another_version_is_a_warning_not_an_error(installer: Installer) -> None:
+    code, data, stderr = installer.run()
+    assert code == 0
+    host = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if host != "3.10":  # the sample channel's wheels are built for Python 3.10
+        assert any(f"is Python {host}" in w and "3.10" in w for w in data["warnings"])
+        assert f"warning: --python {sys.executable} is Python {host}" in stderr
