@@ -296,8 +296,14 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
     if not python and not Path(interpreter).exists():
         raise BadInput(f"no environment at {Path(interpreter).parent.parent}",
                        fix="pass --venv DIR or --python PATH, or install first: jetson-install obliteratus")
+    if evidence and not Path(evidence).absolute().parent.is_dir():
+        raise BadInput(f"--evidence {evidence}: its directory does not exist",
+                       fix=f"mkdir -p {Path(evidence).absolute().parent}, or pass another file")
+    from jetson_install.environment import recorded_vendor
+
     platform, channel = _platform_and_channel(root, l4t)
-    report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, only=only)
+    vendor = recorded_vendor(Path(interpreter).parent.parent)
+    report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, vendor=vendor, only=only)
     if evidence:
         try:
             Path(evidence).write_text(_json_text(report.to_json()))

@@ -30,7 +30,7 @@ from jetson_install import __version__, runner
 from jetson_install.errors import EXIT_FAILED, EXIT_OK, BadInput
 
 if TYPE_CHECKING:
-    from jetson_install.catalog import Channel
+    from jetson_install.catalog import Channel, VendorSource
     from jetson_install.platform import Platform
 
 __all__ = [
@@ -52,9 +52,20 @@ STATUS_MARKS = {OK: "✓", WARN: "!", FAIL: "✗", SKIP: "-"}
 PROBES_DIR = Path(__file__).parent / "probes"
 SCHEMA_PATH = Path(__file__).parent / "evidence.schema.json"
 
-# PyPI's `obliteratus` is a name placeholder; the code installs from git only
-# (shared/reference/obliteratus-and-bitsandbytes.md §4.1-4.2).
-OBLITERATUS_SOURCE = "git+https://github.com/elder-plinius/OBLITERATUS.git"
+# Compute capabilities that only Jetson iGPUs have: Nano/TX1, TX2, Xavier, Orin
+# (platform-detection.md §5.1).
+TEGRA_CAPABILITIES = frozenset({(5, 3), (6, 2), (7, 2), (8, 7)})
+
+
+def uv_command() -> str:
+    """uv as a fix should spell it: the binary jetson-install ships (a pipx install keeps it
+    off PATH), or plain `uv` where that cannot be found."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return "uv"
 
 # A shared library missing at `import torch` -> the apt package that provides it
 # (shared/reference/torch-indexes.md §1.4 and §6.14).
@@ -184,10 +195,11 @@ class ProbeOutcome:
 
 def _run_probe(python: str, name: str, script: str, timeout: float) -> ProbeOutcome:
     completed = runner.run([python, str(PROBES_DIR / script)], timeout=timeout)
-    return ProbeOutcome(name, _last_json_object(completed.stdout), completed)
+    return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
 
 
-def _last_json_object(stdout: str) -> Dict[str, Any]:
+def _last_json_object(stdout: str, probe: str) -> Dict[str, Any]:
+    """The probe's last report line; other JSON a library prints on stdout is not it."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -195,7 +207,7 @@ def _last_json_object(stdout: str) -> Dict[str, Any]:
                 value = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(value, dict):
+            if isinstance(value, dict) and value.get("probe") == probe:
                 return value
     return {}
 
@@ -214,6 +226,7 @@ class Context:
     python: str
     platform: Optional["Platform"]
     channel: Optional["Channel"]
+    vendor: Optional["VendorSource"]  # what the install took; None: the channel's first source
     torch: ProbeOutcome
     bnb: ProbeOutcome
     pip_check: Optional[runner.Completed]
@@ -235,22 +248,33 @@ class Context:
 
     @property
     def tegra(self) -> bool:
+        # These capabilities exist only on Jetson iGPUs (platform-detection.md §5.1), so they
+        # count as Tegra even where the platform was not detected (a container, a bare root).
+        if self.capability in TEGRA_CAPABILITIES:
+            return True
         return self.platform is not None and self.platform.jetson and self.platform.kind != "sbsa"
 
-    def vendor_install(self, package: str, *options: str) -> Optional[str]:
-        """The uv command installing the channel's build of package from its primary source, if it has one."""
-        source = self.channel.primary if self.channel is not None else None
+    @property
+    def source(self) -> Optional["VendorSource"]:
+        if self.vendor is not None:
+            return self.vendor
+        return self.channel.primary if self.channel is not None else None
+
+    def vendor_install(self, package: str) -> Optional[str]:
+        """The uv command (re)installing the vendor build of package, if the source has one."""
+        source = self.source
         if source is None:
             return None
-        # --no-deps: the vendor source may supply nothing but the vendor build itself.
-        flags = " ".join(("--python", self.python, "--no-deps") + options)
+        # --no-deps: the vendor source may supply nothing but the vendor build itself;
+        # --reinstall-package: a wrong build of the same version otherwise counts as satisfied.
+        flags = " ".join(("--python", self.python, "--no-deps", "--reinstall-package", package))
         pin = source.pins.get(package)
         if source.index and pin:
-            return f'uv pip install {flags} --index-url {source.index} "{package}=={pin}"'
+            return f'{uv_command()} pip install {flags} --default-index {source.index} "{package}=={pin}"'
         # Direct wheel URLs: the file name starts with the distribution name and a dash.
         for url in source.wheels:
             if url.rsplit("/", 1)[-1].startswith(package + "-"):
-                return f"uv pip install {flags} {url}"
+                return f"{uv_command()} pip install {flags} {url}"
         return None
 
     def torch_install_fix(self) -> str:
@@ -262,21 +286,22 @@ class Context:
         return "install a CUDA build of torch that matches this machine's driver, not a CPU-only one"
 
     def bnb_install_fix(self) -> str:
-        if self.platform is None or not self.platform.jetson:
-            return f"uv pip install --python {self.python} --reinstall bitsandbytes"
+        if not self.tegra:
+            return f"{uv_command()} pip install --python {self.python} --no-deps --reinstall-package bitsandbytes bitsandbytes"
         # PyPI's aarch64 wheels are SBSA builds without sm_87/sm_72; build on the device with
         # the exact capability (obliteratus-and-bitsandbytes.md §3.3, §4.7-4.8).
-        fix = (
-            "build bitsandbytes on the device: git clone https://github.com/bitsandbytes-foundation/bitsandbytes"
+        build = (
+            "build it on the device: git clone https://github.com/bitsandbytes-foundation/bitsandbytes"
             f" && cd bitsandbytes && cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY={self.capability_digits} -S ."
-            f" && make -j4 && uv pip install --python {self.python} --no-deps ."
+            f" && make -j4 && {uv_command()} pip install --python {self.python} --no-deps ."
         )
-        vendor = self.vendor_install("bitsandbytes", "--no-deps")
-        return f"{fix}; or: {vendor}" if vendor else fix
+        vendor = self.vendor_install("bitsandbytes")
+        return f"{vendor}; or {build}" if vendor else build
 
     def numpy_fix(self) -> str:
-        spec = self.channel.numpy if self.channel is not None and self.channel.numpy else "<2"
-        return f'uv pip install --python {self.python} "numpy{spec}"'
+        source = self.source
+        spec = source.numpy if source is not None and source.numpy else "<2"
+        return f'{uv_command()} pip install --python {self.python} "numpy{spec}"'
 
 
 Verdict = Tuple[str, str, Optional[str]]  # status, detail, fix
@@ -368,14 +393,14 @@ def check_torch_build(ctx: Context) -> Verdict:
         return FAIL, f"torch reports an unparseable version {raw!r}", ctx.torch_install_fix()
     if (version.local and "cpu" in version.local) or not cuda:
         return FAIL, f"torch {raw} is a CPU-only build (torch.version.cuda is {cuda})", ctx.torch_install_fix()
-    pin = ctx.channel.pins.get("torch") if ctx.channel is not None else None
+    pin = ctx.source.pins.get("torch") if ctx.source is not None else None
     if pin:
         try:
             pinned = _matches_pin(version, pin)
         except InvalidSpecifier:
             return FAIL, f"the channel's torch pin {pin!r} is not a version", "fix the torch pin in wheels-index.toml"
         if not pinned:
-            return FAIL, f"torch {raw} is not channel {ctx.channel.id}'s build ({pin})", ctx.torch_install_fix()
+            return FAIL, f"torch {raw} is not the vendor build ({pin})", ctx.torch_install_fix()
     expected_cuda = (ctx.platform.cuda if ctx.platform is not None else None) or (
         ctx.channel.cuda if ctx.channel is not None else None
     )
@@ -424,8 +449,9 @@ def arch_support(capability: Tuple[int, int], arch_list: Sequence[str], tegra: b
         kind, number, variant = match.group(1), int(match.group(2)), match.group(3)
         if kind == "sm" and number == device:
             return True, f"{arch} in the arch list"
-        # PTX JIT targets equal or higher capabilities (obliteratus-and-bitsandbytes.md §3.2).
-        if kind == "compute" and number <= device:
+        # PTX JIT targets equal or higher capabilities (obliteratus-and-bitsandbytes.md §3.2);
+        # arch-specific PTX (compute_90a) runs on that exact architecture only.
+        if kind == "compute" and (number == device or (number < device and not variant)):
             return True, f"{arch} PTX, JIT-compiled for sm_{device}"
         if kind == "sm" and not variant and number // 10 == device // 10 and number < device:
             binary_compatible.append(arch)
@@ -468,7 +494,7 @@ def check_numpy(ctx: Context) -> Verdict:
     numpy_trouble = [w for w in torch_section.get("import_warnings", []) if "numpy" in w.lower()]
     if numpy_trouble:
         return FAIL, f"torch warns at import: {numpy_trouble[0]}", ctx.numpy_fix()
-    spec = ctx.channel.numpy if ctx.channel is not None else None
+    spec = ctx.source.numpy if ctx.source is not None else None
     if section.get("error"):
         if spec:
             return FAIL, f"NumPy does not import: {section['error']}", ctx.numpy_fix()
@@ -487,7 +513,8 @@ def check_numpy(ctx: Context) -> Verdict:
 
 def check_obliteratus(ctx: Context) -> Verdict:
     section = ctx.torch.section("obliteratus")
-    install = f'uv pip install --python {ctx.python} --no-deps "{OBLITERATUS_SOURCE}"'
+    # Reinstalling through jetson-install keeps the pinned tag and the vendor constraints.
+    install = f"jetson-install obliteratus --venv {Path(ctx.python).parent.parent}"
     if section is None:
         return FAIL, ctx.torch.failure(), install
     if not section["imported"]:
@@ -508,6 +535,10 @@ def check_obliteratus(ctx: Context) -> Verdict:
 
 
 def check_bnb_library(ctx: Context) -> Verdict:
+    source = ctx.source
+    if ctx.channel is not None and source is not None and "bitsandbytes" not in source.pins:
+        return SKIP, (f"no Jetson bitsandbytes build for channel {ctx.channel.id}: OBLITERATUS is installed "
+                      "without its quantization extra"), None
     data = ctx.bnb.data
     if data.get("import_error"):
         error = data["import_error"]
@@ -519,6 +550,11 @@ def check_bnb_library(ctx: Context) -> Verdict:
         return FAIL, ctx.bnb.failure(), ctx.bnb_install_fix()
     backend = data.get("backend")
     version = data.get("version")
+    if backend != "CUDA":
+        # bitsandbytes picks its library from torch (obliteratus-and-bitsandbytes.md §3.1); with
+        # a torch that sees no CUDA even a good build loads its CPU library or a mock.
+        detail = f"bitsandbytes {version} loaded {library.get('file') or library.get('class')} (backend {backend})"
+        return FAIL, detail + ": torch sees no CUDA", "fix the torch checks first (cuda-available)"
     # CudaBNBNativeLibrary means the CUDA library loaded; BNBNativeLibrary is the CPU one and
     # ErrorHandlerMockBNBNativeLibrary a failed load (obliteratus-and-bitsandbytes.md §3.5).
     if library["class"] == "ErrorHandlerMockBNBNativeLibrary":
@@ -531,9 +567,6 @@ def check_bnb_library(ctx: Context) -> Verdict:
     if backend == "CUDA" and library["compiled_with_cuda"] and library["class"] == "CudaBNBNativeLibrary":
         return OK, f"bitsandbytes {version}, backend CUDA, loaded {library['file']}", None
     detail = f"bitsandbytes {version} loaded {library['file'] or library['class']} (backend {backend})"
-    if backend != "CUDA":
-        # bitsandbytes picks its library from torch (obliteratus-and-bitsandbytes.md §3.1).
-        return FAIL, detail + ": torch sees no CUDA", "fix the torch checks first (cuda-available)"
     return FAIL, detail + ", not its CUDA library", ctx.bnb_install_fix()
 
 
@@ -656,7 +689,8 @@ def _with_prerequisites(only: Sequence[str]) -> List[CheckSpec]:
 
 
 def _resolve_interpreter(python: str) -> str:
-    found = python if os.sep in python else shutil.which(python)
+    # Absolute, so that fixes stay right after a `cd` (the bitsandbytes source build has one).
+    found = os.path.abspath(python) if os.sep in python else shutil.which(python)
     if not found or not Path(found).is_file() or not os.access(found, os.X_OK):
         raise BadInput(
             f"no Python interpreter at {python}",
@@ -670,6 +704,7 @@ def run_doctor(
     *,
     platform: Optional["Platform"],
     channel: Optional["Channel"],
+    vendor: Optional["VendorSource"] = None,
     only: Sequence[str] = (),
     timeout: float = 300,
 ) -> DoctorReport:
@@ -696,6 +731,7 @@ def run_doctor(
             python=interpreter,
             platform=platform,
             channel=channel,
+            vendor=vendor,
             torch=torch_future.result() if torch_future else ProbeOutcome("torch", {}, None),
             bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
             pip_check=pip_future.result() if pip_future else None,
@@ -706,11 +742,26 @@ def run_doctor(
     return DoctorReport(
         python=interpreter,
         generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        platform=_platform_evidence(ctx),
-        torch=_torch_evidence(ctx),
-        bitsandbytes=_bnb_evidence(ctx, results),
+        platform=_guarded(_platform_evidence, ctx, ("l4t", "jetpack", "arch", "python", "kind")),
+        torch=_guarded(_torch_evidence, ctx,
+                       ("version", "cuda", "device_name", "total_memory_bytes", "capability", "arch_list")),
+        bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, ("version", "backend", "library", "kernel_test")),
         checks=tuple(results.values()),
     )
+
+
+def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, keys: Sequence[str]) -> Dict[str, Any]:
+    """Evidence from probe output of an unexpected shape is left empty, never a crash; the
+    checks over the same output already say what is wrong."""
+    try:
+        return build(ctx)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        empty: Dict[str, Any] = dict.fromkeys(keys)
+        if "arch_list" in empty:
+            empty["arch_list"] = []
+        if "kernel_test" in empty:
+            empty["kernel_test"] = "not_run"
+        return empty
 
 
 def _safe_pip_check(python: str) -> runner.Completed:

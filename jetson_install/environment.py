@@ -18,7 +18,6 @@ import errno
 import fcntl
 import json
 import os
-import re
 import shutil
 import time
 import uuid
@@ -26,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
+from jetson_install.catalog import VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.plan import STATE_DIR
 
-__all__ = ["EnvironmentHome", "installed_distributions", "protect"]
+__all__ = ["EnvironmentHome", "recorded_vendor", "protect"]
 
 COMPLETE_MARK = "complete"
 PLAN_FILE = "plan.json"
@@ -188,14 +188,18 @@ _FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the en
 """
 
 
-def installed_distributions(environment: Path) -> Dict[str, str]:
-    """Normalized distribution name -> version, read from the .dist-info folder names
-    (as `pip list` would report them, without starting an interpreter)."""
-    found: Dict[str, str] = {}
-    for info in environment.glob("lib/python*/site-packages/*.dist-info"):
-        name, _, version = info.name[: -len(".dist-info")].partition("-")
-        found[re.sub(r"[-_.]+", "-", name).lower()] = version
-    return found
+def recorded_vendor(environment: Path) -> Optional[VendorSource]:
+    """The vendor builds an environment was made with (its plan.json), so a later doctor
+    checks against what was installed, also when that was the fallback source."""
+    try:
+        recorded = json.loads((environment / STATE_DIR / PLAN_FILE).read_text())
+        pins = dict(recorded["pins"])
+        location = recorded["vendor"]
+        numpy = next((line[len("numpy"):] for line in recorded["constraints"] if line.startswith("numpy")), None)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    is_wheel = isinstance(location, str) and location.endswith(".whl")
+    return VendorSource(None if is_wheel else location, (location,) if is_wheel else (), pins, numpy or None, ())
 
 
 def protect(environment: Path, constraints: str) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install import runner, uv
-from jetson_install.environment import EnvironmentHome, installed_distributions, protect
+from jetson_install.environment import EnvironmentHome, protect
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
 from jetson_install.plan import STATE_DIR, Plan
@@ -134,7 +134,7 @@ def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
         if current is not None and _satisfied(home, current, fingerprint, plan):
             progress(f"{plan.venv} already satisfies the plan; nothing to do")
             return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (),
-                                 installed_distributions(current),
+                                 uv.installed_versions(str(current / "bin" / "python")),
                                  _evidence_path(current), warnings=tuple(run.warnings))
         home.prune(keep=[current, home.previous()])
         staging = home.new_environment_path()
@@ -153,7 +153,7 @@ def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
             return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
                            f"run it again: {rerun}")
     # From here on the new environment is the user's; nothing may remove it.
-    installed = installed_distributions(staging)
+    installed = uv.installed_versions(str(staging / "bin" / "python"))
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
                          _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings))
 
@@ -256,7 +256,7 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     from jetson_install.doctor import run_doctor
 
     evidence = staging / STATE_DIR / "evidence.json"
-    report = run_doctor(python, platform=plan.platform, channel=plan.channel)
+    report = run_doctor(python, platform=plan.platform, channel=plan.channel, vendor=plan.vendor)
     evidence.write_text(json.dumps(report.to_json(), indent=2) + "\n")
     if report.exit_code != 0:
         failed = [c for c in report.checks if c.status == "fail" and c.required]
@@ -274,7 +274,7 @@ def _satisfied(home: EnvironmentHome, current: Path, fingerprint: Dict[str, Any]
     if recorded != fingerprint:
         return False
     python = str(current / "bin" / "python")
-    installed = installed_distributions(current)
+    installed = uv.installed_versions(python)
     from packaging.version import Version
 
     for name, version in plan.pins.items():

@@ -8,7 +8,9 @@ would otherwise let a public torch in). uv ignores pip's variables and files
 
 from __future__ import annotations
 
-from typing import List, Mapping, Optional, Sequence
+import json
+import re
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from jetson_install.runner import Completed, run
 
@@ -21,6 +23,7 @@ __all__ = [
     "create_venv",
     "install",
     "pip_check",
+    "installed_versions",
     "summarize_failure",
 ]
 
@@ -89,6 +92,18 @@ def install(argv: Sequence[str]) -> Completed:
 
 def pip_check(python: str) -> Completed:
     return _run_uv(pip_check_argv(python), timeout=300)
+
+
+def installed_versions(python: str) -> Dict[str, str]:
+    """Normalized distribution name -> version, from uv's JSON listing."""
+    result = _run_uv([PROGRAM, "pip", "list", "--no-config", "--python", python, "--format", "json"], timeout=120)
+    if not result.ok:
+        return {}
+    try:
+        rows = json.loads(result.stdout)
+    except ValueError:
+        return {}
+    return {re.sub(r"[-_.]+", "-", row["name"]).lower(): row["version"] for row in rows if isinstance(row, dict)}
 
 
 def summarize_failure(result: Completed) -> str:

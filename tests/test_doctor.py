@@ -275,7 +275,9 @@ def test_nvidia_prerelease_version_matches_its_pin(tmp_path: Path) -> None:
     report = run(make_env(tmp_path / "env", torch_version=nvidia), channel=channel, only=["torch-build"])
     assert report.check("torch-build").status == "ok"
     wrong = run(make_env(tmp_path / "cpu", torch_version="2.5.0+cpu", torch_cuda=None), channel=channel, only=["torch-build"])
-    assert wrong.check("torch-build").fix.startswith(f"uv pip install --python {tmp_path / 'cpu'}")
+    fix = wrong.check("torch-build").fix
+    assert f"uv pip install --python {tmp_path / 'cpu'}/bin/python --no-deps --reinstall-package torch" in fix
+    assert "torch-2.5.0a0+872d972e41.nv24.08.17622132-cp310-cp310-linux_aarch64.whl" in fix
     assert wrong.check("torch-build").fix.endswith(f"{wheel} (channel jp6-cu126)")
 
 
@@ -366,3 +368,76 @@ def test_example_evidence_in_docs_matches_the_schema() -> None:
     assert examples
     for example in examples:
         jsonschema.validate(json.loads(example.read_text()), doctor.evidence_schema())
+
+
+def test_channel_without_a_bitsandbytes_build_skips_the_bitsandbytes_checks(tmp_path: Path) -> None:
+    torch_only = VendorSource(index=None, wheels=("https://example.invalid/torch-2.8.0-cp310-cp310-linux_aarch64.whl",),
+                              pins={"torch": "2.8.0"}, numpy="<2", apt=())
+    report = run(make_env(tmp_path / "env"), vendor=torch_only)
+    assert report.check("bnb-library").status == "skip"
+    assert "without its quantization extra" in report.check("bnb-library").detail
+    assert report.exit_code == 0
+
+
+def test_the_installed_vendor_source_is_what_the_build_is_checked_against(tmp_path: Path) -> None:
+    fallback = VendorSource(index=None, wheels=("https://example.invalid/torch-2.5.0a0+872d972e41.nv24.08-cp310-cp310-linux_aarch64.whl",),
+                            pins={"torch": "2.5.0a0+872d972e41.nv24.08"}, numpy="<2", apt=())
+    env = make_env(tmp_path / "env", torch_version="2.5.0a0+872d972e41.nv24.08")
+    assert run(env, vendor=fallback).check("torch-build").status == "ok"
+    assert run(env).check("torch-build").status == "fail"  # against the channel's first source: 2.8.0
+
+
+def test_orin_capability_counts_as_tegra_even_without_a_detected_platform(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", arch_list=["sm_80", "sm_90"]), platform=None, channel=None)
+    assert report.check("cuda-arch").status == "fail"
+    assert "no sm_87 kernels" in report.check("cuda-arch").detail
+
+
+def test_arch_specific_ptx_does_not_run_on_other_devices() -> None:
+    assert doctor.arch_support((8, 7), ["compute_86a"], tegra=True)[0] is False
+    assert doctor.arch_support((8, 7), ["compute_80"], tegra=True)[0] is True
+
+
+def run_doctor_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jetson_install", "doctor", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_json_evidence_and_exit_code(tmp_path: Path) -> None:
+    env = make_env(tmp_path / "env", cuda_available=False, torch_cuda=None, torch_version="2.8.0+cpu")
+    evidence = tmp_path / "evidence.json"
+    result = run_doctor_cli("--python", env, "--json", "--evidence", str(evidence))
+    assert result.returncode == 1, result.stderr
+    printed = json.loads(result.stdout)
+    jsonschema.validate(printed, SCHEMA)
+    assert printed["status"] == "failed"
+    assert json.loads(evidence.read_text())["checks"] == printed["checks"]
+
+
+def test_cli_human_output_has_one_line_per_check_and_a_summary(tmp_path: Path) -> None:
+    result = run_doctor_cli("--python", make_env(tmp_path / "env"), "--check", "cuda-matmul")
+    lines = result.stdout.strip().splitlines()
+    assert any(line.startswith("✓") and "[cuda-matmul]" in line for line in lines)
+    assert "cuda-available" in result.stdout  # its prerequisite ran too
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--venv", "/nonexistent/env"], "no environment at /nonexistent/env"),
+        (["--python", "/nonexistent/python"], "no Python interpreter at /nonexistent/python"),
+        (["--python", sys.executable, "--check", "nope"], "unknown doctor check nope"),
+        (["--python", sys.executable, "--evidence", "/nonexistent/dir/x.json"], "its directory does not exist"),
+        (["--python", sys.executable, "--venv", "/tmp"], "were both given"),
+    ],
+)
+def test_cli_could_not_run_is_exit_2_with_one_line(args: list, fragment: str) -> None:
+    result = run_doctor_cli(*args)
+    assert result.returncode == 2
+    assert fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_lists_checks() -> None:
+    result = run_doctor_cli("--list-checks")
+    assert result.returncode == 0
+    assert [line.split()[0] for line in result.stdout.splitlines()] == [spec.id for spec in doctor.CHECKS]
