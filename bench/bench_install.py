@@ -49,7 +49,7 @@ def main() -> None:
     real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
     stub = "pins = { " + ", ".join(f'{k} = "{v}"' for k, v in VENDOR_PINS.items()) + " }"
     catalog.write_text((TOP / "wheels-index.toml").read_text().replace(real, stub))
-    env.update(JETSON_INSTALL_WHEELS_INDEX=str(catalog), JETSON_INSTALL_CONFIG=str(work / "none.toml"))
+    env.update(JETSON_INSTALL_WHEELS_INDEX=str(catalog))  # isolated_env's XDG_CONFIG_HOME has no config.toml
     uv = find_uv()
     pins = [f"{name}=={version}" for name, version in VENDOR_PINS.items()]
     constraints = work / "constraints.txt"

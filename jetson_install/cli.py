@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import click
 
 from jetson_install import __version__
-from jetson_install.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, JetsonInstallError
+from jetson_install.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, JetsonInstallError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -166,6 +166,8 @@ def channels(as_json: bool, markdown: bool) -> None:
     from jetson_install.catalog import load_catalog
     from jetson_install.render import channels_markdown, channels_text
 
+    if as_json and markdown:
+        raise BadInput("--json and --markdown were both given", fix="pass only one of them")
     catalog = load_catalog()
     if markdown:
         click.echo(channels_markdown(catalog))
@@ -192,10 +194,11 @@ def constraints(write: bool, directory: str) -> None:
         for name in write_files(catalog, target):
             click.echo(f"wrote {target / name}")
         return
+    if not target.is_dir():
+        raise BadInput(f"--dir {directory}: no such directory", fix="run it from the repository, or pass --dir DIR")
     stale = stale_files(catalog, target)
     if stale:
-        what = f"out of date in {target}: {', '.join(stale)}" if target.is_dir() else f"{target}: no such directory"
-        click.echo(f"error: {what}", err=True)
+        click.echo(f"error: out of date in {target}: {', '.join(stale)}", err=True)
         click.echo(f"  fix: jetson-install constraints --write --dir {directory}", err=True)
         sys.exit(EXIT_FAILED)
     click.echo(f"{target}: up to date with {catalog.path}")
@@ -284,11 +287,14 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
     from pathlib import Path
 
     from jetson_install import doctor as doctor_module
-    from jetson_install.errors import BadInput
 
     if list_checks:
-        for check_id, title, required in doctor_module.list_checks():
-            click.echo(f"{check_id:14} {'required' if required else 'optional':9} {title}")
+        checks = doctor_module.list_checks()
+        if as_json:
+            _print_json([{"id": check_id, "title": title, "required": required} for check_id, title, required in checks])
+        else:
+            for check_id, title, required in checks:
+                click.echo(f"{check_id:14} {'required' if required else 'optional':9} {title}")
         return
     if venv and python:
         raise BadInput("--venv and --python were both given", fix="pass only one of them")
@@ -337,6 +343,9 @@ def main(argv: Optional[list] = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
+        if "--json" in args:
+            _print_json({"schema_version": 1, "error": {"message": exc.format_message(), "fix": "jetson-install --help",
+                                                        "exit_code": EXIT_BAD_INPUT}})
         exc.show()
         sys.exit(EXIT_BAD_INPUT)
     except click.Abort:

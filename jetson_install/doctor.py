@@ -329,7 +329,10 @@ def check_platform(ctx: Context) -> Verdict:
     if not platform.jetson:
         return WARN, f"not a Jetson ({platform.arch or 'unknown arch'}); Jetson facts are not checked", fix
     name = platform.module or platform.family or platform.soc or "Jetson"
-    return OK, f"{name}, L4T {platform.l4t}, JetPack {platform.jetpack}, CUDA {platform.cuda}", None
+    found = f"{name}, L4T {platform.l4t}, JetPack {platform.jetpack}, CUDA {platform.cuda}"
+    if ctx.channel is not None and not ctx.channel.installable:
+        return WARN, f"{found}: channel {ctx.channel.id} is unsupported: {ctx.channel.reason}", ctx.channel.remedy
+    return OK, found, None
 
 
 def check_python_abi(ctx: Context) -> Verdict:
@@ -337,8 +340,8 @@ def check_python_abi(ctx: Context) -> Verdict:
     if section is None:
         return FAIL, ctx.torch.failure(), f"check that {ctx.python} runs: {ctx.python} -c 'import sys'"
     version = section["version"]
-    if ctx.channel is None:
-        return SKIP, f"Python {version}; no channel selected to compare with", None
+    if ctx.channel is None or not ctx.channel.installable:
+        return SKIP, f"Python {version}; no supported channel to compare with", None
     major_minor = ".".join(version.split(".")[:2])
     if major_minor == ctx.channel.python:
         return OK, f"Python {version} matches channel {ctx.channel.id} (cp{ctx.channel.python.replace('.', '')})", None
@@ -696,6 +699,9 @@ def _resolve_interpreter(python: str) -> str:
             f"no Python interpreter at {python}",
             fix="pass --python with the path of the environment's python, or --venv with an existing environment",
         )
+    if not runner.run([found, "-c", "import sys"], timeout=60).ok:
+        raise BadInput(f"{python} is not a working Python interpreter",
+                       fix="pass --python with the path of the environment's python, or --venv with an existing environment")
     return found
 
 

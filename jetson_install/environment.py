@@ -55,6 +55,15 @@ class EnvironmentHome:
         return None
 
     def check_usable(self) -> None:
+        parent = self.link.absolute().parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput(f"--venv {self.link}: cannot create {parent} ({exc.strerror})",
+                           fix="choose a location in a writable directory with --venv DIR") from None
+        if not os.access(parent, os.W_OK):
+            raise BadInput(f"--venv {self.link}: {parent} is not writable",
+                           fix="choose a location in a writable directory with --venv DIR")
         if self.link.is_symlink():
             target = Path(os.readlink(self.link))
             target = target if target.is_absolute() else self.link.parent / target
@@ -75,8 +84,15 @@ class EnvironmentHome:
         )
 
     def lock(self) -> "_Lock":
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(exist_ok=True)
         return _Lock(self.home / ".lock", self.link)
+
+    def forget_if_empty(self) -> None:
+        """After a failed first install, leave no DIR.d holding only its lock file."""
+        if self.link.is_symlink() or not self.home.is_dir():
+            return
+        if all(entry.name == ".lock" for entry in self.home.iterdir()):
+            shutil.rmtree(self.home, ignore_errors=True)
 
     def new_environment_path(self) -> Path:
         return self.home / f"env-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"

@@ -111,10 +111,18 @@ class _Run:
         if detail:
             self.progress(f"      {detail}")
 
-    def uv_step(self, step_id: str, result: Completed, fix: str) -> str:
+    def uv_step(self, step_id: str, result: Completed, fix: str, index: Optional[str] = None) -> str:
+        """Fail the step with uv's own reason; an index that did not answer gets a fix that
+        names it, whatever the step's usual fix is."""
         log.debug("uv stdout:\n%s\nuv stderr:\n%s", result.stdout, result.stderr)
         if not result.ok:
-            raise StepFailed(step_id, f"step '{step_id}' failed: {uv.summarize_failure(result)}", fix)
+            reason = uv.summarize_failure(result)
+            if uv.is_network_failure(result):
+                where = index or "uv's default index"
+                option = "--vendor-index" if step_id == "vendor" else "--default-index"
+                fix = (f"{where} did not answer: check the network or the index, or use a mirror: "
+                       f"{self.rerun} {option} URL")
+            raise StepFailed(step_id, f"step '{step_id}' failed: {reason}", fix)
         return ""
 
 
@@ -125,33 +133,41 @@ def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
     home.check_usable()
     run = _Run(plan, progress, rerun)
     with home.lock():
-        current = home.current()
         try:
-            interpreter = _interpreter(plan, run)
-        except StepFailed as failure:
-            return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
-        fingerprint = _fingerprint(plan, interpreter)
-        if current is not None and _satisfied(home, current, fingerprint, plan):
-            progress(f"{plan.venv} already satisfies the plan; nothing to do")
-            return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (),
-                                 uv.installed_versions(str(current / "bin" / "python")),
-                                 _evidence_path(current), warnings=tuple(run.warnings))
-        home.prune(keep=[current, home.previous()])
-        staging = home.new_environment_path()
-        try:
-            previous = _build(plan, home, staging, interpreter, fingerprint, run)
-        except StepFailed as failure:
-            _discard(staging)
-            return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
-        except KeyboardInterrupt:
-            step = run.results[-1].id if run.results else "start"
-            if home.current() == staging:
-                # Interrupted after the switch: the new environment is in place and stays.
-                return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results),
-                                     warnings=tuple(run.warnings) + (f"interrupted after the switch ({step})",))
-            _discard(staging)
-            return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
-                           f"run it again: {rerun}")
+            return _install_locked(plan, home, run, progress, rerun)
+        finally:
+            home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
+
+
+def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Progress, rerun: str) -> InstallResult:
+    """The whole install, under the lock on DIR.d."""
+    current = home.current()
+    try:
+        interpreter = _interpreter(plan, run)
+    except StepFailed as failure:
+        return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
+    fingerprint = _fingerprint(plan, interpreter)
+    if current is not None and _satisfied(home, current, fingerprint, plan):
+        progress(f"{plan.venv} already satisfies the plan; nothing to do")
+        return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (),
+                             uv.installed_versions(str(current / "bin" / "python")),
+                             _evidence_path(current), warnings=tuple(run.warnings))
+    home.prune(keep=[current, home.previous()])
+    staging = home.new_environment_path()
+    try:
+        previous = _build(plan, home, staging, interpreter, fingerprint, run)
+    except StepFailed as failure:
+        _discard(staging)
+        return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
+    except KeyboardInterrupt:
+        step = run.results[-1].id if run.results else "start"
+        if home.current() == staging:
+            # Interrupted after the switch: the new environment is in place and stays.
+            return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results),
+                                 warnings=tuple(run.warnings) + (f"interrupted after the switch ({step})",))
+        _discard(staging)
+        return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
+                       f"run it again: {rerun}")
     # From here on the new environment is the user's; nothing may remove it.
     installed = uv.installed_versions(str(staging / "bin" / "python"))
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
@@ -195,8 +211,8 @@ def _interpreter(plan: Plan, run: _Run) -> Interpreter:
 
 
 def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
-           fingerprint: Dict[str, Any], run: _Run) -> Optional[Path]:
-    """Build and switch to a new environment; return the one it replaced."""
+           fingerprint: Dict[str, Any], run: _Run) -> None:
+    """Build a new environment and switch the user's path to it."""
     assert plan.vendor is not None
     python = str(staging / "bin" / "python")
     vendor = plan.vendor
@@ -205,11 +221,12 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     run.step("environment", lambda: run.uv_step(
         "environment", uv.create_venv(interpreter.path, str(staging), default_index),
         f"check that {interpreter.path} can make virtual environments "
-        f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}"))
+        f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}", default_index))
     run.step("vendor", lambda: run.uv_step(
         "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins)),
         f"check that {vendor.location} is reachable and carries "
-        f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL"))
+        f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL",
+        vendor.location))
     constraints_path = staging / STATE_DIR / "constraints.txt"
     constraints_path.parent.mkdir(parents=True, exist_ok=True)
     constraints_path.write_text("\n".join(plan.constraints) + "\n")
@@ -217,7 +234,7 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     run.step("target", lambda: run.uv_step(
         "target", uv.install(uv.target_install_argv(python, requirements, str(constraints_path), default_index)),
         "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
-        f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}"))
+        f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}", default_index))
     run.step("protect", lambda: f"constraints kept in {protect(staging, constraints_path.read_text())}")
     run.step("check", lambda: _check(plan, python, run))
     if plan.verify:
@@ -226,7 +243,6 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     previous: List[Optional[Path]] = []
     run.step("switch", lambda: _switch(home, staging, previous))
     home.prune(keep=[staging, previous[0]])
-    return previous[0]
 
 
 def _switch(home: EnvironmentHome, staging: Path, previous: List[Optional[Path]]) -> str:

@@ -209,6 +209,9 @@ def _vendor_source(channel: Optional[Channel], settings: IndexSettings, fallback
     if channel is None or channel.primary is None:
         return None
     if fallback:
+        if settings.vendor_index.value is not None:
+            raise BadInput(f"--vendor-fallback and a vendor index ({settings.vendor_index.source}) were both given",
+                           fix="use one: the mirror with --vendor-index, or the channel's fallback with --vendor-fallback")
         if len(channel.sources) < 2:
             raise BadInput(f"--vendor-fallback: channel {channel.id} has no fallback vendor source",
                            fix="drop --vendor-fallback, or use a mirror with --vendor-index URL")

@@ -6,6 +6,8 @@ command, so a root built from captured files answers exactly as the board would.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -26,6 +28,9 @@ from jetson_install.release_files import (
 __all__ = ["Platform", "L4TOverride", "detect", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
+
+# The dpkg database is the largest file read; everything else is a few lines.
+MAX_FILE_BYTES = 64 * 1024 * 1024
 
 RELEASE_FILE = "etc/nv_tegra_release"
 DPKG_STATUS = "var/lib/dpkg/status"
@@ -99,9 +104,43 @@ class _Root:
     def path(self, relative: str) -> Path:
         return self.root / relative
 
-    def read_bytes(self, relative: str) -> Optional[bytes]:
+    def resolve(self, relative: str) -> Optional[Path]:
+        """The file's path with symbolic links followed inside the root: an absolute link
+        (usr/local/cuda -> /usr/local/cuda-12.6 on every Jetson) means root/usr/local/cuda-12.6,
+        never the host's file. None for a loop or a path that leaves the root."""
+        parts = list(Path(relative).parts)
+        resolved: List[str] = []
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            candidate = self.root.joinpath(*resolved, part)
+            if candidate.is_symlink():
+                hops += 1
+                if hops > 40:
+                    return None
+                target = Path(os.readlink(candidate))
+                if target.is_absolute():
+                    resolved = []
+                parts = list(target.parts[1:] if target.is_absolute() else target.parts) + parts
+                continue
+            resolved.append(part)
+        return self.root.joinpath(*resolved)
+
+    def read_bytes(self, relative: str, limit: int = MAX_FILE_BYTES) -> Optional[bytes]:
+        """A regular file's bytes (at most `limit`); None when missing, not a regular
+        file (a FIFO would block), or unreadable."""
+        path = self.resolve(relative)
         try:
-            return self.path(relative).read_bytes()
+            if path is None or not stat.S_ISREG(path.stat().st_mode):
+                return None
+            with path.open("rb") as handle:
+                return handle.read(limit)
         except OSError:
             return None
 
@@ -160,6 +199,9 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
             raise BadInput(f"{l4t_override.source} {l4t_override.value!r}: {exc.message}",
                            fix=f"give a release such as {l4t_override.source}{'=' if '_' in l4t_override.source else ' '}36.4.3") from None
         sources["l4t"] = l4t_override.source
+        on_disk = dpkg_l4t or release_l4t
+        if on_disk is not None and on_disk != l4t:
+            warnings.append(f"{l4t_override.source} {l4t} overrides L4T {on_disk} found under the root")
     elif dpkg_l4t is not None:
         l4t = dpkg_l4t
         sources["l4t"] = DPKG_STATUS
@@ -216,7 +258,7 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
     module = _module(compatible, data)
     kind = _kind(l4t, soc_facts.family if soc_facts else None, facts, warnings)
 
-    ubuntu = _ubuntu(root, sources)
+    ubuntu = _ubuntu(root, sources, warnings)
     if ubuntu is None and facts is not None and facts.ubuntu:
         ubuntu = facts.ubuntu
         sources["ubuntu"] = f"default for L4T R{facts.major}"
@@ -298,13 +340,18 @@ def _cuda(files: _Root, sources: Dict[str, str]) -> Optional[str]:
     return found
 
 
-def _ubuntu(root: Path, sources: Dict[str, str]) -> Optional[str]:
+def _ubuntu(root: Path, sources: Dict[str, str], warnings: List[str]) -> Optional[str]:
     import distro
 
-    release = distro.LinuxDistribution(
-        include_lsb=False, include_uname=False, include_oslevel=False, root_dir=str(root)
-    )
-    if release.id() != "ubuntu":
+    try:
+        release = distro.LinuxDistribution(
+            include_lsb=False, include_uname=False, include_oslevel=False, root_dir=str(root)
+        )
+        distribution = release.id()
+    except (OSError, UnicodeDecodeError) as exc:
+        warnings.append(f"etc/os-release (or another etc/*release file) cannot be read ({exc}); Ubuntu assumed from L4T")
+        return None
+    if distribution != "ubuntu":
         return None
     version = release.version()
     if version:

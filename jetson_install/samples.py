@@ -20,6 +20,8 @@ def sample_names() -> List[str]:
 def resolve_root(value: str, option: str = "--root") -> Path:
     """A --root value: a directory, or `sample:<name>` for a shipped sample root."""
     shown = f"{option}={value}" if option.isupper() else f"{option} {value}"
+    if not value:
+        raise BadInput(f"{option}: empty", fix="pass a directory, e.g. --root /, or a sample: --root sample:agx-orin-64gb-jp6.2")
     if value.startswith(PREFIX):
         name = value[len(PREFIX):]
         path = SAMPLES_DIR / name

@@ -36,8 +36,10 @@ def config_path() -> Path:
     explicit = os.environ.get("JETSON_INSTALL_CONFIG")
     if explicit:
         path = Path(explicit)
-        if path.exists() and not path.is_file():
-            raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: is not a file", fix="point JETSON_INSTALL_CONFIG at a TOML file")
+        if not path.is_file():
+            # A fleet's typo here must not quietly send installs to the public indexes.
+            raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: no such file",
+                           fix="point JETSON_INSTALL_CONFIG at the fleet's config.toml, or unset it")
         return path
     import platformdirs
 
@@ -91,13 +93,22 @@ def load_index_settings(
 
 def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
     """Remote indexes must use https; plain http only on loopback or when explicitly allowed."""
-    parts = urlsplit(url)
+    example = "give a full URL such as https://mirror.example/simple"
+    if url != url.strip() or " " in url:
+        raise BadInput(f"{where}: {url!r} contains spaces", fix=example)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise BadInput(f"{where}: {url!r} is not a valid URL ({exc})", fix=example) from None
+    if parts.scheme == "file" and not parts.path:
+        raise BadInput(f"{where}: {url!r} names no directory", fix="give a local index as file:///path/to/simple")
     if parts.scheme in ("https", "file"):
         if parts.scheme == "https" and not parts.hostname:
-            raise BadInput(f"{where}: {url!r} has no host", fix="give a full URL such as https://mirror.example/simple")
+            raise BadInput(f"{where}: {url!r} has no host", fix=example)
         return
     if parts.scheme != "http" or not parts.hostname:
-        raise BadInput(f"{where}: {url!r} is not an http(s) or file URL", fix="give a full URL such as https://mirror.example/simple")
+        raise BadInput(f"{where}: {url!r} is not an http(s) or file URL", fix=example)
     if _is_loopback(parts.hostname) or allow_insecure:
         return
     raise BadInput(

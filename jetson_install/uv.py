@@ -24,6 +24,7 @@ __all__ = [
     "install",
     "pip_check",
     "installed_versions",
+    "is_network_failure",
     "summarize_failure",
 ]
 
@@ -104,6 +105,17 @@ def installed_versions(python: str) -> Dict[str, str]:
     except ValueError:
         return {}
     return {re.sub(r"[-_.]+", "-", row["name"]).lower(): row["version"] for row in rows if isinstance(row, dict)}
+
+
+_NETWORK_MARKERS = (
+    "Failed to fetch", "Request failed", "Connection refused", "error sending request", "dns error",
+    "timed out", "Could not connect", "tcp connect error", "503 Service Unavailable", "connection closed",
+)
+
+
+def is_network_failure(result: Completed) -> bool:
+    """uv failed because an index did not answer (as opposed to a resolution conflict)."""
+    return any(marker.lower() in result.stderr.lower() for marker in _NETWORK_MARKERS)
 
 
 def summarize_failure(result: Completed) -> str:

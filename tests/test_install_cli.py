@@ -43,7 +43,6 @@ def stub_catalog(tmp_path: Path) -> Path:
 def cli_env(tmp_path: Path, stub_catalog: Path) -> Dict[str, str]:
     env = isolated_env(tmp_path, fast_fail=True)
     env["JETSON_INSTALL_WHEELS_INDEX"] = str(stub_catalog)
-    env["JETSON_INSTALL_CONFIG"] = str(tmp_path / "no-config.toml")
     return env
 
 
@@ -294,3 +293,20 @@ def test_an_explicit_python_of_another_version_is_a_warning_not_an_error(install
     assert code == 0, stderr
     assert any(f"is Python {host}" in w and other in w for w in data["warnings"])
     assert f"warning: --python {sys.executable} is Python {host}" in stderr
+
+
+def test_an_unusable_location_is_bad_input_and_leaves_nothing(installer: Installer) -> None:
+    installer.venv = Path("/proc/jetson-install-test/obl")
+    code, data, stderr = installer.run()
+    assert code == 2
+    assert "cannot create /proc/jetson-install-test" in stderr and "--venv DIR" in stderr
+
+
+def test_an_index_that_does_not_answer_is_named_in_the_fix(installer: Installer, tmp_path: Path) -> None:
+    installer.public_url = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
+    code, data, stderr = installer.run()
+    assert code == 1
+    assert data["error"]["step"] == "environment"
+    assert "http://127.0.0.1:9/simple did not answer" in data["error"]["fix"]
+    assert "--default-index URL" in data["error"]["fix"]
+    assert not installer.venv.exists() and not Path(f"{installer.venv}.d").exists()

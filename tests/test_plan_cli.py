@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -14,7 +15,7 @@ import pytest
 
 def plan(*args: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("JETSON_")}
-    full_env["JETSON_INSTALL_CONFIG"] = "/nonexistent/config.toml"
+    full_env["XDG_CONFIG_HOME"] = tempfile.mkdtemp()  # no user config.toml
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", *args],
                           capture_output=True, text=True, env=full_env, timeout=60)
@@ -166,3 +167,18 @@ def test_plan_offers_the_documented_fallback() -> None:
 def test_plan_carries_detection_warnings() -> None:
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--l4t", "36.9.9")
     assert any("JetPack 6.x assumed" in w for w in data["warnings"])
+
+
+def test_a_named_config_file_that_is_missing_is_an_error() -> None:
+    result = plan("--root", "sample:agx-orin-64gb-jp6.2", env={"JETSON_INSTALL_CONFIG": "/nonexistent/fleet.toml"})
+    assert result.returncode == 2
+    assert "JETSON_INSTALL_CONFIG=/nonexistent/fleet.toml: no such file" in result.stderr
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:abc/simple", "http://127.0.0.1:99999/simple",
+                                 " https://mirror.example/simple", "file:"])
+def test_malformed_index_urls_are_bad_input(url: str) -> None:
+    result = plan("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", url, "--json")
+    assert result.returncode == 2, result.stderr
+    assert json.loads(result.stdout)["error"]["exit_code"] == 2
+    assert "Traceback" not in result.stderr

@@ -98,3 +98,21 @@ def test_release_parser_parses_or_raises_its_own_error(data: bytes) -> None:
 def test_any_banner_gives_its_release_whatever_follows(major: int, minor: int, patch: int, tail: str) -> None:
     line = f"# R{major} (release), REVISION: {minor}.{patch}, {tail}"
     assert parse_nv_tegra_release(line.encode())[0] == L4T(major, minor, patch)
+
+
+def test_absolute_links_resolve_inside_the_root_never_on_the_host(tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "nv_tegra_release").write_text("# R36 (release), REVISION: 4.3\n")
+    cuda = tmp_path / "usr" / "local" / "cuda-12.6"
+    cuda.mkdir(parents=True)
+    (cuda / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "12.6.20241114"}}')
+    os.symlink("/usr/local/cuda-12.6", tmp_path / "usr" / "local" / "cuda")  # as on every Jetson
+    device_tree = tmp_path / "proc" / "device-tree"
+    device_tree.mkdir(parents=True)
+    os.symlink("/etc/hostname", device_tree / "model")  # the host has one; the root does not
+    os.mkfifo(device_tree / "compatible")  # a FIFO would block a plain read
+    platform = detect(tmp_path)
+    assert platform.cuda == "12.6" and platform.sources["cuda"] == "usr/local/cuda/version.json"
+    assert platform.model is None
