@@ -344,8 +344,7 @@ def main(argv: Optional[list] = None) -> None:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         if "--json" in args:
-            _print_json({"schema_version": 1, "error": {"message": exc.format_message(), "fix": "jetson-install --help",
-                                                        "exit_code": EXIT_BAD_INPUT}})
+            _print_json(_error_json(exc.format_message(), "jetson-install --help", EXIT_BAD_INPUT))
         exc.show()
         sys.exit(EXIT_BAD_INPUT)
     except click.Abort:
@@ -365,9 +364,14 @@ def main(argv: Optional[list] = None) -> None:
         sys.exit(EXIT_FAILED)
 
 
+def _error_json(message: str, fix: Optional[str], exit_code: int) -> dict:
+    """The one object stdout carries under --json when a command could not produce its own."""
+    return {"schema_version": 1, "error": {"message": message, "fix": fix, "exit_code": exit_code}}
+
+
 def _report_error(exc: JetsonInstallError, as_json: bool) -> None:
     if as_json:
-        _print_json({"schema_version": 1, "error": {"message": exc.message, "fix": exc.fix, "exit_code": exc.exit_code}})
+        _print_json(_error_json(exc.message, exc.fix, exc.exit_code))
     click.echo(f"error: {exc.message}", err=True)
     if exc.fix:
         click.echo(f"  fix: {exc.fix}", err=True)

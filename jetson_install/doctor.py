@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion, Version
 
 from jetson_install import __version__, runner
 from jetson_install.errors import EXIT_FAILED, EXIT_OK, BadInput
+from jetson_install.versions import satisfies
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
@@ -380,13 +381,6 @@ def check_torch_import(ctx: Context) -> Verdict:
     return OK, f"torch {section['version']} imports", None
 
 
-def _matches_pin(version: Version, pin: str) -> bool:
-    # `==2.8.0` ignores the candidate's local label, and NVIDIA builds are pre-releases such
-    # as 2.5.0a0+872d972e41.nv24.08, hence prereleases=True (installers-and-uv.md §1.5).
-    specifier = pin if pin[:1] in "=<>!~" else f"=={pin}"
-    return SpecifierSet(specifier).contains(version, prereleases=True)
-
-
 def check_torch_build(ctx: Context) -> Verdict:
     section = ctx.torch.section("torch") or {}
     raw, cuda = section.get("version", ""), section.get("cuda")
@@ -399,7 +393,7 @@ def check_torch_build(ctx: Context) -> Verdict:
     pin = ctx.source.pins.get("torch") if ctx.source is not None else None
     if pin:
         try:
-            pinned = _matches_pin(version, pin)
+            pinned = satisfies(raw, f"=={pin}")
         except InvalidSpecifier:
             return FAIL, f"the channel's torch pin {pin!r} is not a version", "fix the torch pin in wheels-index.toml"
         if not pinned:
@@ -506,11 +500,11 @@ def check_numpy(ctx: Context) -> Verdict:
     if not spec:
         return OK, f"NumPy {raw} (the channel sets no NumPy bound)", None
     try:
-        matches = SpecifierSet(spec).contains(Version(raw), prereleases=True)
+        matches = satisfies(raw, spec)
     except (InvalidVersion, InvalidSpecifier):
         return FAIL, f"cannot compare NumPy {raw!r} with {spec!r}", ctx.numpy_fix()
     if not matches:
-        return FAIL, f"NumPy {raw}, but torch for channel {ctx.channel.id} needs numpy{spec}", ctx.numpy_fix()
+        return FAIL, f"NumPy {raw}, but the vendor torch needs numpy{spec}", ctx.numpy_fix()
     return OK, f"NumPy {raw} satisfies numpy{spec}", None
 
 

@@ -23,17 +23,16 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from jetson_install.catalog import VendorSource
 from jetson_install.errors import BadInput
-from jetson_install.plan import STATE_DIR
+from jetson_install.plan import CONSTRAINTS_FILE, STATE_DIR
 
-__all__ = ["EnvironmentHome", "recorded_vendor", "protect"]
+__all__ = ["EnvironmentHome", "recorded_plan", "recorded_vendor", "write_constraints", "protect"]
 
 COMPLETE_MARK = "complete"
 PLAN_FILE = "plan.json"
-CONSTRAINTS_FILE = "constraints.txt"
 PREVIOUS_FILE = "previous"
 
 
@@ -47,12 +46,15 @@ class EnvironmentHome:
     def home(self) -> Path:
         return self.link.with_name(self.link.name + ".d")
 
+    def _link_target(self) -> Optional[Path]:
+        if not self.link.is_symlink():
+            return None
+        target = Path(os.readlink(self.link))
+        return target if target.is_absolute() else self.link.parent / target
+
     def current(self) -> Optional[Path]:
-        if self.link.is_symlink():
-            target = Path(os.readlink(self.link))
-            target = target if target.is_absolute() else self.link.parent / target
-            return target if (target / STATE_DIR / COMPLETE_MARK).is_file() else None
-        return None
+        target = self._link_target()
+        return target if target is not None and (target / STATE_DIR / COMPLETE_MARK).is_file() else None
 
     def check_usable(self) -> None:
         parent = self.link.absolute().parent
@@ -64,9 +66,8 @@ class EnvironmentHome:
         if not os.access(parent, os.W_OK):
             raise BadInput(f"--venv {self.link}: {parent} is not writable",
                            fix="choose a location in a writable directory with --venv DIR")
-        if self.link.is_symlink():
-            target = Path(os.readlink(self.link))
-            target = target if target.is_absolute() else self.link.parent / target
+        target = self._link_target()
+        if target is not None:
             if target.parent.resolve() == self.home.resolve():
                 return
             raise BadInput(
@@ -96,12 +97,6 @@ class EnvironmentHome:
 
     def new_environment_path(self) -> Path:
         return self.home / f"env-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-
-    def recorded_plan(self, environment: Path) -> Optional[Dict[str, Any]]:
-        try:
-            return json.loads((environment / STATE_DIR / PLAN_FILE).read_text())
-        except (OSError, ValueError):
-            return None
 
     def mark_complete(self, environment: Path, fingerprint: Dict[str, Any]) -> None:
         state = environment / STATE_DIR
@@ -204,31 +199,47 @@ _FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the en
 """
 
 
+def recorded_plan(environment: Path) -> Optional[Dict[str, Any]]:
+    """The plan fingerprint a complete environment was made from (see mark_complete)."""
+    try:
+        recorded = json.loads((environment / STATE_DIR / PLAN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
 def recorded_vendor(environment: Path) -> Optional[VendorSource]:
     """The vendor builds an environment was made with (its plan.json), so a later doctor
     checks against what was installed, also when that was the fallback source."""
+    recorded = recorded_plan(environment)
     try:
-        recorded = json.loads((environment / STATE_DIR / PLAN_FILE).read_text())
-        pins = dict(recorded["pins"])
+        pins = dict(recorded["pins"])  # type: ignore[index]
         location = recorded["vendor"]
         numpy = next((line[len("numpy"):] for line in recorded["constraints"] if line.startswith("numpy")), None)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return None
     is_wheel = isinstance(location, str) and location.endswith(".whl")
     return VendorSource(None if is_wheel else location, (location,) if is_wheel else (), pins, numpy or None, ())
 
 
-def protect(environment: Path, constraints: str) -> Path:
-    """Make the constraints outlive jetson-install in this environment.
+def write_constraints(environment: Path, lines: Sequence[str]) -> Path:
+    """The environment's own constraints file: what the target installs under, and what
+    `protect` keeps in force afterwards."""
+    state = environment / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    path = state / CONSTRAINTS_FILE
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def protect(environment: Path) -> Path:
+    """Make the environment's constraints file outlive jetson-install.
 
     pip reads <prefix>/pip.conf (its "site" configuration) for every pip run
     inside the environment; uv reads no pip configuration at all
     (installers-and-uv.md §1.4), so the activate scripts export UV_CONSTRAINT.
     """
-    state = environment / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    constraints_path = state / CONSTRAINTS_FILE
-    constraints_path.write_text(constraints)
+    constraints_path = environment / STATE_DIR / CONSTRAINTS_FILE
     # Both pip.conf and UV_CONSTRAINT split their value on whitespace; a file:// URI
     # survives a path with spaces in it (verified with uv 0.13.9 and pip 23.2).
     uri = constraints_path.as_uri()

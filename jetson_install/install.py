@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install import runner, uv
-from jetson_install.environment import EnvironmentHome, protect
+from jetson_install.environment import EnvironmentHome, protect, recorded_plan, write_constraints
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
-from jetson_install.plan import STATE_DIR, Plan
+from jetson_install.plan import EVIDENCE_FILE, STATE_DIR, Plan
 from jetson_install.runner import Completed
 
 __all__ = ["StepResult", "InstallResult", "install"]
@@ -147,15 +147,15 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Pr
     except StepFailed as failure:
         return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
     fingerprint = _fingerprint(plan, interpreter)
-    if current is not None and _satisfied(home, current, fingerprint, plan):
+    installed = _satisfied(current, fingerprint, plan) if current is not None else None
+    if current is not None and installed is not None:
         progress(f"{plan.venv} already satisfies the plan; nothing to do")
-        return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (),
-                             uv.installed_versions(str(current / "bin" / "python")),
+        return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (), installed,
                              _evidence_path(current), warnings=tuple(run.warnings))
     home.prune(keep=[current, home.previous()])
     staging = home.new_environment_path()
     try:
-        previous = _build(plan, home, staging, interpreter, fingerprint, run)
+        _build(plan, home, staging, interpreter, fingerprint, run)
     except StepFailed as failure:
         _discard(staging)
         return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
@@ -176,11 +176,15 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Pr
 
 def _discard(staging: Path) -> None:
     """Remove a half-built environment, keeping its evidence (if the doctor ran) beside it."""
-    evidence = staging / STATE_DIR / "evidence.json"
+    evidence = staging / STATE_DIR / EVIDENCE_FILE
     if evidence.is_file():
-        kept = staging.parent / f"failed-{staging.name}-evidence.json"
-        shutil.copyfile(evidence, kept)
+        shutil.copyfile(evidence, _kept_evidence(staging))
     shutil.rmtree(staging, ignore_errors=True)
+
+
+def _kept_evidence(staging: Path) -> Path:
+    """Where a discarded environment's doctor evidence is kept, beside DIR.d's environments."""
+    return staging.parent / f"failed-{staging.name}-{EVIDENCE_FILE}"
 
 
 def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
@@ -227,15 +231,13 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
         f"check that {vendor.location} is reachable and carries "
         f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL",
         vendor.location))
-    constraints_path = staging / STATE_DIR / "constraints.txt"
-    constraints_path.parent.mkdir(parents=True, exist_ok=True)
-    constraints_path.write_text("\n".join(plan.constraints) + "\n")
+    constraints_path = write_constraints(staging, plan.constraints)
     requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
     run.step("target", lambda: run.uv_step(
         "target", uv.install(uv.target_install_argv(python, requirements, str(constraints_path), default_index)),
         "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
         f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}", default_index))
-    run.step("protect", lambda: f"constraints kept in {protect(staging, constraints_path.read_text())}")
+    run.step("protect", lambda: f"constraints kept in {protect(staging)}")
     run.step("check", lambda: _check(plan, python, run))
     if plan.verify:
         run.step("verify", lambda: _verify(plan, python, staging, run))
@@ -271,32 +273,31 @@ def _check(plan: Plan, python: str, run: _Run) -> str:
 def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     from jetson_install.doctor import run_doctor
 
-    evidence = staging / STATE_DIR / "evidence.json"
+    evidence = staging / STATE_DIR / EVIDENCE_FILE
     report = run_doctor(python, platform=plan.platform, channel=plan.channel, vendor=plan.vendor)
     evidence.write_text(json.dumps(report.to_json(), indent=2) + "\n")
     if report.exit_code != 0:
         failed = [c for c in report.checks if c.status == "fail" and c.required]
         first = failed[0] if failed else None
         detail = f"{first.id}: {first.detail}" if first else "a required check failed"
-        kept = staging.parent / f"failed-{staging.name}-evidence.json"
-        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {kept})",
+        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(staging)})",
                          (f"{first.fix}; " if first and first.fix else "")
                          + f"for image builds without GPU access: {run.rerun} --no-verify")
     return f"all required checks passed; evidence in {evidence}"
 
 
-def _satisfied(home: EnvironmentHome, current: Path, fingerprint: Dict[str, Any], plan: Plan) -> bool:
-    recorded = home.recorded_plan(current)
-    if recorded != fingerprint:
-        return False
+def _satisfied(current: Path, fingerprint: Dict[str, Any], plan: Plan) -> Optional[Dict[str, str]]:
+    """The installed versions when `current` already satisfies the plan, else None."""
+    if recorded_plan(current) != fingerprint:
+        return None
     python = str(current / "bin" / "python")
     installed = uv.installed_versions(python)
     from packaging.version import Version
 
     for name, version in plan.pins.items():
         if name not in installed or Version(installed[name]) != Version(version):
-            return False
-    return uv.pip_check(python).ok
+            return None
+    return installed if uv.pip_check(python).ok else None
 
 
 def _fingerprint(plan: Plan, interpreter: Interpreter) -> Dict[str, Any]:
@@ -322,5 +323,5 @@ def _tree_digest(root: Path) -> str:
 
 
 def _evidence_path(environment: Path) -> Optional[str]:
-    path = environment / STATE_DIR / "evidence.json"
+    path = environment / STATE_DIR / EVIDENCE_FILE
     return str(path) if path.is_file() else None

@@ -15,12 +15,15 @@ from jetson_install.constraints import constraint_lines
 from jetson_install.errors import BadInput
 from jetson_install.platform import Platform
 from jetson_install.settings import IndexSettings
+from jetson_install.versions import satisfies
 
-__all__ = ["Step", "Plan", "make_plan", "target_requirement", "SCHEMA_VERSION", "STATE_DIR"]
+__all__ = ["Step", "Plan", "make_plan", "target_requirement", "SCHEMA_VERSION", "STATE_DIR", "CONSTRAINTS_FILE", "EVIDENCE_FILE"]
 
 SCHEMA_VERSION = 1
 #: Inside every environment jetson-install makes: constraints, plan, evidence.
 STATE_DIR = "jetson-install"
+CONSTRAINTS_FILE = "constraints.txt"
+EVIDENCE_FILE = "evidence.json"
 
 
 @dataclass(frozen=True)
@@ -192,17 +195,11 @@ def make_plan(
 
 
 def _python_fits(target: Target, channel: Channel) -> bool:
-    from packaging.specifiers import SpecifierSet
-
-    return SpecifierSet(target.requires_python).contains(f"{channel.python}.0")
+    return satisfies(f"{channel.python}.0", target.requires_python)
 
 
 def _satisfies(version: Optional[str], specifier: str) -> bool:
-    """NVIDIA's versions are pre-releases (2.5.0a0+...), which must count as installed
-    releases here (installers-and-uv.md §1.5)."""
-    from packaging.specifiers import SpecifierSet
-
-    return version is not None and SpecifierSet(specifier).contains(version, prereleases=True)
+    return version is not None and satisfies(version, specifier)
 
 
 def _vendor_source(channel: Optional[Channel], settings: IndexSettings, fallback: bool) -> Optional[VendorSource]:
@@ -237,7 +234,7 @@ def _steps(
     assert vendor is not None
     staging = f"{venv}.d/<new>"
     python = f"{staging}/bin/python"
-    constraints_file = f"{staging}/{STATE_DIR}/constraints.txt"
+    constraints_file = f"{staging}/{STATE_DIR}/{CONSTRAINTS_FILE}"
     default_index = settings.default_index.value
     requirements = [requirement] + [f"{name}=={version}" for name, version in pins.items()]
     steps = [
@@ -255,6 +252,6 @@ def _steps(
     if verify:
         steps.append(Step("verify", "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence",
                           ("jetson-install", "doctor", "--python", python,
-                           "--evidence", f"{staging}/{STATE_DIR}/evidence.json")))
+                           "--evidence", f"{staging}/{STATE_DIR}/{EVIDENCE_FILE}")))
     steps.append(Step("switch", f"switch {venv} to the new environment in one atomic rename"))
     return tuple(steps)
