@@ -1,0 +1,34 @@
+"""jetson-install doctor: prove that torch.cuda and bitsandbytes run CUDA kernels in an environment.
+
+Read-only. The facts come from two probe scripts run by the *target*
+interpreter (jetson_install/probes/), one for everything torch and one for
+bitsandbytes, in separate processes because a bitsandbytes kernel fault calls
+exit(1) (shared/reference/obliteratus-and-bitsandbytes.md §3.1). They run
+concurrently with ``uv pip check`` so that doctor costs about one
+``import torch, bitsandbytes``. Every check becomes one result; a probe that
+crashes or hangs turns its checks into failures carrying its last stderr line,
+and doctor itself never raises except for input it cannot act on.
+"""
+
+from jetson_install.doctor.checks_torch import arch_support
+from jetson_install.doctor.report import (
+    SCHEMA_VERSION,
+    DoctorReport,
+    evidence_schema,
+    render_lines,
+)
+from jetson_install.doctor.results import CheckResult, CheckSpec
+from jetson_install.doctor.run import CHECKS, list_checks, run_doctor
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CHECKS",
+    "CheckSpec",
+    "CheckResult",
+    "DoctorReport",
+    "arch_support",
+    "list_checks",
+    "run_doctor",
+    "render_lines",
+    "evidence_schema",
+]

@@ -1,0 +1,89 @@
+"""bitsandbytes loaded its CUDA library and its kernels run."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from jetson_install.doctor.context import Context
+from jetson_install.doctor.results import FAIL, OK, SKIP, Verdict
+
+
+def check_bnb_library(ctx: Context) -> Verdict:
+    source = ctx.source
+    if ctx.channel is not None and source is not None and "bitsandbytes" not in source.pins:
+        return SKIP, (f"no Jetson bitsandbytes build for channel {ctx.channel.id}: OBLITERATUS is installed "
+                      "without its quantization extra"), None
+    data = ctx.bnb.data
+    if data.get("import_error"):
+        error = data["import_error"]
+        if error.startswith("torch:"):
+            return FAIL, f"bitsandbytes needs torch, which does not import ({error})", "fix the torch-import check first"
+        return FAIL, f"import bitsandbytes failed: {error}", ctx.bnb_install_fix()
+    library = data.get("library")
+    if not library:
+        return FAIL, ctx.bnb.failure(), ctx.bnb_install_fix()
+    backend = data.get("backend")
+    version = data.get("version")
+    if backend != "CUDA":
+        # bitsandbytes picks its library from torch (obliteratus-and-bitsandbytes.md §3.1); with
+        # a torch that sees no CUDA even a good build loads its CPU library or a mock.
+        detail = f"bitsandbytes {version} loaded {library.get('file') or library.get('class')} (backend {backend})"
+        return FAIL, detail + ": torch sees no CUDA", "fix the torch checks first (cuda-available)"
+    # CudaBNBNativeLibrary means the CUDA library loaded; BNBNativeLibrary is the CPU one and
+    # ErrorHandlerMockBNBNativeLibrary a failed load (obliteratus-and-bitsandbytes.md §3.5).
+    if library["class"] == "ErrorHandlerMockBNBNativeLibrary":
+        reason = (library.get("error") or "no reason recorded").strip().splitlines()
+        return (
+            FAIL,
+            f"bitsandbytes {version} failed to load its CUDA library (error mock): {reason[0] if reason else ''}",
+            ctx.bnb_install_fix(),
+        )
+    if backend == "CUDA" and library["compiled_with_cuda"] and library["class"] == "CudaBNBNativeLibrary":
+        return OK, f"bitsandbytes {version}, backend CUDA, loaded {library['file']}", None
+    detail = f"bitsandbytes {version} loaded {library['file'] or library['class']} (backend {backend})"
+    return FAIL, detail + ", not its CUDA library", ctx.bnb_install_fix()
+
+
+def _kernel_fault_fix(ctx: Context, message: str) -> str:
+    if "named symbol not found" in message:
+        # The PyPI aarch64 wheel is an SBSA build (obliteratus-and-bitsandbytes.md §3.3).
+        return "this bitsandbytes was built for another CUDA than the device's; " + ctx.bnb_install_fix()
+    return ctx.bnb_install_fix()
+
+
+_KERNEL_TESTS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {
+    "nf4": lambda r: f"NF4 round trip mean |error| {r['mean_abs_error']:.3f} < {r['bound']}",
+    "linear4bit": lambda r: f"Linear4bit forward on cuda, relative error {r['relative_error']:.2g} < {r['bound']}",
+    "int8": lambda r: f"Linear8bitLt forward on cuda, relative error {r['relative_error']:.2g} < {r['bound']}",
+}
+
+
+def _kernel_verdict(ctx: Context, names: Sequence[str]) -> Verdict:
+    kernels = ctx.bnb.data.get("kernels") or {}
+    details = []
+    for name in names:
+        result = kernels.get(name)
+        if result is None or not result.get("done"):
+            # A kernel fault prints "Error ... ops.cu" and exits 1 (obliteratus-and-bitsandbytes.md §3.1).
+            where = f"the {name} test died: " if result is not None else ""
+            failure = ctx.bnb.failure()
+            return FAIL, where + failure, _kernel_fault_fix(ctx, failure)
+        if result.get("error"):
+            return FAIL, f"{name}: {result['error']}", _kernel_fault_fix(ctx, result["error"])
+        if not result["ok"]:
+            measured = result.get("mean_abs_error", result.get("relative_error"))
+            return FAIL, f"{name}: error {measured:.3g} exceeds {result['bound']}", ctx.bnb_install_fix()
+        details.append(_KERNEL_TESTS[name](result))
+    return OK, "; ".join(details), None
+
+
+def check_bnb_kernels(ctx: Context) -> Verdict:
+    return _kernel_verdict(ctx, ("nf4", "linear4bit"))
+
+
+def check_bnb_int8(ctx: Context) -> Verdict:
+    capability = ctx.capability
+    # LLM.int8() needs compute capability 7.5+ (obliteratus-and-bitsandbytes.md §3.2, §3.5).
+    if capability is not None and capability < (7, 5):
+        return SKIP, f"compute capability {capability[0]}.{capability[1]} < 7.5: LLM.int8() is not supported", None
+    return _kernel_verdict(ctx, ("int8",))

@@ -1,0 +1,52 @@
+"""The environment as a whole: OBLITERATUS picks cuda, and uv pip check is clean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jetson_install.doctor.context import Context
+from jetson_install.doctor.results import FAIL, OK, Verdict
+
+
+def check_obliteratus(ctx: Context) -> Verdict:
+    section = ctx.torch.section("obliteratus")
+    # Reinstalling through jetson-install keeps the pinned tag and the vendor constraints.
+    install = f"jetson-install obliteratus --venv {Path(ctx.python).parent.parent}"
+    if section is None:
+        return FAIL, ctx.torch.failure(), install
+    if not section["imported"]:
+        return FAIL, f"OBLITERATUS does not import: {section['error']}", install
+    if section.get("error"):
+        return FAIL, f"obliteratus.device.get_device('auto') failed: {section['error']}", install
+    if section["device"] != "cuda":
+        # OBLITERATUS only asks torch.cuda.is_available() (obliteratus-and-bitsandbytes.md §1.5).
+        return (
+            FAIL,
+            f"obliteratus.device.get_device('auto') answers {section['device']!r}, not 'cuda'",
+            "make torch see the GPU first (see the cuda-available check)",
+        )
+    return OK, "OBLITERATUS imports; get_device('auto') answers 'cuda'", None
+
+
+
+def check_pip(ctx: Context) -> Verdict:
+    completed = ctx.pip_check
+    if completed is None:
+        return FAIL, "uv pip check did not run", f"uv pip check --python {ctx.python}"
+    if completed.ok:
+        return OK, "uv pip check: no broken requirements", None
+    if completed.timed_out or completed.returncode == 127:
+        return FAIL, f"uv pip check could not run: {completed.last_stderr_line()}", "install uv: pip install 'uv>=0.13'"
+    problems = [
+        line.strip()
+        for line in (completed.stdout + "\n" + completed.stderr).splitlines()
+        if line.strip() and not line.strip().startswith(("Checked", "Using", "Found"))
+    ]
+    first = problems[0] if problems else f"exit {completed.returncode}"
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return (
+        FAIL,
+        f"uv pip check: {first}{more}",
+        f"run `uv pip check --python {ctx.python}` and install what it names with --no-deps,"
+        " keeping the channel's torch (never let a resolver replace it)",
+    )

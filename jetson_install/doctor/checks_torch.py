@@ -1,0 +1,177 @@
+"""torch imports, is the vendor CUDA build, sees the device, has kernels for it, and computes right."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence, Tuple
+
+from packaging.specifiers import InvalidSpecifier
+from packaging.version import InvalidVersion, Version
+
+from jetson_install.doctor.context import Context
+from jetson_install.doctor.results import FAIL, OK, WARN, Verdict
+from jetson_install.versions import satisfies
+
+# A shared library missing at `import torch` -> the apt package that provides it
+# (shared/reference/torch-indexes.md §1.4 and §6.14).
+MISSING_LIBRARY_PACKAGES = (
+    ("libopenblas", "sudo apt-get install libopenblas-dev"),
+    # libcusparselt0 comes from NVIDIA's cuda-keyring apt repository (torch-indexes.md §1.4).
+    ("libcusparselt", "sudo apt-get install libcusparselt0 libcusparselt-dev"),
+    ("libomp", "sudo apt-get install libomp-dev"),
+)
+
+
+# --------------------------------------------------------------------------- results
+
+
+
+def _missing_library_fix(ctx: Context, error: str) -> str:
+    lowered = error.lower()
+    for library, fix in MISSING_LIBRARY_PACKAGES:
+        if library in lowered:
+            return fix
+    if "libcudnn" in lowered:
+        # JP 6.0 wheels (cuDNN 8) fail on JP 6.1/6.2 (cuDNN 9.3) (torch-indexes.md §1.4).
+        return "this torch was built for another cuDNN than JetPack's; install the channel's torch: " + (
+            ctx.torch_install_fix()
+        )
+    if "numpy" in lowered:
+        return ctx.numpy_fix()
+    return ctx.torch_install_fix()
+
+
+def check_torch_import(ctx: Context) -> Verdict:
+    section = ctx.torch.section("torch")
+    if section is None:
+        return FAIL, ctx.torch.failure(), ctx.torch_install_fix()
+    if not section["imported"]:
+        return FAIL, f"import torch failed: {section['error']}", _missing_library_fix(ctx, section["error"])
+    return OK, f"torch {section['version']} imports", None
+
+
+def check_torch_build(ctx: Context) -> Verdict:
+    section = ctx.torch.section("torch") or {}
+    raw, cuda = section.get("version", ""), section.get("cuda")
+    try:
+        version = Version(raw)
+    except InvalidVersion:
+        return FAIL, f"torch reports an unparseable version {raw!r}", ctx.torch_install_fix()
+    if (version.local and "cpu" in version.local) or not cuda:
+        return FAIL, f"torch {raw} is a CPU-only build (torch.version.cuda is {cuda})", ctx.torch_install_fix()
+    pin = ctx.source.pins.get("torch") if ctx.source is not None else None
+    if pin:
+        try:
+            pinned = satisfies(raw, f"=={pin}")
+        except InvalidSpecifier:
+            return FAIL, f"the channel's torch pin {pin!r} is not a version", "fix the torch pin in wheels-index.toml"
+        if not pinned:
+            return FAIL, f"torch {raw} is not the vendor build ({pin})", ctx.torch_install_fix()
+    expected_cuda = (ctx.platform.cuda if ctx.platform is not None else None) or (
+        ctx.channel.cuda if ctx.channel is not None else None
+    )
+    if expected_cuda and cuda.split(".")[0] != expected_cuda.split(".")[0]:
+        return (
+            FAIL,
+            f"torch {raw} is built for CUDA {cuda}, the platform has CUDA {expected_cuda}",
+            ctx.torch_install_fix(),
+        )
+    against = f", pin {pin}" if pin else ""
+    return OK, f"torch {raw}, CUDA {cuda}{against}", None
+
+
+def check_cuda_available(ctx: Context) -> Verdict:
+    section = ctx.torch.section("cuda")
+    if section is None:
+        return FAIL, ctx.torch.failure(), ctx.torch_install_fix()
+    if section.get("error"):
+        return FAIL, f"CUDA query failed: {section['error']}", ctx.torch_install_fix()
+    if not section["available"] or section["device_count"] < 1:
+        torch_cuda = (ctx.torch.section("torch") or {}).get("cuda")
+        if not torch_cuda:
+            return FAIL, "torch.cuda.is_available() is False: torch is a CPU-only build", ctx.torch_install_fix()
+        return (
+            FAIL,
+            f"torch is built for CUDA {torch_cuda} but sees {section['device_count']} device(s)",
+            "check that this user can open the GPU (on Jetson: /dev/nvhost-* and membership of the video group;"
+            " elsewhere: nvidia-smi) and that CUDA_VISIBLE_DEVICES does not hide it",
+        )
+    memory_gib = section["total_memory_bytes"] / 2**30
+    capability = ".".join(str(part) for part in section["capability"])
+    return OK, f"{section['device_name']}, compute capability {capability}, {memory_gib:.1f} GiB", None
+
+
+_ARCH = re.compile(r"^(sm|compute)_(\d+)([a-z]?)$")
+
+
+def arch_support(capability: Tuple[int, int], arch_list: Sequence[str], tegra: bool) -> Tuple[bool, str]:
+    """Whether a torch built for arch_list has code that runs on this device, and how."""
+    device = capability[0] * 10 + capability[1]
+    binary_compatible = []
+    for arch in arch_list:
+        match = _ARCH.match(arch)
+        if not match:
+            continue
+        kind, number, variant = match.group(1), int(match.group(2)), match.group(3)
+        if kind == "sm" and number == device:
+            return True, f"{arch} in the arch list"
+        # PTX JIT targets equal or higher capabilities (obliteratus-and-bitsandbytes.md §3.2);
+        # arch-specific PTX (compute_90a) runs on that exact architecture only.
+        if kind == "compute" and (number == device or (number < device and not variant)):
+            return True, f"{arch} PTX, JIT-compiled for sm_{device}"
+        if kind == "sm" and not variant and number // 10 == device // 10 and number < device:
+            binary_compatible.append(arch)
+    if binary_compatible and not tegra:
+        return True, f"{binary_compatible[-1]} cubins run on sm_{device} (same major)"
+    # "Binary compatibility is supported only for the desktop. It is not supported for Tegra."
+    # (obliteratus-and-bitsandbytes.md §3.3, jax#40492)
+    return False, f"no sm_{device} kernels or usable PTX in {' '.join(arch_list) or 'an empty arch list'}"
+
+
+def check_cuda_arch(ctx: Context) -> Verdict:
+    section = ctx.torch.section("cuda") or {}
+    supported, detail = arch_support(ctx.capability or (0, 0), section.get("arch_list", []), ctx.tegra)
+    if supported:
+        return OK, detail, None
+    # No PyPI aarch64 torch carries sm_87 (torch-indexes.md §6.7).
+    return FAIL, detail, ctx.torch_install_fix()
+
+
+def check_cuda_matmul(ctx: Context) -> Verdict:
+    section = ctx.torch.section("matmul")
+    if section is None:
+        return FAIL, ctx.torch.failure(), ctx.torch_install_fix()
+    if section.get("error"):
+        return FAIL, f"a 128x128 matmul on cuda failed: {section['error']}", ctx.torch_install_fix()
+    if not section["finite"]:
+        return FAIL, "a 128x128 matmul on cuda gave non-finite numbers", ctx.torch_install_fix()
+    error = section["max_abs_error"]
+    if not section["allclose"]:
+        return FAIL, f"a 128x128 matmul on cuda differs from the CPU by up to {error:.3g}", ctx.torch_install_fix()
+    return OK, f"128x128 float32 matmul on cuda matches the CPU (max |error| {error:.2g})", None
+
+
+def check_numpy(ctx: Context) -> Verdict:
+    section = ctx.torch.section("numpy")
+    if section is None:
+        return FAIL, ctx.torch.failure(), ctx.numpy_fix()
+    torch_section = ctx.torch.section("torch") or {}
+    # "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x" (torch-indexes.md §5).
+    numpy_trouble = [w for w in torch_section.get("import_warnings", []) if "numpy" in w.lower()]
+    if numpy_trouble:
+        return FAIL, f"torch warns at import: {numpy_trouble[0]}", ctx.numpy_fix()
+    spec = ctx.source.numpy if ctx.source is not None else None
+    if section.get("error"):
+        if spec:
+            return FAIL, f"NumPy does not import: {section['error']}", ctx.numpy_fix()
+        return WARN, f"NumPy does not import: {section['error']}", ctx.numpy_fix()
+    raw = section["version"]
+    if not spec:
+        return OK, f"NumPy {raw} (the channel sets no NumPy bound)", None
+    try:
+        matches = satisfies(raw, spec)
+    except (InvalidVersion, InvalidSpecifier):
+        return FAIL, f"cannot compare NumPy {raw!r} with {spec!r}", ctx.numpy_fix()
+    if not matches:
+        return FAIL, f"NumPy {raw}, but the vendor torch needs numpy{spec}", ctx.numpy_fix()
+    return OK, f"NumPy {raw} satisfies numpy{spec}", None

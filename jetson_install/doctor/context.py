@@ -1,0 +1,173 @@
+"""The probes, run by the target interpreter, and the Context every check reads."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
+
+from jetson_install import runner
+
+if TYPE_CHECKING:
+    from jetson_install.catalog import Channel, VendorSource
+    from jetson_install.platform import Platform
+
+PROBES_DIR = Path(__file__).parent.parent / "probes"
+
+# Compute capabilities that only Jetson iGPUs have: Nano/TX1, TX2, Xavier, Orin
+# (platform-detection.md §5.1).
+TEGRA_CAPABILITIES = frozenset({(5, 3), (6, 2), (7, 2), (8, 7)})
+
+
+def uv_command() -> str:
+    """uv as a fix should spell it: the binary jetson-install ships (a pipx install keeps it
+    off PATH), or plain `uv` where that cannot be found."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return "uv"
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """The last JSON line a probe printed, and how its process ended."""
+
+    name: str
+    data: Mapping[str, Any]
+    completed: Optional[runner.Completed]  # None: the probe was not needed for the selected checks
+
+    @property
+    def finished(self) -> bool:
+        return self.completed is not None and self.completed.ok and bool(self.data.get("complete"))
+
+    def section(self, key: str) -> Optional[Mapping[str, Any]]:
+        """A section the probe finished writing, or None when it never got there or died in it."""
+        value = self.data.get(key)
+        if isinstance(value, dict) and value.get("done", True):
+            return value
+        return None
+
+    def failure(self) -> str:
+        """Why the probe's findings are missing, ending with its last stderr line."""
+        completed = self.completed
+        if completed is None:
+            return f"the {self.name} probe did not run"
+        last = completed.last_stderr_line() or "no output on stderr"
+        if completed.timed_out:
+            return f"the {self.name} probe timed out: {last}"
+        if completed.returncode != 0:
+            return f"the {self.name} probe exited {completed.returncode}: {last}"
+        return f"the {self.name} probe printed no findings: {last}"
+
+
+def _run_probe(python: str, name: str, script: str, timeout: float) -> ProbeOutcome:
+    completed = runner.run([python, str(PROBES_DIR / script)], timeout=timeout)
+    return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
+
+
+def _last_json_object(stdout: str, probe: str) -> Dict[str, Any]:
+    """The probe's last report line; other JSON a library prints on stdout is not it."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict) and value.get("probe") == probe:
+                return value
+    return {}
+
+
+def _run_pip_check(python: str) -> runner.Completed:
+    # jetson_install.uv is looked up at call time so that tests can replace it.
+    uv = importlib.import_module("jetson_install.uv")
+    return uv.pip_check(python)
+
+
+
+@dataclass(frozen=True)
+class Context:
+    python: str
+    platform: Optional["Platform"]
+    channel: Optional["Channel"]
+    vendor: Optional["VendorSource"]  # what the install took; None: the channel's first source
+    torch: ProbeOutcome
+    bnb: ProbeOutcome
+    pip_check: Optional[runner.Completed]
+
+    @property
+    def capability(self) -> Optional[Tuple[int, int]]:
+        cuda = self.torch.section("cuda") or {}
+        value = cuda.get("capability") or self.bnb.data.get("capability")
+        return (int(value[0]), int(value[1])) if value else None
+
+    @property
+    def capability_digits(self) -> str:
+        """"87" for an Orin; what bitsandbytes' source build wants as COMPUTE_CAPABILITY."""
+        if self.capability:
+            return f"{self.capability[0]}{self.capability[1]}"
+        if self.platform is not None and self.platform.compute_capability:
+            return self.platform.compute_capability.replace(".", "")
+        return "<XY>"
+
+    @property
+    def tegra(self) -> bool:
+        # These capabilities exist only on Jetson iGPUs (platform-detection.md §5.1), so they
+        # count as Tegra even where the platform was not detected (a container, a bare root).
+        if self.capability in TEGRA_CAPABILITIES:
+            return True
+        return self.platform is not None and self.platform.jetson and self.platform.kind != "sbsa"
+
+    @property
+    def source(self) -> Optional["VendorSource"]:
+        if self.vendor is not None:
+            return self.vendor
+        return self.channel.primary if self.channel is not None else None
+
+    def vendor_install(self, package: str) -> Optional[str]:
+        """The uv command (re)installing the vendor build of package, if the source has one."""
+        source = self.source
+        if source is None:
+            return None
+        # --no-deps: the vendor source may supply nothing but the vendor build itself;
+        # --reinstall-package: a wrong build of the same version otherwise counts as satisfied.
+        flags = " ".join(("--python", self.python, "--no-deps", "--reinstall-package", package))
+        pin = source.pins.get(package)
+        if source.index and pin:
+            return f'{uv_command()} pip install {flags} --default-index {source.index} "{package}=={pin}"'
+        # Direct wheel URLs: the file name starts with the distribution name and a dash.
+        for url in source.wheels:
+            if url.rsplit("/", 1)[-1].startswith(package + "-"):
+                return f"{uv_command()} pip install {flags} {url}"
+        return None
+
+    def torch_install_fix(self) -> str:
+        command = self.vendor_install("torch")
+        if command:
+            return f"{command} (channel {self.channel.id})"
+        if self.platform is not None and self.platform.jetson:
+            return "install the JetPack torch wheel for this L4T (a Jetson AI Lab or NVIDIA redist build), not PyPI's"
+        return "install a CUDA build of torch that matches this machine's driver, not a CPU-only one"
+
+    def bnb_install_fix(self) -> str:
+        if not self.tegra:
+            return f"{uv_command()} pip install --python {self.python} --no-deps --reinstall-package bitsandbytes bitsandbytes"
+        # PyPI's aarch64 wheels are SBSA builds without sm_87/sm_72; build on the device with
+        # the exact capability (obliteratus-and-bitsandbytes.md §3.3, §4.7-4.8).
+        build = (
+            "build it on the device: git clone https://github.com/bitsandbytes-foundation/bitsandbytes"
+            f" && cd bitsandbytes && cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY={self.capability_digits} -S ."
+            f" && make -j4 && {uv_command()} pip install --python {self.python} --no-deps ."
+        )
+        vendor = self.vendor_install("bitsandbytes")
+        return f"{vendor}; or {build}" if vendor else build
+
+    def numpy_fix(self) -> str:
+        source = self.source
+        spec = source.numpy if source is not None and source.numpy else "<2"
+        return f'{uv_command()} pip install --python {self.python} "numpy{spec}"'

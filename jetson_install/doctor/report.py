@@ -1,0 +1,125 @@
+"""The doctor's report: its evidence sections, the evidence JSON and its schema, and the text lines."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from jetson_install import __version__
+from jetson_install.doctor.context import Context
+from jetson_install.doctor.results import (
+    FAIL,
+    OK,
+    SKIP,
+    STATUS_MARKS,
+    WARN,
+    CheckResult,
+)
+from jetson_install.errors import EXIT_FAILED, EXIT_OK
+
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).parent.parent / "evidence.schema.json"
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    python: str
+    generated_at: str
+    platform: Mapping[str, Optional[str]]
+    torch: Mapping[str, Any]
+    bitsandbytes: Mapping[str, Any]
+    checks: Tuple[CheckResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        # Warnings and skips never fail the run (installers-and-uv.md §5, "Conventions" 4).
+        return not any(check.required and check.status == FAIL for check in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.passed else EXIT_FAILED
+
+    def check(self, check_id: str) -> CheckResult:
+        for result in self.checks:
+            if result.id == check_id:
+                return result
+        raise KeyError(check_id)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "generated_at": self.generated_at,
+            "tool_version": __version__,
+            "platform": dict(self.platform),
+            "torch": dict(self.torch),
+            "bitsandbytes": dict(self.bitsandbytes),
+            "checks": [check.to_json() for check in self.checks],
+            "status": "passed" if self.passed else "failed",
+        }
+
+
+def render_lines(report: DoctorReport) -> List[str]:
+    """One line per check with its status mark, the fix indented under it, then a summary line."""
+    lines = []
+    for check in report.checks:
+        lines.append(f"{STATUS_MARKS[check.status]} {check.title} [{check.id}]: {check.detail}")
+        if check.status != OK and check.fix:
+            lines.append(f"    fix: {check.fix}")
+    counts = {status: sum(1 for c in report.checks if c.status == status) for status in STATUS_MARKS}
+    tally = f"{counts[OK]} ok, {counts[WARN]} warning(s), {counts[FAIL]} failed, {counts[SKIP]} skipped"
+    if report.passed:
+        lines.append(f"All required checks passed ({tally}).")
+    else:
+        failed = [c.id for c in report.checks if c.required and c.status == FAIL]
+        lines.append(f"Doctor found problems in {len(failed)} required check(s): {', '.join(failed)} ({tally}).")
+    return lines
+
+
+def evidence_schema() -> Dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+
+def _platform_evidence(ctx: Context) -> Dict[str, Optional[str]]:
+    platform = ctx.platform
+    python = ctx.torch.section("python") or {}
+    return {
+        "l4t": str(platform.l4t) if platform is not None and platform.l4t is not None else None,
+        "jetpack": platform.jetpack if platform is not None else None,
+        "arch": (platform.arch if platform is not None else None) or python.get("machine"),
+        "python": python.get("version") or (platform.python if platform is not None else None),
+        "kind": platform.kind if platform is not None else None,
+    }
+
+
+def _torch_evidence(ctx: Context) -> Dict[str, Any]:
+    torch = ctx.torch.section("torch") or {}
+    cuda = ctx.torch.section("cuda") or {}
+    capability = cuda.get("capability")
+    return {
+        "version": torch.get("version"),
+        "cuda": torch.get("cuda"),
+        "device_name": cuda.get("device_name"),
+        "total_memory_bytes": cuda.get("total_memory_bytes"),
+        "capability": ".".join(str(part) for part in capability) if capability else None,
+        "arch_list": list(cuda.get("arch_list", [])),
+    }
+
+
+def _bnb_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[str, Any]:
+    data = ctx.bnb.data
+    library = data.get("library") or {}
+    kernel_checks = [results[check_id] for check_id in ("bnb-kernels", "bnb-int8") if check_id in results]
+    ran = [check for check in kernel_checks if check.status in (OK, FAIL)]
+    if not ran:
+        kernel_test = "not_run"
+    else:
+        kernel_test = "passed" if all(check.status == OK for check in ran) else "failed"
+    return {
+        "version": data.get("version"),
+        "backend": data.get("backend"),
+        "library": library.get("file"),
+        "kernel_test": kernel_test,
+    }

@@ -1,0 +1,199 @@
+"""Which checks run, in which order, over one run of the probes; run_doctor is the entry point."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
+
+from jetson_install import runner
+from jetson_install.doctor.checks_bitsandbytes import (
+    check_bnb_int8,
+    check_bnb_kernels,
+    check_bnb_library,
+)
+from jetson_install.doctor.checks_environment import check_obliteratus, check_pip
+from jetson_install.doctor.checks_platform import check_platform, check_python_abi
+from jetson_install.doctor.checks_torch import (
+    check_cuda_arch,
+    check_cuda_available,
+    check_cuda_matmul,
+    check_numpy,
+    check_torch_build,
+    check_torch_import,
+)
+from jetson_install.doctor.context import (
+    Context,
+    ProbeOutcome,
+    _run_pip_check,
+    _run_probe,
+)
+from jetson_install.doctor.report import (
+    DoctorReport,
+    _bnb_evidence,
+    _platform_evidence,
+    _torch_evidence,
+)
+from jetson_install.doctor.results import FAIL, OK, SKIP, CheckResult, CheckSpec
+from jetson_install.errors import BadInput
+
+if TYPE_CHECKING:
+    from jetson_install.catalog import Channel, VendorSource
+    from jetson_install.platform import Platform
+
+CHECKS: Tuple[CheckSpec, ...] = (
+    CheckSpec("platform", "Jetson platform detected", True, "host", check_platform),
+    CheckSpec("python-abi", "Python ABI matches the channel", True, "torch", check_python_abi),
+    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import),
+    CheckSpec("torch-build", "torch is the vendor CUDA build", True, "torch", check_torch_build, ("torch-import",)),
+    CheckSpec("cuda-available", "torch sees a CUDA device", True, "torch", check_cuda_available, ("torch-import",)),
+    CheckSpec("cuda-arch", "torch has kernels for the device", True, "torch", check_cuda_arch, ("cuda-available",)),
+    CheckSpec("cuda-matmul", "a CUDA matmul is correct", True, "torch", check_cuda_matmul, ("cuda-available",)),
+    CheckSpec("numpy", "NumPy version suits torch", True, "torch", check_numpy),
+    CheckSpec("bnb-library", "bitsandbytes loaded its CUDA library", True, "bitsandbytes", check_bnb_library),
+    CheckSpec(
+        "bnb-kernels", "bitsandbytes NF4 kernels run", True, "bitsandbytes", check_bnb_kernels, ("bnb-library",)
+    ),
+    CheckSpec("bnb-int8", "bitsandbytes 8-bit matmul runs", True, "bitsandbytes", check_bnb_int8, ("bnb-library",)),
+    CheckSpec("obliteratus", "OBLITERATUS uses cuda", True, "torch", check_obliteratus, ("torch-import",)),
+    CheckSpec("pip-check", "uv pip check is clean", True, "uv", check_pip),
+)
+_BY_ID = {spec.id: spec for spec in CHECKS}
+
+
+def list_checks() -> List[Tuple[str, str, bool]]:
+    return [(spec.id, spec.title, spec.required) for spec in CHECKS]
+
+
+def _with_prerequisites(only: Sequence[str]) -> List[CheckSpec]:
+    unknown = [check_id for check_id in only if check_id not in _BY_ID]
+    if unknown:
+        raise BadInput(
+            f"unknown doctor check {', '.join(unknown)}; known: {', '.join(_BY_ID)}",
+            fix="jetson-install doctor --list-checks",
+        )
+    if not only:
+        return list(CHECKS)
+    # A check whose prerequisite failed is skipped; its prerequisite runs too, so the
+    # failure that explains the skip is always in the report.
+    wanted = set()
+    pending = list(only)
+    while pending:
+        check_id = pending.pop()
+        if check_id not in wanted:
+            wanted.add(check_id)
+            pending.extend(_BY_ID[check_id].needs)
+    return [spec for spec in CHECKS if spec.id in wanted]
+
+
+def _resolve_interpreter(python: str) -> str:
+    # Absolute, so that fixes stay right after a `cd` (the bitsandbytes source build has one).
+    found = os.path.abspath(python) if os.sep in python else shutil.which(python)
+    if not found or not Path(found).is_file() or not os.access(found, os.X_OK):
+        raise BadInput(
+            f"no Python interpreter at {python}",
+            fix="pass --python with the path of the environment's python, or --venv with an existing environment",
+        )
+    if not runner.run([found, "-c", "import sys"], timeout=60).ok:
+        raise BadInput(f"{python} is not a working Python interpreter",
+                       fix="pass --python with the path of the environment's python, or --venv with an existing environment")
+    return found
+
+
+def run_doctor(
+    python: str,
+    *,
+    platform: Optional["Platform"],
+    channel: Optional["Channel"],
+    vendor: Optional["VendorSource"] = None,
+    only: Sequence[str] = (),
+    timeout: float = 300,
+) -> DoctorReport:
+    """Run the selected checks (all by default) against the environment of ``python``.
+
+    Raises BadInput only when the interpreter does not exist or a check id is unknown.
+    """
+    interpreter = _resolve_interpreter(python)
+    selected = _with_prerequisites(only)
+    probes_needed = {spec.probe for spec in selected}
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        torch_future = (
+            pool.submit(_run_probe, interpreter, "torch", "torch_probe.py", timeout)
+            if "torch" in probes_needed
+            else None
+        )
+        bnb_future = (
+            pool.submit(_run_probe, interpreter, "bitsandbytes", "bnb_probe.py", timeout)
+            if "bitsandbytes" in probes_needed
+            else None
+        )
+        pip_future = pool.submit(_safe_pip_check, interpreter) if "uv" in probes_needed else None
+        ctx = Context(
+            python=interpreter,
+            platform=platform,
+            channel=channel,
+            vendor=vendor,
+            torch=torch_future.result() if torch_future else ProbeOutcome("torch", {}, None),
+            bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
+            pip_check=pip_future.result() if pip_future else None,
+        )
+    results: Dict[str, CheckResult] = {}
+    for spec in selected:
+        results[spec.id] = _evaluate(spec, ctx, results)
+    return DoctorReport(
+        python=interpreter,
+        generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        platform=_guarded(_platform_evidence, ctx, ("l4t", "jetpack", "arch", "python", "kind")),
+        torch=_guarded(_torch_evidence, ctx,
+                       ("version", "cuda", "device_name", "total_memory_bytes", "capability", "arch_list")),
+        bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, ("version", "backend", "library", "kernel_test")),
+        checks=tuple(results.values()),
+    )
+
+
+def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, keys: Sequence[str]) -> Dict[str, Any]:
+    """Evidence from probe output of an unexpected shape is left empty, never a crash; the
+    checks over the same output already say what is wrong."""
+    try:
+        return build(ctx)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        empty: Dict[str, Any] = dict.fromkeys(keys)
+        if "arch_list" in empty:
+            empty["arch_list"] = []
+        if "kernel_test" in empty:
+            empty["kernel_test"] = "not_run"
+        return empty
+
+
+def _safe_pip_check(python: str) -> runner.Completed:
+    try:
+        return _run_pip_check(python)
+    except Exception as exc:  # a missing uv module or binary is a failed check, not a crash
+        return runner.Completed(("uv", "pip", "check"), 127, "", f"{type(exc).__name__}: {exc}")
+
+
+def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult]) -> CheckResult:
+    blockers = [earlier[need] for need in spec.needs if earlier[need].status in (FAIL, SKIP)]
+    if blockers:
+        status, detail, fix = SKIP, f"needs {blockers[0].id}, which did not pass", None
+    else:
+        try:
+            status, detail, fix = spec.evaluate(ctx)
+        except Exception as exc:  # a surprise in probe output must not take the other checks down
+            status = FAIL
+            detail = f"doctor could not evaluate this check: {type(exc).__name__}: {exc}"
+            fix = "report this as a jetson-install bug, with `jetson-install doctor --json` attached"
+    return CheckResult(spec.id, spec.title, status, detail, fix if status != OK else None, spec.required)
