@@ -41,7 +41,9 @@ def _detect_platform(root: str, l4t: Optional[str]):
 def _json_text(data: Any) -> str:
     import json
 
-    return json.dumps(data, indent=2) + "\n"
+    from jetson_install.redact import redact_data
+
+    return json.dumps(redact_data(data), indent=2) + "\n"
 
 
 def _print_json(data: Any) -> None:
@@ -258,15 +260,22 @@ def _start_log(command: str) -> Path:
     from pathlib import Path
 
     import logging
+    import os
     import time
 
     import platformdirs
 
+    from jetson_install.redact import RedactingFormatter
+
+    # Logs hold command lines and uv's output: private to the user, and redacted all the same.
     directory = Path(platformdirs.user_log_dir("jetson-install"))
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)
     path = directory / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    path.chmod(0o600)
     handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
     logger = logging.getLogger("jetson_install")
     logger.setLevel(logging.DEBUG)
     logger.addHandler(handler)
@@ -338,6 +347,10 @@ def _platform_and_channel(root: str, l4t: Optional[str]):
 def main(argv: Optional[list] = None) -> None:
     """Entry point: run the CLI and turn every known failure into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
+    from jetson_install.redact import RedactingStream
+
+    # Every line printed, from any command or error path, has URL credentials masked.
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
         cli.main(args=args, prog_name="jetson-install", standalone_mode=False)
     except click.exceptions.Exit as exc:

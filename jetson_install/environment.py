@@ -28,8 +28,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 from jetson_install.catalog import VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.plan import CONSTRAINTS_FILE, STATE_DIR
+from jetson_install.redact import redact_data
 
-__all__ = ["EnvironmentHome", "recorded_plan", "recorded_vendor", "write_constraints", "protect"]
+__all__ = ["EnvironmentHome", "recorded_plan", "recorded_vendor", "write_constraints", "write_requirements", "protect"]
 
 COMPLETE_MARK = "complete"
 PLAN_FILE = "plan.json"
@@ -100,7 +101,8 @@ class EnvironmentHome:
 
     def mark_complete(self, environment: Path, fingerprint: Dict[str, Any]) -> None:
         state = environment / STATE_DIR
-        (state / PLAN_FILE).write_text(json.dumps(fingerprint, indent=2, sort_keys=True) + "\n")
+        # The plan names the indexes: kept redacted, and private to the user all the same.
+        _write_private(state / PLAN_FILE, json.dumps(redact_data(fingerprint), indent=2, sort_keys=True) + "\n")
         (state / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
 
     def switch_to(self, environment: Path) -> Optional[Path]:
@@ -199,6 +201,14 @@ _FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the en
 """
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to a file only its owner can read."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+
+
 def recorded_plan(environment: Path) -> Optional[Dict[str, Any]]:
     """The plan fingerprint a complete environment was made from (see mark_complete)."""
     try:
@@ -229,6 +239,15 @@ def write_constraints(environment: Path, lines: Sequence[str]) -> Path:
     state.mkdir(parents=True, exist_ok=True)
     path = state / CONSTRAINTS_FILE
     path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_requirements(environment: Path, lines: Sequence[str]) -> Path:
+    """The target's requirements, for a source URL that carries a token: readable by the user only."""
+    state = environment / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    path = state / "requirements.txt"
+    _write_private(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install import runner, uv
-from jetson_install.environment import EnvironmentHome, protect, recorded_plan, write_constraints
+from jetson_install.environment import EnvironmentHome, protect, recorded_plan, write_constraints, write_requirements
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
 from jetson_install.plan import EVIDENCE_FILE, STATE_DIR, Plan
+from jetson_install.redact import credentials, redact_data
 from jetson_install.runner import Completed
 
 __all__ = ["StepResult", "InstallResult", "install"]
@@ -227,14 +228,18 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
         f"check that {interpreter.path} can make virtual environments "
         f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}", default_index))
     run.step("vendor", lambda: run.uv_step(
-        "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins)),
+        "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins), vendor.index),
         f"check that {vendor.location} is reachable and carries "
         f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL",
         vendor.location))
     constraints_path = write_constraints(staging, plan.constraints)
     requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
+    if credentials(plan.requirement.split(" @ ", 1)[-1]):
+        # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
+        requirements = ["--requirement", str(write_requirements(staging, requirements))]
     run.step("target", lambda: run.uv_step(
-        "target", uv.install(uv.target_install_argv(python, requirements, str(constraints_path), default_index)),
+        "target", uv.install(uv.target_install_argv(python, requirements, str(constraints_path), default_index),
+                             default_index),
         "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
         f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}", default_index))
     run.step("protect", lambda: f"constraints kept in {protect(staging)}")
@@ -275,7 +280,7 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
 
     evidence = staging / STATE_DIR / EVIDENCE_FILE
     report = run_doctor(python, platform=plan.platform, channel=plan.channel, vendor=plan.vendor)
-    evidence.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    evidence.write_text(json.dumps(redact_data(report.to_json()), indent=2) + "\n")
     if report.exit_code != 0:
         failed = [c for c in report.checks if c.status == "fail" and c.required]
         first = failed[0] if failed else None
@@ -288,7 +293,7 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
 
 def _satisfied(current: Path, fingerprint: Dict[str, Any], plan: Plan) -> Optional[Dict[str, str]]:
     """The installed versions when `current` already satisfies the plan, else None."""
-    if recorded_plan(current) != fingerprint:
+    if recorded_plan(current) != redact_data(fingerprint):  # recorded redacted (mark_complete)
         return None
     python = str(current / "bin" / "python")
     installed = uv.installed_versions(python)

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from jetson_install.redact import credentials
 from jetson_install.runner import Completed, run
 
 __all__ = [
@@ -35,6 +36,11 @@ _SCRUBBED_UV_VARIABLES = (
     "UV_PYTHON", "UV_SYSTEM_PYTHON", "UV_BREAK_SYSTEM_PACKAGES", "UV_CONFIG_FILE", "UV_PROJECT_ENVIRONMENT",
 )
 PROGRAM = "uv"  # shown in plans; the real binary is found at run time
+# An index with credentials is passed as `--default-index private=URL` without them; uv reads a
+# named index's credentials from UV_INDEX_<NAME>_USERNAME/_PASSWORD (https://docs.astral.sh/uv/
+# configuration/indexes/#providing-credentials-directly), so they stay out of the process list.
+_INDEX_NAME = "private"
+_CREDENTIAL_VARIABLES = ("UV_INDEX_PRIVATE_USERNAME", "UV_INDEX_PRIVATE_PASSWORD")
 
 
 def uv_binary() -> str:
@@ -44,7 +50,20 @@ def uv_binary() -> str:
 
 
 def _index_args(default_index: Optional[str]) -> List[str]:
-    return ["--default-index", default_index] if default_index else []
+    if not default_index:
+        return []
+    secret = credentials(default_index)
+    return ["--default-index", f"{_INDEX_NAME}={secret.url}" if secret else default_index]
+
+
+def _credential_env(index: Optional[str]) -> Dict[str, str]:
+    secret = credentials(index) if index else None
+    if secret is None:
+        return {}
+    env = {_CREDENTIAL_VARIABLES[0]: secret.username}
+    if secret.password is not None:
+        env[_CREDENTIAL_VARIABLES[1]] = secret.password
+    return env
 
 
 def venv_argv(python: str, path: str, default_index: Optional[str]) -> List[str]:
@@ -57,7 +76,7 @@ def vendor_install_argv(python: str, index: Optional[str], wheels: Sequence[str]
     index and can supply nothing else, even a package it carries (dependency confusion)."""
     argv = [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps"]
     if index:
-        argv += ["--default-index", index]
+        argv += _index_args(index)
         argv += [f"{name}=={version}" for name, version in pins.items()]
     else:
         argv += ["--no-index", *wheels]
@@ -77,18 +96,22 @@ def pip_check_argv(python: str) -> List[str]:
     return [PROGRAM, "pip", "check", "--no-config", "--python", python]
 
 
-def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None) -> Completed:
+def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
+            index: Optional[str] = None) -> Completed:
     overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
     overrides.update(env or {})
-    return run([uv_binary(), *argv[1:]], timeout=timeout, env=overrides, unset=_SCRUBBED_UV_VARIABLES)
+    overrides.update(_credential_env(index))
+    return run([uv_binary(), *argv[1:]], timeout=timeout, env=overrides,
+               unset=_SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES)
 
 
 def create_venv(python: str, path: str, default_index: Optional[str]) -> Completed:
-    return _run_uv(venv_argv(python, path, default_index), timeout=600)
+    return _run_uv(venv_argv(python, path, default_index), timeout=600, index=default_index)
 
 
-def install(argv: Sequence[str]) -> Completed:
-    return _run_uv(argv, timeout=3600)
+def install(argv: Sequence[str], index: Optional[str] = None) -> Completed:
+    """Run an install argv; `index` is the URL (with any credentials) its --default-index came from."""
+    return _run_uv(argv, timeout=3600, index=index)
 
 
 def pip_check(python: str) -> Completed:

@@ -13,6 +13,7 @@ downloads half-way so a test can kill the installer while it downloads.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import html
 import re
@@ -112,8 +113,10 @@ class LoopbackIndex(object):
         delay: float = 0.0,
         core_metadata: bool = True,
         hide: Tuple[str, ...] = (),
+        credentials: Optional[str] = None,
     ) -> None:
         self.root = Path(root)
+        self.credentials = credentials  # "user:password": every request must carry them (HTTP Basic)
         self.name = name
         self.delay = delay
         self.core_metadata = core_metadata
@@ -361,6 +364,14 @@ def _make_handler(index: LoopbackIndex) -> type:
         def _serve(self, head: bool) -> None:
             path = unquote(urlsplit(self.path).path)
             index._log(path)
+            if index.credentials is not None:
+                expected = "Basic " + base64.b64encode(index.credentials.encode()).decode()
+                if self.headers.get("Authorization") != expected:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="index"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
             failure = index._should_fail(path)
             if failure == "close":
                 self.close_connection = True

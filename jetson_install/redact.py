@@ -1,0 +1,86 @@
+"""Credentials in URLs never leave the process in clear.
+
+An index or source URL may carry them (`https://user:secret@host/simple`, a token as
+`https://token@host/repo.git`). Everything the tool shows or writes passes through
+`redact` (or `redact_data` for JSON): the password, or a lone user name (a token), becomes
+`****`, as uv shows them. The one use of the clear credentials is handing them to uv
+(`credentials`), outside its command line.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, NamedTuple, Optional
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+__all__ = ["MASK", "redact", "redact_data", "Credentials", "credentials", "RedactingStream", "RedactingFormatter"]
+
+MASK = "****"
+
+# scheme://userinfo@ ; the userinfo ends at the last '@' before the path, as URL parsers read it.
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]*)@")
+
+
+def _mask(match: "re.Match[str]") -> str:
+    scheme, userinfo = match.group("scheme"), match.group("userinfo")
+    user, has_password, _ = userinfo.partition(":")
+    if has_password:
+        return f"{scheme}{user}:{MASK}@"
+    if "ssh" in scheme.lower() or userinfo == MASK:
+        return match.group(0)  # git@host: a login name, not a secret
+    return f"{scheme}{MASK}@"
+
+
+def redact(text: str) -> str:
+    """`text` with the secret of every URL's credentials replaced by ****."""
+    return _USERINFO.sub(_mask, text) if "@" in text else text
+
+
+def redact_data(data: Any) -> Any:
+    """A JSON-like value with every string in it redacted."""
+    if isinstance(data, str):
+        return redact(data)
+    if isinstance(data, dict):
+        return {redact_data(key): redact_data(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact_data(item) for item in data]
+    return data
+
+
+class Credentials(NamedTuple):
+    url: str  # the URL without them
+    username: str
+    password: Optional[str]
+
+
+def credentials(url: str) -> Optional[Credentials]:
+    """The credentials in `url` (percent-decoded, as a server receives them), or None."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    host = parts.netloc.rpartition("@")[2]
+    bare = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    password = unquote(parts.password) if parts.password is not None else None
+    return Credentials(bare, unquote(parts.username), password)
+
+
+class RedactingStream:
+    """A text stream that redacts what is written to it; everything else is the wrapped stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose records (command lines, uv's output) are redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
