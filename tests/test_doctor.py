@@ -141,7 +141,9 @@ def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clea
     evidence = report.to_json()
     assert evidence["status"] == "passed"
     assert evidence["platform"] == {
-        "l4t": "36.4.3", "jetpack": "6.2", "arch": "aarch64", "python": evidence["platform"]["python"], "kind": "tegra"
+        "l4t": "36.4.3", "jetpack": "6.2", "arch": "aarch64", "python": evidence["platform"]["python"], "kind": "tegra",
+        "channel": "jp6-cu126", "board": "NVIDIA Jetson Orin Nano Developer Kit",
+        "module": "NVIDIA Jetson Orin Nano Developer Kit", "family": "Orin",
     }
     assert evidence["platform"]["python"].startswith(HOST_PYTHON)
     assert evidence["torch"] == {
@@ -219,10 +221,13 @@ def test_bitsandbytes_kernel_fault_fails_with_the_ops_cu_line(tmp_path: Path) ->
     assert report.exit_code == 1
 
 
-def test_int8_is_skipped_below_compute_capability_7_5(tmp_path: Path) -> None:
-    report = run(make_env(tmp_path / "env", capability=[7, 2], arch_list=["sm_72"], bnb_fault="int8"))
-    assert report.check("bnb-int8").status == "skip"
+def test_int8_does_not_apply_below_compute_capability_7_5_and_the_strict_gate_still_passes(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", capability=[7, 2], arch_list=["sm_72"], bnb_fault="int8"), strict=True)
+    int8 = report.check("bnb-int8")
+    assert int8.status == "not_applicable" and "7.2 < 7.5" in int8.detail
     assert report.check("bnb-kernels").status == "ok"
+    assert report.exit_code == 0
+    assert doctor.render_lines(report)[-1].startswith("Strict gate passed")
 
 
 def test_a_hung_probe_fails_its_checks_and_doctor_returns(tmp_path: Path) -> None:
@@ -370,13 +375,55 @@ def test_example_evidence_in_docs_matches_the_schema() -> None:
         jsonschema.validate(json.loads(example.read_text()), doctor.evidence_schema())
 
 
-def test_channel_without_a_bitsandbytes_build_skips_the_bitsandbytes_checks(tmp_path: Path) -> None:
+def test_bitsandbytes_checks_do_not_apply_where_the_channel_has_no_build(tmp_path: Path) -> None:
     torch_only = VendorSource(index=None, wheels=("https://example.invalid/torch-2.8.0-cp310-cp310-linux_aarch64.whl",),
                               pins={"torch": "2.8.0"}, numpy="<2", apt=())
-    report = run(make_env(tmp_path / "env"), vendor=torch_only)
-    assert report.check("bnb-library").status == "skip"
+    report = run(make_env(tmp_path / "env"), vendor=torch_only, strict=True)
+    statuses = {check: report.check(check).status for check in ("bnb-library", "bnb-kernels", "bnb-int8")}
+    assert statuses == dict.fromkeys(statuses, "not_applicable")
     assert "without its quantization extra" in report.check("bnb-library").detail
+    assert report.to_json()["bitsandbytes"]["kernel_test"] == "not_applicable"
     assert report.exit_code == 0
+    assert "3 not applicable" in doctor.render_lines(report)[-1]
+
+
+def test_strict_gate_fails_on_a_skip_and_names_it(tmp_path: Path) -> None:
+    env = make_env(tmp_path / "env", bnb_library="cpu")
+    assert run(env, vendor=JP6_SOURCE).check("bnb-kernels").status == "skip"
+    report = run(env, strict=True)
+    assert report.exit_code == 1
+    assert report.to_json()["strict"] is True and report.to_json()["status"] == "failed"
+    summary = doctor.render_lines(report)[-1]
+    assert summary.startswith("Strict gate failed: bnb-library (fail), bnb-kernels (skip), bnb-int8 (skip)")
+
+
+def test_strict_gate_fails_on_a_warning(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env"), platform=None, channel=None, strict=True)
+    assert report.check("platform").status == "warn"
+    assert report.exit_code == 1
+    assert "platform (warn)" in doctor.render_lines(report)[-1]
+
+
+def test_strict_refuses_a_partial_run(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="--strict runs every check"):
+        run(make_env(tmp_path / "env"), strict=True, only=("torch-import",))
+
+
+def test_evidence_records_the_environment_it_checked(tmp_path: Path) -> None:
+    env = make_env(tmp_path / "env")
+    (dist_info,) = Path(env).parent.parent.glob("lib/python*/site-packages/obliteratus-*.dist-info")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (dist_info / "direct_url.json").write_text(json.dumps(
+        {"url": "https://github.com/elder-plinius/OBLITERATUS.git",
+         "vcs_info": {"vcs": "git", "commit_id": commit, "requested_revision": "v0.1.3"}}))
+    assert run(env).to_json()["environment"]["vendor_builds"] is None  # nothing recorded, nothing claimed
+    environment = run(env, vendor=JP6_SOURCE).to_json()["environment"]
+    assert environment == {
+        "vendor_source": "https://pypi.jetson-ai-lab.io/jp6/cu126",
+        "vendor_builds": {"torch": "2.8.0", "bitsandbytes": "0.46.1"},
+        "obliteratus": {"version": "0.1.2", "source": "https://github.com/elder-plinius/OBLITERATUS.git",
+                        "commit": commit},
+    }
 
 
 def test_the_installed_vendor_source_is_what_the_build_is_checked_against(tmp_path: Path) -> None:

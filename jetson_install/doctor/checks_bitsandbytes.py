@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from jetson_install.doctor.context import Context
-from jetson_install.doctor.results import FAIL, OK, SKIP, Verdict
+from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
 
 
 def check_bnb_library(ctx: Context) -> Verdict:
     source = ctx.source
     if ctx.channel is not None and source is not None and "bitsandbytes" not in source.pins:
-        return SKIP, (f"no Jetson bitsandbytes build for channel {ctx.channel.id}: OBLITERATUS is installed "
+        return NOT_APPLICABLE, (f"no Jetson bitsandbytes build for channel {ctx.channel.id}: OBLITERATUS is installed "
                       "without its quantization extra"), None
     data = ctx.bnb.data
     if data.get("import_error"):
@@ -85,5 +85,5 @@ def check_bnb_int8(ctx: Context) -> Verdict:
     capability = ctx.capability
     # LLM.int8() needs compute capability 7.5+ (obliteratus-and-bitsandbytes.md §3.2, §3.5).
     if capability is not None and capability < (7, 5):
-        return SKIP, f"compute capability {capability[0]}.{capability[1]} < 7.5: LLM.int8() is not supported", None
+        return NOT_APPLICABLE, f"compute capability {capability[0]}.{capability[1]} < 7.5: LLM.int8() is not supported", None
     return _kernel_verdict(ctx, ("int8",))

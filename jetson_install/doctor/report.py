@@ -11,6 +11,7 @@ from jetson_install import __version__
 from jetson_install.doctor.context import Context
 from jetson_install.doctor.results import (
     FAIL,
+    NOT_APPLICABLE,
     OK,
     SKIP,
     STATUS_MARKS,
@@ -19,7 +20,7 @@ from jetson_install.doctor.results import (
 )
 from jetson_install.errors import EXIT_FAILED, EXIT_OK
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).parent.parent / "evidence.schema.json"
 
 
@@ -30,12 +31,23 @@ class DoctorReport:
     platform: Mapping[str, Optional[str]]
     torch: Mapping[str, Any]
     bitsandbytes: Mapping[str, Any]
+    environment: Mapping[str, Any]
     checks: Tuple[CheckResult, ...]
+    strict: bool = False
 
     @property
     def passed(self) -> bool:
+        if self.strict:
+            return bool(self.checks) and not self.not_passed
         # Warnings and skips never fail the run (installers-and-uv.md §5, "Conventions" 4).
         return not any(check.required and check.status == FAIL for check in self.checks)
+
+    @property
+    def not_passed(self) -> Tuple[CheckResult, ...]:
+        """What fails the strict gate: every check that applies must run and pass, as
+        upstream's conditional gate counts a skipped test as a failure
+        (https://github.com/elder-plinius/OBLITERATUS, scripts/run_conditional_gate.py)."""
+        return tuple(check for check in self.checks if check.status not in (OK, NOT_APPLICABLE))
 
     @property
     def exit_code(self) -> int:
@@ -55,7 +67,9 @@ class DoctorReport:
             "platform": dict(self.platform),
             "torch": dict(self.torch),
             "bitsandbytes": dict(self.bitsandbytes),
+            "environment": dict(self.environment),
             "checks": [check.to_json() for check in self.checks],
+            "strict": self.strict,
             "status": "passed" if self.passed else "failed",
         }
 
@@ -69,6 +83,15 @@ def render_lines(report: DoctorReport) -> List[str]:
             lines.append(f"    fix: {check.fix}")
     counts = {status: sum(1 for c in report.checks if c.status == status) for status in STATUS_MARKS}
     tally = f"{counts[OK]} ok, {counts[WARN]} warning(s), {counts[FAIL]} failed, {counts[SKIP]} skipped"
+    if counts[NOT_APPLICABLE]:
+        tally += f", {counts[NOT_APPLICABLE]} not applicable"
+    if report.strict:
+        if report.passed:
+            lines.append(f"Strict gate passed: every applicable check ran and passed ({tally}).")
+        else:
+            failed = ", ".join(f"{c.id} ({c.status})" for c in report.not_passed) or "no check ran"
+            lines.append(f"Strict gate failed: {failed} ({tally}).")
+        return lines
     if report.passed:
         lines.append(f"All required checks passed ({tally}).")
     else:
@@ -91,6 +114,10 @@ def _platform_evidence(ctx: Context) -> Dict[str, Optional[str]]:
         "arch": (platform.arch if platform is not None else None) or python.get("machine"),
         "python": python.get("version") or (platform.python if platform is not None else None),
         "kind": platform.kind if platform is not None else None,
+        "channel": ctx.channel.id if ctx.channel is not None else None,
+        "board": platform.model if platform is not None else None,
+        "module": platform.module if platform is not None else None,
+        "family": platform.family if platform is not None else None,
     }
 
 
@@ -113,7 +140,9 @@ def _bnb_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[str,
     library = data.get("library") or {}
     kernel_checks = [results[check_id] for check_id in ("bnb-kernels", "bnb-int8") if check_id in results]
     ran = [check for check in kernel_checks if check.status in (OK, FAIL)]
-    if not ran:
+    if kernel_checks and all(check.status == NOT_APPLICABLE for check in kernel_checks):
+        kernel_test = "not_applicable"
+    elif not ran:
         kernel_test = "not_run"
     else:
         kernel_test = "passed" if all(check.status == OK for check in ran) else "failed"
@@ -122,4 +151,20 @@ def _bnb_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[str,
         "backend": data.get("backend"),
         "library": library.get("file"),
         "kernel_test": kernel_test,
+    }
+
+
+def _environment_evidence(ctx: Context) -> Dict[str, Any]:
+    """What the environment recorded it was built from: the vendor builds (None when it
+    recorded nothing, e.g. an environment jetson-install did not make) and OBLITERATUS' source."""
+    obliteratus = (ctx.torch.section("obliteratus") or {}).get("source") or {}
+    vendor = ctx.vendor
+    return {
+        "vendor_source": vendor.location if vendor is not None else None,
+        "vendor_builds": dict(vendor.pins) if vendor is not None else None,
+        "obliteratus": {
+            "version": obliteratus.get("version"),
+            "source": obliteratus.get("url"),
+            "commit": obliteratus.get("commit"),
+        },
     }

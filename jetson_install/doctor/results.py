@@ -9,7 +9,10 @@ if TYPE_CHECKING:
     from jetson_install.doctor.context import Context
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
-STATUS_MARKS = {OK: "✓", WARN: "!", FAIL: "✗", SKIP: "-"}
+# A check the channel has no use for (no bitsandbytes build; 8-bit below capability 7.5):
+# not a skip, so the strict gate does not fail on it.
+NOT_APPLICABLE = "not_applicable"
+STATUS_MARKS = {OK: "✓", WARN: "!", FAIL: "✗", SKIP: "-", NOT_APPLICABLE: "·"}
 
 Verdict = Tuple[str, str, Optional[str]]  # status, detail, fix
 Evaluator = Callable[["Context"], Verdict]
@@ -19,7 +22,7 @@ Evaluator = Callable[["Context"], Verdict]
 class CheckResult:
     id: str
     title: str
-    status: str  # ok | warn | fail | skip
+    status: str  # ok | warn | fail | skip | not_applicable
     detail: str
     fix: Optional[str]
     required: bool

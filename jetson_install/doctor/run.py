@@ -44,10 +44,11 @@ from jetson_install.doctor.context import (
 from jetson_install.doctor.report import (
     DoctorReport,
     _bnb_evidence,
+    _environment_evidence,
     _platform_evidence,
     _torch_evidence,
 )
-from jetson_install.doctor.results import FAIL, OK, SKIP, CheckResult, CheckSpec
+from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, CheckSpec
 from jetson_install.errors import BadInput
 
 if TYPE_CHECKING:
@@ -121,11 +122,16 @@ def run_doctor(
     vendor: Optional["VendorSource"] = None,
     only: Sequence[str] = (),
     timeout: float = 300,
+    strict: bool = False,
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
+    ``strict``: the report passes only when every check that applies ran and passed.
     Raises BadInput only when the interpreter does not exist or a check id is unknown.
     """
+    if strict and only:
+        raise BadInput("--strict runs every check; --check selects only some",
+                       fix="drop --check (or --strict)")
     interpreter = _resolve_interpreter(python)
     selected = _with_prerequisites(only)
     probes_needed = {spec.probe for spec in selected}
@@ -156,11 +162,14 @@ def run_doctor(
     return DoctorReport(
         python=interpreter,
         generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        platform=_guarded(_platform_evidence, ctx, ("l4t", "jetpack", "arch", "python", "kind")),
+        platform=_guarded(_platform_evidence, ctx,
+                          ("l4t", "jetpack", "arch", "python", "kind", "channel", "board", "module", "family")),
         torch=_guarded(_torch_evidence, ctx,
                        ("version", "cuda", "device_name", "total_memory_bytes", "capability", "arch_list")),
         bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, ("version", "backend", "library", "kernel_test")),
+        environment=_guarded(_environment_evidence, ctx, ("vendor_source", "vendor_builds", "obliteratus")),
         checks=tuple(results.values()),
+        strict=strict,
     )
 
 
@@ -175,6 +184,8 @@ def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, keys: Seq
             empty["arch_list"] = []
         if "kernel_test" in empty:
             empty["kernel_test"] = "not_run"
+        if "obliteratus" in empty:
+            empty["obliteratus"] = dict.fromkeys(("version", "source", "commit"))
         return empty
 
 
@@ -187,7 +198,10 @@ def _safe_pip_check(python: str) -> runner.Completed:
 
 def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult]) -> CheckResult:
     blockers = [earlier[need] for need in spec.needs if earlier[need].status in (FAIL, SKIP)]
-    if blockers:
+    moot = [earlier[need] for need in spec.needs if earlier[need].status == NOT_APPLICABLE]
+    if moot:
+        status, detail, fix = NOT_APPLICABLE, f"does not apply: {moot[0].detail}", None
+    elif blockers:
         status, detail, fix = SKIP, f"needs {blockers[0].id}, which did not pass", None
     else:
         try:

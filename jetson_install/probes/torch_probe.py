@@ -125,7 +125,26 @@ def probe_obliteratus():
         result["device"] = str(device.get_device("auto"))
     except Exception as exc:
         result["error"] = describe(exc)
+    result["source"] = obliteratus_source()
     return result
+
+
+def obliteratus_source():
+    """Where the installed OBLITERATUS came from: PEP 610's direct_url.json names the URL
+    and, for a git source, the commit it resolved to
+    (https://packaging.python.org/en/latest/specifications/direct-url-data-structure/)."""
+    source = {"version": None, "url": None, "commit": None}
+    try:
+        import importlib.metadata as metadata
+
+        distribution = metadata.distribution("obliteratus")
+        source["version"] = distribution.version
+        direct_url = json.loads(distribution.read_text("direct_url.json") or "{}")
+    except Exception:
+        return source
+    source["url"] = direct_url.get("url")
+    source["commit"] = (direct_url.get("vcs_info") or {}).get("commit_id")
+    return source
 
 
 def main():
