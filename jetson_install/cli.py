@@ -290,8 +290,11 @@ def _start_log(command: str) -> Path:
 @click.option("--evidence", metavar="FILE", help="Also write the evidence JSON to FILE.")
 @click.option("--check", "only", metavar="ID", multiple=True, help="Run only this check (and what it needs); repeatable.")
 @click.option("--list-checks", is_flag=True, help="List the check ids and exit.")
+@click.option("--strict", is_flag=True, help="The gate: every check that applies must run and pass; a skip fails.")
+@click.option("--gate-evidence", metavar="FILE",
+              help="Also write the jetson-runtime gate record (upstream's shape) to FILE; implies --strict.")
 def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[str], as_json: bool,
-           evidence: Optional[str], only: tuple, list_checks: bool) -> None:
+           evidence: Optional[str], only: tuple, list_checks: bool, strict: bool, gate_evidence: Optional[str]) -> None:
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
     from pathlib import Path
 
@@ -311,25 +314,107 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
     if not python and not Path(interpreter).exists():
         raise BadInput(f"no environment at {Path(interpreter).parent.parent}",
                        fix="pass --venv DIR or --python PATH, or install first: jetson-install obliteratus")
-    if evidence and not Path(evidence).absolute().parent.is_dir():
-        raise BadInput(f"--evidence {evidence}: its directory does not exist",
-                       fix=f"mkdir -p {Path(evidence).absolute().parent}, or pass another file")
+    for option, path in (("--evidence", evidence), ("--gate-evidence", gate_evidence)):
+        if path and not Path(path).absolute().parent.is_dir():
+            raise BadInput(f"{option} {path}: its directory does not exist",
+                           fix=f"mkdir -p {Path(path).absolute().parent}, or pass another file")
     from jetson_install.environment import recorded_vendor
 
     platform, channel = _platform_and_channel(root, l4t)
     vendor = recorded_vendor(Path(interpreter).parent.parent)
-    report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, vendor=vendor, only=only)
-    if evidence:
+    report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, vendor=vendor, only=only,
+                                      strict=strict or bool(gate_evidence))
+    outputs = [("--evidence", evidence, _json_text(report.to_json()))]
+    if gate_evidence:
+        import json
+        import os
+
+        from jetson_install.evidence import gate_record
+
+        # Upstream's gate records GITHUB_SHA, or "local" outside Actions, sorted and indented.
+        record = gate_record(report.to_json(), report.exit_code, os.environ.get("GITHUB_SHA") or "local")
+        outputs.append(("--gate-evidence", gate_evidence, json.dumps(record, indent=2, sort_keys=True) + "\n"))
+    for option, path, text in outputs:
+        if not path:
+            continue
         try:
-            Path(evidence).write_text(_json_text(report.to_json()))
+            Path(path).write_text(text)
         except OSError as exc:
-            raise BadInput(f"--evidence {evidence}: cannot write it ({exc.strerror})",
+            raise BadInput(f"{option} {path}: cannot write it ({exc.strerror})",
                            fix="pass a file in an existing, writable directory") from None
     if as_json:
         _print_json(report.to_json())
     else:
         click.echo("\n".join(doctor_module.render_lines(report)))
     sys.exit(report.exit_code)
+
+
+@cli.group()
+def evidence() -> None:
+    """Read doctor evidence: check it is fresh and passed, or build the support table."""
+
+
+def _judged(files: tuple, max_age: float, requirements: tuple = ()) -> list:
+    from jetson_install.evidence import judge, load, parse_requirement
+
+    wanted = [parse_requirement(text) for text in requirements]
+    # Every file is read first: an unreadable one is bad input (exit 2), before any verdict.
+    loaded = [(path, load(path)) for path in files]
+    return [judge(path, data, max_age_days=max_age, requirements=wanted) for path, data in loaded]
+
+
+_MAX_AGE_OPTION = click.option("--max-age", default=30.0, show_default=True, metavar="DAYS", type=float,
+                               help="Evidence older than this is stale (upstream's maximum_evidence_age_days).")
+
+
+@evidence.command("check")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@_MAX_AGE_OPTION
+@click.option("--require", "requirements", metavar="KEY=VALUE", multiple=True,
+              help="A dotted path into the evidence and its required value, e.g. platform.channel=jp6-cu126.")
+def evidence_check(files: tuple, max_age: float, requirements: tuple) -> None:
+    """Each FILE must be valid, passed, fresh and match every --require; one line per file."""
+    verdicts = _judged(files, max_age, requirements)
+    for verdict in verdicts:
+        click.echo(verdict.line())
+    sys.exit(0 if all(verdict.ok for verdict in verdicts) else EXIT_FAILED)
+
+
+@evidence.command("table")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@_MAX_AGE_OPTION
+def evidence_table(files: tuple, max_age: float) -> None:
+    """The Markdown support table from fresh passing evidence; stale or failed listed apart."""
+    from jetson_install.evidence import support_table
+
+    click.echo(support_table(_judged(files, max_age)))
+
+
+@cli.command()
+@_root_options
+@click.option("--evidence", "evidence_file", metavar="FILE",
+              help="Doctor evidence that may grant `cuda` (default: the environment's own).")
+@_MAX_AGE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the labels as JSON.")
+def labels(root: str, l4t: Optional[str], evidence_file: Optional[str], max_age: float, as_json: bool) -> None:
+    """Runner labels for this Jetson, comma-separated (what a runner's --labels takes)."""
+    from pathlib import Path
+
+    from jetson_install.evidence import judge, load
+    from jetson_install.labels import runner_labels
+    from jetson_install.plan import EVIDENCE_FILE, STATE_DIR
+
+    platform = _detect_platform(root, l4t)
+    if evidence_file is None:
+        own = _default_venv("obliteratus") / STATE_DIR / EVIDENCE_FILE
+        evidence_file = str(own) if own.is_file() else None
+    verdict = judge(evidence_file, load(evidence_file), max_age_days=max_age) if evidence_file else None
+    result = runner_labels(platform, verdict)
+    if as_json:
+        _print_json(result.to_json())
+        return
+    click.echo(",".join(result.labels))
+    click.echo(f"cuda: {'yes' if 'cuda' in result.labels else 'no'}: {result.cuda_reason}", err=True)
 
 
 def _platform_and_channel(root: str, l4t: Optional[str]):
