@@ -218,7 +218,12 @@ def obliteratus(**options: Any) -> None:
     the_plan = _build_plan("obliteratus", options)
     if options["dry_run"] or not the_plan.supported:
         if options["as_json"]:
-            _print_json(the_plan.to_json())
+            data = the_plan.to_json()
+            if the_plan.supported:
+                from jetson_install.install import would_change
+
+                data["would_change"], data["would_change_reason"] = would_change(the_plan)
+            _print_json(data)
         else:
             click.echo(plan_text(the_plan))
         sys.exit(0 if the_plan.supported else EXIT_UNSUPPORTED)

@@ -25,7 +25,7 @@ from jetson_install.plan import EVIDENCE_FILE, STATE_DIR, Plan
 from jetson_install.redact import credentials, redact_data
 from jetson_install.runner import Completed
 
-__all__ = ["StepResult", "InstallResult", "install"]
+__all__ = ["StepResult", "InstallResult", "install", "would_change"]
 
 log = logging.getLogger("jetson_install")
 SCHEMA_VERSION = 1
@@ -173,6 +173,23 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Pr
     installed = uv.installed_versions(str(staging / "bin" / "python"))
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
                          _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings))
+
+
+def would_change(plan: Plan) -> Tuple[bool, str]:
+    """Whether `install(plan)` would change the environment, and why: the same comparison
+    a real run makes before it decides to do nothing. Reads only (check mode for fleets)."""
+    current = EnvironmentHome(Path(plan.venv)).current()
+    if current is None:
+        return True, f"no environment at {plan.venv} yet"
+    interpreter = inspect_interpreter(plan.interpreter) if plan.interpreter else find_interpreter(plan.python_abi or "")
+    if interpreter is None:
+        return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
+    fingerprint = _fingerprint(plan, interpreter)
+    if recorded_plan(current) != fingerprint:
+        return True, f"{current} was made from a different plan (channel, pins, source, indexes or interpreter)"
+    if _satisfied(current, fingerprint, plan) is None:
+        return True, f"{current} no longer holds the pinned vendor builds, or uv pip check fails there"
+    return False, f"{plan.venv} already satisfies the plan"
 
 
 def _discard(staging: Path) -> None:

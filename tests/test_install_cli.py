@@ -106,6 +106,27 @@ def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:
     assert time.monotonic() - started < 30
 
 
+def test_dry_run_json_says_whether_the_install_would_change_anything(installer: Installer, tmp_path: Path) -> None:
+    def dry_run(source: Optional[Path] = None) -> dict:
+        argv = [arg for arg in installer.argv(source) if arg != "--yes"] + ["--dry-run"]
+        result = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    first = dry_run()
+    assert first["would_change"] is True and first["would_change_reason"] == f"no environment at {installer.venv} yet"
+    assert not installer.venv.exists()
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    unchanged = dry_run()
+    assert unchanged["would_change"] is False, unchanged["would_change_reason"]
+    changed = tmp_path / "changed-source"
+    shutil.copytree(installer.source, changed)
+    (changed / "obliteratus" / "extra.py").write_text("X = 1\n")
+    assert dry_run(changed)["would_change"] is True
+    assert os.readlink(installer.venv) == before
+
+
 def test_protection_outlives_the_tool_for_pip_and_for_uv(installer: Installer) -> None:
     assert installer.run()[0] == 0
     pip = subprocess.run(
