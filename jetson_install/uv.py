@@ -21,6 +21,8 @@ __all__ = [
     "vendor_install_argv",
     "target_install_argv",
     "pip_check_argv",
+    "build_wheel_argv",
+    "build_wheel",
     "create_venv",
     "install",
     "pip_check",
@@ -96,6 +98,16 @@ def pip_check_argv(python: str) -> List[str]:
     return [PROGRAM, "pip", "check", "--no-config", "--python", python]
 
 
+def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool) -> List[str]:
+    """A wheel of the project in `source`, for `python`; with isolation its build requirements
+    come from the default index, without it from `python`'s own environment."""
+    argv = [PROGRAM, "build", "--no-config", "--wheel", "--python", python, "--out-dir", out_dir,
+            *_index_args(default_index)]
+    if not isolation:
+        argv.append("--no-build-isolation")
+    return [*argv, source]
+
+
 def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
             index: Optional[str] = None) -> Completed:
     overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
@@ -112,6 +124,12 @@ def create_venv(python: str, path: str, default_index: Optional[str]) -> Complet
 def install(argv: Sequence[str], index: Optional[str] = None) -> Completed:
     """Run an install argv; `index` is the URL (with any credentials) its --default-index came from."""
     return _run_uv(argv, timeout=3600, index=index)
+
+
+def build_wheel(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool,
+                env: Optional[Mapping[str, str]] = None) -> Completed:
+    return _run_uv(build_wheel_argv(python, source, out_dir, default_index, isolation), timeout=3600, env=env,
+                   index=default_index)
 
 
 def pip_check(python: str) -> Completed:

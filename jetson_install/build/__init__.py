@@ -1,0 +1,1 @@
+"""Source builds: packages built on the board for its exact GPU where no vendor build exists."""

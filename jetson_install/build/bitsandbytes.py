@@ -1,0 +1,385 @@
+"""Build bitsandbytes from source for one device's exact compute capability, once, and reuse it.
+
+bitsandbytes' own aarch64 wheels carry sm_75/80/90 (and sm_110 with CUDA 13) but never sm_87,
+and on JetPack 6 they fail with "named symbol not found"; its installation guide documents an
+on-device source build for Jetson instead:
+https://github.com/bitsandbytes-foundation/bitsandbytes/blob/main/docs/source/installation.mdx
+(`cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY=87 -S . && make -j4 && pip install .`).
+
+The build runs in a private copy of the source (CMake writes the library into the source's
+`bitsandbytes/` folder), and the finished wheel is moved into the per-user cache in one rename,
+under a key of everything that makes two builds differ: an interrupted build leaves no wheel,
+and a second environment, or a re-run, reuses the first build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+from jetson_install import runner, uv
+from jetson_install.errors import BadInput, StepFailed
+from jetson_install.toml_file import load_toml
+from jetson_install.versions import satisfies
+
+__all__ = [
+    "Release",
+    "BuildSource",
+    "Toolchain",
+    "BuildRequest",
+    "BuiltWheel",
+    "load_releases",
+    "default_release",
+    "find_release",
+    "release_source",
+    "local_source",
+    "find_toolchain",
+    "build_jobs",
+    "build_wheel",
+]
+
+RELEASES_FILE = Path(__file__).with_name("bitsandbytes-releases.toml")
+RECORD_FILE = "build.json"
+# About 2 GB of memory per compiler job: `make -j6` runs out of memory on the 8 GB Orin Nano,
+# `-j4` is the documented maximum there (bitsandbytes-foundation/bitsandbytes#1218).
+MEMORY_PER_JOB = 2 * 2**30
+# What a local checkout may hold that is not source: build outputs, and a library built
+# earlier by hand, which must not slip into a wheel built for another capability.
+_NOT_SOURCE = (".git", "build", "dist", "__pycache__", "*.egg-info", "libbitsandbytes*", "CMakeCache.txt",
+               "CMakeFiles")
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    commit: str
+    torch: str  # the torch range of the release's own pyproject.toml
+
+
+@dataclass(frozen=True)
+class BuildSource:
+    """The source of one build: a release tag of the repository, or a local checkout."""
+
+    location: str  # the repository URL, or the checkout's path
+    version: Optional[str]  # the release tag; None for a local checkout
+    identity: str  # the tag's commit, or "sha256:" and a digest of the checkout's source files
+
+    @property
+    def is_local(self) -> bool:
+        return self.version is None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"location": self.location, "version": self.version, "identity": self.identity}
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cmake: str
+    compiler: str
+    make: str
+    nvcc: str
+    cuda: str  # the toolkit's major.minor, as nvcc reports it
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    source: BuildSource
+    capability: str  # "87": what COMPUTE_CAPABILITY wants
+    toolchain: Toolchain
+    python: str  # the interpreter the wheel is for
+    python_tag: str  # "cp310"
+    jobs: int
+
+    @property
+    def cmake_options(self) -> Tuple[str, ...]:
+        return (
+            "-DCOMPUTE_BACKEND=cuda",
+            f"-DCOMPUTE_CAPABILITY={self.capability}",
+            f"-DCMAKE_CUDA_COMPILER={self.toolchain.nvcc}",
+            "-DCMAKE_BUILD_TYPE=Release",
+        )
+
+    def key(self) -> str:
+        """Everything that makes two builds' wheels differ; the job count does not."""
+        facts = {
+            "source": self.source.identity,
+            "cuda": self.toolchain.cuda,
+            "capability": self.capability,
+            "python": self.python_tag,
+            "options": [option for option in self.cmake_options if "CMAKE_CUDA_COMPILER" not in option],
+        }
+        return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    path: Path
+    sha256: str
+    reused: bool  # taken from the cache, not built by this run
+    record: Dict[str, Any]  # what was built, from what, for which capability (the evidence's `build`)
+
+
+# --------------------------------------------------------------------------- releases
+
+
+def load_releases(path: Path = RELEASES_FILE) -> Tuple[Tuple[Release, ...], str]:
+    """The buildable releases, newest first, and the repository they are tags of."""
+    data = load_toml(path)
+    releases = tuple(Release(str(r["version"]), str(r["commit"]), str(r["torch"])) for r in data["releases"])
+    return releases, str(data["repository"])
+
+
+def default_release(torch_version: str, releases: Sequence[Release]) -> Release:
+    """The newest release whose torch requirement the channel's torch meets, compared under
+    PEP 440 as pip would: JetPack 6.0's 2.4.0a0 is below 2.4, so it gets 0.49."""
+    for release in releases:
+        if satisfies(torch_version, release.torch):
+            return release
+    raise BadInput(
+        f"no buildable bitsandbytes release accepts torch {torch_version}",
+        fix="install without bitsandbytes: drop --bitsandbytes build",
+    )
+
+
+def find_release(version: str, releases: Sequence[Release], torch_version: Optional[str]) -> Release:
+    for release in releases:
+        if release.version == version:
+            if torch_version is not None and not satisfies(torch_version, release.torch):
+                raise BadInput(
+                    f"bitsandbytes {version} needs torch{release.torch}, and this channel's torch is {torch_version}",
+                    fix=f"use a release that accepts it: --bitsandbytes build={default_release(torch_version, releases).version}",
+                )
+            return release
+    known = ", ".join(release.version for release in releases)
+    raise BadInput(f"--bitsandbytes build={version}: not a known release ({known})",
+                   fix=f"pick one of {known}, or build a local checkout: --bitsandbytes build=/path/to/bitsandbytes")
+
+
+def release_source(release: Release, repository: str) -> BuildSource:
+    """A release tag as a source. The tag's commit is checked when the source is fetched."""
+    return BuildSource(repository, release.version, release.commit)
+
+
+def local_source(path: Path) -> BuildSource:
+    """A checkout given by path (a board without internet): identified by its source files."""
+    if not (path / "CMakeLists.txt").is_file() or not (path / "bitsandbytes").is_dir():
+        raise BadInput(f"{path} is not a bitsandbytes checkout (no CMakeLists.txt and bitsandbytes/ there)",
+                       fix="git clone https://github.com/bitsandbytes-foundation/bitsandbytes, "
+                           "then pass that folder: --bitsandbytes build=/path/to/bitsandbytes")
+    return BuildSource(str(path.resolve()), None, "sha256:" + _source_digest(path))
+
+
+def _source_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    ignore = shutil.ignore_patterns(*_NOT_SOURCE)
+    for dirpath, dirnames, filenames in os.walk(root):
+        skipped = ignore(dirpath, dirnames + filenames)
+        dirnames[:] = sorted(d for d in dirnames if d not in skipped)
+        for name in sorted(f for f in filenames if f not in skipped):
+            path = Path(dirpath) / name
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- tools and jobs
+
+
+def find_toolchain(cuda_home: Path, cuda_version: Optional[str]) -> Toolchain:
+    """The build tools, all named at once with their apt packages when any is missing, before
+    anything starts."""
+    missing = []
+    cmake, make = shutil.which("cmake"), shutil.which("make")
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if not cmake:
+        missing.append(("cmake", "cmake"))
+    if not make or not compiler:
+        missing.append(("a C++ compiler and make", "build-essential"))
+    nvcc_path = cuda_home / "bin" / "nvcc"
+    nvcc = str(nvcc_path) if os.access(nvcc_path, os.X_OK) else None
+    if nvcc is None:
+        # JetPack's CUDA compiler is the cuda-nvcc-X-Y package of its toolkit
+        # (https://docs.nvidia.com/cuda/cuda-installation-guide-linux/#meta-packages).
+        package = f"cuda-nvcc-{cuda_version.replace('.', '-')}" if cuda_version else "cuda-nvcc-<major>-<minor>"
+        missing.append((f"nvcc ({nvcc_path})", package))
+    if missing:
+        names = ", ".join(name for name, _ in missing)
+        packages = " ".join(package for _, package in missing)
+        raise BadInput(f"building bitsandbytes needs {names}, which this machine lacks",
+                       fix=f"sudo apt-get install {packages}")
+    assert cmake and make and compiler and nvcc
+    return Toolchain(cmake, compiler, make, nvcc, _nvcc_version(nvcc))
+
+
+def _nvcc_version(nvcc: str) -> str:
+    completed = runner.run([nvcc, "--version"], timeout=60)
+    match = re.search(r"release (\d+\.\d+)", completed.stdout)
+    if not completed.ok or not match:
+        raise BadInput(f"{nvcc} --version did not say its release: {completed.last_stderr_line() or completed.stdout[-200:]}",
+                       fix="reinstall JetPack's CUDA toolkit: sudo apt-get install nvidia-jetpack")
+    return match.group(1)
+
+
+def build_jobs(cpus: int, memory_bytes: int) -> int:
+    """Parallel compiler jobs: one per core, but no more than memory allows."""
+    return max(1, min(cpus, memory_bytes // MEMORY_PER_JOB))
+
+
+def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int:
+    """MemAvailable in bytes; procfs is read with one small read."""
+    try:
+        with open(meminfo, "rb") as handle:
+            text = handle.read(16384).decode("ascii", "replace")
+    except OSError:
+        return MEMORY_PER_JOB
+    match = re.search(r"^MemAvailable:\s+(\d+) kB", text, re.M)
+    return int(match.group(1)) * 1024 if match else MEMORY_PER_JOB
+
+
+# --------------------------------------------------------------------------- the build
+
+
+def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_index: Optional[str] = None,
+                build_isolation: bool = True) -> BuiltWheel:
+    """The wheel for `request`: from the cache when an earlier build made it, else built now.
+
+    Raises StepFailed (naming the failed stage and its last output line) when the build fails;
+    nothing is left in the cache then, nor after an interrupt.
+    """
+    final = cache / request.key()
+    reused = _cached(final)
+    if reused is not None:
+        progress(f"      bitsandbytes for sm_{request.capability} from the build cache ({reused.path.name})")
+        return reused
+    cache.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(cache)
+    shutil.rmtree(final, ignore_errors=True)  # a damaged entry is rebuilt, never installed
+    work = Path(tempfile.mkdtemp(prefix=f".building-{os.getpid()}-", dir=cache))
+    try:
+        source = work / "source"
+        started = time.monotonic()
+        _fetch(request.source, source)
+        _stage(request, "configure", [request.toolchain.cmake, "-S", str(source), "-B", str(source / "build"),
+                                      *request.cmake_options], progress, started)
+        _stage(request, "compile", [request.toolchain.cmake, "--build", str(source / "build"),
+                                    "--parallel", str(request.jobs)], progress, started)
+        out = work / "wheel"
+        # CMake built the library into the source tree already; the packaging step must not
+        # build it again (bitsandbytes' setup.py skips CMake under BNB_SKIP_CMAKE).
+        packaged = uv.build_wheel(request.python, str(source), str(out), default_index, build_isolation,
+                                  env={"BNB_SKIP_CMAKE": "1"})
+        if not packaged.ok:
+            raise StepFailed("bitsandbytes", f"packaging the bitsandbytes wheel failed: {uv.summarize_failure(packaged)}",
+                             _build_fix(request, build_isolation))
+        wheel = _the_wheel(out, request)
+        record = _record(request, wheel, time.monotonic() - started)
+        (out / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        try:
+            os.rename(out, final)
+        except OSError:
+            if _cached(final) is None:  # not a concurrent build that finished first
+                raise
+        progress(f"      built {wheel.name} for sm_{request.capability} in {record['seconds']:.0f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    built = _cached(final)
+    assert built is not None
+    return BuiltWheel(built.path, built.sha256, False, built.record)
+
+
+def _cached(folder: Path) -> Optional[BuiltWheel]:
+    try:
+        record = json.loads((folder / RECORD_FILE).read_text())
+        wheel = folder / record["wheel"]
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if digest != record.get("sha256"):
+        return None
+    return BuiltWheel(wheel, digest, True, record)
+
+
+def _remove_abandoned(cache: Path) -> None:
+    """Work folders of builds whose process is gone (killed, or the machine rebooted)."""
+    for folder in cache.glob(".building-*"):
+        try:
+            pid = int(folder.name.split("-")[1])
+            os.kill(pid, 0)
+        except (ValueError, IndexError, ProcessLookupError):
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # another user's live build
+
+
+def _fetch(source: BuildSource, dest: Path) -> None:
+    if source.is_local:
+        shutil.copytree(source.location, dest, ignore=shutil.ignore_patterns(*_NOT_SOURCE), symlinks=True)
+        return
+    clone = runner.run(["git", "clone", "--quiet", "--depth", "1", "--branch", str(source.version),
+                        source.location, str(dest)], timeout=1800)
+    if not clone.ok:
+        raise StepFailed("bitsandbytes", f"cannot fetch bitsandbytes {source.version} from {source.location}: "
+                                         f"{clone.last_stderr_line()}",
+                         "on a board without internet, clone it elsewhere and pass the folder: "
+                         "--bitsandbytes build=/path/to/bitsandbytes")
+    head = runner.run(["git", "-C", str(dest), "rev-parse", "HEAD"], timeout=60).stdout.strip()
+    if head != source.identity:
+        raise StepFailed("bitsandbytes", f"the tag {source.version} of {source.location} points to {head[:12]}, "
+                                         f"not to the release commit {source.identity[:12]}",
+                         "a moved release tag is not built; report it, or build a checked checkout by path: "
+                         "--bitsandbytes build=/path/to/bitsandbytes")
+
+
+def _stage(request: BuildRequest, stage: str, argv: Sequence[str], progress: Progress, started: float) -> None:
+    progress(f"      bitsandbytes {stage} (sm_{request.capability}, {request.jobs} job(s)); "
+             f"{time.monotonic() - started:.0f} s elapsed")
+    completed = runner.run(argv, timeout=4 * 3600)
+    if not completed.ok:
+        output = [line for line in (completed.stdout + "\n" + completed.stderr).splitlines() if line.strip()]
+        cause = next((line.strip() for line in output if "error" in line.lower()), output[-1] if output else "")
+        raise StepFailed("bitsandbytes", f"bitsandbytes {stage} failed: {cause}", _build_fix(request, True))
+
+
+def _build_fix(request: BuildRequest, build_isolation: bool) -> str:
+    if not build_isolation:
+        return ("install bitsandbytes' build requirements into the environment first "
+                "(scikit-build-core, setuptools>=77), or build with isolation from an index")
+    return (f"check the build log above; fewer jobs need less memory (this run used {request.jobs}); "
+            "or install without bitsandbytes")
+
+
+def _the_wheel(out: Path, request: BuildRequest) -> Path:
+    wheels = sorted(out.glob("bitsandbytes-*.whl"))
+    if len(wheels) != 1:
+        raise StepFailed("bitsandbytes", f"packaging made {len(wheels)} bitsandbytes wheels in {out}, not one",
+                         "report this as a jetson-install bug")
+    with zipfile.ZipFile(wheels[0]) as archive:
+        libraries = [name for name in archive.namelist() if re.search(r"libbitsandbytes_cuda\d+\.so$", name)]
+    if not libraries:
+        raise StepFailed("bitsandbytes", f"{wheels[0].name} has no CUDA library (libbitsandbytes_cuda*.so)",
+                         _build_fix(request, True))
+    return wheels[0]
+
+
+def _record(request: BuildRequest, wheel: Path, seconds: float) -> Dict[str, Any]:
+    return {
+        "built": True,
+        "wheel": wheel.name,
+        "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        "source": request.source.to_json(),
+        "capability": request.capability,
+        "cuda": request.toolchain.cuda,
+        "python_tag": request.python_tag,
+        "cmake_options": [o for o in request.cmake_options if "CMAKE_CUDA_COMPILER" not in o],
+        "seconds": round(seconds, 1),
+    }

@@ -1,0 +1,1 @@
+extern "C" int cget_version() { return 4902; }

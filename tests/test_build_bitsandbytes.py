@@ -1,0 +1,183 @@
+"""Building bitsandbytes from source for the device's exact capability (jetson_install/build/).
+
+The lane tests run the real pipeline (cmake, the C++ compiler, nvcc for sm_87, uv packaging the
+wheel) on a stand-in source tree with bitsandbytes' build interface, since these machines cannot
+clone the real repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from support.lanes import lane_unavailable
+
+from jetson_install import runner
+from jetson_install.build import bitsandbytes as build
+from jetson_install.errors import BadInput, StepFailed
+
+STANDIN = Path(__file__).parent / "resources" / "bitsandbytes-standin"
+CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+JP60_TORCH = "2.4.0a0+3bcc3cddb5.nv24.07.16234504"  # JetPack 6.0's NVIDIA torch
+
+
+def test_default_release_is_the_newest_whose_torch_floor_the_channel_meets() -> None:
+    releases, _ = build.load_releases()
+    # 0.50 needs torch>=2.4, which 2.4.0a0 is not under PEP 440: JetPack 6.0 gets 0.49.
+    assert build.default_release(JP60_TORCH, releases).version == "0.49.2"
+    assert build.default_release("2.8.0", releases).version == releases[0].version == "0.50.1"
+    with pytest.raises(BadInput, match="no buildable bitsandbytes release accepts torch 2.2.0"):
+        build.default_release("2.2.0", releases)
+
+
+def test_an_explicit_release_must_exist_and_accept_the_channels_torch() -> None:
+    releases, _ = build.load_releases()
+    assert build.find_release("0.49.0", releases, JP60_TORCH).commit.startswith("26f0c7a9")
+    with pytest.raises(BadInput, match=r"0\.49\.3: not a known release") as unknown:
+        build.find_release("0.49.3", releases, "2.8.0")
+    assert "0.50.1" in unknown.value.fix
+    with pytest.raises(BadInput, match=r"bitsandbytes 0\.50\.1 needs torch>=2\.4,<3") as too_new:
+        build.find_release("0.50.1", releases, JP60_TORCH)
+    assert too_new.value.fix.endswith("--bitsandbytes build=0.49.2")
+
+
+def test_jobs_are_bounded_by_memory_as_well_as_cores() -> None:
+    gib = 2**30
+    assert build.build_jobs(6, 8 * gib) == 4  # the 8 GB Orin Nano: -j6 runs out of memory, -j4 works
+    assert build.build_jobs(2, 24 * gib) == 2
+    assert build.build_jobs(12, 1 * gib) == 1
+
+
+def test_available_memory_is_read_from_this_machines_procfs() -> None:
+    assert build.available_memory() > 64 * 2**20
+
+
+def test_missing_tools_are_named_with_their_apt_packages_before_anything_starts(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BadInput) as missing:
+        build.find_toolchain(tmp_path / "cuda-12.6", "12.6")
+    assert "cmake, a C++ compiler and make, nvcc" in str(missing.value)
+    assert missing.value.fix == "sudo apt-get install cmake build-essential cuda-nvcc-12-6"
+
+
+def test_a_folder_that_is_not_a_bitsandbytes_checkout_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="is not a bitsandbytes checkout"):
+        build.local_source(tmp_path)
+
+
+def test_a_checkouts_identity_ignores_build_outputs(tmp_path: Path) -> None:
+    checkout = tmp_path / "bnb"
+    shutil.copytree(STANDIN, checkout)
+    before = build.local_source(checkout).identity
+    (checkout / "build").mkdir()
+    (checkout / "build" / "CMakeCache.txt").write_text("x")
+    (checkout / "bitsandbytes" / "libbitsandbytes_cuda126.so").write_bytes(b"\x7fELF")
+    assert build.local_source(checkout).identity == before
+    (checkout / "csrc" / "ops.cu").write_text("// changed\n")
+    assert build.local_source(checkout).identity != before
+
+
+# --------------------------------------------------------------------------- the real pipeline (lane)
+
+
+def _toolchain() -> build.Toolchain:
+    if not shutil.which("cmake") or not shutil.which("c++"):
+        lane_unavailable("source-build", "cmake or a C++ compiler is missing (tests/setup.d/40-build-tools installs them)")
+    if not os.access(CUDA_HOME / "bin" / "nvcc", os.X_OK):
+        lane_unavailable("source-build", f"no nvcc at {CUDA_HOME}/bin/nvcc (set CUDA_HOME to a CUDA toolkit)")
+    return build.find_toolchain(CUDA_HOME, None)
+
+
+def _request(source: build.BuildSource, capability: str = "87") -> build.BuildRequest:
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    return build.BuildRequest(source, capability, _toolchain(), sys.executable, tag, jobs=2)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    path = tmp_path / "bitsandbytes"
+    shutil.copytree(STANDIN, path)
+    return path
+
+
+@pytest.mark.lane
+def test_builds_a_wheel_for_sm87_with_nvcc_then_reuses_it(checkout: Path, tmp_path: Path) -> None:
+    request = _request(build.local_source(checkout))
+    cache = tmp_path / "cache"
+    said: list = []
+    built = build.build_wheel(request, cache, said.append)
+    assert not built.reused
+    with zipfile.ZipFile(built.path) as wheel:
+        libraries = [n for n in wheel.namelist() if n.startswith("bitsandbytes/libbitsandbytes_cuda")]
+    assert libraries == [f"bitsandbytes/libbitsandbytes_cuda{request.toolchain.cuda.replace('.', '')}.so"]
+    assert built.record["capability"] == "87" and built.record["built"] is True
+    assert built.record["source"]["identity"] == request.source.identity
+    assert "-DCOMPUTE_CAPABILITY=87" in built.record["cmake_options"]
+    assert any("compile (sm_87, 2 job(s))" in line for line in said)
+    # The build ran in a private copy: the user's checkout holds no build output.
+    assert not (checkout / "build").exists() and not list(checkout.rglob("libbitsandbytes*"))
+    again: list = []
+    reused = build.build_wheel(request, cache, again.append)
+    assert reused.reused and reused.path == built.path and reused.sha256 == built.sha256
+    assert again == [f"      bitsandbytes for sm_87 from the build cache ({built.path.name})"]
+    assert json.loads((built.path.parent / build.RECORD_FILE).read_text())["sha256"] == built.sha256
+
+
+@pytest.mark.lane
+def test_another_capability_or_a_changed_source_is_a_cache_miss(checkout: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = build.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
+    for_xavier = _request(build.local_source(checkout), capability="72")
+    assert for_xavier.key() != _request(build.local_source(checkout)).key()
+    (checkout / "csrc" / "pythonInterface.cpp").write_text('extern "C" int cget_version() { return 4903; }\n')
+    changed = _request(build.local_source(checkout))
+    rebuilt = build.build_wheel(changed, cache, lambda line: None)
+    assert not rebuilt.reused and rebuilt.path.parent != first.path.parent
+
+
+@pytest.mark.lane
+def test_an_interrupted_build_leaves_no_half_wheel(checkout: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _request(build.local_source(checkout))
+    cache = tmp_path / "cache"
+    real_run = runner.run
+
+    def interrupted_compile(argv, **kwargs):
+        if "--build" in argv:
+            raise KeyboardInterrupt
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(runner, "run", interrupted_compile)
+    with pytest.raises(KeyboardInterrupt):
+        build.build_wheel(request, cache, lambda line: None)
+    assert list(cache.iterdir()) == []
+    monkeypatch.setattr(runner, "run", real_run)
+    assert not build.build_wheel(request, cache, lambda line: None).reused
+
+
+@pytest.mark.lane
+def test_a_killed_builds_work_folder_and_a_damaged_entry_do_not_survive(checkout: Path, tmp_path: Path) -> None:
+    request = _request(build.local_source(checkout))
+    cache = tmp_path / "cache"
+    abandoned = cache / ".building-999999999-x"  # no such process: a build killed with -9
+    (abandoned / "wheel").mkdir(parents=True)
+    built = build.build_wheel(request, cache, lambda line: None)
+    assert not abandoned.exists()
+    built.path.write_bytes(b"damaged")
+    rebuilt = build.build_wheel(request, tmp_path / "cache", lambda line: None)
+    assert not rebuilt.reused and zipfile.is_zipfile(rebuilt.path)
+
+
+@pytest.mark.lane
+def test_a_compile_error_names_its_cause_and_caches_nothing(checkout: Path, tmp_path: Path) -> None:
+    (checkout / "csrc" / "ops.cu").write_text("this is not CUDA\n")
+    cache = tmp_path / "cache"
+    with pytest.raises(StepFailed, match="bitsandbytes compile failed: .*error"):
+        build.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
+    assert [p.name for p in cache.iterdir()] == []
