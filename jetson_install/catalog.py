@@ -17,7 +17,7 @@ from jetson_install.errors import CatalogError
 from jetson_install.platform import Platform
 from jetson_install.toml_file import load_toml
 
-__all__ = ["VendorSource", "Channel", "Target", "Catalog", "ChannelMatch", "load_catalog", "default_catalog_path"]
+__all__ = ["VendorSource", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "load_catalog", "default_catalog_path"]
 
 VENDOR_PACKAGES = ("torch", "torchvision", "torchaudio", "bitsandbytes")
 STATUSES = ("supported", "experimental", "unsupported")
@@ -40,6 +40,17 @@ class VendorSource:
 
 
 @dataclass(frozen=True)
+class ContainerImage:
+    """A container image known to carry a CUDA torch for a channel, and where that is said."""
+
+    image: str
+    source: str
+
+    def to_json(self) -> Dict[str, str]:
+        return {"image": self.image, "source": self.source}
+
+
+@dataclass(frozen=True)
 class Channel:
     id: str
     title: str
@@ -54,7 +65,7 @@ class Channel:
     reason: str
     remedy: str
     sources: Tuple[VendorSource, ...] = ()
-    containers: Tuple[str, ...] = ()
+    containers: Tuple[ContainerImage, ...] = ()
 
     @property
     def installable(self) -> bool:
@@ -270,7 +281,7 @@ class _Loader:
             reason=entry["reason"],
             remedy=entry.get("remedy", ""),
             sources=tuple(sources),
-            containers=tuple(self.strings(where, entry, "containers", start)),
+            containers=self.containers(where, entry, start),
         )
         return channel, len(sources_raw)
 
@@ -348,6 +359,21 @@ class _Loader:
             requires_torch=entry["requires_torch"],
             smoke=tuple(self.strings(where, entry, "smoke", start)),
         )
+
+    def containers(self, where: str, entry: Dict[str, Any], start: int) -> Tuple[ContainerImage, ...]:
+        value = entry.get("containers", [])
+        shape = "must be an array of { image = \"REGISTRY/NAME:TAG\", source = \"https://...\" } tables"
+        if not isinstance(value, list):
+            raise self.fail(where, "containers", shape, start)
+        images = []
+        for item in value:
+            if not isinstance(item, dict) or set(item) != {"image", "source"} or not all(
+                    isinstance(item[key], str) and item[key] for key in ("image", "source")):
+                raise self.fail(where, "containers", shape, start)
+            if not item["source"].startswith("https://"):
+                raise self.fail(where, "containers", f"has source {item['source']!r}; sources are https:// URLs", start)
+            images.append(ContainerImage(item["image"], item["source"]))
+        return tuple(images)
 
     # -- small value checks ----------------------------------------------
     def strings(self, where: str, entry: Dict[str, Any], key: str, start: int) -> List[str]:

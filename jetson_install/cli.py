@@ -98,6 +98,9 @@ def _install_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--vendor-index", metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
                      help="Replace the channel's vendor index (a mirror of the same builds)."),
         click.option("--python", "python", metavar="PATH", help="Use this interpreter (default: a system Python of the channel's version)."),
+        click.option("--use-existing-torch", is_flag=True,
+                     help="Keep the CUDA torch the interpreter already has (an L4T PyTorch image, a system install); "
+                          "download no vendor build."),
         click.option("--venv", metavar="DIR", help="Environment location (default: a per-user data directory)."),
     ]
     for option in options:
@@ -124,11 +127,26 @@ def _build_plan(target: str, options: dict):
         options["allow_insecure_index"],
     )
     venv = Path(options["venv"]) if options["venv"] else _default_venv(target)
+    existing = None
+    if options["use_existing_torch"]:
+        from jetson_install.container import inspect_stack
+
+        existing = inspect_stack(options["python"] or _python3())
     return make_plan(
         platform, load_catalog(), target, settings, venv.absolute(),
         interpreter=options["python"], source=options["source"], ref=options["ref"],
-        verify=not options["no_verify"], fallback=options["vendor_fallback"],
+        verify=not options["no_verify"], fallback=options["vendor_fallback"], existing=existing,
     )
+
+
+def _python3() -> str:
+    """The interpreter an image or a system install carries torch in: python3 on PATH."""
+    import shutil
+
+    found = shutil.which("python3")
+    if found is None:
+        raise BadInput("--use-existing-torch: no python3 on PATH", fix="pass the interpreter that has torch: --python PATH")
+    return found
 
 
 def _default_venv(target: str) -> Path:
@@ -175,7 +193,8 @@ def channels(as_json: bool, markdown: bool) -> None:
         click.echo(channels_markdown(catalog))
     elif as_json:
         _print_json([{"id": c.id, "title": c.title, "status": c.status, "reason": c.reason, "python": c.python,
-                      "cuda": c.cuda, "vendor_sources": [s.location for s in c.sources], "pins": dict(c.pins)}
+                      "cuda": c.cuda, "vendor_sources": [s.location for s in c.sources], "pins": dict(c.pins),
+                      "containers": [image.to_json() for image in c.containers]}
                      for c in catalog.channels])
     else:
         click.echo(channels_text(catalog))
@@ -323,10 +342,17 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
         if path and not Path(path).absolute().parent.is_dir():
             raise BadInput(f"{option} {path}: its directory does not exist",
                            fix=f"mkdir -p {Path(path).absolute().parent}, or pass another file")
-    from jetson_install.environment import recorded_vendor
+    from jetson_install.environment import recorded_plan, recorded_vendor
 
     platform, channel = _platform_and_channel(root, l4t)
-    vendor = recorded_vendor(Path(interpreter).parent.parent)
+    environment = Path(interpreter).parent.parent
+    vendor = recorded_vendor(environment)
+    kept = (recorded_plan(environment) or {}).get("existing")
+    if kept and vendor is not None:
+        from jetson_install.container import doctor_view
+
+        abi = ".".join(kept["python_version"].split(".")[:2])
+        channel, vendor = doctor_view(channel, abi, vendor.pins)
     report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, vendor=vendor, only=only,
                                       strict=strict or bool(gate_evidence))
     outputs = [("--evidence", evidence, _json_text(report.to_json()))]

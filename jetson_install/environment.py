@@ -170,35 +170,38 @@ class _Lock:
 _ACTIVATE_MARK = "# jetson-install:"
 
 _BASH_EXPORT = """
-# jetson-install: uv ignores pip.conf, so it gets the vendor constraints from UV_CONSTRAINT.
-if [ -z "${{_JETSON_INSTALL_UV_CONSTRAINT_SET:-}}" ] ; then
-    _JETSON_INSTALL_OLD_UV_CONSTRAINT="${{UV_CONSTRAINT:-}}"
-    _JETSON_INSTALL_UV_CONSTRAINT_SET=1
+# jetson-install: uv ignores pip.conf, so it gets the vendor constraints from {var}.
+if [ -z "${{_JETSON_INSTALL_{var}_SET:-}}" ] ; then
+    _JETSON_INSTALL_OLD_{var}="${{{var}:-}}"
+    _JETSON_INSTALL_{var}_SET=1
 fi
-UV_CONSTRAINT="{constraints}"
-export UV_CONSTRAINT
+{var}="{value}"
+export {var}
 """
 
-_BASH_RESTORE = """    # jetson-install: restore the UV_CONSTRAINT from before activation.
-    if [ -n "${_JETSON_INSTALL_UV_CONSTRAINT_SET:-}" ] ; then
-        if [ -n "${_JETSON_INSTALL_OLD_UV_CONSTRAINT:-}" ] ; then
-            UV_CONSTRAINT="$_JETSON_INSTALL_OLD_UV_CONSTRAINT"
-            export UV_CONSTRAINT
+_BASH_RESTORE = """    # jetson-install: restore the {var} from before activation.
+    if [ -n "${{_JETSON_INSTALL_{var}_SET:-}}" ] ; then
+        if [ -n "${{_JETSON_INSTALL_OLD_{var}:-}}" ] ; then
+            {var}="$_JETSON_INSTALL_OLD_{var}"
+            export {var}
         else
-            unset UV_CONSTRAINT
+            unset {var}
         fi
-        unset _JETSON_INSTALL_OLD_UV_CONSTRAINT _JETSON_INSTALL_UV_CONSTRAINT_SET
+        unset _JETSON_INSTALL_OLD_{var} _JETSON_INSTALL_{var}_SET
     fi
 """
 
 _FISH_EXPORT = """
-# jetson-install: uv ignores pip.conf, so it gets the vendor constraints from UV_CONSTRAINT.
-set -gx UV_CONSTRAINT "{constraints}"
+# jetson-install: uv ignores pip.conf, so it gets the vendor constraints from {var}.
+set -gx {var} "{value}"
 """
 
 _FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the environment.
-    set -e UV_CONSTRAINT
+    set -e {var}
 """
+
+#: Beside the constraints file: the kept packages' names, for uv's UV_EXCLUDE.
+EXCLUDES_FILE = "excludes.txt"
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -251,14 +254,19 @@ def write_requirements(environment: Path, lines: Sequence[str]) -> Path:
     return path
 
 
-def protect(environment: Path) -> Path:
+def protect(environment: Path, excludes: Sequence[str] = ()) -> Path:
     """Make the environment's constraints file outlive jetson-install.
 
     pip reads <prefix>/pip.conf (its "site" configuration) for every pip run
     inside the environment; uv reads no pip configuration at all
     (installers-and-uv.md §1.4), so the activate scripts export UV_CONSTRAINT.
+    `excludes` names packages the environment takes from its parent interpreter
+    (--use-existing-torch): uv does not see them there (astral-sh/uv#17215), so a
+    constraint alone would let it put a same-version build into the environment;
+    UV_EXCLUDE keeps them out of every uv resolution instead.
     """
-    constraints_path = environment / STATE_DIR / CONSTRAINTS_FILE
+    state = environment / STATE_DIR
+    constraints_path = state / CONSTRAINTS_FILE
     # Both pip.conf and UV_CONSTRAINT split their value on whitespace; a file:// URI
     # survives a path with spaces in it (verified with uv 0.13.9 and pip 23.2).
     uri = constraints_path.as_uri()
@@ -266,12 +274,16 @@ def protect(environment: Path) -> Path:
         "# Written by jetson-install: keeps the JetPack torch (and bitsandbytes) in place.\n"
         f"[global]\nconstraint = {uri}\n"
     )
-    _patch_activate(environment / "bin" / "activate", _BASH_EXPORT, _BASH_RESTORE, "deactivate () {", uri)
-    _patch_activate(environment / "bin" / "activate.fish", _FISH_EXPORT, _FISH_RESTORE, "function deactivate", uri)
+    variables = {"UV_CONSTRAINT": uri}
+    if excludes:
+        (state / EXCLUDES_FILE).write_text("\n".join(excludes) + "\n")
+        variables["UV_EXCLUDE"] = (state / EXCLUDES_FILE).as_uri()
+    _patch_activate(environment / "bin" / "activate", _BASH_EXPORT, _BASH_RESTORE, "deactivate () {", variables)
+    _patch_activate(environment / "bin" / "activate.fish", _FISH_EXPORT, _FISH_RESTORE, "function deactivate", variables)
     return constraints_path
 
 
-def _patch_activate(script: Path, export: str, restore: str, deactivate_line: str, constraints: str) -> None:
+def _patch_activate(script: Path, export: str, restore: str, deactivate_line: str, variables: Dict[str, str]) -> None:
     if not script.is_file():
         return
     text = script.read_text()
@@ -280,6 +292,7 @@ def _patch_activate(script: Path, export: str, restore: str, deactivate_line: st
     lines = text.splitlines(keepends=True)
     for number, line in enumerate(lines):
         if line.strip().startswith(deactivate_line):
-            lines.insert(number + 1, restore)
+            lines.insert(number + 1, "".join(restore.format(var=var) for var in variables))
             break
-    script.write_text("".join(lines) + export.format(constraints=constraints))
+    exports = "".join(export.format(var=var, value=value) for var, value in variables.items())
+    script.write_text("".join(lines) + exports)

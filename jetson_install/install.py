@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from jetson_install import runner, uv
+from jetson_install import container, runner, uv
 from jetson_install.environment import EnvironmentHome, protect, recorded_plan, write_constraints, write_requirements
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
@@ -129,7 +129,7 @@ class _Run:
 
 def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
     """Carry out `plan`. Never raises for a failing step: the result says what failed."""
-    assert plan.supported and plan.vendor is not None
+    assert plan.supported and (plan.vendor is not None or plan.existing is not None)
     home = EnvironmentHome(Path(plan.venv))
     home.check_usable()
     run = _Run(plan, progress, rerun)
@@ -170,7 +170,8 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Pr
         return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
                        f"run it again: {rerun}")
     # From here on the new environment is the user's; nothing may remove it.
-    installed = uv.installed_versions(str(staging / "bin" / "python"))
+    installed = dict(plan.existing.pins if plan.existing else {})
+    installed.update(uv.installed_versions(str(staging / "bin" / "python")))
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
                          _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings))
 
@@ -217,7 +218,7 @@ def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: s
 def _interpreter(plan: Plan, run: _Run) -> Interpreter:
     if plan.interpreter:
         found = inspect_interpreter(plan.interpreter)
-        if found.abi != plan.python_abi:
+        if plan.existing is None and found.abi != plan.python_abi:
             run.warnings.append(
                 f"--python {found.path} is Python {found.abi}, but channel {plan.channel.id} wheels are built "
                 f"for Python {plan.python_abi}; the vendor wheels may not install or run"
@@ -235,31 +236,38 @@ def _interpreter(plan: Plan, run: _Run) -> Interpreter:
 def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
            fingerprint: Dict[str, Any], run: _Run) -> None:
     """Build a new environment and switch the user's path to it."""
-    assert plan.vendor is not None
     python = str(staging / "bin" / "python")
-    vendor = plan.vendor
     default_index = plan.settings.default_index.value
     run.step("interpreter", lambda: f"{interpreter.path} (Python {interpreter.version})")
     run.step("environment", lambda: run.uv_step(
-        "environment", uv.create_venv(interpreter.path, str(staging), default_index),
+        "environment", uv.create_venv(interpreter.path, str(staging), default_index,
+                                      system_site_packages=plan.existing is not None),
         f"check that {interpreter.path} can make virtual environments "
         f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}", default_index))
-    run.step("vendor", lambda: run.uv_step(
-        "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins), vendor.index),
-        f"check that {vendor.location} is reachable and carries "
-        f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL",
-        vendor.location))
     constraints_path = write_constraints(staging, plan.constraints)
-    requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
-    if credentials(plan.requirement.split(" @ ", 1)[-1]):
-        # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
-        requirements = ["--requirement", str(write_requirements(staging, requirements))]
+    if plan.existing is not None:
+        stack = plan.existing
+        run.step("resolve", lambda: _resolve_around_kept(plan, stack, python, staging, constraints_path, run))
+        target_argv = uv.no_deps_install_argv(python, str(staging / STATE_DIR / container.TO_INSTALL), default_index)
+    else:
+        vendor = plan.vendor
+        assert vendor is not None
+        run.step("vendor", lambda: run.uv_step(
+            "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins), vendor.index),
+            f"check that {vendor.location} is reachable and carries "
+            f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL",
+            vendor.location))
+        requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
+        if credentials(plan.requirement.split(" @ ", 1)[-1]):
+            # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
+            requirements = ["--requirement", str(write_requirements(staging, requirements))]
+        target_argv = uv.target_install_argv(python, requirements, str(constraints_path), default_index)
     run.step("target", lambda: run.uv_step(
-        "target", uv.install(uv.target_install_argv(python, requirements, str(constraints_path), default_index),
-                             default_index),
+        "target", uv.install(target_argv, default_index),
         "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
         f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}", default_index))
-    run.step("protect", lambda: f"constraints kept in {protect(staging)}")
+    excludes = list(plan.existing.pins) if plan.existing is not None else []
+    run.step("protect", lambda: f"constraints kept in {protect(staging, excludes)}")
     run.step("check", lambda: _check(plan, python, run))
     if plan.verify:
         run.step("verify", lambda: _verify(plan, python, staging, run))
@@ -267,6 +275,26 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     previous: List[Optional[Path]] = []
     run.step("switch", lambda: _switch(home, staging, previous))
     home.prune(keep=[staging, previous[0]])
+
+
+def _resolve_around_kept(plan: Plan, stack: "container.ExistingStack", python: str, staging: Path,
+                        constraints_path: Path, run: _Run) -> str:
+    """Resolve the target with the kept stack as given, and write what is left to install."""
+    state = staging / STATE_DIR
+    (state / container.GIVEN_FILE).write_text(json.dumps(stack.to_json(), indent=2) + "\n")
+    # Written only for the user to read: a --source URL may carry a token.
+    requirements = write_requirements(staging, [plan.requirement] + container.write_given_wheels(stack, state / "given"))
+    resolution = state / container.RESOLUTION
+    default_index = plan.settings.default_index.value
+    run.uv_step("resolve", uv.pip_compile(uv.compile_argv(python, str(requirements), str(constraints_path),
+                                                          default_index, str(resolution)), default_index),
+                f"a dependency of {plan.target.title} needs another version of a package the interpreter keeps "
+                f"({', '.join(f'{n} {v}' for n, v in stack.pins.items())}), or an index is unreachable (see the "
+                f"message); start from an image whose torch fits, or drop --use-existing-torch. Then run: {run.rerun}",
+                default_index)
+    to_install = container.resolved_requirements(resolution.read_text(), list(stack.pins))
+    (state / container.TO_INSTALL).write_text("\n".join(to_install) + "\n")
+    return f"{len(to_install)} packages to install; kept: {', '.join(f'{n} {v}' for n, v in stack.pins.items())}"
 
 
 def _switch(home: EnvironmentHome, staging: Path, previous: List[Optional[Path]]) -> str:
@@ -296,7 +324,10 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     from jetson_install.doctor import run_doctor
 
     evidence = staging / STATE_DIR / EVIDENCE_FILE
-    report = run_doctor(python, platform=plan.platform, channel=plan.channel, vendor=plan.vendor)
+    channel, vendor = plan.channel, plan.vendor
+    if plan.existing is not None:
+        channel, vendor = container.doctor_view(plan.channel, plan.existing.abi, plan.pins)
+    report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor)
     evidence.write_text(json.dumps(redact_data(report.to_json()), indent=2) + "\n")
     if report.exit_code != 0:
         failed = [c for c in report.checks if c.status == "fail" and c.required]
@@ -316,7 +347,8 @@ def _satisfied(current: Path, fingerprint: Dict[str, Any], plan: Plan) -> Option
     installed = uv.installed_versions(python)
     from packaging.version import Version
 
-    for name, version in plan.pins.items():
+    # A kept stack is not in the environment itself; its identities are in the fingerprint.
+    for name, version in ({} if plan.existing else plan.pins).items():
         if name not in installed or Version(installed[name]) != Version(version):
             return None
     return installed if uv.pip_check(python).ok else None

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from jetson_install import uv
 from jetson_install.catalog import Catalog, Channel, Target, VendorSource
 from jetson_install.constraints import constraint_lines
+from jetson_install.container import RESOLUTION, TO_INSTALL, ExistingStack, judge_stack
 from jetson_install.errors import BadInput
 from jetson_install.platform import Platform
 from jetson_install.settings import IndexSettings
@@ -55,6 +56,7 @@ class Plan:
     verify: bool
     warnings: Tuple[str, ...] = ()
     pins: Mapping[str, str] = field(default_factory=dict)
+    existing: Optional[ExistingStack] = None  # --use-existing-torch: the stack kept as it is
 
     @property
     def vendor_location(self) -> Optional[str]:
@@ -62,6 +64,8 @@ class Plan:
 
     @property
     def vendor_label(self) -> str:
+        if self.existing is not None:
+            return f"kept from {self.existing.python} (--use-existing-torch)"
         if self.channel is not None and len(self.channel.sources) > 1 and self.vendor is self.channel.sources[1]:
             return "wheels-index.toml fallback (--vendor-fallback)"
         return self.settings.vendor_index.source
@@ -69,7 +73,8 @@ class Plan:
     @property
     def fallback_location(self) -> Optional[str]:
         """The channel's documented second source, offered when the first is down."""
-        if self.channel is None or len(self.channel.sources) < 2 or self.vendor is self.channel.sources[1]:
+        if (self.existing is not None or self.channel is None or len(self.channel.sources) < 2
+                or self.vendor is self.channel.sources[1]):
             return None
         return self.channel.sources[1].location
 
@@ -83,6 +88,8 @@ class Plan:
             "requirement": self.requirement,
             "vendor": self.vendor_location,
             "default_index": self.settings.default_index.value,
+            # A changed image torch (another RECORD) must give a new environment.
+            "existing": self.existing.to_json() if self.existing else None,
         }
 
     def to_json(self) -> Dict[str, Any]:
@@ -109,7 +116,8 @@ class Plan:
             "constraints": list(self.constraints),
             "requirement": self.requirement,
             "apt": list(self.vendor.apt) if self.vendor else [],
-            "containers": list(self.channel.containers) if self.channel else [],
+            "containers": [image.to_json() for image in self.channel.containers] if self.channel else [],
+            "existing_torch": self.existing.to_json() if self.existing else None,
             "steps": [step.to_json() for step in self.steps],
             "warnings": list(self.warnings),
         }
@@ -156,8 +164,11 @@ def make_plan(
     ref: Optional[str] = None,
     verify: bool = True,
     fallback: bool = False,
+    existing: Optional[ExistingStack] = None,
 ) -> Plan:
     target = catalog.targets[target_id]
+    if existing is not None:
+        return _existing_torch_plan(platform, catalog, target, settings, venv, existing, source, ref, verify)
     match = catalog.match(platform)
     channel = match.channel
     warnings: List[str] = list(platform.warnings)
@@ -192,6 +203,65 @@ def make_plan(
         requirement=requirement, constraints=constraints, steps=steps, verify=verify,
         warnings=tuple(warnings), pins=pins,
     )
+
+
+def _existing_torch_plan(platform: Platform, catalog: Catalog, target: Target, settings: IndexSettings, venv: Path,
+                         existing: ExistingStack, source: Optional[str], ref: Optional[str], verify: bool) -> Plan:
+    """The plan that keeps the interpreter's torch stack: no vendor step; the target's other
+    dependencies are resolved around the kept packages and installed without dependencies."""
+    match = catalog.match(platform)
+    channel = match.channel
+    warnings: List[str] = list(platform.warnings)
+    if channel is None:
+        reason, remedy = match.reason, match.remedy
+    else:
+        reason, remedy, found = judge_stack(existing, channel.cuda, target.requires_python, target.requires_torch)
+        warnings += found
+    supported = not reason
+    pins = existing.pins
+    with_quantization = _satisfies(pins.get("bitsandbytes"), target.requires_bitsandbytes)
+    if supported and not with_quantization:
+        warnings.append(f"{existing.python} has no bitsandbytes {target.requires_bitsandbytes}: "
+                        f"installing without the '{target.quantization_extra}' extra")
+    requirement = target_requirement(target, with_quantization, source, ref)
+    constraints = tuple(constraint_lines(pins, None))
+    steps = _existing_torch_steps(target, existing, venv, settings, verify) if supported else ()
+    return Plan(
+        target=target, platform=platform, channel=channel, supported=supported, reason=reason, remedy=remedy,
+        python_abi=existing.abi, interpreter=existing.python, venv=str(venv), vendor=None, settings=settings,
+        requirement=requirement, constraints=constraints, steps=steps, verify=verify,
+        warnings=tuple(warnings), pins=pins, existing=existing,
+    )
+
+
+def _existing_torch_steps(target: Target, existing: ExistingStack, venv: Path, settings: IndexSettings,
+                          verify: bool) -> Tuple[Step, ...]:
+    staging = f"{venv}.d/<new>"
+    python = f"{staging}/bin/python"
+    state = f"{staging}/{STATE_DIR}"
+    default_index = settings.default_index.value
+    torch = existing.torch
+    assert torch is not None
+    kept = ", ".join(f"{name} {version}" for name, version in existing.pins.items())
+    steps = [
+        Step("interpreter", f"use {existing.python}: keep torch {torch.version} (CUDA {torch.cuda}) "
+                            f"from {torch.location}"),
+        Step("environment", f"create a new environment beside {venv} that sees {existing.python}'s packages",
+             tuple(uv.venv_argv(existing.python, staging, default_index, system_site_packages=True))),
+        Step("resolve", f"resolve {target.title}'s dependencies with {kept} given as they are",
+             tuple(uv.compile_argv(python, f"{state}/requirements.txt", f"{state}/{CONSTRAINTS_FILE}",
+                                   default_index, f"{state}/{RESOLUTION}"))),
+        Step("target", f"install {target.title} and the rest of the resolution without dependencies",
+             tuple(uv.no_deps_install_argv(python, f"{state}/{TO_INSTALL}", default_index))),
+        Step("protect", "keep the stack in force after jetson-install exits: pip.conf, and UV_CONSTRAINT and "
+                        "UV_EXCLUDE in the activate scripts"),
+        Step("check", "check the installed dependencies, the kept stack included", tuple(uv.pip_check_argv(python))),
+    ]
+    if verify:
+        steps.append(Step("verify", "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence",
+                          ("jetson-install", "doctor", "--python", python, "--evidence", f"{state}/{EVIDENCE_FILE}")))
+    steps.append(Step("switch", f"switch {venv} to the new environment in one atomic rename"))
+    return tuple(steps)
 
 
 def _python_fits(target: Target, channel: Channel) -> bool:

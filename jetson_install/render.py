@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, List, Sequence
 from jetson_install.platform import Platform
 
 if TYPE_CHECKING:
-    from jetson_install.catalog import Catalog
+    from jetson_install.catalog import Catalog, Channel
     from jetson_install.plan import Plan
 
-__all__ = ["platform_summary", "plan_text", "channels_text", "channels_markdown"]
+__all__ = ["platform_summary", "plan_text", "container_lines", "channels_text", "channels_markdown"]
 
 
 def platform_summary(platform: Platform) -> str:
@@ -44,12 +44,14 @@ def plan_text(plan: Plan) -> str:
         lines.append(f"  {plan.reason}")
         if plan.remedy:
             lines.append(f"  to make it work: {plan.remedy}")
+        if plan.channel is not None:
+            lines += container_lines(plan.channel)
         return "\n".join(lines + [f"warning: {w}" for w in plan.warnings])
     settings = plan.settings
     lines += [
         f"  python    {plan.interpreter or plan.python_abi}",
         f"  venv      {plan.venv}",
-        f"  vendor    {plan.vendor_location}   ({plan.vendor_label})",
+        f"  vendor    {plan.vendor_location or 'none'}   ({plan.vendor_label})",
         f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
         f"  pins      {' '.join(plan.constraints)}",
         f"  source    {plan.requirement}",
@@ -58,6 +60,8 @@ def plan_text(plan: Plan) -> str:
         lines.append(f"  fallback  {plan.fallback_location}   (if the vendor source is down: --vendor-fallback)")
     if plan.vendor and plan.vendor.apt:
         lines.append(f"  apt       sudo apt-get install -y {' '.join(plan.vendor.apt)}   (the vendor wheels need these)")
+    if plan.channel is not None:
+        lines += container_lines(plan.channel)
     lines.append("steps:")
     for number, step in enumerate(plan.steps, 1):
         lines.append(f"  {number}. {step.id:12} {step.title}")
@@ -65,6 +69,14 @@ def plan_text(plan: Plan) -> str:
             lines.append(f"       $ {_shell_line(step.argv)}")
     lines.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(lines)
+
+
+def container_lines(channel: Channel) -> List[str]:
+    """The images known to match a channel, for the container lane (`jetson-install dockerfile`)."""
+    if not channel.containers:
+        return [f"  images    none known for {channel.id}: `jetson-install dockerfile` needs --base IMAGE"]
+    return [f"  {'images' if number == 0 else '':9} {image.image}   (source: {image.source})"
+            for number, image in enumerate(channel.containers)]
 
 
 def channels_text(catalog: Catalog) -> str:
@@ -76,6 +88,7 @@ def channels_text(catalog: Catalog) -> str:
         lines.append(f"{channel.id:15} {channel.status:12} L4T {low} to below {high}{families}  Python {channel.python}  CUDA {channel.cuda}")
         if channel.primary:
             lines.append(f"{'':15} {channel.primary.location}")
+        lines += [f"{'':15} image {image.image}" for image in channel.containers]
     return "\n".join(lines)
 
 

@@ -23,6 +23,9 @@ __all__ = [
     "pip_check_argv",
     "build_wheel_argv",
     "build_wheel",
+    "compile_argv",
+    "no_deps_install_argv",
+    "pip_compile",
     "create_venv",
     "install",
     "pip_check",
@@ -68,9 +71,10 @@ def _credential_env(index: Optional[str]) -> Dict[str, str]:
     return env
 
 
-def venv_argv(python: str, path: str, default_index: Optional[str]) -> List[str]:
+def venv_argv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False) -> List[str]:
     # --seed puts pip in the environment, so a user's later plain `pip install` works there.
-    return [PROGRAM, "venv", "--no-config", "--seed", "--python", python, *_index_args(default_index), path]
+    sees_parent = ["--system-site-packages"] if system_site_packages else []
+    return [PROGRAM, "venv", "--no-config", "--seed", *sees_parent, "--python", python, *_index_args(default_index), path]
 
 
 def vendor_install_argv(python: str, index: Optional[str], wheels: Sequence[str], pins: Mapping[str, str]) -> List[str]:
@@ -91,6 +95,23 @@ def target_install_argv(
     return [
         PROGRAM, "pip", "install", "--no-config", "--python", python,
         "--constraint", constraints_file, *_index_args(default_index), *requirements,
+    ]
+
+
+def compile_argv(python: str, requirements_file: str, constraints_file: str, default_index: Optional[str],
+                 output_file: str) -> List[str]:
+    """Resolve for `python`'s markers without installing anything."""
+    return [
+        PROGRAM, "pip", "compile", "--no-config", "--python", python, "--constraint", constraints_file,
+        *_index_args(default_index), "--no-header", "--no-annotate", "--output-file", output_file, requirements_file,
+    ]
+
+
+def no_deps_install_argv(python: str, requirements_file: str, default_index: Optional[str]) -> List[str]:
+    """Install exactly a resolved list: nothing it names is resolved again."""
+    return [
+        PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps",
+        *_index_args(default_index), "--requirements", requirements_file,
     ]
 
 
@@ -117,8 +138,8 @@ def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[
                unset=_SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES)
 
 
-def create_venv(python: str, path: str, default_index: Optional[str]) -> Completed:
-    return _run_uv(venv_argv(python, path, default_index), timeout=600, index=default_index)
+def create_venv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False) -> Completed:
+    return _run_uv(venv_argv(python, path, default_index, system_site_packages), timeout=600, index=default_index)
 
 
 def install(argv: Sequence[str], index: Optional[str] = None) -> Completed:
@@ -132,8 +153,54 @@ def build_wheel(python: str, source: str, out_dir: str, default_index: Optional[
                    index=default_index)
 
 
+def pip_compile(argv: Sequence[str], index: Optional[str] = None) -> Completed:
+    """Run a compile argv; `index` as for install."""
+    return _run_uv(argv, timeout=3600, index=index)
+
+
 def pip_check(python: str) -> Completed:
-    return _run_uv(pip_check_argv(python), timeout=300)
+    result = _run_uv(pip_check_argv(python), timeout=300)
+    if result.ok or result.timed_out:
+        return result
+    from jetson_install.container import sees_parent_environment, visible_distributions
+
+    if not sees_parent_environment(python):
+        return result
+    return _judge_unseen(result, visible_distributions(python))
+
+
+_NOT_INSTALLED = re.compile(r"The package `[^`]+` requires `([^`]+)`, but it's not installed")
+
+
+def _judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
+    """uv does not see a --system-site-packages venv's parent (astral-sh/uv#17215), so it calls
+    what the parent provides "not installed": judge those lines against what the interpreter
+    itself imports, and keep only the real problems."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from jetson_install.versions import satisfies
+
+    problems, provided = [], 0
+    for line in (result.stdout + "\n" + result.stderr).splitlines():
+        found = _NOT_INSTALLED.search(line)
+        if not found:
+            if line.strip().startswith("The package"):
+                problems.append(line.strip())
+            continue
+        try:
+            requirement = Requirement(found.group(1))
+        except InvalidRequirement:
+            problems.append(line.strip())
+            continue
+        version = visible.get(re.sub(r"[-_.]+", "-", requirement.name).lower())
+        if version is not None and (not requirement.specifier or satisfies(version, str(requirement.specifier))):
+            provided += 1
+        else:
+            problems.append(line.strip())
+    note = f"{provided} requirement(s) met by the parent environment, which uv does not see"
+    if problems:
+        return Completed(result.argv, result.returncode, "", "\n".join(problems + [note]) + "\n")
+    return Completed(result.argv, 0, f"All installed packages are compatible ({note})\n", "")
 
 
 def installed_versions(python: str) -> Dict[str, str]:

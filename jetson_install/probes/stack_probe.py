@@ -1,0 +1,71 @@
+"""Run by the chosen interpreter (standalone; stdlib only; Python 3.8+): the distributions it
+sees on its whole sys.path, which uv does not look through for a venv's parent
+(astral-sh/uv#17215, #15162), and the identity of each package of the torch stack: version,
+location, the sha256 of its dist-info RECORD, and torch's CUDA version read from
+torch/version.py without importing torch (no GPU or CUDA library is needed to read it).
+
+Prints one JSON line: {"probe": "stack", "python": ..., "distributions": {...}, "stack": {...}}.
+"""
+
+import hashlib
+import importlib.util
+import json
+import re
+import sys
+import sysconfig
+
+STACK = ("torch", "torchvision", "torchaudio", "bitsandbytes", "numpy")
+
+
+def normalize(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def torch_cuda(distribution):
+    path = distribution.locate_file("torch/version.py")
+    try:
+        spec = importlib.util.spec_from_file_location("_jetson_install_torch_version", str(path))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as exc:  # a torch without version.py, or one that does not run
+        return None, "cannot read %s: %s" % (path, exc)
+    return getattr(module, "cuda", None), None
+
+
+def identity(distribution):
+    record = distribution.read_text("RECORD")
+    found = {
+        "version": distribution.version,
+        "location": str(distribution.locate_file("")),
+        "record_sha256": hashlib.sha256(record.encode("utf-8")).hexdigest() if record is not None else None,
+    }
+    if normalize(distribution.metadata["Name"]) == "torch":
+        found["cuda"], found["cuda_error"] = torch_cuda(distribution)
+    return found
+
+
+def main():
+    from importlib import metadata
+
+    visible = {}
+    stack = {}
+    # sys.path order: the first distribution of a name is the one an import gets.
+    for distribution in metadata.distributions():
+        name = distribution.metadata["Name"]
+        if not name or normalize(name) in visible:
+            continue
+        visible[normalize(name)] = distribution.version
+        if normalize(name) in STACK:
+            stack[normalize(name)] = identity(distribution)
+    print(json.dumps({
+        "probe": "stack",
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "prefix": sys.prefix,
+        "purelib": sysconfig.get_paths()["purelib"],
+        "distributions": visible,
+        "stack": stack,
+    }))
+
+
+if __name__ == "__main__":
+    main()
