@@ -36,7 +36,8 @@ class VendorSource:
 
     @property
     def location(self) -> str:
-        return self.index or self.wheels[0]
+        # Neither: a stack kept as the interpreter had it (--use-existing-torch).
+        return self.index or (self.wheels[0] if self.wheels else "kept as installed")
 
 
 @dataclass(frozen=True)
