@@ -96,6 +96,11 @@ def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
     example = "give a full URL such as https://mirror.example/simple"
     if url != url.strip() or " " in url:
         raise BadInput(f"{where}: {url!r} contains spaces", fix=example)
+    # uv parses URLs as browsers do (WHATWG): it drops tabs and newlines and reads a backslash as
+    # a slash, so 'http://192.0.2.1\\@127.0.0.1/' goes to 192.0.2.1. Such URLs are refused outright.
+    odd = next((c for c in url if c == "\\" or c.isspace() or ord(c) < 32 or ord(c) == 127), None)
+    if odd is not None:
+        raise BadInput(f"{where}: {url!r} contains {_describe(odd)}, which URL parsers read differently", fix=example)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
@@ -117,10 +122,19 @@ def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
     )
 
 
+def _describe(character: str) -> str:
+    return "a backslash" if character == "\\" else f"the character {character!r}"
+
+
 def _is_loopback(host: str) -> bool:
+    """Loopback only in forms every URL parser reads alike: 'localhost', a canonical IPv4
+    address (uv reads '0127.0.0.1' as octal, 87.0.0.1) or an IPv6 one; never a %-escaped host."""
     if host == "localhost":
         return True
+    if "%" in host:
+        return False
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    return address.is_loopback and (address.version == 6 or str(address) == host)

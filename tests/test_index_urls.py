@@ -1,0 +1,35 @@
+"""Index URLs are judged as uv will read them: a URL that parsers read differently is refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import isolated_env
+
+SAMPLE = "sample:agx-orin-64gb-jp6.2"
+
+
+def plan_with(url: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root", SAMPLE,
+                           "--vendor-index", url], capture_output=True, text=True, env=isolated_env(tmp_path), timeout=60)
+
+
+@pytest.mark.parametrize("url, said", [
+    ("http://192.0.2.1\\@127.0.0.1/simple", "contains a backslash"),  # uv requests http://192.0.2.1/...
+    ("http://127.0.0.1\t.evil.example/simple", "contains the character '\\t'"),
+    ("http://evil.example\n@127.0.0.1/simple", "contains the character '\\n'"),
+    ("http://0127.0.0.1/simple", "plain http to a remote host"),  # octal to uv: 87.0.0.1
+    ("http://%31%32%37.0.0.1/simple", "plain http to a remote host"),
+])
+def test_a_url_read_differently_by_uv_is_refused(url: str, said: str, tmp_path: Path) -> None:
+    result = plan_with(url, tmp_path)
+    assert result.returncode == 2, result.stdout
+    assert said in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/simple", "http://[::1]:8080/simple", "http://localhost/simple"])
+def test_plain_http_on_loopback_still_passes(url: str, tmp_path: Path) -> None:
+    assert plan_with(url, tmp_path).returncode == 0
