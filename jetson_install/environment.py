@@ -4,7 +4,13 @@ Layout for --venv DIR:
 
     DIR            -> DIR.d/env-<id>   (a symlink; what the user activates)
     DIR.d/env-<id>                    (complete environments: the current one and the previous one)
+    DIR.d/.env-<id>.building          (marks an environment being built as jetson-install's own)
     DIR.d/.lock                       (held while jetson-install works on DIR)
+
+Only what jetson-install marked as its own is ever removed from DIR.d: a user's
+DIR.d/env-mydata survives, as does whatever a symlinked DIR.d points into. DIR.d may
+be on another filesystem than DIR (a mount, a link to a bigger disk): the new link is
+made beside DIR, so the switch is a rename within one directory.
 
 A new environment is built at its final path under DIR.d, so nothing inside it is
 ever moved (virtual environments are not relocatable), and DIR flips to it with one
@@ -18,6 +24,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -91,25 +98,29 @@ class EnvironmentHome:
 
     def forget_if_empty(self) -> None:
         """After a failed first install, leave no DIR.d holding only its lock file."""
-        if self.link.is_symlink() or not self.home.is_dir():
+        if self.link.is_symlink() or self.home.is_symlink() or not self.home.is_dir():
             return
         if all(entry.name == ".lock" for entry in self.home.iterdir()):
             shutil.rmtree(self.home, ignore_errors=True)
 
     def new_environment_path(self) -> Path:
-        return self.home / f"env-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        """A fresh environment path, marked as jetson-install's own before anything is built there."""
+        path = self.home / f"env-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        _building_mark(path).touch()
+        return path
 
     def mark_complete(self, environment: Path, fingerprint: Dict[str, Any]) -> None:
         state = environment / STATE_DIR
         # The plan names the indexes: kept redacted, and private to the user all the same.
         _write_private(state / PLAN_FILE, json.dumps(redact_data(fingerprint), indent=2, sort_keys=True) + "\n")
         (state / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+        _building_mark(environment).unlink(missing_ok=True)
 
     def switch_to(self, environment: Path) -> Optional[Path]:
         """Point the link at `environment` atomically; return the environment it pointed at,
         which is kept (and recorded) as the one to roll back to."""
         previous = self.current()
-        temporary = self.home / f".link-{uuid.uuid4().hex[:8]}"
+        temporary = self._temporary_link()
         os.symlink(environment, temporary)
         os.replace(temporary, self.link)
         record = self.home / PREVIOUS_FILE
@@ -126,17 +137,45 @@ class EnvironmentHome:
             return None
         return path if (path / STATE_DIR / COMPLETE_MARK).is_file() else None
 
+    def _temporary_link(self) -> Path:
+        # Beside DIR, not in DIR.d: a rename onto DIR must stay within one filesystem.
+        return self.link.with_name(f".{self.link.name}.link-{uuid.uuid4().hex[:8]}")
+
     def prune(self, keep: List[Optional[Path]]) -> None:
-        """Remove environments other than `keep`: older ones and any left by a killed run."""
+        """Remove jetson-install's environments other than `keep`: older ones and any left by a
+        killed run. Each is first renamed out of the way, so an interrupted removal leaves a
+        .removing-* folder (removed next time), never a half-deleted environment."""
         kept = {path.resolve() for path in keep if path is not None}
         for entry in self.environments():
             if entry.resolve() not in kept:
-                shutil.rmtree(entry, ignore_errors=True)
-        for leftover in self.home.glob(".link-*"):
+                self.remove(entry)
+        for doomed in self.home.glob(".removing-env-*"):
+            shutil.rmtree(doomed, ignore_errors=True)
+        for leftover in self.link.parent.glob(f".{self.link.name}.link-*"):
             leftover.unlink()
 
+    def remove(self, environment: Path) -> None:
+        """Remove one of jetson-install's environments: renamed first, so it is gone at once."""
+        doomed = environment.with_name(f".removing-{environment.name}")
+        if environment.exists():
+            os.rename(environment, doomed)
+        _building_mark(environment).unlink(missing_ok=True)
+        shutil.rmtree(doomed, ignore_errors=True)
+
     def environments(self) -> Iterator[Path]:
-        return (path for path in sorted(self.home.glob("env-*")) if path.is_dir())
+        """The environments jetson-install made here, complete or left by a killed build."""
+        for path in sorted(self.home.glob("env-*")):
+            if path.is_symlink() or not _OWN_NAME.match(path.name):
+                continue
+            if _building_mark(path).exists() or (path / STATE_DIR / COMPLETE_MARK).is_file():
+                yield path
+
+
+_OWN_NAME = re.compile(r"^env-\d{8}-\d{6}-[0-9a-f]{6}$")
+
+
+def _building_mark(environment: Path) -> Path:
+    return environment.with_name(f".{environment.name}.building")
 
 
 class _Lock:

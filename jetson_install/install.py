@@ -156,22 +156,27 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Pr
     home.prune(keep=[current, home.previous()])
     staging = home.new_environment_path()
     try:
-        _build(plan, home, staging, interpreter, fingerprint, run)
+        previous = _build(plan, home, staging, interpreter, fingerprint, run)
+        # From here on the new environment is the user's; nothing may remove it.
+        home.prune(keep=[staging, previous])
+        installed = dict(plan.existing.pins if plan.existing else {})
+        installed.update(uv.installed_versions(str(staging / "bin" / "python")))
     except StepFailed as failure:
-        _discard(staging)
+        _discard(home, staging)
         return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
     except KeyboardInterrupt:
         step = run.results[-1].id if run.results else "start"
         if home.current() == staging:
-            # Interrupted after the switch: the new environment is in place and stays.
-            return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results),
-                                 warnings=tuple(run.warnings) + (f"interrupted after the switch ({step})",))
-        _discard(staging)
+            # After the switch: the new environment is in place and stays; what the
+            # clean-up had not removed yet is removed by the next run.
+            return InstallResult(
+                "interrupted", plan.venv, str(staging), interpreter.path, tuple(run.results),
+                failed_step="clean-up", message=f"interrupted after the switch: {plan.venv} is the new environment, "
+                                                "ready to use; old environments are removed by the next run",
+                fix=f"nothing is needed; to finish the clean-up now, run: {rerun}", warnings=tuple(run.warnings))
+        _discard(home, staging)
         return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
                        f"run it again: {rerun}")
-    # From here on the new environment is the user's; nothing may remove it.
-    installed = dict(plan.existing.pins if plan.existing else {})
-    installed.update(uv.installed_versions(str(staging / "bin" / "python")))
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
                          _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings))
 
@@ -186,19 +191,19 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     if interpreter is None:
         return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
     fingerprint = _fingerprint(plan, interpreter)
-    if recorded_plan(current) != fingerprint:
+    if recorded_plan(current) != redact_data(fingerprint):
         return True, f"{current} was made from a different plan (channel, pins, source, indexes or interpreter)"
     if _satisfied(current, fingerprint, plan) is None:
         return True, f"{current} no longer holds the pinned vendor builds, or uv pip check fails there"
     return False, f"{plan.venv} already satisfies the plan"
 
 
-def _discard(staging: Path) -> None:
+def _discard(home: EnvironmentHome, staging: Path) -> None:
     """Remove a half-built environment, keeping its evidence (if the doctor ran) beside it."""
     evidence = staging / STATE_DIR / EVIDENCE_FILE
     if evidence.is_file():
         shutil.copyfile(evidence, _kept_evidence(staging))
-    shutil.rmtree(staging, ignore_errors=True)
+    home.remove(staging)
 
 
 def _kept_evidence(staging: Path) -> Path:
@@ -234,8 +239,8 @@ def _interpreter(plan: Plan, run: _Run) -> Interpreter:
 
 
 def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
-           fingerprint: Dict[str, Any], run: _Run) -> None:
-    """Build a new environment and switch the user's path to it."""
+           fingerprint: Dict[str, Any], run: _Run) -> Optional[Path]:
+    """Build a new environment and switch the user's path to it; return the one it replaced."""
     python = str(staging / "bin" / "python")
     default_index = plan.settings.default_index.value
     run.step("interpreter", lambda: f"{interpreter.path} (Python {interpreter.version})")
@@ -274,7 +279,7 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     home.mark_complete(staging, fingerprint)
     previous: List[Optional[Path]] = []
     run.step("switch", lambda: _switch(home, staging, previous))
-    home.prune(keep=[staging, previous[0]])
+    return previous[0]
 
 
 def _resolve_around_kept(plan: Plan, stack: "container.ExistingStack", python: str, staging: Path,

@@ -1,0 +1,123 @@
+"""DIR.d holds jetson-install's environments and may hold the user's things too: only what
+the tool marked as its own is removed, on any filesystem, and an interrupted clean-up never
+leaves an environment half deleted."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from jetson_install import environment as environment_module
+from jetson_install import install as install_module
+from jetson_install.catalog import load_catalog
+from jetson_install.environment import EnvironmentHome
+from jetson_install.plan import STATE_DIR, make_plan
+from jetson_install.platform import detect
+from jetson_install.samples import resolve_root
+from jetson_install.settings import IndexSettings, Setting
+
+
+def built(home: EnvironmentHome) -> Path:
+    """An environment as a finished install leaves it."""
+    path = home.new_environment_path()
+    (path / "bin").mkdir(parents=True)
+    (path / STATE_DIR).mkdir()
+    home.mark_complete(path, {"plan": 1})
+    return path
+
+
+def users_folder(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "results.csv").write_text("precious\n")
+    return path
+
+
+def test_prune_keeps_what_the_user_put_in_dir_d(tmp_path: Path) -> None:
+    home = EnvironmentHome(tmp_path / "obl")
+    home.home.mkdir()
+    mine = users_folder(home.home / "env-mydata")
+    lookalike = users_folder(home.home / "env-20250101-000000-abcdef")  # the tool's naming, not its mark
+    old, current = built(home), built(home)
+    home.prune(keep=[current])
+    assert (mine / "results.csv").read_text() == "precious\n"
+    assert (lookalike / "results.csv").is_file()
+    assert not old.exists() and current.is_dir()
+
+
+def test_prune_through_a_symlinked_dir_d_keeps_the_targets_other_folders(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "big-disk"
+    mine = users_folder(elsewhere / "env-mydata")
+    home = EnvironmentHome(tmp_path / "obl")
+    home.home.symlink_to(elsewhere)
+    old, current = built(home), built(home)
+    home.prune(keep=[current])
+    assert (mine / "results.csv").is_file()
+    assert not old.exists() and current.is_dir()
+
+
+def test_a_leftover_of_a_killed_build_is_removed(tmp_path: Path) -> None:
+    home = EnvironmentHome(tmp_path / "obl")
+    home.home.mkdir()
+    killed = home.new_environment_path()
+    (killed / "lib").mkdir(parents=True)  # uv venv was killed half-way: no complete mark
+    home.prune(keep=[])
+    assert not killed.exists() and list(home.home.iterdir()) == []
+
+
+@pytest.mark.skipif(os.stat("/dev/shm").st_dev == os.stat(Path.cwd()).st_dev if Path("/dev/shm").is_dir() else True,
+                    reason="needs /dev/shm on another filesystem than the working directory")
+def test_switch_works_with_dir_d_on_another_filesystem(tmp_path: Path) -> None:
+    other = Path("/dev/shm") / f"jetson-install-test-{os.getpid()}"
+    other.mkdir()
+    try:
+        link = Path.cwd() / f".test-obl-{os.getpid()}"
+        home = EnvironmentHome(link)
+        home.home.symlink_to(other)
+        first = built(home)
+        assert home.switch_to(first) is None
+        second = built(home)
+        assert home.switch_to(second) == first
+        assert home.current() == second
+        home.prune(keep=[second, first])
+        assert [p.name for p in link.parent.glob(f".{link.name}.link-*")] == []
+    finally:
+        for path in (link, home.home):
+            if path.is_symlink():
+                path.unlink()
+        import shutil
+
+        shutil.rmtree(other, ignore_errors=True)
+
+
+def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = IndexSettings(Setting(None, "wheels-index.toml"), Setting(None, "uv default"), False)
+    venv = tmp_path / "obl"
+    plan = make_plan(detect(resolve_root("sample:agx-orin-64gb-jp6.2")), load_catalog(), "obliteratus", settings,
+                     venv, interpreter=sys.executable, verify=False)
+    home = EnvironmentHome(venv)
+    home.home.mkdir()
+    oldest, previous = built(home), built(home)
+    home.switch_to(oldest)
+    home.switch_to(previous)
+
+    def fake_build(plan, home, staging, interpreter, fingerprint, run):  # the real steps need uv and indexes
+        (staging / STATE_DIR).mkdir(parents=True)
+        home.mark_complete(staging, fingerprint)
+        return home.switch_to(staging)
+
+    def rmtree_interrupted(path, ignore_errors=False):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(install_module, "_build", fake_build)
+    monkeypatch.setattr(environment_module.shutil, "rmtree", rmtree_interrupted)
+    result = install_module.install(plan, progress=lambda line: None, rerun="jetson-install obliteratus")
+    assert result.status == "interrupted" and result.exit_code == 130
+    new = home.current()
+    assert new is not None and result.environment == str(new) and new not in (oldest, previous)
+    assert "ready to use" in result.message
+    assert (previous / STATE_DIR / "complete").is_file()  # the one to roll back to is whole
+    assert not oldest.exists()  # renamed away at once: never a half-deleted environment
+    assert sorted(p.name for p in home.home.glob("env-*")) == sorted([previous.name, new.name])
