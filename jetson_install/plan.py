@@ -5,6 +5,7 @@ Building a plan changes nothing; `plan` prints it and `obliteratus` carries it o
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -179,6 +180,14 @@ def make_plan(
         supported, reason = False, (f"unsupported: {target.title} needs Python {target.requires_python}, "
                                     f"and channel {channel.id} wheels are built for Python {channel.python}")
         remedy = "flash JetPack 6.2 (L4T R36.4.3)"
+    if supported and Path(platform.root).resolve() == Path("/") and platform.arch != "aarch64":
+        supported, reason = False, (f"unsupported: this machine is {platform.arch}, and the JetPack wheels "
+                                    "are built for aarch64 (a Jetson)")
+        remedy = "run it on the Jetson; to preview here: --root sample:agx-orin-64gb-jp6.2"
+    elif supported and platform.arch != os.uname().machine:
+        # A root that describes another machine (a preview, a test, a lane): it still installs here.
+        warnings.append(f"--root {platform.root} is an {platform.arch} machine; the environment is made for "
+                        f"this machine's interpreter ({os.uname().machine})")
     if supported and channel is not None and channel.status == "experimental":
         warnings.append(f"channel {channel.id} is experimental: {channel.reason}")
 

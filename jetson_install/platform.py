@@ -6,6 +6,7 @@ command, so a root built from captured files answers exactly as the board would.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ SCHEMA_VERSION = 1
 
 # The dpkg database is the largest file read; everything else is a few lines.
 MAX_FILE_BYTES = 64 * 1024 * 1024
+SMALL_FILE_BYTES = 64 * 1024
+# One read() at a time: procfs answers a sysctl read of 64 MiB with ENOMEM.
+READ_CHUNK = 64 * 1024
 
 RELEASE_FILE = "etc/nv_tegra_release"
 DPKG_STATUS = "var/lib/dpkg/status"
@@ -40,6 +44,9 @@ MODEL = "proc/device-tree/model"
 CUDA_JSON = "usr/local/cuda/version.json"
 CUDA_TXT = "usr/local/cuda/version.txt"
 KERNEL = "proc/sys/kernel/osrelease"
+KERNEL_ARCH = "proc/sys/kernel/arch"  # Linux 6.1 and later
+OS_RELEASE = ("etc/os-release", "usr/lib/os-release")  # the order distro (and systemd) reads them in
+DEBIAN_VERSION = "etc/debian_version"
 
 
 @dataclass(frozen=True)
@@ -96,10 +103,12 @@ class Platform:
 
 
 class _Root:
-    """Reads files below one directory; a missing or unreadable file is None."""
+    """Reads files below one directory; a missing or unreadable file is None (an unreadable
+    one is also named in `warnings`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.warnings: List[str] = []
 
     def path(self, relative: str) -> Path:
         return self.root / relative
@@ -133,20 +142,40 @@ class _Root:
         return self.root.joinpath(*resolved)
 
     def read_bytes(self, relative: str, limit: int = MAX_FILE_BYTES) -> Optional[bytes]:
-        """A regular file's bytes (at most `limit`); None when missing, not a regular
-        file (a FIFO would block), or unreadable."""
-        path = self.resolve(relative)
+        """A regular file's bytes (at most `limit`), read in small pieces; None when missing,
+        not a regular file (a FIFO would block, a device never ends), or unreadable."""
         try:
-            if path is None or not stat.S_ISREG(path.stat().st_mode):
+            path = self.resolve(relative)
+            if path is None:
                 return None
-            with path.open("rb") as handle:
-                return handle.read(limit)
-        except OSError:
+            # O_NONBLOCK: opening a FIFO returns at once, and fstat then refuses it.
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            self._unreadable(relative, exc)
             return None
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return None
+            data = bytearray()
+            while len(data) < limit:
+                chunk = os.read(descriptor, min(READ_CHUNK, limit - len(data)))
+                if not chunk:
+                    break
+                data += chunk
+            return bytes(data)
+        except OSError as exc:
+            self._unreadable(relative, exc)
+            return None
+        finally:
+            os.close(descriptor)
 
-    def read_text(self, relative: str) -> Optional[str]:
-        data = self.read_bytes(relative)
+    def read_text(self, relative: str, limit: int = MAX_FILE_BYTES) -> Optional[str]:
+        data = self.read_bytes(relative, limit)
         return None if data is None else data.decode("utf-8", "replace")
+
+    def _unreadable(self, relative: str, error: OSError) -> None:
+        if error.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            self.warnings.append(f"{relative} cannot be read ({error.strerror}); treated as missing")
 
 
 def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optional[PlatformData] = None) -> Platform:
@@ -258,16 +287,18 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
     module = _module(compatible, data)
     kind = _kind(l4t, soc_facts.family if soc_facts else None, facts, warnings)
 
-    ubuntu = _ubuntu(root, sources, warnings)
+    ubuntu = _ubuntu(files, sources, warnings)
     if ubuntu is None and facts is not None and facts.ubuntu:
         ubuntu = facts.ubuntu
         sources["ubuntu"] = f"default for L4T R{facts.major}"
     python = facts.python if facts else None
     if facts is not None and python:
         sources["python"] = f"default for L4T R{facts.major}"
-    kernel = (files.read_text(KERNEL) or "").strip() or None
+    kernel = (files.read_text(KERNEL, SMALL_FILE_BYTES) or "").strip() or None
     if kernel:
         sources["kernel"] = KERNEL
+    arch = _arch(root, files, eabi, sources)
+    warnings.extend(files.warnings)
 
     return Platform(
         root=str(root),
@@ -284,7 +315,7 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
         ubuntu=ubuntu,
         python=python,
         kernel=kernel,
-        arch=eabi or "aarch64",
+        arch=arch,
         sources=sources,
         warnings=tuple(warnings),
     )
@@ -340,20 +371,46 @@ def _cuda(files: _Root, sources: Dict[str, str]) -> Optional[str]:
     return found
 
 
-def _ubuntu(root: Path, sources: Dict[str, str], warnings: List[str]) -> Optional[str]:
+def _arch(root: Path, files: _Root, eabi: Optional[str], sources: Dict[str, str]) -> str:
+    """This machine's architecture for the root /; for another root, what its kernel says
+    (proc/sys/kernel/arch), else what its release file's EABI or device tree implies."""
+    if root.resolve() == Path("/"):
+        sources["arch"] = "uname"
+        return os.uname().machine
+    arch = (files.read_text(KERNEL_ARCH, SMALL_FILE_BYTES) or "").strip()
+    if arch:
+        sources["arch"] = KERNEL_ARCH
+        return arch
+    return eabi or "aarch64"  # only aarch64 Jetsons are in the device tree table
+
+
+def _ubuntu(files: _Root, sources: Dict[str, str], warnings: List[str]) -> Optional[str]:
+    """The Ubuntu version, by distro, from bounded copies of the files read under the root:
+    distro opens what it is given, so it never sees the root itself (a FIFO, a link out of the
+    root or to /dev/zero, a huge file)."""
+    import tempfile
+
     import distro
 
-    try:
-        release = distro.LinuxDistribution(
-            include_lsb=False, include_uname=False, include_oslevel=False, root_dir=str(root)
-        )
-        distribution = release.id()
-    except (OSError, UnicodeDecodeError) as exc:
-        warnings.append(f"etc/os-release (or another etc/*release file) cannot be read ({exc}); Ubuntu assumed from L4T")
-        return None
+    where, os_release = next(((name, text) for name in OS_RELEASE
+                              for text in [files.read_text(name, SMALL_FILE_BYTES)] if text is not None), (None, None))
+    debian_version = files.read_text(DEBIAN_VERSION, SMALL_FILE_BYTES)
+    with tempfile.TemporaryDirectory(prefix="jetson-install-release-") as staged:
+        etc = Path(staged) / "etc"
+        etc.mkdir()
+        if os_release is not None:
+            (etc / "os-release").write_text(os_release, encoding="utf-8")
+        if debian_version is not None:
+            (etc / "debian_version").write_text(debian_version.encode("ascii", "replace").decode(), encoding="ascii")
+        release = distro.LinuxDistribution(include_lsb=False, include_uname=False, include_oslevel=False,
+                                           root_dir=staged)
+        try:
+            distribution, version = release.id(), release.version()
+        except (OSError, UnicodeDecodeError) as exc:
+            warnings.append(f"{where or 'etc/os-release'} cannot be read ({exc}); Ubuntu assumed from L4T")
+            return None
     if distribution != "ubuntu":
         return None
-    version = release.version()
     if version:
-        sources["ubuntu"] = "etc/os-release"
+        sources["ubuntu"] = where or DEBIAN_VERSION
     return version or None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List
 
@@ -25,13 +26,19 @@ def resolve_root(value: str, option: str = "--root") -> Path:
     if value.startswith(PREFIX):
         name = value[len(PREFIX):]
         path = SAMPLES_DIR / name
-        if not name or not path.is_dir():
+        if name not in sample_names():  # a bare name: 'sample:../../..' must not leave the folder
             raise BadInput(
                 f"{shown}: no such sample (have: {', '.join(sample_names())})",
                 fix="list them with: jetson-install samples",
             )
         return path
     path = Path(value)
-    if not path.is_dir():
+    try:
+        is_directory = path.is_dir()
+    except OSError as exc:
+        raise BadInput(f"{shown}: cannot be read ({exc.strerror})", fix="pass a directory you can read") from None
+    if not is_directory:
         raise BadInput(f"{shown}: not a directory", fix="pass a directory, e.g. --root /")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise BadInput(f"{shown}: cannot be read (permission denied)", fix="pass a directory you can read")
     return path

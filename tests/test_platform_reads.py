@@ -1,0 +1,138 @@
+"""Detection reads only inside the root, in bounded pieces: hostile roots (a FIFO, a link to
+/dev/zero or out of the root, a huge file, an unreadable folder) and the real procfs of this
+machine's own / all give an answer, never a hang, a traceback or a file from outside."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from jetson_install.platform import L4TOverride, detect
+from jetson_install.samples import SAMPLES_DIR
+
+SAMPLE = SAMPLES_DIR / "agx-orin-64gb-jp6.2"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    copy = tmp_path / "root"
+    shutil.copytree(SAMPLE, copy)
+    return copy
+
+
+def detect_within(root: Path, seconds: float = 20.0):
+    """detect(root), or fail the test if it does not return in time (a FIFO read blocks forever)."""
+    outcome: list = []
+    worker = threading.Thread(target=lambda: outcome.append(detect(root)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert outcome, "detect did not return"
+    return outcome[0]
+
+
+def test_a_fifo_as_os_release_does_not_hang(root: Path) -> None:
+    (root / "etc" / "os-release").unlink()
+    os.mkfifo(root / "etc" / "os-release")
+    os.mkfifo(root / "etc" / "debian_version")
+    os.mkfifo(root / "etc" / "lsb-release")
+    platform = detect_within(root)
+    assert platform.ubuntu == "22.04" and platform.sources["ubuntu"] == "default for L4T R36"
+
+
+def test_os_release_linked_to_dev_zero_is_not_read(root: Path) -> None:
+    (root / "etc" / "os-release").unlink()
+    (root / "etc" / "os-release").symlink_to("/dev/zero")
+    (root / "etc" / "debian_version").symlink_to("/dev/zero")
+    assert detect_within(root).sources["ubuntu"] == "default for L4T R36"
+
+
+def test_os_release_linked_out_of_the_root_is_not_read(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside-os-release"
+    outside.write_text('ID=ubuntu\nVERSION_ID="99.99"\n')
+    (root / "etc" / "os-release").unlink()
+    (root / "etc" / "os-release").symlink_to(os.path.relpath(outside, root / "etc"))
+    assert detect_within(root).ubuntu != "99.99"
+
+
+def test_a_huge_os_release_is_read_only_in_part(root: Path) -> None:
+    with open(root / "etc" / "os-release", "ab") as handle:
+        handle.truncate(1 << 30)  # 1 GiB, sparse
+    platform = detect_within(root, seconds=20)
+    assert platform.ubuntu == "22.04"  # its first lines still say so
+
+
+def test_this_machines_own_root_gives_kernel_and_arch() -> None:
+    platform = detect(Path("/"), L4TOverride("36.4.3", "--l4t"))
+    assert platform.kernel == os.uname().release
+    assert platform.arch == os.uname().machine and platform.sources["arch"] == "uname"
+
+
+def test_another_root_says_its_arch_from_its_kernel(root: Path) -> None:
+    assert detect(root).arch == "aarch64"
+    (root / "proc" / "sys" / "kernel" / "arch").write_text("riscv64\n")
+    platform = detect(root)
+    assert platform.arch == "riscv64" and platform.sources["arch"] == "proc/sys/kernel/arch"
+
+
+def run_cli(*args: str, user: bool = False) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "jetson_install", *args]
+    if user:
+        argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/")
+
+
+def test_install_on_this_non_jetson_machine_exits_3() -> None:
+    if os.uname().machine == "aarch64":
+        pytest.skip("this machine is aarch64")
+    for command in (["plan", "obliteratus"], ["obliteratus", "--dry-run"], ["obliteratus", "--yes"]):
+        result = run_cli(*command, "--root", "/", "--l4t", "36.4.3")
+        assert result.returncode == 3, (command, result.stderr)
+        assert f"this machine is {os.uname().machine}" in result.stdout + result.stderr
+
+
+def test_another_root_goes_ahead_with_a_warning() -> None:
+    if os.uname().machine == "aarch64":
+        pytest.skip("this machine is aarch64")
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2")
+    assert result.returncode == 0
+    assert f"the environment is made for this machine's interpreter ({os.uname().machine})" in result.stdout
+
+
+def test_sample_name_cannot_leave_the_samples_folder() -> None:
+    result = run_cli("detect", "--root", "sample:../../..")
+    assert result.returncode == 2 and "no such sample" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user")
+def test_an_unreadable_folder_is_missing_with_a_warning() -> None:
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="jetson-install-test-"))  # where the user 'nobody' can reach
+    top.chmod(0o755)
+    root = top / "root"
+    shutil.copytree(SAMPLE, root)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (root / "var" / "lib" / "dpkg").chmod(0o000)
+    (root / "etc").chmod(0o711)  # its entries can be opened, not listed
+    (root / "usr" / "local").chmod(0o000)
+    try:
+        result = run_cli("detect", "--root", str(root), "--json", user=True)
+        unreadable_root = run_cli("detect", "--root", str(root / "usr" / "local"), user=True)
+    finally:
+        for path in (root / "var" / "lib" / "dpkg", root / "usr" / "local"):
+            path.chmod(0o755)
+        shutil.rmtree(top)
+    assert unreadable_root.returncode == 2 and "cannot be read" in unreadable_root.stderr
+    assert result.returncode == 0, result.stderr
+    import json
+
+    report = json.loads(result.stdout)
+    assert report["l4t"] == "36.4.3" and report["sources"]["l4t"] == "etc/nv_tegra_release"
+    assert any("var/lib/dpkg/status cannot be read (Permission denied)" in w for w in report["warnings"])
