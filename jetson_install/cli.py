@@ -251,15 +251,19 @@ def obliteratus(**options: Any) -> None:
         if not click.confirm("Proceed?", default=True, err=True):
             sys.exit(EXIT_INTERRUPTED)
     from jetson_install.install import install
+    from jetson_install.progress import display_for, steps_summary
 
+    display = display_for(sys.stderr)
     log_file = _start_log("obliteratus")
-    result = install(the_plan, progress=lambda line: click.echo(line, err=True), rerun=_rerun_command())
+    result = install(the_plan, progress=display, rerun=_rerun_command())
     if options["as_json"]:
         data = result.to_json(the_plan)
         data["log"] = str(log_file)
         _print_json(data)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if result.steps:
+        click.echo(f"steps: {steps_summary(result.steps)}", err=True)
     if result.failed_step:
         click.echo(f"error: {result.message}", err=True)
         click.echo(f"  fix: {result.fix}", err=True)
@@ -354,7 +358,8 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
         abi = ".".join(kept["python_version"].split(".")[:2])
         channel, vendor = doctor_view(channel, abi, vendor.pins)
     report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, vendor=vendor, only=only,
-                                      strict=strict or bool(gate_evidence))
+                                      strict=strict or bool(gate_evidence),
+                                      progress=lambda line: click.echo(line, err=True))
     outputs = [("--evidence", evidence, _json_text(report.to_json()))]
     if gate_evidence:
         import json

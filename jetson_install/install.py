@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -22,25 +20,26 @@ from jetson_install.environment import EnvironmentHome, protect, recorded_plan, 
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
 from jetson_install.plan import EVIDENCE_FILE, STATE_DIR, Plan
+from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import credentials, redact_data
 from jetson_install.runner import Completed
 
 __all__ = ["StepResult", "InstallResult", "install", "would_change"]
 
-log = logging.getLogger("jetson_install")
 SCHEMA_VERSION = 1
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
 class StepResult:
     id: str
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | interrupted
     seconds: float
     detail: str = ""
+    downloaded_bytes: int = 0  # the sizes uv announced for the files it downloaded; 0 for cache hits
 
     def to_json(self) -> Dict[str, Any]:
-        return {"id": self.id, "status": self.status, "seconds": round(self.seconds, 3), "detail": self.detail or None}
+        return {"id": self.id, "status": self.status, "seconds": round(self.seconds, 3),
+                "downloaded_bytes": self.downloaded_bytes, "detail": self.detail or None}
 
 
 @dataclass(frozen=True)
@@ -85,37 +84,40 @@ class InstallResult:
 class _Run:
     """The state of one install run: the steps done so far and how to report them."""
 
-    def __init__(self, plan: Plan, progress: Progress, rerun: str) -> None:
+    def __init__(self, plan: Plan, progress: Display, rerun: str) -> None:
         self.plan = plan
         self.progress = progress
         self.rerun = rerun
         self.results: List[StepResult] = []
         self.warnings: List[str] = list(plan.warnings)
         self.number = 0
+        self.current: Optional[StepProgress] = None  # the running step, which uv reports its downloads to
 
     def step(self, step_id: str, action: Callable[[], str]) -> None:
         self.number += 1
         title = next((s.title for s in self.plan.steps if s.id == step_id), step_id)
-        self.progress(f"[{self.number}/{len(self.plan.steps)}] {step_id}: {title}")
-        started = time.monotonic()
+        current = self.current = self.progress.start(step_id, f"[{self.number}/{len(self.plan.steps)}] {step_id}: {title}")
+        status, detail = "failed", ""
         try:
             detail = action()
+            status = "ok"
         except OSError as exc:
-            self.results.append(StepResult(step_id, "failed", time.monotonic() - started))
             where = f" ({exc.filename})" if exc.filename else ""
             raise StepFailed(step_id, f"step '{step_id}' failed: {exc.strerror or exc}{where}",
                              f"free disk space or fix the permissions there, then run: {self.rerun}") from None
-        except BaseException:
-            self.results.append(StepResult(step_id, "failed", time.monotonic() - started))
+        except KeyboardInterrupt:
+            status = "interrupted"
             raise
-        self.results.append(StepResult(step_id, "ok", time.monotonic() - started, detail))
-        if detail:
-            self.progress(f"      {detail}")
+        finally:
+            self.current = None
+            self.results.append(StepResult(step_id, status, current.elapsed(), detail, current.downloaded_bytes))
+            self.progress.finish(current, status, detail)
 
     def uv_step(self, step_id: str, result: Completed, fix: str, index: Optional[str] = None) -> str:
         """Fail the step with uv's own reason; an index that did not answer gets a fix that
-        names it, whatever the step's usual fix is."""
-        log.debug("uv stdout:\n%s\nuv stderr:\n%s", result.stdout, result.stderr)
+        names it, whatever the step's usual fix is. uv's warnings become the run's warnings."""
+        self.warnings.extend(f"uv ({step_id}): {warning}" for warning in uv.warnings_in(result)
+                             if f"uv ({step_id}): {warning}" not in self.warnings)
         if not result.ok:
             reason = uv.summarize_failure(result)
             if uv.is_network_failure(result):
@@ -127,7 +129,7 @@ class _Run:
         return ""
 
 
-def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
+def install(plan: Plan, progress: Display, rerun: str) -> InstallResult:
     """Carry out `plan`. Never raises for a failing step: the result says what failed."""
     assert plan.supported and (plan.vendor is not None or plan.existing is not None)
     home = EnvironmentHome(Path(plan.venv))
@@ -140,7 +142,7 @@ def install(plan: Plan, progress: Progress, rerun: str) -> InstallResult:
             home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
 
 
-def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Progress, rerun: str) -> InstallResult:
+def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Display, rerun: str) -> InstallResult:
     """The whole install, under the lock on DIR.d."""
     current = home.current()
     try:
@@ -246,7 +248,7 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     run.step("interpreter", lambda: f"{interpreter.path} (Python {interpreter.version})")
     run.step("environment", lambda: run.uv_step(
         "environment", uv.create_venv(interpreter.path, str(staging), default_index,
-                                      system_site_packages=plan.existing is not None),
+                                      system_site_packages=plan.existing is not None, watch=run.current),
         f"check that {interpreter.path} can make virtual environments "
         f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}", default_index))
     constraints_path = write_constraints(staging, plan.constraints)
@@ -258,7 +260,8 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
         vendor = plan.vendor
         assert vendor is not None
         run.step("vendor", lambda: run.uv_step(
-            "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins), vendor.index),
+            "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins), vendor.index,
+                                 watch=run.current),
             f"check that {vendor.location} is reachable and carries "
             f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL",
             vendor.location))
@@ -268,7 +271,7 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
             requirements = ["--requirement", str(write_requirements(staging, requirements))]
         target_argv = uv.target_install_argv(python, requirements, str(constraints_path), default_index)
     run.step("target", lambda: run.uv_step(
-        "target", uv.install(target_argv, default_index),
+        "target", uv.install(target_argv, default_index, watch=run.current),
         "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
         f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}", default_index))
     excludes = list(plan.existing.pins) if plan.existing is not None else []
@@ -332,7 +335,7 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     channel, vendor = plan.channel, plan.vendor
     if plan.existing is not None:
         channel, vendor = container.doctor_view(plan.channel, plan.existing.abi, plan.pins)
-    report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor)
+    report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor, progress=run.progress)
     evidence.write_text(json.dumps(redact_data(report.to_json()), indent=2) + "\n")
     if report.exit_code != 0:
         failed = [c for c in report.checks if c.status == "fail" and c.required]

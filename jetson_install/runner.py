@@ -1,6 +1,8 @@
 """The one place that starts subprocesses (uv, the target interpreter's probes).
 
-Every command line is logged before it runs. Children get a scrubbed
+Every command line is logged before it runs, and each line of its output as the
+child prints it (so the log holds all of it even after a Ctrl-C), while a caller may
+watch the same lines to show progress. Children get a scrubbed
 environment, as pipx does, so a user's PYTHONPATH or a stray VIRTUAL_ENV
 cannot change what a probe or uv sees.
 """
@@ -9,16 +11,22 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["Completed", "run", "child_environment"]
+__all__ = ["Completed", "LineCallback", "TICK_SECONDS", "run", "child_environment"]
 
 log = logging.getLogger("jetson_install")
 
 # Variables that would make a child Python or uv look somewhere else than asked.
 _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "__PYVENV_LAUNCHER__", "VIRTUAL_ENV", "CONDA_PREFIX")
+#: How often on_tick is called while a child runs: often enough for a live line's clock.
+TICK_SECONDS = 0.25
+LineCallback = Callable[[str, str], None]
 
 
 @dataclass(frozen=True)
@@ -55,37 +63,105 @@ def run(
     cwd: Optional[str] = None,
     input_text: Optional[str] = None,
     unset: Sequence[str] = (),
+    on_line: Optional[LineCallback] = None,
+    on_tick: Optional[Callable[[], None]] = None,
 ) -> Completed:
-    """Run argv to completion and capture its output; never raises for a failing child.
+    """Run argv to completion, reading its output as it comes; never raises for a failing child.
+
+    Each output line goes to the log and to ``on_line(stream, line)`` ("stdout" or
+    "stderr", without its line ending) as soon as the child prints it; ``on_tick()``
+    is called about every TICK_SECONDS while the child runs. Both are called in the
+    caller's thread. The Completed holds the whole output, exactly as captured.
 
     A timeout gives returncode -9 and ``timed_out=True``; a missing executable
-    gives returncode 127 with the reason on stderr.
+    gives returncode 127 with the reason on stderr. Ctrl-C ends the child too.
     """
+    name = os.path.basename(str(argv[0]))
     log.debug("run: %s", " ".join(str(a) for a in argv))
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [str(a) for a in argv],
-            input=input_text,
+            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            stdin=None if input_text is not None else subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            timeout=timeout,
             env=child_environment(env, unset),
             cwd=cwd,
         )
-    except subprocess.TimeoutExpired as exc:
-        return Completed(tuple(argv), -9, _text(exc.stdout), _text(exc.stderr), timed_out=True)
     except OSError as exc:
         return Completed(tuple(argv), 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
-    log.debug("exit %s: %s", proc.returncode, argv[0])
-    return Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+    arrived: "queue.Queue[Tuple[str, Optional[str]]]" = queue.Queue()
+    threads = [threading.Thread(target=_read_lines, args=(proc.stdout, "stdout", arrived), daemon=True),
+               threading.Thread(target=_read_lines, args=(proc.stderr, "stderr", arrived), daemon=True)]
+    if input_text is not None:
+        threads.append(threading.Thread(target=_write_input, args=(proc.stdin, input_text), daemon=True))
+    for thread in threads:
+        thread.start()
+    output: Dict[str, List[str]] = {"stdout": [], "stderr": []}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    timed_out = False
+    try:
+        open_streams = 2
+        next_tick = time.monotonic() + TICK_SECONDS
+        while open_streams:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                timed_out = True
+                break
+            if on_tick is not None and now >= next_tick:
+                next_tick = now + TICK_SECONDS
+                on_tick()
+            wait = next_tick - now if deadline is None else min(next_tick, deadline) - now
+            try:
+                stream, line = arrived.get(timeout=max(wait, 0.001))
+            except queue.Empty:
+                continue
+            if line is None:
+                open_streams -= 1
+                continue
+            output[stream].append(line)
+            text = line.rstrip("\r\n")
+            log.debug("%s %s: %s", name, stream, text)
+            if on_line is not None:
+                on_line(stream, text)
+        if not timed_out:
+            try:
+                proc.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    except BaseException:
+        # Ctrl-C reached the child too; never leave it running behind the interrupted step.
+        proc.kill()
+        proc.wait()
+        raise
+    if timed_out:
+        proc.kill()
+        proc.wait()
+        for thread in threads:
+            thread.join(timeout=5)  # a grandchild may still hold the pipes open
+        while not arrived.empty():
+            stream, line = arrived.get()
+            if line is not None:
+                output[stream].append(line)
+    log.debug("exit %s: %s", -9 if timed_out else proc.returncode, name)
+    return Completed(tuple(argv), -9 if timed_out else proc.returncode, _joined(output["stdout"]),
+                     _joined(output["stderr"]), timed_out=timed_out)
 
 
-def _text(data: object) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, bytes):
-        return data.decode("utf-8", "replace")
-    return str(data)
+def _read_lines(pipe: IO[bytes], stream: str, arrived: "queue.Queue[Tuple[str, Optional[str]]]") -> None:
+    with pipe:
+        for raw in iter(pipe.readline, b""):
+            arrived.put((stream, raw.decode("utf-8", "replace")))
+    arrived.put((stream, None))
+
+
+def _write_input(pipe: IO[bytes], text: str) -> None:
+    try:
+        with pipe:
+            pipe.write(text.encode("utf-8"))
+    except OSError:
+        pass  # the child exited without reading it all; its exit status says why
+
+
+def _joined(lines: List[str]) -> str:
+    # As text mode would give it: universal newlines.
+    return "".join(lines).replace("\r\n", "\n").replace("\r", "\n")

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from jetson_install.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, Event, StepProgress
 from jetson_install.redact import credentials
 from jetson_install.runner import Completed, run
 
@@ -32,6 +33,9 @@ __all__ = [
     "installed_versions",
     "is_network_failure",
     "summarize_failure",
+    "read_event",
+    "parse_size",
+    "warnings_in",
 ]
 
 # Variables that would add indexes, constraints or a different interpreter to our calls.
@@ -130,21 +134,33 @@ def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Opti
 
 
 def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
-            index: Optional[str] = None) -> Completed:
+            index: Optional[str] = None, watch: Optional[StepProgress] = None) -> Completed:
+    """Run uv; `watch` (the running step) hears of each download and build as uv announces it."""
     overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
     overrides.update(env or {})
     overrides.update(_credential_env(index))
+    on_line = on_tick = None
+    if watch is not None:
+        on_tick = watch.tick
+
+        def on_line(stream: str, line: str) -> None:
+            event = read_event(line) if stream == "stderr" else None
+            if event is not None:
+                watch.event(event)
+
     return run([uv_binary(), *argv[1:]], timeout=timeout, env=overrides,
-               unset=_SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES)
+               unset=_SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES, on_line=on_line, on_tick=on_tick)
 
 
-def create_venv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False) -> Completed:
-    return _run_uv(venv_argv(python, path, default_index, system_site_packages), timeout=600, index=default_index)
+def create_venv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False,
+                watch: Optional[StepProgress] = None) -> Completed:
+    return _run_uv(venv_argv(python, path, default_index, system_site_packages), timeout=600, index=default_index,
+                   watch=watch)
 
 
-def install(argv: Sequence[str], index: Optional[str] = None) -> Completed:
+def install(argv: Sequence[str], index: Optional[str] = None, watch: Optional[StepProgress] = None) -> Completed:
     """Run an install argv; `index` is the URL (with any credentials) its --default-index came from."""
-    return _run_uv(argv, timeout=3600, index=index)
+    return _run_uv(argv, timeout=3600, index=index, watch=watch)
 
 
 def build_wheel(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool,
@@ -238,3 +254,48 @@ def summarize_failure(result: Completed) -> str:
                 picked += [l for l in lines[number + 1 : number + 3] if not l.startswith(("help:", "hint:"))]
                 return " ".join(part for part in picked if part)[:600]
     return (lines[-1] if lines else f"uv exited with status {result.returncode}")[:600]
+
+
+# What uv prints into a pipe for each file over 1 MiB and each source build
+# (https://github.com/astral-sh/uv/pull/11165), e.g. "Downloading torch (731.1MiB)".
+_DOWNLOADING = re.compile(r"^Downloading (?P<name>.+?)(?: \((?P<size>[0-9.]+ ?[KMGT]?i?B)\))?$")
+_EVENTS = ((re.compile(r"^Downloaded (?P<name>.+)$"), DOWNLOADED), (re.compile(r"^Building (?P<name>.+)$"), BUILD),
+           (re.compile(r"^Built (?P<name>.+)$"), BUILT))
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4}
+
+
+def read_event(line: str) -> Optional[Event]:
+    """The download or build a line of uv's stderr announces, if any."""
+    text = line.strip()
+    match = _DOWNLOADING.match(text)
+    if match:
+        return Event(DOWNLOAD, match.group("name"), parse_size(match.group("size") or ""))
+    for pattern, kind in _EVENTS:
+        match = pattern.match(text)
+        if match:
+            return Event(kind, match.group("name"))
+    return None
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size as uv prints it ("2.9MiB"); 0 for anything else."""
+    match = re.match(r"^([0-9.]+) ?([KMGT]?i?B)$", text.strip())
+    if not match or match.group(2) not in _UNITS:
+        return 0
+    try:
+        return int(float(match.group(1)) * _UNITS[match.group(2)])
+    except ValueError:
+        return 0
+
+
+def warnings_in(result: Completed) -> List[str]:
+    """uv's own warnings in its output, each once, in order (e.g. a requested extra the package lacks)."""
+    found: List[str] = []
+    for line in result.stderr.splitlines():
+        text = line.strip()
+        if text.startswith("warning:"):
+            message = text[len("warning:"):].strip()
+            if message and message not in found:
+                found.append(message)
+    return found

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Set, Tuple
 
 from jetson_install import runner
 
@@ -64,8 +65,66 @@ class ProbeOutcome:
         return f"the {self.name} probe printed no findings: {last}"
 
 
-def _run_probe(python: str, name: str, script: str, timeout: float) -> ProbeOutcome:
-    completed = runner.run([python, str(PROBES_DIR / script)], timeout=timeout)
+#: A probe still busy after this long says what it waits for: importing torch takes
+#: seconds on a Jetson and over a minute under emulation, long enough to look hung.
+SLOW_PROBE_SECONDS = 2.0
+# What a probe is doing while a section of its report is marked "done": false.
+_PROBE_STEPS = {
+    "python": "starting Python",
+    "numpy": "importing numpy",
+    "torch": "importing torch",
+    "cuda": "starting CUDA through torch",
+    "matmul": "running a CUDA matmul",
+    "obliteratus": "importing obliteratus",
+}
+_PROBE_START = {"torch": "starting Python", "bitsandbytes": "importing torch and bitsandbytes"}
+
+
+class _ProbeWatch:
+    """Follows a probe's report lines; tells `progress` what it waits for once that has lasted a while."""
+
+    def __init__(self, name: str, python: str, progress: Callable[[str], None]) -> None:
+        self.python = python
+        self.progress = progress
+        self.doing = _PROBE_START.get(name, f"running the {name} probe")
+        self.since = time.monotonic()
+        self.told: Set[str] = set()
+
+    def line(self, stream: str, text: str) -> None:
+        if stream != "stdout" or not text.startswith("{"):
+            return
+        try:
+            report = json.loads(text)
+        except ValueError:
+            return
+        doing = _unfinished(report) if isinstance(report, dict) else None
+        if doing and doing != self.doing:
+            self.doing, self.since = doing, time.monotonic()
+
+    def tick(self) -> None:
+        if self.doing not in self.told and time.monotonic() - self.since >= SLOW_PROBE_SECONDS:
+            self.told.add(self.doing)
+            self.progress(f"{self.doing} in {self.python} ...")
+
+
+def _unfinished(report: Mapping[str, Any]) -> Optional[str]:
+    """The step a probe's report line says is under way, in words."""
+    for key, value in report.items():
+        if isinstance(value, dict) and value.get("done") is False:
+            return _PROBE_STEPS.get(key, f"probing {key}")
+    kernels = report.get("kernels")
+    if isinstance(kernels, dict):
+        for kernel, value in kernels.items():
+            if isinstance(value, dict) and value.get("done") is False:
+                return f"running the bitsandbytes {kernel} kernel test"
+    return None
+
+
+def _run_probe(python: str, name: str, script: str, timeout: float,
+               progress: Optional[Callable[[str], None]] = None) -> ProbeOutcome:
+    watch = _ProbeWatch(name, python, progress) if progress is not None else None
+    completed = runner.run([python, str(PROBES_DIR / script)], timeout=timeout,
+                           on_line=watch.line if watch else None, on_tick=watch.tick if watch else None)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
 
 

@@ -123,10 +123,12 @@ def run_doctor(
     only: Sequence[str] = (),
     timeout: float = 300,
     strict: bool = False,
+    progress: Optional[Callable[[str], None]] = None,
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
     ``strict``: the report passes only when every check that applies ran and passed.
+    A probe busy for more than a couple of seconds tells ``progress`` what it waits for.
     Raises BadInput only when the interpreter does not exist or a check id is unknown.
     """
     if strict and only:
@@ -137,12 +139,12 @@ def run_doctor(
     probes_needed = {spec.probe for spec in selected}
     with ThreadPoolExecutor(max_workers=3) as pool:
         torch_future = (
-            pool.submit(_run_probe, interpreter, "torch", "torch_probe.py", timeout)
+            pool.submit(_run_probe, interpreter, "torch", "torch_probe.py", timeout, progress)
             if "torch" in probes_needed
             else None
         )
         bnb_future = (
-            pool.submit(_run_probe, interpreter, "bitsandbytes", "bnb_probe.py", timeout)
+            pool.submit(_run_probe, interpreter, "bitsandbytes", "bnb_probe.py", timeout, progress)
             if "bitsandbytes" in probes_needed
             else None
         )
