@@ -13,7 +13,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Sequence, TextIO
 
 from jetson_install.errors import BadInput
 from jetson_install.redact import redact

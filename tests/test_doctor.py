@@ -488,3 +488,17 @@ def test_cli_lists_checks() -> None:
     result = run_doctor_cli("--list-checks")
     assert result.returncode == 0
     assert [line.split()[0] for line in result.stdout.splitlines()] == [spec.id for spec in doctor.CHECKS]
+
+
+def test_a_probe_busy_for_a_while_says_what_it_waits_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jetson_install.doctor import context
+
+    monkeypatch.setattr(context, "SLOW_PROBE_SECONDS", 0.5)
+    python = make_env(tmp_path / "env", import_seconds=1.5)
+    told: list = []
+    report = run(python, progress=told.append)
+    assert f"importing torch in {python} ..." in told
+    assert f"importing torch and bitsandbytes in {python} ..." in told
+    assert len(told) == len(set(told))  # each wait is told once
+    assert report.exit_code == 0  # slow is not broken
+

@@ -9,6 +9,9 @@ Failure switches let tests simulate an index that goes away mid-install:
 (or closes the connection without an answer), ``stop()`` closes the listening
 socket so further connections are refused, and ``delay`` stalls file
 downloads half-way so a test can kill the installer while it downloads.
+``slow`` spreads the files of named projects over some seconds, so a test
+sees an installer's progress while a download runs; ``cache_files`` lets
+clients keep the files (as a real index does), so a second install is a cache hit.
 """
 
 from __future__ import annotations
@@ -114,11 +117,15 @@ class LoopbackIndex(object):
         core_metadata: bool = True,
         hide: Tuple[str, ...] = (),
         credentials: Optional[str] = None,
+        slow: Optional[Dict[str, float]] = None,
+        cache_files: bool = False,
     ) -> None:
         self.root = Path(root)
         self.credentials = credentials  # "user:password": every request must carry them (HTTP Basic)
         self.name = name
         self.delay = delay
+        self.slow = dict((normalize_name(k), v) for k, v in (slow or {}).items())
+        self.cache_files = cache_files
         self.core_metadata = core_metadata
         self.hidden = set(normalize_name(n) for n in hide)
         self._lock = threading.Lock()
@@ -401,17 +408,20 @@ def _make_handler(index: LoopbackIndex) -> type:
                 elif parts[1].endswith(".metadata"):
                     self._send(200, data, "text/plain", head)
                 else:
-                    self._send(200, data, "application/octet-stream", head, stall=index.delay)
+                    pace = index.slow.get(_project_of(parts[1]) or "", 0.0)
+                    self._send(200, data, "application/octet-stream", head, stall=index.delay, pace=pace,
+                               cache=index.cache_files)
                 return
             self._send(404, b"not found\n", "text/plain", head)
 
-        def _send(self, code: int, data: bytes, ctype: str, head: bool, stall: float = 0.0) -> None:
+        def _send(self, code: int, data: bytes, ctype: str, head: bool, stall: float = 0.0, pace: float = 0.0,
+                  cache: bool = False) -> None:
             try:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
-                # No caching: tests swap index contents between runs.
-                self.send_header("Cache-Control", "no-store")
+                # No caching unless asked: tests swap index contents between runs.
+                self.send_header("Cache-Control", "max-age=3600, immutable" if cache else "no-store")
                 self.end_headers()
                 if head:
                     return
@@ -422,6 +432,13 @@ def _make_handler(index: LoopbackIndex) -> type:
                     self.wfile.flush()
                     time.sleep(stall)
                     self.wfile.write(data[half:])
+                elif pace > 0:
+                    # Twenty equal parts over `pace` seconds: slow, but always finished in bounded time.
+                    part = len(data) // 20 + 1
+                    for start in range(0, len(data), part):
+                        self.wfile.write(data[start:start + part])
+                        self.wfile.flush()
+                        time.sleep(pace / 20)
                 else:
                     self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):

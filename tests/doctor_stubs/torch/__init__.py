@@ -1,9 +1,11 @@
 """Stub torch whose behaviour the scenario file chooses; tensors are constant-filled."""
 
 import math
+import time
 
 from doctor_stub_scenario import SCENARIO
 
+time.sleep(SCENARIO.get("import_seconds", 0))  # a real `import torch` takes seconds on a Jetson
 if SCENARIO.get("torch_import_error"):
     raise OSError(SCENARIO["torch_import_error"])
 

@@ -1,0 +1,134 @@
+"""What a user sees while `jetson-install obliteratus` downloads: a loopback index serves a
+stub wheel of a few MB slowly (a few seconds), on a pipe and on a pseudo-terminal."""
+
+from __future__ import annotations
+
+import base64
+import errno
+import json
+import os
+import pty
+import re
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+from support import OBLITERATUS_DEPENDENCIES, build_wheel
+from support.stub_projects import make_obliteratus_source
+from test_install_cli import Installer, cli_env, stub_catalog  # noqa: F401 (fixtures)
+
+from jetson_install.progress import format_bytes, format_seconds
+
+BIG = "bigdata-stub"
+SLOW_SECONDS = 4.0
+MISSING_EXTRA = "does not have an extra named `quantization`"
+
+
+@pytest.fixture
+def slow_public(private_index_dirs, start_index) -> Tuple[object, int]:
+    """The public index plus a 2.4 MiB wheel it sends over SLOW_SECONDS; and that wheel's size."""
+    blob = base64.b64encode(os.urandom(2_500_000)).decode()  # random: the wheel cannot compress it away
+    wheel = build_wheel(private_index_dirs.public, BIG, "1.0", modules={"bigdata_stub/blob.py": f"BLOB = {blob!r}\n"})
+    return start_index(private_index_dirs.public, name="slow-public", slow={BIG: SLOW_SECONDS},
+                       cache_files=True), wheel.stat().st_size
+
+
+@pytest.fixture
+def source_without_the_extra(tmp_path: Path) -> Path:
+    """Like OBLITERATUS 0.1.2: no `quantization` extra; and it needs the big wheel."""
+    return make_obliteratus_source(tmp_path / "OBLITERATUS-0.1.2", "0.1.2",
+                                   dependencies=OBLITERATUS_DEPENDENCIES + (BIG,), extras={"dev": ("pytest>=7.0",)})
+
+
+def run_reading_stderr(argv: List[str], env: Dict[str, str]) -> Tuple[int, dict, List[Tuple[float, str]]]:
+    """Run the CLI with stderr a pipe; each stderr line with the time it arrived."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                               text=True, env=env)
+    watchdog = threading.Timer(300, process.kill)
+    watchdog.start()
+    try:
+        lines = [(time.monotonic(), line.rstrip("\n")) for line in process.stderr]
+        stdout = process.stdout.read()
+        code = process.wait()
+    finally:
+        watchdog.cancel()
+    return code, json.loads(stdout) if stdout.strip() else {}, lines
+
+
+def test_a_slow_download_shows_progress_before_its_step_ends_and_the_json_counts_its_bytes(
+    tmp_path: Path, cli_env: Dict[str, str], vendor_index, slow_public, source_without_the_extra: Path
+) -> None:
+    index, wheel_size = slow_public
+    env = dict(cli_env, JETSON_INSTALL_PROGRESS_INTERVAL="0.5")
+    installer = Installer(tmp_path / "obl", env, vendor_index.url, index.url, source_without_the_extra)
+    code, data, lines = run_reading_stderr(installer.argv(), env)
+    text = "\n".join(line for _, line in lines)
+    assert code == 0, text
+    heading = next(n for n, (_, line) in enumerate(lines) if line.startswith("[4/7] target:"))
+    end = next(n for n in range(heading, len(lines)) if re.match(r"      done in .*, [0-9.]+ MiB downloaded$", lines[n][1]))
+    during = [(at, line) for at, line in lines[heading + 1:end] if "so far:" in line and f"downloading {BIG}" in line]
+    assert during, text
+    assert lines[end][0] - during[0][0] >= 1.0, text  # printed while the download ran, not after it
+    steps = {step["id"]: step for step in data["steps"]}
+    # The announced size (uv rounds to 0.1 MiB); the small stub wheels go unannounced, so count 0.
+    assert steps["target"]["downloaded_bytes"] == pytest.approx(wheel_size, rel=0.05)
+    assert steps["vendor"]["downloaded_bytes"] == 0
+    assert steps["target"]["seconds"] >= SLOW_SECONDS * 0.9
+    summary = next(line for _, line in lines if line.startswith("steps: "))
+    assert f"target {format_seconds(steps['target']['seconds'])}, {format_bytes(steps['target']['downloaded_bytes'])};" in summary
+    # uv's warning about the extra the source lacks reaches stderr and the JSON.
+    assert any(MISSING_EXTRA in warning for warning in data["warnings"]), data["warnings"]
+    assert any(line.startswith("warning: uv (target): ") and MISSING_EXTRA in line for _, line in lines), text
+
+    # A changed source reinstalls, and the big wheel now comes from uv's cache: 0 bytes downloaded.
+    changed = tmp_path / "changed-source"
+    shutil.copytree(source_without_the_extra, changed)
+    (changed / "obliteratus" / "extra.py").write_text("X = 1\n")
+    index.clear_requests()
+    code, data, lines = run_reading_stderr(installer.argv(changed), env)
+    assert code == 0, "\n".join(line for _, line in lines)
+    assert not [name for name in index.downloaded_files() if name.startswith("bigdata_stub")]
+    assert {step["id"]: step["downloaded_bytes"] for step in data["steps"]}["target"] == 0
+
+
+def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
+    tmp_path: Path, cli_env: Dict[str, str], vendor_index, slow_public, source_without_the_extra: Path
+) -> None:
+    index, _ = slow_public
+    installer = Installer(tmp_path / "obl", cli_env, vendor_index.url, index.url, source_without_the_extra)
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(installer.argv(), stdout=subprocess.PIPE, stderr=terminal, stdin=subprocess.DEVNULL,
+                               env=cli_env)
+    os.close(terminal)
+    watchdog = threading.Timer(300, process.kill)
+    watchdog.start()
+    seen = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError as exc:  # EIO: the terminal's other end closed
+                assert exc.errno == errno.EIO
+                break
+            if not chunk:
+                break
+            seen += chunk
+        stdout = process.stdout.read()
+        code = process.wait()
+    finally:
+        watchdog.cancel()
+        os.close(controller)
+    shown = seen.decode("utf-8", "replace")
+    assert code == 0, shown
+    assert json.loads(stdout)["status"] == "installed"
+    target = shown[shown.index("[4/7] target:"):shown.index("[5/7] protect:")]
+    redraws = re.findall(r"\r      ([^\r\n]*?)\x1b\[K", target)
+    assert len(redraws) >= 3, target  # the clock ticks: the same line, drawn again and again
+    assert any(f"downloading {BIG}" in line for line in redraws), redraws
+    # Its outcome replaces the live line: cleared, then written once, on a line of its own.
+    assert re.search(r"\r\x1b\[K      done in [^\r\n]*MiB downloaded\r\n$", target), target
+    assert "so far:" not in shown  # no plain lines on a terminal
