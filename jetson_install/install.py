@@ -295,7 +295,8 @@ def _resolve_around_kept(plan: Plan, stack: "container.ExistingStack", python: s
     resolution = state / container.RESOLUTION
     default_index = plan.settings.default_index.value
     run.uv_step("resolve", uv.pip_compile(uv.compile_argv(python, str(requirements), str(constraints_path),
-                                                          default_index, str(resolution)), default_index),
+                                                          default_index, str(resolution)), default_index,
+                                            watch=run.current),
                 f"a dependency of {plan.target.title} needs another version of a package the interpreter keeps "
                 f"({', '.join(f'{n} {v}' for n, v in stack.pins.items())}), or an index is unreachable (see the "
                 f"message); start from an image whose torch fits, or drop --use-existing-torch. Then run: {run.rerun}",

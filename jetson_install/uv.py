@@ -169,9 +169,9 @@ def build_wheel(python: str, source: str, out_dir: str, default_index: Optional[
                    index=default_index)
 
 
-def pip_compile(argv: Sequence[str], index: Optional[str] = None) -> Completed:
-    """Run a compile argv; `index` as for install."""
-    return _run_uv(argv, timeout=3600, index=index)
+def pip_compile(argv: Sequence[str], index: Optional[str] = None, watch: Optional[StepProgress] = None) -> Completed:
+    """Run a compile argv; `index` and `watch` as for install."""
+    return _run_uv(argv, timeout=3600, index=index, watch=watch)
 
 
 def pip_check(python: str) -> Completed:
