@@ -13,7 +13,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, TextIO
 
 from jetson_install.errors import BadInput
 from jetson_install.redact import redact
@@ -22,11 +22,11 @@ if TYPE_CHECKING:
     from jetson_install.install import StepResult
 
 __all__ = [
-    "DOWNLOAD", "DOWNLOADED", "BUILD", "BUILT", "Event", "StepProgress", "Display", "TerminalDisplay",
+    "DOWNLOAD", "DOWNLOADED", "BUILD", "BUILT", "PHASE", "Event", "StepProgress", "Display", "TerminalDisplay",
     "PlainDisplay", "display_for", "format_bytes", "format_seconds", "steps_summary", "INTERVAL_VARIABLE",
 ]
 
-DOWNLOAD, DOWNLOADED, BUILD, BUILT = "download", "downloaded", "build", "built"
+DOWNLOAD, DOWNLOADED, BUILD, BUILT, PHASE = "download", "downloaded", "build", "built", "phase"
 #: Seconds between plain progress lines; tests shorten it.
 INTERVAL_VARIABLE = "JETSON_INSTALL_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 15.0
@@ -36,8 +36,8 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # DOWNLOAD | DOWNLOADED | BUILD | BUILT
-    name: str
+    kind: str  # DOWNLOAD | DOWNLOADED | BUILD | BUILT | PHASE
+    name: str  # a file or build; for PHASE what uv finished, e.g. "resolved 87 packages"
     size: int = 0  # bytes, as a DOWNLOAD announced them; 0 when it named no size
 
 
@@ -51,6 +51,7 @@ class StepProgress:
         self.started = clock()
         self.in_flight: Dict[str, int] = {}  # download name -> announced size
         self.building: List[str] = []
+        self.phase = ""  # the last stage uv finished, e.g. "resolved 87 packages"
         self.files_done = 0
         self.downloaded_bytes = 0  # the announced sizes of the files whose download finished
         self.announced_bytes = 0
@@ -66,6 +67,8 @@ class StepProgress:
             self.building.append(event.name)
         elif event.kind == BUILT and event.name in self.building:
             self.building.remove(event.name)
+        elif event.kind == PHASE:
+            self.phase = event.name
         self._display.update(self)
 
     def tick(self) -> None:
@@ -76,7 +79,7 @@ class StepProgress:
 
     def state(self) -> str:
         """What is done and what is in flight, e.g. '1 of 3 downloads done (2.9 of 7.2 MiB); downloading torch'."""
-        parts = []
+        parts = [self.phase] if self.phase else []
         announced = self.files_done + len(self.in_flight)
         if announced:
             parts.append(f"{self.files_done} of {announced} downloads done "
@@ -150,10 +153,9 @@ class PlainDisplay(Display):
 class TerminalDisplay(Display):
     """For a terminal: one live line under the step's heading, redrawn in place, replaced by its outcome."""
 
-    def __init__(self, stream: TextIO, clock: Clock = time.monotonic,
-                 columns: Callable[[], int] = lambda: shutil.get_terminal_size().columns) -> None:
+    def __init__(self, stream: TextIO, clock: Clock = time.monotonic, columns: Optional[Callable[[], int]] = None) -> None:
         super().__init__(stream, clock)
-        self._columns = columns
+        self._columns = columns or (lambda: _terminal_columns(stream))
         self._live = False
 
     def __call__(self, line: str) -> None:
@@ -168,6 +170,15 @@ class TerminalDisplay(Display):
         with self._lock:
             self._write("\r" + text[:width] + "\x1b[K")
             self._live = True
+
+
+def _terminal_columns(stream: TextIO) -> int:
+    # The width of the terminal this stream is on: stdout may be a pipe (--json) while stderr is not.
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        columns = 0
+    return columns or shutil.get_terminal_size().columns  # 0: a terminal that never set its size
 
 
 def display_for(stream: TextIO, environ: Mapping[str, str] = os.environ) -> Display:

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from jetson_install.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, Event, StepProgress
+from jetson_install.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event, StepProgress
 from jetson_install.redact import credentials
 from jetson_install.runner import Completed, run
 
@@ -261,20 +261,27 @@ def summarize_failure(result: Completed) -> str:
 _DOWNLOADING = re.compile(r"^Downloading (?P<name>.+?)(?: \((?P<size>[0-9.]+ ?[KMGT]?i?B)\))?$")
 _EVENTS = ((re.compile(r"^Downloaded (?P<name>.+)$"), DOWNLOADED), (re.compile(r"^Building (?P<name>.+)$"), BUILD),
            (re.compile(r"^Built (?P<name>.+)$"), BUILT))
+# The stage uv finished, as its summary lines say it: "Resolved 87 packages in 1.20s".
+_PHASE = re.compile(r"^(?P<what>Resolved|Prepared|Installed|Uninstalled|Audited|Built) (?P<count>[0-9]+) packages? in ")
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
           "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4}
 
 
 def read_event(line: str) -> Optional[Event]:
-    """The download or build a line of uv's stderr announces, if any."""
+    """The download, build or finished stage a line of uv's stderr announces, if any."""
     text = line.strip()
+    match = _PHASE.match(text)
+    if match:
+        return Event(PHASE, f"{match.group('what').lower()} {match.group('count')} package"
+                            + ("" if match.group("count") == "1" else "s"))
     match = _DOWNLOADING.match(text)
     if match:
         return Event(DOWNLOAD, match.group("name"), parse_size(match.group("size") or ""))
     for pattern, kind in _EVENTS:
         match = pattern.match(text)
         if match:
-            return Event(kind, match.group("name"))
+            # "obliteratus @ file:///long/path" is shown as its name: the source is in the log.
+            return Event(kind, match.group("name").split(" @ ", 1)[0])
     return None
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import base64
 import errno
+import fcntl
 import json
 import os
 import pty
 import re
 import shutil
+import struct
 import subprocess
+import termios
 import threading
 import time
 from pathlib import Path
@@ -26,6 +29,7 @@ from jetson_install.progress import format_bytes, format_seconds
 BIG = "bigdata-stub"
 SLOW_SECONDS = 4.0
 MISSING_EXTRA = "does not have an extra named `quantization`"
+COLUMNS = 100
 
 
 @pytest.fixture
@@ -101,6 +105,7 @@ def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
     index, _ = slow_public
     installer = Installer(tmp_path / "obl", cli_env, vendor_index.url, index.url, source_without_the_extra)
     controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
     process = subprocess.Popen(installer.argv(), stdout=subprocess.PIPE, stderr=terminal, stdin=subprocess.DEVNULL,
                                env=cli_env)
     os.close(terminal)
@@ -128,6 +133,7 @@ def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
     target = shown[shown.index("[4/7] target:"):shown.index("[5/7] protect:")]
     redraws = re.findall(r"\r      ([^\r\n]*?)\x1b\[K", target)
     assert len(redraws) >= 3, target  # the clock ticks: the same line, drawn again and again
+    assert all(len("      " + line) < COLUMNS for line in redraws)  # never wrapped: redrawn in place
     assert any(f"downloading {BIG}" in line for line in redraws), redraws
     # Its outcome replaces the live line: cleared, then written once, on a line of its own.
     assert re.search(r"\r\x1b\[K      done in [^\r\n]*MiB downloaded\r\n$", target), target

@@ -38,6 +38,7 @@ def test_uv_pipe_output_counts_each_announced_file_once_with_its_size() -> None:
     step = PlainDisplay(io.StringIO(), interval=15).start("target", "[4/7] target")
     feed(step, CAPTURED)
     assert step.files_done == 2 and not step.in_flight
+    assert step.state().startswith("installed 3 packages; 2 of 2 downloads done (3.4 MiB of 3.4 MiB)")
     # uv announces one decimal of MiB: the count is the announced size, within 5% of the file.
     assert step.downloaded_bytes == pytest.approx(sum(ANNOUNCED_FILES.values()), rel=0.05)
 
