@@ -271,16 +271,18 @@ def obliteratus(**options: Any) -> None:
     else:
         verb = "is already up to date" if result.status == "unchanged" else "is ready"
         click.echo(f"OBLITERATUS {verb} in {result.venv}", err=True)
-        click.echo(f"  activate: source {result.venv}/bin/activate", err=True)
+        from jetson_install.install import activate_command
+
+        click.echo(f"  activate: {activate_command(result.venv)}", err=True)
         if result.evidence:
             click.echo(f"  evidence: {result.evidence}", err=True)
     sys.exit(result.exit_code)
 
 
-def _rerun_command() -> str:
-    import shlex
+def _rerun_command():
+    from jetson_install.fixes import Rerun
 
-    return "jetson-install " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])
+    return Rerun(tuple(sys.argv[1:]))
 
 
 def _start_log(command: str) -> Path:
@@ -491,9 +493,9 @@ def main(argv: Optional[list] = None) -> None:
         _report_error(exc, as_json="--json" in args)
         sys.exit(exc.exit_code)
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        _report_error(JetsonInstallError(f"{exc.strerror or exc}{where}",
-                                         fix="free disk space or fix the permissions there, then run the command again"),
+        from jetson_install.fixes import fix_for_os_error, os_error_reason
+
+        _report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, "run the command again")),
                       as_json="--json" in args)
         sys.exit(EXIT_FAILED)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +19,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from jetson_install import container, runner, uv
 from jetson_install.environment import EnvironmentHome, protect, recorded_plan, write_constraints, write_requirements
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
+from jetson_install.fixes import Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
 from jetson_install.plan import EVIDENCE_FILE, STATE_DIR, Plan
 from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import credentials, redact_data
 from jetson_install.runner import Completed
+from jetson_install.uv_errors import read_uv_failure
 
 __all__ = ["StepResult", "InstallResult", "install", "would_change"]
 
@@ -68,7 +71,7 @@ class InstallResult:
             "exit_code": self.exit_code,
             "venv": self.venv,
             "environment": self.environment,
-            "activate": f"source {self.venv}/bin/activate",
+            "activate": activate_command(self.venv),
             "python": self.interpreter,
             "channel": plan.channel.id if plan.channel else None,
             "vendor_index": plan.vendor_location,
@@ -81,10 +84,14 @@ class InstallResult:
         }
 
 
+def activate_command(venv: str) -> str:
+    return f"source {shlex.quote(venv + '/bin/activate')}"
+
+
 class _Run:
     """The state of one install run: the steps done so far and how to report them."""
 
-    def __init__(self, plan: Plan, progress: Display, rerun: str) -> None:
+    def __init__(self, plan: Plan, progress: Display, rerun: Rerun) -> None:
         self.plan = plan
         self.progress = progress
         self.rerun = rerun
@@ -102,9 +109,8 @@ class _Run:
             detail = action()
             status = "ok"
         except OSError as exc:
-            where = f" ({exc.filename})" if exc.filename else ""
-            raise StepFailed(step_id, f"step '{step_id}' failed: {exc.strerror or exc}{where}",
-                             f"free disk space or fix the permissions there, then run: {self.rerun}") from None
+            raise StepFailed(step_id, f"step '{step_id}' failed: {os_error_reason(exc)}",
+                             fix_for_os_error(exc, f"run: {self.rerun}")) from None
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -113,23 +119,26 @@ class _Run:
             self.results.append(StepResult(step_id, status, current.elapsed(), detail, current.downloaded_bytes))
             self.progress.finish(current, status, detail)
 
-    def uv_step(self, step_id: str, result: Completed, fix: str, index: Optional[str] = None) -> str:
-        """Fail the step with uv's own reason; an index that did not answer gets a fix that
-        names it, whatever the step's usual fix is. uv's warnings become the run's warnings."""
+    def uv_step(self, step_id: str, result: Completed, usual_fix: str, index: Optional[str] = None) -> str:
+        """Fail the step with uv's own reason and the fix for that cause; `usual_fix` is the
+        step's fix for a resolution conflict. uv's warnings become the run's warnings."""
         self.warnings.extend(f"uv ({step_id}): {warning}" for warning in uv.warnings_in(result)
                              if f"uv ({step_id}): {warning}" not in self.warnings)
-        if not result.ok:
-            reason = uv.summarize_failure(result)
-            if uv.is_network_failure(result):
-                where = index or "uv's default index"
-                option = "--vendor-index" if step_id == "vendor" else "--default-index"
-                fix = (f"{where} did not answer: check the network or the index, or use a mirror: "
-                       f"{self.rerun} {option} URL")
-            raise StepFailed(step_id, f"step '{step_id}' failed: {reason}", fix)
-        return ""
+        if result.ok:
+            return ""
+        if result.timed_out:
+            raise StepFailed(step_id, f"step '{step_id}' failed: uv did not finish in time",
+                             f"check the network and the indexes, then run: {self.rerun}")
+        failure = read_uv_failure(result.stderr)
+        context = StepContext(step_id, self.rerun, index, Path(self.plan.venv + ".d"),
+                              repository_of(self.plan.requirement.split(" @ ", 1)[-1]),
+                              fallback=step_id == "vendor" and self.plan.fallback_location is not None
+                              and self.plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index"))
+        raise StepFailed(step_id, f"step '{step_id}' failed: {failure.summary}",
+                         fix_for_uv_failure(failure, context, usual_fix))
 
 
-def install(plan: Plan, progress: Display, rerun: str) -> InstallResult:
+def install(plan: Plan, progress: Display, rerun: Rerun) -> InstallResult:
     """Carry out `plan`. Never raises for a failing step: the result says what failed."""
     assert plan.supported and (plan.vendor is not None or plan.existing is not None)
     home = EnvironmentHome(Path(plan.venv))
@@ -142,7 +151,7 @@ def install(plan: Plan, progress: Display, rerun: str) -> InstallResult:
             home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
 
 
-def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Display, rerun: str) -> InstallResult:
+def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Display, rerun: Rerun) -> InstallResult:
     """The whole install, under the lock on DIR.d."""
     current = home.current()
     try:
@@ -263,7 +272,8 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
             "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins), vendor.index,
                                  watch=run.current),
             f"check that {vendor.location} is reachable and carries "
-            f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: {run.rerun} --vendor-index URL",
+            f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: "
+            f"{run.rerun.with_option('--vendor-index', 'URL')}",
             vendor.location))
         requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
         if credentials(plan.requirement.split(" @ ", 1)[-1]):
@@ -344,7 +354,7 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
         detail = f"{first.id}: {first.detail}" if first else "a required check failed"
         raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(staging)})",
                          (f"{first.fix}; " if first and first.fix else "")
-                         + f"for image builds without GPU access: {run.rerun} --no-verify")
+                         + f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
     return f"all required checks passed; evidence in {evidence}"
 
 

@@ -31,7 +31,6 @@ __all__ = [
     "install",
     "pip_check",
     "installed_versions",
-    "is_network_failure",
     "summarize_failure",
     "read_event",
     "parse_size",
@@ -231,29 +230,14 @@ def installed_versions(python: str) -> Dict[str, str]:
     return {re.sub(r"[-_.]+", "-", row["name"]).lower(): row["version"] for row in rows if isinstance(row, dict)}
 
 
-_NETWORK_MARKERS = (
-    "Failed to fetch", "Request failed", "Connection refused", "error sending request", "dns error",
-    "timed out", "Could not connect", "tcp connect error", "503 Service Unavailable", "connection closed",
-)
-
-
-def is_network_failure(result: Completed) -> bool:
-    """uv failed because an index did not answer (as opposed to a resolution conflict)."""
-    return any(marker.lower() in result.stderr.lower() for marker in _NETWORK_MARKERS)
-
 
 def summarize_failure(result: Completed) -> str:
-    """The lines of uv's stderr that say why it failed, joined into one line."""
+    """uv's error line and its deepest cause, as one line (see uv_errors)."""
     if result.timed_out:
         return "uv did not finish in time"
-    lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
-    for marker in ("╰─▶", "Caused by:", "error:"):
-        for number, line in enumerate(lines):
-            if line.startswith(marker):
-                picked = [line[len(marker):].strip()]
-                picked += [l for l in lines[number + 1 : number + 3] if not l.startswith(("help:", "hint:"))]
-                return " ".join(part for part in picked if part)[:600]
-    return (lines[-1] if lines else f"uv exited with status {result.returncode}")[:600]
+    from jetson_install.uv_errors import read_uv_failure
+
+    return read_uv_failure(result.stderr).summary
 
 
 # What uv prints into a pipe for each file over 1 MiB and each source build

@@ -259,6 +259,34 @@ def test_pinned_git_source_installs_and_a_space_in_the_path_keeps_protection(
     assert pip.returncode == 0, pip.stdout + pip.stderr
     assert installer.torch() == f"{VENDOR_TORCH} vendor"
     assert " " in str(installer.venv) and (installer.venv / "pip.conf").read_text().count("file://") == 1
+    activate = json.loads(result.stdout)["activate"]
+    assert activate == f"source '{installer.venv}/bin/activate'" and f"activate: {activate}" in result.stderr
+    sourced = subprocess.run(["bash", "-c", f"{activate} && echo $VIRTUAL_ENV"], capture_output=True, text=True, timeout=30)
+    assert sourced.stdout.strip() == os.path.realpath(installer.venv)
+
+
+def test_a_tag_that_does_not_exist_is_named_with_the_command_that_lists_the_tags(
+    installer: Installer, obliteratus_git_repo: Path
+) -> None:
+    argv = installer.argv()
+    argv[argv.index("--source") + 1] = obliteratus_git_repo.as_uri()
+    result = subprocess.run(argv + ["--ref", "v9"], capture_output=True, text=True, env=installer.env, timeout=300)
+    assert result.returncode == 1, result.stderr
+    error = json.loads(result.stdout)["error"]
+    assert error["step"] == "target" and "no branch, tag or commit 'v9'" in error["message"]
+    assert f"git ls-remote --heads --tags {obliteratus_git_repo.as_uri()}" in error["fix"]
+    assert error["fix"].endswith("--ref REF") and error["fix"].count("--ref") == 1
+    assert "did not answer" not in error["fix"]
+
+
+def test_a_vendor_index_that_is_down_offers_the_channels_fallback(installer: Installer) -> None:
+    installer.vendor_url = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
+    code, data, stderr = installer.run()
+    assert code == 1
+    fix = data["error"]["fix"]
+    assert data["error"]["step"] == "vendor" and fix.startswith("http://127.0.0.1:9/simple did not answer")
+    assert "use the channel's fallback source: jetson-install obliteratus" in fix and "--vendor-fallback" in fix
+    assert fix.count("--vendor-index") == 1 and fix.endswith("--vendor-index URL")
 
 
 def test_failed_verification_keeps_the_old_environment_and_the_evidence(installer: Installer) -> None:
