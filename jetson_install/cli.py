@@ -23,7 +23,8 @@ ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetso
 def _root_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option(
         "--l4t", "l4t", metavar="VERSION", envvar="JETSON_L4T_VERSION",
-        help="Use this L4T release (e.g. 36.4.3) when the root's release file is empty or missing.",
+        help="Use this L4T release (e.g. 36.4.3) instead of what the root's files say "
+             "(for containers whose release file is empty or missing).",
     )(command)
     return click.option("--root", default="/", envvar="JETSON_INSTALL_ROOT", metavar="DIR", help=ROOT_HELP)(command)
 
@@ -33,7 +34,7 @@ def _detect_platform(root: str, l4t: Optional[str]):
     from jetson_install.samples import resolve_root
 
     override = None
-    if l4t:
+    if l4t is not None:
         override = L4TOverride(l4t, _option_source("l4t", "JETSON_L4T_VERSION", "--l4t"))
     return detect(resolve_root(root, _option_source("root", "JETSON_INSTALL_ROOT", "--root")), override)
 
@@ -73,6 +74,7 @@ def detect(root: str, l4t: Optional[str], as_json: bool) -> None:
     from jetson_install.render import platform_summary
 
     click.echo(platform_summary(platform))
+    click.echo(f"next: see what an install would do: {_next_command('detect', ('plan', 'obliteratus'))}")
 
 
 @cli.command()
@@ -126,7 +128,7 @@ def _build_plan(target: str, options: dict):
         options["default_index"], _option_source("default_index", "JETSON_INSTALL_DEFAULT_INDEX", "--default-index"),
         options["allow_insecure_index"],
     )
-    venv = Path(options["venv"]) if options["venv"] else _default_venv(target)
+    venv = _venv_path(options["venv"]) if options["venv"] is not None else _default_venv(target)
     existing = None
     if options["use_existing_torch"]:
         from jetson_install.container import inspect_stack
@@ -147,6 +149,20 @@ def _python3() -> str:
     if found is None:
         raise BadInput("--use-existing-torch: no python3 on PATH", fix="pass the interpreter that has torch: --python PATH")
     return found
+
+
+def _venv_path(value: str) -> Path:
+    """--venv as typed: an empty value or a control character (a newline from a script) is
+    refused, never read as the default location or written into a path."""
+    from pathlib import Path
+
+    if not value.strip():
+        raise BadInput("--venv is empty", fix="give the environment's location, e.g. --venv ~/obliteratus, or drop --venv")
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7f), None)
+    if bad is not None:
+        raise BadInput(f"--venv {value!r} contains the control character {bad!r}",
+                       fix="give a location without control characters (a newline often comes from a script's variable)")
+    return Path(value).expanduser()
 
 
 def _default_venv(target: str) -> Path:
@@ -174,6 +190,8 @@ def plan_obliteratus(**options: Any) -> None:
         _print_json(the_plan.to_json())
     else:
         click.echo(plan_text(the_plan))
+        if the_plan.supported:
+            click.echo(f"next: install it: {_next_command('plan', ('obliteratus',), drop=('obliteratus',))}")
     if not the_plan.supported:
         sys.exit(EXIT_UNSUPPORTED)
 
@@ -198,13 +216,19 @@ def channels(as_json: bool, markdown: bool) -> None:
                      for c in catalog.channels])
     else:
         click.echo(channels_text(catalog))
+        click.echo(f"{catalog.path}: valid, {len(catalog.channels)} channels "
+                   f"({sum(1 for c in catalog.channels if c.installable)} installable)")
 
 
 @cli.command()
 @click.option("--write", is_flag=True, help="Rewrite the files from wheels-index.toml.")
 @click.option("--dir", "directory", default="constraints", show_default=True, metavar="DIR")
 def constraints(write: bool, directory: str) -> None:
-    """Check (or --write) constraints/<channel>.txt against wheels-index.toml."""
+    """For maintainers, in a checkout: check (or --write) constraints/<channel>.txt against wheels-index.toml.
+
+    Exits 1 when a file is out of date. An installed jetson-install needs none of these
+    files: every environment it makes carries its own constraints file.
+    """
     from pathlib import Path
 
     from jetson_install.catalog import load_catalog
@@ -216,7 +240,9 @@ def constraints(write: bool, directory: str) -> None:
             click.echo(f"wrote {target / name}")
         return
     if not target.is_dir():
-        raise BadInput(f"--dir {directory}: no such directory", fix="run it from the repository, or pass --dir DIR")
+        raise BadInput(f"--dir {directory}: no such directory (`constraints` is a maintainer command for a "
+                       "checkout of jetson-install; an installed one needs no constraints/ folder)",
+                       fix="run it at the top of a jetson-install checkout, or pass --dir DIR")
     stale = stale_files(catalog, target)
     if stale:
         click.echo(f"error: out of date in {target}: {', '.join(stale)}", err=True)
@@ -235,6 +261,16 @@ def obliteratus(**options: Any) -> None:
     from jetson_install.render import plan_text
 
     the_plan = _build_plan("obliteratus", options)
+    if options["dry_run"] and the_plan.supported:
+        from jetson_install.errors import StepFailed
+        from jetson_install.install import preflight
+
+        try:
+            checked = preflight(the_plan, dry_run=True)
+        except StepFailed as failure:
+            raise JetsonInstallError(failure.message, failure.fix) from None
+        for warning in checked.warnings:
+            click.echo(f"warning: {warning}", err=True)
     if options["dry_run"] or not the_plan.supported:
         if options["as_json"]:
             data = the_plan.to_json()
@@ -277,6 +313,19 @@ def obliteratus(**options: Any) -> None:
         if result.evidence:
             click.echo(f"  evidence: {result.evidence}", err=True)
     sys.exit(result.exit_code)
+
+
+def _next_command(command: str, replacement: tuple, drop: tuple = ()) -> str:
+    """The command the user typed, with `command` (and the words in `drop` right after it)
+    replaced: what to run next with the same options."""
+    from jetson_install.fixes import Rerun
+
+    args = list(sys.argv[1:])
+    if command in args:
+        at = args.index(command)
+        end = at + 1 + sum(1 for word in drop if args[at + 1:at + 2] == [word])
+        args[at:end] = replacement
+    return str(Rerun(tuple(args)))
 
 
 def _rerun_command():
@@ -340,7 +389,7 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
         return
     if venv and python:
         raise BadInput("--venv and --python were both given", fix="pass only one of them")
-    interpreter = python or str(Path(venv or _default_venv("obliteratus")) / "bin" / "python")
+    interpreter = python or str((_venv_path(venv) if venv is not None else _default_venv("obliteratus")) / "bin" / "python")
     if not python and not Path(interpreter).exists():
         raise BadInput(f"no environment at {Path(interpreter).parent.parent}",
                        fix="pass --venv DIR or --python PATH, or install first: jetson-install obliteratus")

@@ -64,16 +64,18 @@ class EnvironmentHome:
         target = self._link_target()
         return target if target is not None and (target / STATE_DIR / COMPLETE_MARK).is_file() else None
 
-    def check_usable(self) -> None:
+    def check_usable(self, create: bool = True) -> None:
+        """Refuse a location the install could not use, or that holds something the user made.
+        With create=False (a dry run) nothing is left changed: a missing folder is only tried."""
         parent = self.link.absolute().parent
         try:
-            parent.mkdir(parents=True, exist_ok=True)
+            if create:
+                parent.mkdir(parents=True, exist_ok=True)
+            _try_creating_in(parent)
         except OSError as exc:
-            raise BadInput(f"--venv {self.link}: cannot create {parent} ({exc.strerror})",
+            where = f"create folders in {parent}" if parent.is_dir() else f"create {parent}"
+            raise BadInput(f"--venv {self.link}: cannot {where} ({exc.strerror})",
                            fix="choose a location in a writable directory with --venv DIR") from None
-        if not os.access(parent, os.W_OK):
-            raise BadInput(f"--venv {self.link}: {parent} is not writable",
-                           fix="choose a location in a writable directory with --venv DIR")
         target = self._link_target()
         if target is not None:
             if target.parent.resolve() == self.home.resolve():
@@ -85,7 +87,8 @@ class EnvironmentHome:
         if not self.link.exists():
             return
         if self.link.is_dir() and not any(self.link.iterdir()):
-            self.link.rmdir()
+            if create:
+                self.link.rmdir()
             return
         raise BadInput(
             f"--venv {self.link}: exists and was not made by jetson-install; it is left as it is",
@@ -176,6 +179,19 @@ _OWN_NAME = re.compile(r"^env-\d{8}-\d{6}-[0-9a-f]{6}$")
 
 def _building_mark(environment: Path) -> Path:
     return environment.with_name(f".{environment.name}.building")
+
+
+def _try_creating_in(folder: Path) -> None:
+    """Raise the OSError that creating a folder in `folder` would meet, leaving nothing behind."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(existing))
+    # Access bits say nothing for root or on /proc: only trying tells.
+    import tempfile
+
+    os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".jetson-install-check-"))
 
 
 class _Lock:

@@ -138,26 +138,45 @@ class _Run:
                          fix_for_uv_failure(failure, context, usual_fix))
 
 
+@dataclass(frozen=True)
+class Preflight:
+    home: EnvironmentHome
+    interpreter: Interpreter
+    warnings: Tuple[str, ...]
+
+
+def preflight(plan: Plan, dry_run: bool) -> Preflight:
+    """Every check an install makes before its first step, made by a dry run too (which
+    leaves everything as it was). Raises BadInput (a bad location or --python) or
+    StepFailed (no system Python of the channel's version)."""
+    home = EnvironmentHome(Path(plan.venv))
+    home.check_usable(create=not dry_run)
+    warnings: List[str] = []
+    interpreter = _interpreter(plan, warnings)
+    return Preflight(home, interpreter, tuple(warnings))
+
+
 def install(plan: Plan, progress: Display, rerun: Rerun) -> InstallResult:
     """Carry out `plan`. Never raises for a failing step: the result says what failed."""
     assert plan.supported and (plan.vendor is not None or plan.existing is not None)
-    home = EnvironmentHome(Path(plan.venv))
-    home.check_usable()
     run = _Run(plan, progress, rerun)
+    try:
+        checked = preflight(plan, dry_run=False)
+    except StepFailed as failure:
+        return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
+    run.warnings.extend(checked.warnings)
+    home = checked.home
     with home.lock():
         try:
-            return _install_locked(plan, home, run, progress, rerun)
+            return _install_locked(plan, home, run, checked.interpreter, progress, rerun)
         finally:
             home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
 
 
-def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", progress: Display, rerun: Rerun) -> InstallResult:
+def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter: Interpreter, progress: Display,
+                    rerun: Rerun) -> InstallResult:
     """The whole install, under the lock on DIR.d."""
     current = home.current()
-    try:
-        interpreter = _interpreter(plan, run)
-    except StepFailed as failure:
-        return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
     fingerprint = _fingerprint(plan, interpreter)
     installed = _satisfied(current, fingerprint, plan) if current is not None else None
     if current is not None and installed is not None:
@@ -231,11 +250,11 @@ def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: s
                          warnings=tuple(run.warnings))
 
 
-def _interpreter(plan: Plan, run: _Run) -> Interpreter:
+def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
     if plan.interpreter:
         found = inspect_interpreter(plan.interpreter)
         if plan.existing is None and found.abi != plan.python_abi:
-            run.warnings.append(
+            warnings.append(
                 f"--python {found.path} is Python {found.abi}, but channel {plan.channel.id} wheels are built "
                 f"for Python {plan.python_abi}; the vendor wheels may not install or run"
             )

@@ -6,6 +6,7 @@ Building a plan changes nothing; `plan` prints it and `obliteratus` carries it o
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -125,11 +126,32 @@ class Plan:
 
 
 _ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
+# git check-ref-format's rules (https://git-scm.com/docs/git-check-ref-format), plus '@' and
+# '#', which split a direct reference's URL, and a leading '-', which git would take as an option.
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\@#]")
+
+
+def check_git_ref(ref: str) -> None:
+    """Refuse what is not a git branch, tag or commit name, before anything runs."""
+    problem = None
+    if not ref:
+        problem = "is empty"
+    elif _REF_FORBIDDEN.search(ref):
+        character = _REF_FORBIDDEN.search(ref).group()  # type: ignore[union-attr]
+        problem = f"contains {character!r}, which no git ref name has"
+    elif ref.startswith(("-", "/", ".")) or ref.endswith(("/", ".", ".lock")) or ".." in ref or "//" in ref \
+            or "/." in ref:
+        problem = "is not a valid git ref name"
+    if problem:
+        raise BadInput(f"--ref {ref!r} {problem}",
+                       fix="give a tag, branch or commit, e.g. --ref v0.1.3 (see: git ls-remote --tags REPOSITORY)")
 
 
 def target_requirement(target: Target, with_quantization: bool, source: Optional[str], ref: Optional[str]) -> str:
     """A direct-reference requirement: the target is never resolved by name from an index,
     where its name is an empty placeholder (obliteratus-and-bitsandbytes.md §2)."""
+    if ref is not None:
+        check_git_ref(ref)
     extras = f"[{target.quantization_extra}]" if with_quantization else ""
     name = f"{target.distribution}{extras}"
     if source is None:

@@ -228,6 +228,9 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
             raise BadInput(f"{l4t_override.source} {l4t_override.value!r}: {exc.message}",
                            fix=f"give a release such as {l4t_override.source}{'=' if '_' in l4t_override.source else ' '}36.4.3") from None
         sources["l4t"] = l4t_override.source
+        if l4t_override.value.count(".") == 1:
+            warnings.append(f"{l4t_override.source} {l4t_override.value.strip()} taken as {l4t}: "
+                            "give the full release (e.g. 36.4.3) if the patch release is not 0")
         on_disk = dpkg_l4t or release_l4t
         if on_disk is not None and on_disk != l4t:
             warnings.append(f"{l4t_override.source} {l4t} overrides L4T {on_disk} found under the root")

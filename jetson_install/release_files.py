@@ -37,15 +37,24 @@ class L4T:
         return f"{self.major}.{self.minor}.{self.patch}"
 
 
-_L4T_TEXT = re.compile(r"^[Rr]?(\d{1,3})(?:\.(\d{1,3}))?(?:\.(\d{1,3}))?$")
+_L4T_TEXT = re.compile(r"^[Rr]?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?$")
+# Jetson TK1's L4T R19 is the oldest release any Jetson ran
+# (https://developer.nvidia.com/embedded/linux-tegra-archive): a lower major is a typo.
+OLDEST_JETSON_MAJOR = 19
 
 
 def parse_l4t(text: str) -> L4T:
-    """Parse "36.4.3", "R36.4.3" or "36.4" (as given to --l4t or JETSON_L4T_VERSION)."""
+    """Parse "36.4.3", "R36.4.3" or "36.4" (taken as 36.4.0), as given to --l4t or
+    JETSON_L4T_VERSION. A major alone ("36") is refused: it spans channels (R36.3 and
+    R36.4 need different wheels)."""
     match = _L4T_TEXT.match(text.strip())
     if not match:
+        if re.match(r"^[Rr]?\d{1,3}$", text.strip()):
+            raise BadInput("names only the major release; give major.minor.patch (the minor picks the channel)")
         raise BadInput("not an L4T release (expected a form like 36.4.3)")
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
+    if major < OLDEST_JETSON_MAJOR:
+        raise BadInput(f"no Jetson ever ran L4T R{major} (the oldest release is R{OLDEST_JETSON_MAJOR})")
     return L4T(major, minor, patch)
 
 

@@ -34,11 +34,16 @@ class IndexSettings:
 
 def config_path() -> Path:
     explicit = os.environ.get("JETSON_INSTALL_CONFIG")
-    if explicit:
+    if explicit is not None:
+        if not explicit.strip():
+            # Set but empty: a fleet script's unset variable, not a wish for the public indexes.
+            raise BadInput("JETSON_INSTALL_CONFIG is set but empty",
+                           fix="point JETSON_INSTALL_CONFIG at the fleet's config.toml, or unset it")
         path = Path(explicit)
         if not path.is_file():
             # A fleet's typo here must not quietly send installs to the public indexes.
-            raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: no such file",
+            what = "is not a file" if path.exists() else "no such file"
+            raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: {what}",
                            fix="point JETSON_INSTALL_CONFIG at the fleet's config.toml, or unset it")
         return path
     import platformdirs
@@ -48,6 +53,9 @@ def config_path() -> Path:
 
 def _read_config(path: Path) -> Dict[str, Any]:
     if not path.is_file():
+        if path.exists() or path.is_symlink():
+            raise BadInput(f"{path}: is not a file (the configuration must be a TOML file)",
+                           fix=f"remove or rename {path}, then write the settings into a file of that name")
         return {}
     from jetson_install.toml_file import load_toml
 

@@ -1,0 +1,141 @@
+"""Bad input is caught where it is typed: one line, a fix, exit 2, in a dry run as in a real one;
+and each command says what to run next."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+
+SAMPLE = "sample:agx-orin-64gb-jp6.2"
+
+
+def cli(*args: str, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("JETSON_")}
+    full_env["XDG_CONFIG_HOME"] = tempfile.mkdtemp()  # no user config.toml
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True,
+                          env=full_env, timeout=60, cwd=cwd)
+
+
+def one_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and lines[1].startswith("  fix: "), result.stderr
+    return result.stderr
+
+
+@pytest.mark.parametrize("venv, fragment", [
+    ("/proc/x", "--venv /proc/x: cannot create folders in /proc"),
+    ("/etc/passwd", "--venv /etc/passwd: exists and was not made by jetson-install"),
+])
+def test_a_dry_run_refuses_the_locations_a_real_run_refuses(venv: str, fragment: str) -> None:
+    assert fragment in one_error(cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", venv,
+                                     "--python", sys.executable))
+
+
+def test_a_dry_run_refuses_an_interpreter_that_does_not_run(tmp_path: Path) -> None:
+    stderr = one_error(cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", str(tmp_path / "obl"),
+                           "--python", "/nonexistent"))
+    assert "--python /nonexistent: cannot run it" in stderr
+
+
+def test_a_dry_run_changes_nothing_where_it_checks(tmp_path: Path) -> None:
+    venv = tmp_path / "new" / "deeper" / "obl"
+    result = cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", str(venv), "--python", sys.executable)
+    assert result.returncode == 0, result.stderr
+    assert list(tmp_path.iterdir()) == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", str(empty), "--python", sys.executable).returncode == 0
+    assert empty.is_dir()
+
+
+@pytest.mark.parametrize("ref, fragment", [
+    ("v0.1.3 ; python_version < '3'", "contains ' ', which no git ref name has"),
+    ("", "is empty"),
+    ("a..b", "is not a valid git ref name"),
+    ("--upload-pack=x", "is not a valid git ref name"),
+    ("v1@{0}", "contains '@'"),
+])
+def test_a_ref_that_is_not_a_git_ref_name_is_refused_in_plan_and_dry_run(ref: str, fragment: str, tmp_path: Path) -> None:
+    assert fragment in one_error(cli("plan", "obliteratus", "--root", SAMPLE, f"--ref={ref}"))
+    assert fragment in one_error(cli("obliteratus", "--root", SAMPLE, "--dry-run", f"--ref={ref}",
+                                     "--venv", str(tmp_path / "obl")))
+
+
+@pytest.mark.parametrize("ref", ["v0.1.3", "main", "release/1.2", "4f2c1e9"])
+def test_real_refs_pass(ref: str) -> None:
+    result = cli("plan", "obliteratus", "--root", SAMPLE, "--ref", ref, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["requirement"].endswith(f"@{ref}")
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("36", "names only the major release"),
+    ("0.0.0", "no Jetson ever ran L4T R0"),
+    ("", "not an L4T release"),
+    ("36.x", "not an L4T release"),
+])
+def test_l4t_nonsense_is_refused(value: str, fragment: str) -> None:
+    stderr = one_error(cli("detect", "--root", SAMPLE, "--l4t", value))
+    assert fragment in stderr and "--l4t 36.4.3" in stderr
+    if value:  # an empty variable counts as unset, as for every click option
+        assert fragment in one_error(cli("detect", "--root", SAMPLE, env={"JETSON_L4T_VERSION": value}))
+
+
+def test_a_release_without_its_patch_is_completed_and_says_so() -> None:
+    result = cli("detect", "--root", SAMPLE, "--l4t", "36.4", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["l4t"] == "36.4.0"
+    assert any(w.startswith("--l4t 36.4 taken as 36.4.0") for w in data["warnings"])
+
+
+@pytest.mark.parametrize("venv, fragment", [("", "--venv is empty"), ("/tmp/a\nb", "contains the control character '\\n'")])
+def test_an_empty_or_multi_line_venv_is_refused(venv: str, fragment: str) -> None:
+    assert fragment in one_error(cli("plan", "obliteratus", "--root", SAMPLE, "--venv", venv))
+    assert fragment in one_error(cli("doctor", "--root", SAMPLE, "--venv", venv))
+
+
+def test_an_empty_config_variable_is_refused_not_ignored() -> None:
+    stderr = one_error(cli("plan", "obliteratus", "--root", SAMPLE, env={"JETSON_INSTALL_CONFIG": ""}))
+    assert "JETSON_INSTALL_CONFIG is set but empty" in stderr
+
+
+def test_a_config_file_that_is_a_directory_is_refused_not_ignored(tmp_path: Path) -> None:
+    (tmp_path / "jetson-install" / "config.toml").mkdir(parents=True)
+    stderr = one_error(cli("plan", "obliteratus", "--root", SAMPLE, env={"XDG_CONFIG_HOME": str(tmp_path)}))
+    assert f"{tmp_path}/jetson-install/config.toml: is not a file" in stderr
+    stderr = one_error(cli("plan", "obliteratus", "--root", SAMPLE,
+                           env={"JETSON_INSTALL_CONFIG": str(tmp_path / "jetson-install" / "config.toml")}))
+    assert "config.toml: is not a file" in stderr
+
+
+def test_channels_says_the_catalog_is_valid() -> None:
+    result = cli("channels")
+    assert result.returncode == 0
+    assert result.stdout.strip().splitlines()[-1].endswith("wheels-index.toml: valid, 7 channels (3 installable)")
+
+
+def test_detect_and_plan_say_what_to_run_next() -> None:
+    detect = cli("detect", "--root", SAMPLE)
+    assert detect.stdout.strip().splitlines()[-1] == f"next: see what an install would do: jetson-install plan obliteratus --root {SAMPLE}"
+    plan = cli("plan", "obliteratus", "--root", SAMPLE, "--venv", "/tmp/my envs/obl")
+    assert plan.stdout.strip().splitlines()[-1] == f"next: install it: jetson-install obliteratus --root {SAMPLE} --venv '/tmp/my envs/obl'"
+
+
+def test_the_l4t_help_says_it_overrides_the_release_file() -> None:
+    assert "instead of what the root's files say" in " ".join(cli("detect", "--help").stdout.split())
+
+
+def test_constraints_outside_a_checkout_says_it_is_a_maintainer_command(tmp_path: Path) -> None:
+    stderr = one_error(cli("constraints", cwd=str(tmp_path)))
+    assert "`constraints` is a maintainer command" in stderr
