@@ -266,11 +266,12 @@ def obliteratus(**options: Any) -> None:
         from jetson_install.install import preflight
 
         try:
-            checked = preflight(the_plan, dry_run=True)
+            for warning in preflight(the_plan, dry_run=True).warnings:
+                click.echo(f"warning: {warning}", err=True)
         except StepFailed as failure:
-            raise JetsonInstallError(failure.message, failure.fix) from None
-        for warning in checked.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            # Not bad input: the preview still shows what would run where a Python is found.
+            click.echo(f"warning: the install would stop at step '{failure.step}': {failure.message}; "
+                       f"fix: {failure.fix}", err=True)
     if options["dry_run"] or not the_plan.supported:
         if options["as_json"]:
             data = the_plan.to_json()
