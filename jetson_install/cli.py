@@ -116,8 +116,6 @@ def _option_source(name: str, env_name: str, flag: str) -> str:
 
 
 def _build_plan(target: str, options: dict):
-    from pathlib import Path
-
     from jetson_install.catalog import load_catalog
     from jetson_install.plan import make_plan
     from jetson_install.settings import load_index_settings

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
+from jetson_install.source_identity import split_git_url
 from jetson_install.uv_errors import UvFailure
 
 __all__ = ["Rerun", "StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of"]
@@ -108,12 +109,7 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
 
 def repository_of(source: str) -> str:
     """The repository a direct reference names: `git+URL@REF` -> URL; other sources as they are."""
-    if not source.startswith("git+"):
-        return source
-    url = source[len("git+"):]
-    scheme, _, rest = url.partition("://")
-    path, at, _ref = rest.rpartition("@")
-    return f"{scheme}://{path}" if at and "/" in path else url
+    return split_git_url(source)[0] if source.startswith("git+") else source
 
 
 def _index_down_fix(context: StepContext) -> str:

@@ -7,9 +7,7 @@ previous environment exactly as it was.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from jetson_install.plan import EVIDENCE_FILE, STATE_DIR, Plan
 from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import credentials, redact_data
 from jetson_install.runner import Completed
+from jetson_install.source_identity import SourceIdentity
 from jetson_install.uv_errors import read_uv_failure
 
 __all__ = ["StepResult", "InstallResult", "install", "would_change"]
@@ -178,15 +177,18 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
     """The whole install, under the lock on DIR.d."""
     current = home.current()
     fingerprint = _fingerprint(plan, interpreter)
-    installed = _satisfied(current, fingerprint, plan) if current is not None else None
+    source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
+    installed = _satisfied(current, fingerprint, source, plan) if current is not None else None
     if current is not None and installed is not None:
         progress(f"{plan.venv} already satisfies the plan; nothing to do")
         return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (), installed,
                              _evidence_path(current), warnings=tuple(run.warnings))
     home.prune(keep=[current, home.previous()])
     staging = home.new_environment_path()
+    if "file://" in source.url:
+        source.current()  # a local tree is read before building writes into it
     try:
-        previous = _build(plan, home, staging, interpreter, fingerprint, run)
+        previous = _build(plan, home, staging, interpreter, fingerprint, source, run)
         # From here on the new environment is the user's; nothing may remove it.
         home.prune(keep=[staging, previous])
         installed = dict(plan.existing.pins if plan.existing else {})
@@ -269,7 +271,7 @@ def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
 
 
 def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
-           fingerprint: Dict[str, Any], run: _Run) -> Optional[Path]:
+           fingerprint: Dict[str, Any], source: SourceIdentity, run: _Run) -> Optional[Path]:
     """Build a new environment and switch the user's path to it; return the one it replaced."""
     python = str(staging / "bin" / "python")
     default_index = plan.settings.default_index.value
@@ -308,7 +310,7 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     run.step("check", lambda: _check(plan, python, run))
     if plan.verify:
         run.step("verify", lambda: _verify(plan, python, staging, run))
-    home.mark_complete(staging, fingerprint)
+    home.mark_complete(staging, {**fingerprint, "source": source.current()})
     previous: List[Optional[Path]] = []
     run.step("switch", lambda: _switch(home, staging, previous))
     return previous[0]
@@ -377,9 +379,14 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     return f"all required checks passed; evidence in {evidence}"
 
 
-def _satisfied(current: Path, fingerprint: Dict[str, Any], plan: Plan) -> Optional[Dict[str, str]]:
+def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentity,
+               plan: Plan) -> Optional[Dict[str, str]]:
     """The installed versions when `current` already satisfies the plan, else None."""
-    if recorded_plan(current) != redact_data(fingerprint):  # recorded redacted (mark_complete)
+    recorded = dict(recorded_plan(current) or {})
+    recorded_source = recorded.pop("source", None)
+    if recorded != redact_data(fingerprint):  # recorded redacted (mark_complete)
+        return None
+    if not source.unchanged_since(recorded_source):
         return None
     python = str(current / "bin" / "python")
     installed = uv.installed_versions(python)
@@ -396,22 +403,7 @@ def _fingerprint(plan: Plan, interpreter: Interpreter) -> Dict[str, Any]:
     fingerprint = plan.fingerprint()
     fingerprint["verify"] = plan.verify
     fingerprint["interpreter"] = interpreter.path
-    source = plan.requirement.split(" @ ", 1)[-1]
-    if source.startswith("file://"):
-        # A local checkout can change under the same path: include what is in it.
-        fingerprint["source_digest"] = _tree_digest(Path(source[len("file://"):]))
     return fingerprint
-
-
-def _tree_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__", "build", "dist"))
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            stat = path.stat()
-            digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
 
 
 def _evidence_path(environment: Path) -> Optional[str]:

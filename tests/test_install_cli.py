@@ -359,3 +359,77 @@ def test_an_index_that_does_not_answer_is_named_in_the_fix(installer: Installer,
     assert "http://127.0.0.1:9/simple did not answer" in data["error"]["fix"]
     assert "--default-index URL" in data["error"]["fix"]
     assert not installer.venv.exists() and not Path(f"{installer.venv}.d").exists()
+
+
+def test_a_rerun_with_a_local_folder_is_a_no_op_after_the_build_wrote_into_it(installer: Installer, tmp_path: Path) -> None:
+    source = tmp_path / "plain-source"
+    shutil.copytree(installer.source, source)
+    assert installer.run(source)[0] == 0
+    # What a setuptools build leaves in the tree, and fresh file times (a CI checkout).
+    (source / "obliteratus.egg-info").mkdir()
+    (source / "obliteratus.egg-info" / "PKG-INFO").write_text("Name: obliteratus\n")
+    (source / "obliteratus" / "__pycache__").mkdir()
+    for path in source.rglob("*.py"):
+        os.utime(path, None)
+    for _ in range(2):
+        code, data, stderr = installer.run(source)
+        assert (code, data["status"]) == (0, "unchanged"), stderr
+    (source / "obliteratus" / "extra.py").write_text("X = 1\n")
+    assert installer.run(source)[1]["status"] == "installed"
+
+
+def test_a_rerun_with_a_git_checkout_is_a_no_op_until_it_changes(installer: Installer, obliteratus_git_repo: Path,
+                                                                tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    shutil.copytree(obliteratus_git_repo, checkout, symlinks=True)
+    assert installer.run(checkout)[0] == 0
+    (checkout / "obliteratus.egg-info").mkdir()
+    (checkout / "obliteratus.egg-info" / "PKG-INFO").write_text("Name: obliteratus\n")
+    for path in checkout.rglob("*.py"):
+        os.utime(path, None)
+    assert installer.run(checkout)[1]["status"] == "unchanged"
+    (checkout / "obliteratus" / "device.py").write_text((checkout / "obliteratus" / "device.py").read_text() + "\n# edited\n")
+    assert installer.run(checkout)[1]["status"] == "installed"
+    assert installer.run(checkout)[1]["status"] == "unchanged"
+
+
+def counting_git(tmp_path: Path, env: Dict[str, str]) -> Path:
+    """Put a `git` first on PATH that logs each `git ls-remote`, then runs the real git."""
+    log = tmp_path / "ls-remote.log"
+    wrapper = tmp_path / "git-wrapper"
+    wrapper.mkdir()
+    (wrapper / "git").write_text(f'#!/bin/sh\n[ "$1" = ls-remote ] && echo "$*" >> "{log}"\nexec {shutil.which("git")} "$@"\n')
+    (wrapper / "git").chmod(0o755)
+    env["PATH"] = f"{wrapper}{os.pathsep}{env['PATH']}"
+    log.write_text("")
+    return log
+
+
+def test_a_branch_is_looked_up_once_per_run_and_a_tag_never_after_the_first(
+    installer: Installer, obliteratus_git_repo: Path, tmp_path: Path
+) -> None:
+    repository = tmp_path / "repository"
+    shutil.copytree(obliteratus_git_repo, repository, symlinks=True)
+    lookups = counting_git(tmp_path, installer.env)
+    argv = installer.argv()
+    argv[argv.index("--source") + 1] = repository.as_uri()
+
+    def run(ref: str) -> str:
+        result = subprocess.run(argv + ["--ref", ref], capture_output=True, text=True, env=installer.env, timeout=300)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)["status"]
+
+    assert run("main") == "installed"
+    lookups.write_text("")
+    assert run("main") == "unchanged"
+    assert len(lookups.read_text().splitlines()) == 1
+    (repository / "obliteratus" / "extra.py").write_text("X = 3\n")
+    subprocess.run(["git", "-C", str(repository), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@example", "commit", "-qm", "move"],
+                   check=True)
+    assert run("main") == "installed"  # the branch moved: not mistaken for unchanged
+    assert installer.python("import obliteratus.extra as e; print(e.X)") == "3"
+    assert run("v0.1.3") == "installed"
+    lookups.write_text("")
+    assert run("v0.1.3") == "unchanged"
+    assert lookups.read_text() == ""

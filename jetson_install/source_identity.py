@@ -1,0 +1,167 @@
+"""What the target's source is, by content: a re-run with the same source changes nothing,
+and an edited checkout or a moved branch is never taken for the same.
+
+* a git checkout: its commit, plus a digest of its uncommitted changes and untracked files;
+* a plain folder: a digest of its files' content (never their times: building writes into
+  the tree), without build outputs;
+* a git URL: the commit a branch points to, looked up once per run (`git ls-remote`); a tag
+  or a commit names its content already and needs no look-up after the first install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+from urllib.parse import unquote, urlsplit
+
+from jetson_install import runner
+from jetson_install.redact import credentials
+
+__all__ = ["SourceIdentity", "folder_digest", "is_build_output", "split_git_url"]
+
+# What building a project writes into its tree (setuptools, hatchling, Python itself).
+_BUILD_DIRECTORIES = frozenset({"build", "dist", "__pycache__", ".git"})
+_BUILD_SUFFIXES = (".egg-info", ".pyc", ".pyo")
+_FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_READ_CHUNK = 1 << 20
+
+
+def is_build_output(relative: str) -> bool:
+    """Whether a path inside the source tree is something a build writes there."""
+    parts = relative.strip("/").split("/")
+    return any(part in _BUILD_DIRECTORIES or part.endswith(_BUILD_SUFFIXES) for part in parts)
+
+
+def _file_digest(digest: "hashlib._Hash", root: Path, relative: str) -> None:
+    path = root / relative
+    digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
+    try:
+        if path.is_symlink():
+            digest.update(b"link:" + os.readlink(path).encode("utf-8", "surrogateescape"))
+        elif path.is_file():
+            with open(path, "rb") as handle:
+                for chunk in iter(lambda: handle.read(_READ_CHUNK), b""):
+                    digest.update(chunk)
+        else:
+            digest.update(b"absent")
+    except OSError as exc:
+        # Unreadable: the build will say why; the identity only has to differ from a readable tree.
+        digest.update(f"unreadable:{exc.errno}".encode())
+    digest.update(b"\0")
+
+
+def folder_digest(root: Path) -> str:
+    """The content of every file under `root` except build outputs, in a fixed order."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath)
+        # A link to a folder counts by where it points, like a link to a file.
+        entries = filenames + [name for name in dirnames if (base / name).is_symlink()]
+        dirnames[:] = sorted(name for name in dirnames if not is_build_output(name) and not (base / name).is_symlink())
+        for name in sorted(entries):
+            relative = (base / name).relative_to(root).as_posix()
+            if not is_build_output(relative):
+                _file_digest(digest, root, relative)
+    return digest.hexdigest()
+
+
+def _git(directory: Path, *args: str) -> Optional[str]:
+    result = runner.run(["git", "-C", str(directory), *args], timeout=60)
+    return result.stdout if result.ok else None
+
+
+def _checkout_identity(root: Path) -> Optional[Dict[str, str]]:
+    """Commit + digest of the working tree's differences from it, or None when git cannot say."""
+    commit = _git(root, "rev-parse", "--verify", "HEAD")
+    status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames") if commit else None
+    if commit is None or status is None:
+        return None
+    digest = hashlib.sha256()
+    for entry in sorted(filter(None, status.split("\0"))):
+        code, relative = entry[:2], entry[3:]
+        if not is_build_output(relative):
+            digest.update(code.encode() + b" ")
+            _file_digest(digest, root, relative)
+    return {"kind": "git-checkout", "commit": commit.strip(), "changes": digest.hexdigest()}
+
+
+def _local_identity(root: Path) -> Dict[str, str]:
+    if (root / ".git").exists():
+        identity = _checkout_identity(root)
+        if identity is not None:
+            return identity
+    return {"kind": "folder", "content": folder_digest(root)}
+
+
+def split_git_url(url: str) -> Tuple[str, Optional[str]]:
+    """`git+URL@REF` -> (URL, REF); REF None when the URL names none."""
+    bare = url[len("git+"):]
+    scheme, _, rest = bare.partition("://")
+    path, at, ref = rest.rpartition("@")
+    if at and "/" in path:
+        return f"{scheme}://{path}", ref
+    return bare, None
+
+
+def _git_environment(url: str) -> Tuple[str, Dict[str, str]]:
+    """The URL without its credentials, and the environment that gives them back to git
+    (url.<with>.insteadOf), so a token is never on a command line."""
+    secret = credentials(url)
+    if secret is None:
+        return url, {}
+    return secret.url, {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{url}.insteadOf",
+                        "GIT_CONFIG_VALUE_0": secret.url}
+
+
+def _remote_ref(url: str, ref: Optional[str]) -> Dict[str, str]:
+    """One `git ls-remote`: whether `ref` is a tag or a branch, and its commit."""
+    plain, env = _git_environment(url)
+    wanted = ref or "HEAD"
+    result = runner.run(["git", "ls-remote", "--", plain, wanted], timeout=120,
+                        env={"GIT_TERMINAL_PROMPT": "0", **env})
+    if not result.ok:
+        return {"kind": "unknown"}
+    refs = [line.split("\t", 1) for line in result.stdout.splitlines() if "\t" in line]
+    tags = [commit for commit, name in refs if name in (f"refs/tags/{wanted}", f"refs/tags/{wanted}^{{}}")]
+    if tags:
+        return {"kind": "tag", "commit": tags[-1]}  # the peeled commit of an annotated tag comes last
+    branches = [commit for commit, name in refs if name in (f"refs/heads/{wanted}", "HEAD")]
+    if branches:
+        return {"kind": "branch", "commit": branches[0]}
+    # Neither: an abbreviated commit, which names its content like a full one.
+    return {"kind": "commit"}
+
+
+class SourceIdentity:
+    """The identity of one run's source, computed at most once (a remote look-up is slow)."""
+
+    def __init__(self, direct_url: str) -> None:
+        self.url = direct_url  # what follows `name @ ` in the requirement
+        self._current: Optional[Dict[str, Any]] = None
+
+    def _compute(self) -> Dict[str, Any]:
+        url = self.url
+        if url.startswith("file://"):
+            return _local_identity(Path(unquote(urlsplit(url).path)))
+        if not url.startswith("git+"):
+            return {"kind": "archive"}  # an archive URL names fixed content, like a release does
+        repository, ref = split_git_url(url)
+        if ref is not None and _FULL_COMMIT.match(ref):
+            return {"kind": "commit"}
+        return _remote_ref(repository, ref)
+
+    def current(self) -> Dict[str, Any]:
+        if self._current is None:
+            self._current = self._compute()
+        return self._current
+
+    def unchanged_since(self, recorded: Optional[Dict[str, Any]]) -> bool:
+        """Whether the source is what it was when `recorded` was taken (see current())."""
+        if not isinstance(recorded, dict) or recorded.get("kind") in (None, "unknown"):
+            return False
+        if recorded["kind"] in ("tag", "commit", "archive"):
+            return True  # the requirement, compared beside this, names fixed content
+        return self.current() == recorded
