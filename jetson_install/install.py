@@ -223,9 +223,13 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     if interpreter is None:
         return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
     fingerprint = _fingerprint(plan, interpreter)
-    if recorded_plan(current) != redact_data(fingerprint):
+    recorded, recorded_source = _recorded(current)
+    if recorded != redact_data(fingerprint):
         return True, f"{current} was made from a different plan (channel, pins, source, indexes or interpreter)"
-    if _satisfied(current, fingerprint, plan) is None:
+    source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
+    if not source.unchanged_since(recorded_source):
+        return True, f"the source changed since {current} was made"
+    if _satisfied(current, fingerprint, source, plan) is None:
         return True, f"{current} no longer holds the pinned vendor builds, or uv pip check fails there"
     return False, f"{plan.venv} already satisfies the plan"
 
@@ -382,8 +386,7 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
 def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentity,
                plan: Plan) -> Optional[Dict[str, str]]:
     """The installed versions when `current` already satisfies the plan, else None."""
-    recorded = dict(recorded_plan(current) or {})
-    recorded_source = recorded.pop("source", None)
+    recorded, recorded_source = _recorded(current)
     if recorded != redact_data(fingerprint):  # recorded redacted (mark_complete)
         return None
     if not source.unchanged_since(recorded_source):
@@ -397,6 +400,12 @@ def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentit
         if name not in installed or Version(installed[name]) != Version(version):
             return None
     return installed if uv.pip_check(python).ok else None
+
+
+def _recorded(environment: Path) -> Tuple[Dict[str, Any], Any]:
+    """An environment's recorded plan fingerprint, and apart from it its source's identity."""
+    recorded = dict(recorded_plan(environment) or {})
+    return recorded, recorded.pop("source", None)
 
 
 def _fingerprint(plan: Plan, interpreter: Interpreter) -> Dict[str, Any]:
