@@ -3,6 +3,8 @@
 Measures, in one run and with one warm uv cache:
   * cold install: `jetson-install obliteratus` vs the same uv commands typed by hand;
   * no-op re-run: `jetson-install obliteratus` again vs re-running the uv install by hand;
+  * the no-op re-run for every kind of source: a plain folder (after a build wrote into it),
+    a git checkout, a git URL at a branch (one `git ls-remote`) and at a tag;
   * cold install vs a pip recipe following NVIDIA's documented steps (python -m venv,
     pip install numpy, pip install the torch wheel, then the project under constraints).
 Goal (issue 4): the tool's overhead at most 1.2x the uv commands by hand.
@@ -27,7 +29,7 @@ sys.path.insert(0, str(TOP / "tests"))
 
 from support import VENDOR_PINS, find_uv, isolated_env  # noqa: E402
 from support.index_server import LoopbackIndex  # noqa: E402
-from support.stub_projects import build_index_dirs, make_obliteratus_source  # noqa: E402
+from support.stub_projects import build_index_dirs, make_obliteratus_git_repo, make_obliteratus_source  # noqa: E402
 
 
 def timed(commands: Sequence[Sequence[str]], env: Dict[str, str]) -> float:
@@ -35,6 +37,14 @@ def timed(commands: Sequence[Sequence[str]], env: Dict[str, str]) -> float:
     for argv in commands:
         subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
+
+
+def wrote_build_outputs(tree: Path) -> None:
+    """What a setuptools build leaves in a source tree, with fresh file times (a CI checkout)."""
+    (tree / "obliteratus.egg-info").mkdir(exist_ok=True)
+    (tree / "obliteratus.egg-info" / "PKG-INFO").write_text("Name: obliteratus\n")
+    for path in tree.rglob("*.py"):
+        path.touch()
 
 
 def main() -> None:
@@ -57,21 +67,31 @@ def main() -> None:
     constraints = work / "constraints.txt"
     constraints.write_text("\n".join(sorted(pins) + ["numpy<2"]) + "\n")
     requirement = f"obliteratus[quantization] @ {source.as_uri()}"
+    repository = make_obliteratus_git_repo(work / "git" / "OBLITERATUS")
+    # kind -> (--source, --ref, the requirement uv gets by hand)
+    kinds = {
+        "folder": (str(source), None, requirement),
+        "git checkout": (str(repository), None, f"obliteratus[quantization] @ {repository.as_uri()}"),
+        "git branch": (repository.as_uri(), "main", f"obliteratus[quantization] @ git+{repository.as_uri()}@main"),
+        "git tag": (repository.as_uri(), "v0.1.3", f"obliteratus[quantization] @ git+{repository.as_uri()}@v0.1.3"),
+    }
 
     with LoopbackIndex(dirs.vendor, name="vendor") as vendor, LoopbackIndex(dirs.public, name="public") as public:
-        def tool(venv: Path) -> List[str]:
+        def tool(venv: Path, kind: str = "folder") -> List[str]:
+            given, ref, _ = kinds[kind]
             return [sys.executable, "-m", "jetson_install", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
                     "--venv", str(venv), "--python", sys.executable, "--vendor-index", vendor.url,
-                    "--default-index", public.url, "--source", str(source), "--no-verify", "--yes", "--json"]
+                    "--default-index", public.url, "--source", given, "--no-verify", "--yes", "--json",
+                    *(["--ref", ref] if ref else [])]
 
-        def by_hand(venv: Path, create: bool) -> List[List[str]]:
+        def by_hand(venv: Path, create: bool, kind: str = "folder") -> List[List[str]]:
             python = str(venv / "bin" / "python")
             steps = [[uv, "venv", "--seed", "--python", sys.executable, "--default-index", public.url, str(venv)],
                      [uv, "pip", "install", "--python", python, "--no-deps", "--default-index", vendor.url, *pins]]
             steps = steps if create else []
             return steps + [
                 [uv, "pip", "install", "--python", python, "--constraint", str(constraints),
-                 "--default-index", public.url, requirement, *pins],
+                 "--default-index", public.url, kinds[kind][2], *pins],
                 [uv, "pip", "check", "--python", python],
             ]
 
@@ -96,10 +116,27 @@ def main() -> None:
         cold_tool, cold_hand, cold_pip, noop_tool, noop_hand = (
             statistics.median(samples[name]) for name in ("tool", "hand", "pip", "noop-tool", "noop-hand")
         )
+        for kind in kinds:
+            timed([tool(work / f"kind-{kind}", kind)], env)
+            timed(by_hand(work / f"kind-hand-{kind}", True, kind), env)
+            wrote_build_outputs(source)
+            wrote_build_outputs(repository)
+            if "unchanged" not in subprocess.run(tool(work / f"kind-{kind}", kind), env=env, capture_output=True,
+                                                 text=True).stdout:
+                print(f"{kind}: the re-run was not a no-op")
+        kind_samples: Dict[str, List[float]] = {}
+        for n in range(args.repeat):
+            for kind in kinds:
+                kind_samples.setdefault(f"{kind}-tool", []).append(timed([tool(work / f"kind-{kind}", kind)], env))
+                kind_samples.setdefault(f"{kind}-hand", []).append(
+                    timed(by_hand(work / f"kind-hand-{kind}", False, kind), env))
 
     print(f"cold install:  jetson-install {cold_tool:6.2f}s   uv by hand {cold_hand:6.2f}s   ratio {cold_tool / cold_hand:4.2f}x")
     print(f"no-op re-run:  jetson-install {noop_tool:6.2f}s   uv by hand {noop_hand:6.2f}s   ratio {noop_tool / noop_hand:4.2f}x")
     print(f"cold install:  jetson-install {cold_tool:6.2f}s   pip recipe {cold_pip:6.2f}s   ratio {cold_tool / cold_pip:4.2f}x")
+    for kind in kinds:
+        noop, hand = statistics.median(kind_samples[f"{kind}-tool"]), statistics.median(kind_samples[f"{kind}-hand"])
+        print(f"no-op, {kind + ':':13} jetson-install {noop:6.2f}s   uv by hand {hand:6.2f}s   ratio {noop / hand:4.2f}x")
     shutil.rmtree(work, ignore_errors=True)
 
 
