@@ -103,7 +103,7 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
     home.switch_to(oldest)
     home.switch_to(previous)
 
-    def fake_build(plan, home, staging, interpreter, fingerprint, run):  # the real steps need uv and indexes
+    def fake_build(plan, home, staging, interpreter, fingerprint, source, run):  # the real steps need uv and indexes
         (staging / STATE_DIR).mkdir(parents=True)
         home.mark_complete(staging, fingerprint)
         return home.switch_to(staging)
