@@ -314,7 +314,7 @@ def protect(environment: Path, excludes: Sequence[str] = ()) -> Path:
 
     pip reads <prefix>/pip.conf (its "site" configuration) for every pip run
     inside the environment; uv reads no pip configuration at all
-    (installers-and-uv.md §1.4), so the activate scripts export UV_CONSTRAINT.
+    (https://docs.astral.sh/uv/pip/compatibility/), so the activate scripts export UV_CONSTRAINT.
     `excludes` names packages the environment takes from its parent interpreter
     (--use-existing-torch): uv does not see them there (astral-sh/uv#17215), so a
     constraint alone would let it put a same-version build into the environment;

@@ -149,7 +149,8 @@ def check_git_ref(ref: str) -> None:
 
 def target_requirement(target: Target, with_quantization: bool, source: Optional[str], ref: Optional[str]) -> str:
     """A direct-reference requirement: the target is never resolved by name from an index,
-    where its name is an empty placeholder (obliteratus-and-bitsandbytes.md §2)."""
+    where its name is an empty placeholder (obliteratus 0.0.1's METADATA: "Reserved name placeholder.
+    No functionality.")."""
     if ref is not None:
         check_git_ref(ref)
     extras = f"[{target.quantization_extra}]" if with_quantization else ""

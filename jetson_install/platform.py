@@ -344,7 +344,8 @@ def _module(compatible: Tuple[str, ...], data: PlatformData) -> Optional[str]:
 
 def _kind(l4t: Optional[L4T], family: Optional[str], facts: Any, warnings: List[str]) -> Optional[str]:
     """tegra, or sbsa where the CUDA userspace is the Arm-server one: Thor on JetPack 7
-    (torch-indexes.md §4). Orin keeps the tegra userspace even on R39."""
+    (jetson_containers/l4t_version.py, https://github.com/dusty-nv/jetson-containers). Orin keeps the
+    tegra userspace even on R39."""
     if l4t is None:
         return "sbsa" if family == "Thor" else ("tegra" if family else None)
     if l4t.major < 38:

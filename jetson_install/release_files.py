@@ -1,7 +1,8 @@
 """Pure parsers for the files a Jetson root carries; no I/O here.
 
 Each parser takes the file's bytes or text and returns a value or raises
-InvalidReleaseFile. Facts: shared/reference/platform-detection.md §4.
+InvalidReleaseFile. The formats follow real captures (tests/resources/boards/PROVENANCE.md) and
+jetson_stats' parser (get_nvidia_l4t in jtop/core/jetson_variables.py, https://github.com/rbonghi/jetson_stats).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def parse_l4t(text: str) -> L4T:
 
 
 # Line 1 only; the leading "# " may be missing in pasted copies, and "REVISION: 5"
-# (no patch) means x.5.0 (platform-detection.md §4.3, F15). DATE, GCID and BOARD are
+# (no patch) means x.5.0 (jetson_stats keeps "32.5" keys). DATE, GCID and BOARD are
 # ignored: R39 uses a 12-hour clock and BOARD says t186ref on Orin R35.
 _RELEASE_LINE = re.compile(
     r"^\s*(?:#\s*)?R(\d{1,3})\s*\(release\)\s*,\s*REVISION:\s*(\d{1,3})(?:\.(\d{1,3}))?(?=\s*(?:,|$))"
@@ -131,7 +132,8 @@ def _major_minor(version: str) -> Optional[str]:
 
 def parse_cuda_version_json(text: str) -> Optional[str]:
     """major.minor from usr/local/cuda/version.json; the top-level version may be
-    date-stamped (12.6.20241114), so only major.minor is kept (platform-detection.md §4.7)."""
+    date-stamped (12.6.20241114), so only major.minor is kept, as jetson-containers does
+    (https://github.com/dusty-nv/jetson-containers)."""
     try:
         data = json.loads(text)
     except ValueError:

@@ -2,8 +2,9 @@
 
 uv runs with --no-config and with the index variables of the caller's environment
 removed, so only the indexes in the plan are ever asked (a stray UV_EXTRA_INDEX_URL
-would otherwise let a public torch in). uv ignores pip's variables and files
-(shared/reference/installers-and-uv.md §1.4), so those need no scrubbing here.
+would otherwise let a public torch in). uv "does not read configuration files or
+environment variables that are specific to pip" (https://docs.astral.sh/uv/pip/compatibility/),
+so those need no scrubbing here.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 NVIDIA's Jetson torch builds are pre-releases with local labels (2.5.0a0+872d972e41.nv24.08);
 `==2.5.0a0` ignores the label, and `>=2.2` must accept the build once it is chosen, so
-every comparison passes prereleases=True (shared/reference/installers-and-uv.md §1.5).
+every comparison passes prereleases=True, as PEP 440 says installed pre-releases are accepted
+(https://packaging.python.org/en/latest/specifications/version-specifiers/#handling-of-pre-releases).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Read-only. The facts come from two probe scripts run by the *target*
 interpreter (jetson_install/probes/), one for everything torch and one for
 bitsandbytes, in separate processes because a bitsandbytes kernel fault calls
-exit(1) (shared/reference/obliteratus-and-bitsandbytes.md §3.1). They run
+exit(1) (BNB_CHECK_RETURN in csrc/compat.cuh, https://github.com/bitsandbytes-foundation/bitsandbytes). They run
 concurrently with ``uv pip check`` so that doctor costs about one
 ``import torch, bitsandbytes``. Every check becomes one result; a probe that
 crashes or hangs turns its checks into failures carrying its last stderr line,

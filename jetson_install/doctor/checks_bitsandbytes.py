@@ -25,12 +25,12 @@ def check_bnb_library(ctx: Context) -> Verdict:
     backend = data.get("backend")
     version = data.get("version")
     if backend != "CUDA":
-        # bitsandbytes picks its library from torch (obliteratus-and-bitsandbytes.md §3.1); with
+        # bitsandbytes picks its library from torch (bitsandbytes/cextension.py, https://github.com/bitsandbytes-foundation/bitsandbytes); with
         # a torch that sees no CUDA even a good build loads its CPU library or a mock.
         detail = f"bitsandbytes {version} loaded {library.get('file') or library.get('class')} (backend {backend})"
         return FAIL, detail + ": torch sees no CUDA", "fix the torch checks first (cuda-available)"
     # CudaBNBNativeLibrary means the CUDA library loaded; BNBNativeLibrary is the CPU one and
-    # ErrorHandlerMockBNBNativeLibrary a failed load (obliteratus-and-bitsandbytes.md §3.5).
+    # ErrorHandlerMockBNBNativeLibrary a failed load (bitsandbytes/cextension.py, https://github.com/bitsandbytes-foundation/bitsandbytes).
     if library["class"] == "ErrorHandlerMockBNBNativeLibrary":
         reason = (library.get("error") or "no reason recorded").strip().splitlines()
         return (
@@ -46,7 +46,7 @@ def check_bnb_library(ctx: Context) -> Verdict:
 
 def _kernel_fault_fix(ctx: Context, message: str) -> str:
     if "named symbol not found" in message:
-        # The PyPI aarch64 wheel is an SBSA build (obliteratus-and-bitsandbytes.md §3.3).
+        # The aarch64 wheels are SBSA builds; on JetPack they fail so (https://github.com/bitsandbytes-foundation/bitsandbytes/issues/1930).
         return "this bitsandbytes was built for another CUDA than the device's; " + ctx.bnb_install_fix()
     return ctx.bnb_install_fix()
 
@@ -64,7 +64,7 @@ def _kernel_verdict(ctx: Context, names: Sequence[str]) -> Verdict:
     for name in names:
         result = kernels.get(name)
         if result is None or not result.get("done"):
-            # A kernel fault prints "Error ... ops.cu" and exits 1 (obliteratus-and-bitsandbytes.md §3.1).
+            # A kernel fault prints "Error ... ops.cu" and exits 1 (BNB_CHECK_RETURN, csrc/compat.cuh, https://github.com/bitsandbytes-foundation/bitsandbytes).
             where = f"the {name} test died: " if result is not None else ""
             failure = ctx.bnb.failure()
             return FAIL, where + failure, _kernel_fault_fix(ctx, failure)
@@ -83,7 +83,7 @@ def check_bnb_kernels(ctx: Context) -> Verdict:
 
 def check_bnb_int8(ctx: Context) -> Verdict:
     capability = ctx.capability
-    # LLM.int8() needs compute capability 7.5+ (obliteratus-and-bitsandbytes.md §3.2, §3.5).
+    # LLM.int8() needs compute capability 7.5+ (docs/source/installation.mdx, https://github.com/bitsandbytes-foundation/bitsandbytes).
     if capability is not None and capability < (7, 5):
         return NOT_APPLICABLE, f"compute capability {capability[0]}.{capability[1]} < 7.5: LLM.int8() is not supported", None
     return _kernel_verdict(ctx, ("int8",))

@@ -19,7 +19,8 @@ def check_obliteratus(ctx: Context) -> Verdict:
     if section.get("error"):
         return FAIL, f"obliteratus.device.get_device('auto') failed: {section['error']}", install
     if section["device"] != "cuda":
-        # OBLITERATUS only asks torch.cuda.is_available() (obliteratus-and-bitsandbytes.md §1.5).
+        # OBLITERATUS only asks torch.cuda.is_available() (obliteratus/device.py,
+        # https://github.com/elder-plinius/OBLITERATUS).
         return (
             FAIL,
             f"obliteratus.device.get_device('auto') answers {section['device']!r}, not 'cuda'",

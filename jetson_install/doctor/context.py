@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 PROBES_DIR = Path(__file__).parent.parent / "probes"
 
 # Compute capabilities that only Jetson iGPUs have: Nano/TX1, TX2, Xavier, Orin
-# (platform-detection.md §5.1).
+# (TEGRA_CUDA_ARCHITECTURE in conf/machine/include/tegra*.inc, https://github.com/OE4T/meta-tegra).
 TEGRA_CAPABILITIES = frozenset({(5, 3), (6, 2), (7, 2), (8, 7)})
 
 
@@ -176,7 +176,7 @@ class Context:
 
     @property
     def tegra(self) -> bool:
-        # These capabilities exist only on Jetson iGPUs (platform-detection.md §5.1), so they
+        # These capabilities exist only on Jetson iGPUs (TEGRA_CAPABILITIES above), so they
         # count as Tegra even where the platform was not detected (a container, a bare root).
         if self.capability in TEGRA_CAPABILITIES:
             return True
@@ -216,8 +216,8 @@ class Context:
     def bnb_install_fix(self) -> str:
         if not self.tegra:
             return f"{uv_command()} pip install --python {self.python} --no-deps --reinstall-package bitsandbytes bitsandbytes"
-        # PyPI's aarch64 wheels are SBSA builds without sm_87/sm_72; build on the device with
-        # the exact capability (obliteratus-and-bitsandbytes.md §3.3, §4.7-4.8).
+        # The aarch64 wheels are SBSA builds without sm_87/sm_72; build on the device with the
+        # exact capability (docs/source/installation.mdx, https://github.com/bitsandbytes-foundation/bitsandbytes).
         build = (
             "build it on the device: git clone https://github.com/bitsandbytes-foundation/bitsandbytes"
             f" && cd bitsandbytes && cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY={self.capability_digits} -S ."

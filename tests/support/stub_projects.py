@@ -63,7 +63,8 @@ PUBLIC_TORCH_VERSIONS = ("2.5.0", "2.6.0", "2.9.0")
 NEWEST_PUBLIC_TORCH = "2.9.0"
 
 # OBLITERATUS v0.1.2 [project].dependencies, verbatim, minus bitsandbytes, which
-# v0.1.3 moved to the `quantization` extra (reference: obliteratus-and-bitsandbytes.md §1.3).
+# v0.1.3 moved to the `quantization` extra (https://github.com/elder-plinius/OBLITERATUS, v0.1.2
+# pyproject.toml and the v0.1.3 Jetson plan: "bitsandbytes ... is now an explicit `quantization` extra").
 OBLITERATUS_DEPENDENCIES = (
     "torch>=2.0",
     "transformers>=4.40",
