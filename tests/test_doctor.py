@@ -21,7 +21,13 @@ from jetson_install.platform import Platform
 from jetson_install.release_files import L4T
 
 STUBS = Path(__file__).parent / "doctor_stubs"
-STUB_PACKAGES = {"torch": "torch_version", "bitsandbytes": "bnb_version", "numpy": "numpy_version", "obliteratus": None}
+STUB_PACKAGES = {
+    "torch": "torch_version",
+    "bitsandbytes": "bnb_version",
+    "numpy": "numpy_version",
+    "obliteratus": None,
+    "transformers": "transformers_version",
+}
 HOST_PYTHON = "%d.%d" % sys.version_info[:2]
 
 WORKING: Dict[str, Any] = {
@@ -36,6 +42,8 @@ WORKING: Dict[str, Any] = {
     "numpy_version": "1.26.4",
     "bnb_version": "0.46.1",
     "bnb_library": "cuda",
+    "transformers_version": "5.20.2",
+    "transformers_torch_floor": "2.6",
 }
 
 ORIN = Platform(
@@ -90,11 +98,16 @@ def make_env(root: Path, **changes: Any) -> str:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     (site_packages,) = root.glob("lib/python*/site-packages")
     for name, version_key in STUB_PACKAGES.items():
-        shutil.copytree(STUBS / name, site_packages / name)
         version = scenario[version_key] if version_key else "0.1.2"
+        if version is None:  # not installed
+            continue
+        shutil.copytree(STUBS / name, site_packages / name)
         dist_info = site_packages / f"{name}-{version}.dist-info"
         dist_info.mkdir()
-        (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        if name == "transformers":  # what its wheel says, e.g. transformers 5.20.2
+            metadata += f'Requires-Dist: torch>={scenario["transformers_torch_floor"]}; extra == "torch"\n'
+        (dist_info / "METADATA").write_text(metadata)
     shutil.copy(STUBS / "doctor_stub_scenario.py", site_packages)
     (site_packages / "doctor_stub_scenario.json").write_text(json.dumps(scenario))
     return str(root / "bin" / "python")
@@ -153,9 +166,17 @@ def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clea
         "total_memory_bytes": 7_990_000_000,
         "capability": "8.7",
         "arch_list": ["sm_87"],
+        "device_sm_in_arch_list": True,
+        "kernels": {"matmul": "passed", "conv2d": "passed", "bf16_autocast_backward": "passed"},
+        "missing_library": None,
     }
     assert evidence["bitsandbytes"] == {
         "version": "0.46.1", "backend": "CUDA", "library": "libbitsandbytes_cuda126.so", "kernel_test": "passed"
+    }
+    assert evidence["runtime"] == {
+        "obliteratus_device": "cuda",
+        "jetson_contract": "passed",
+        "transformers": {"version": "5.20.2", "torch_floor": "2.6", "sees_torch": True},
     }
     assert all(check["fix"] is None for check in evidence["checks"])
     assert clean_pip_check == [python]
@@ -341,6 +362,138 @@ def test_list_checks_and_human_rendering(tmp_path: Path) -> None:
     assert lines[failing + 1].startswith("    fix: ") and "cmake" in lines[failing + 1]
     assert any(line.startswith("- ") and "[bnb-kernels]" in line for line in lines)
     assert lines[-1].startswith("Doctor found problems in 1 required check(s): bnb-library")
+
+
+# --------------------------------------------------------------------------- kernels decide
+
+THOR = Platform(**dict(ORIN.__dict__, l4t=L4T(38, 2, 0), jetpack="7.0", cuda="13.0", soc="tegra264", family="Thor",
+                       module="NVIDIA Jetson AGX Thor Developer Kit", model="NVIDIA Jetson AGX Thor Developer Kit",
+                       compute_capability="11.0", kind="sbsa", ubuntu="24.04", python="3.12"))
+# The official CUDA 13 aarch64 arch list: no sm_87 (pytorch/pytorch RELEASE.md, PR #182849).
+CUDA13_ARCH_LIST = ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120"]
+
+
+def test_orin_running_cuda13_kernels_without_sm_87_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", arch_list=CUDA13_ARCH_LIST, sm80_code_runs=True))
+    arch = report.check("cuda-arch")
+    assert arch.status == "warn", doctor.render_lines(report)
+    assert "no sm_87 kernels" in arch.detail
+    assert "matmul, conv2d and bf16 autocast with backward ran correctly on sm_87" in arch.detail
+    assert report.exit_code == 0, doctor.render_lines(report)
+    torch = report.to_json()["torch"]
+    assert torch["device_sm_in_arch_list"] is False
+    assert torch["kernels"] == {"matmul": "passed", "conv2d": "passed", "bf16_autocast_backward": "passed"}
+
+
+def test_a_wrong_conv2d_fails_and_keeps_cuda_arch_a_failure(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", arch_list=CUDA13_ARCH_LIST, sm80_code_runs=True, conv2d_result="wrong"))
+    conv2d = report.check("cuda-conv2d")
+    assert conv2d.status == "fail" and "conv2d on cuda differs from the CPU" in conv2d.detail
+    assert "torch==2.8.0" in conv2d.fix
+    assert report.check("cuda-arch").status == "fail"  # the kernels did not all run right
+    assert report.to_json()["torch"]["kernels"]["conv2d"] == "failed"
+    assert report.exit_code == 1
+
+
+def test_bf16_autocast_giving_nan_fails(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", bf16_result="nan"))
+    bf16 = report.check("cuda-bf16")
+    assert bf16.status == "fail" and "bf16 autocast linear forward and backward" in bf16.detail
+    assert "non-finite" in bf16.detail
+    assert failed(report) == {"cuda-bf16"}
+    assert report.to_json()["torch"]["kernels"]["bf16_autocast_backward"] == "failed"
+
+
+def test_bf16_does_not_apply_below_compute_capability_8(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", capability=[7, 2], arch_list=["sm_72"]))
+    assert report.check("cuda-bf16").status == "not_applicable"
+    assert "7.2 < 8.0" in report.check("cuda-bf16").detail
+    assert report.check("cuda-conv2d").status == "ok"
+    assert report.to_json()["torch"]["kernels"]["bf16_autocast_backward"] == "not_applicable"
+    assert report.exit_code == 0, doctor.render_lines(report)
+
+
+def test_kernels_without_device_code_fail_each_kernel_check(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", arch_list=CUDA13_ARCH_LIST))
+    for check_id in ("cuda-arch", "cuda-matmul", "cuda-conv2d", "cuda-bf16", "jetson-contract"):
+        assert report.check(check_id).status == "fail", check_id
+    assert "no kernel image" in report.check("cuda-conv2d").detail
+    assert "no kernel image" in report.check("jetson-contract").detail
+    assert report.to_json()["runtime"]["jetson_contract"] == "failed"
+
+
+def test_obliteratus_contract_fails_on_non_finite_arange_matmul(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", matmul_result="nan"), only=["jetson-contract"])
+    contract = report.check("jetson-contract")
+    assert contract.status == "fail"
+    assert contract.detail == "a 4x4 float32 arange matmul t @ t.T on cuda gave non-finite numbers"
+    assert [c.id for c in report.checks] == ["torch-import", "cuda-available", "obliteratus", "jetson-contract"]
+
+
+def test_obliteratus_contract_is_skipped_when_obliteratus_picks_cpu(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", cuda_available=False))
+    assert report.check("obliteratus").status == "fail"
+    assert report.check("jetson-contract").status == "skip"
+    runtime = report.to_json()["runtime"]
+    assert runtime["obliteratus_device"] == "cpu" and runtime["jetson_contract"] == "not_run"
+
+
+def test_transformers_disabling_jetpack_60_torch_names_both_versions(tmp_path: Path) -> None:
+    # JetPack 6.0's NVIDIA build is 2.4.0a0+..., which PEP 440 puts below 2.4.
+    env = make_env(tmp_path / "env", torch_version="2.4.0a0+07cecf4168.nv24.05", transformers_version="5.10.4",
+                   transformers_torch_floor="2.4")
+    report = run(env, only=["transformers-torch"])
+    check = report.check("transformers-torch")
+    assert check.status == "fail"
+    assert check.detail == "transformers 5.10.4 disables torch 2.4.0a0+07cecf4168.nv24.05: it needs torch>=2.4"
+    assert f"jetson-install obliteratus --venv {tmp_path / 'env'}" in check.fix
+    assert report.to_json()["runtime"]["transformers"] == {"version": "5.10.4", "torch_floor": "2.4", "sees_torch": False}
+    assert report.exit_code == 1
+
+
+def test_transformers_seeing_torch_passes_and_absent_transformers_is_skipped(tmp_path: Path) -> None:
+    seen = run(make_env(tmp_path / "seen", torch_version="2.4.0", transformers_torch_floor="2.4"),
+               only=["transformers-torch"])
+    assert seen.check("transformers-torch").status == "ok"
+    assert seen.check("transformers-torch").detail == "transformers 5.20.2 sees torch 2.4.0 (it needs torch>=2.4)"
+    absent = run(make_env(tmp_path / "absent", transformers_version=None), only=["transformers-torch"])
+    assert absent.check("transformers-torch").status == "skip"
+    assert absent.to_json()["runtime"]["transformers"] == {"version": None, "torch_floor": None, "sees_torch": None}
+
+
+@pytest.mark.parametrize(
+    "platform, library, provided_by, fix",
+    [
+        # Jetson AI Lab sbsa/cu130 torch on Thor (pollen-robotics/microduck_rl#38).
+        (THOR, "libnvpl_lapack_lp64_gomp.so.0", "pip: nvpl-lapack", "pip install --python {python} nvpl-lapack"),
+        (THOR, "libnvpl_blas_lp64_gomp.so.0", "pip: nvpl-blas", "pip install --python {python} nvpl-blas"),
+        (THOR, "libcudss.so.0", "pip: nvidia-cudss-cu13", "pip install --python {python} nvidia-cudss-cu13"),
+        (THOR, "libcusparseLt.so.0", "pip: nvidia-cusparselt-cu13", "nvidia-cusparselt-cu13"),
+        # jp6/cu126 torch 2.11 links libcudss.so.0; on JetPack 6 it is an apt package.
+        (ORIN, "libcudss.so.0", "apt: cudss", "sudo apt-get install cudss"),
+        (ORIN, "libcusparseLt.so.0", "apt: libcusparselt0 libcusparselt-dev",
+         "sudo apt-get install libcusparselt0 libcusparselt-dev"),
+    ],
+)
+def test_a_missing_library_is_named_with_the_package_that_provides_it(
+    tmp_path: Path, platform: Platform, library: str, provided_by: str, fix: str
+) -> None:
+    error = f"{library}: cannot open shared object file: No such file or directory"
+    python = make_env(tmp_path / "env", torch_import_error=error)
+    report = run(python, platform=platform, channel=None, only=["torch-import"])
+    check = report.check("torch-import")
+    assert check.status == "fail"
+    assert check.detail == f"import torch failed: OSError: {error} (provided by {provided_by})"
+    assert fix.format(python=python) in check.fix
+    assert report.to_json()["torch"]["missing_library"] == {"file": library, "provided_by": provided_by}
+
+
+def test_version_2_evidence_needs_the_kernel_and_runtime_sections(tmp_path: Path) -> None:
+    evidence = run(make_env(tmp_path / "env")).to_json()
+    assert evidence["schema_version"] == 2
+    del evidence["runtime"]
+    with pytest.raises(jsonschema.ValidationError, match="'runtime' is a required property"):
+        jsonschema.validate(evidence, SCHEMA)
 
 
 # --------------------------------------------------------------------------- the real CPU torch wheel

@@ -3,36 +3,41 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion, Version
 
-from jetson_install.doctor.context import Context
+from jetson_install.doctor.checks_kernels import kernels_ran_correctly
+from jetson_install.doctor.context import Context, uv_command
+from jetson_install.doctor.missing_libraries import MissingLibrary, missing_library
 from jetson_install.doctor.results import FAIL, OK, WARN, Verdict
 from jetson_install.versions import satisfies
-
-# A shared library missing at `import torch` -> the apt package that provides it
-# (shared/reference/torch-indexes.md §1.4 and §6.14).
-MISSING_LIBRARY_PACKAGES = (
-    ("libopenblas", "sudo apt-get install libopenblas-dev"),
-    # libcusparselt0 comes from NVIDIA's cuda-keyring apt repository (torch-indexes.md §1.4).
-    ("libcusparselt", "sudo apt-get install libcusparselt0 libcusparselt-dev"),
-    ("libomp", "sudo apt-get install libomp-dev"),
-)
 
 
 # --------------------------------------------------------------------------- results
 
 
 
+def torch_missing_library(ctx: Context) -> Optional[MissingLibrary]:
+    """The shared library `import torch` could not load, if that is why it failed."""
+    section = ctx.torch.section("torch") or {}
+    if section.get("imported", True) or not section.get("error"):
+        return None
+    cuda = (ctx.platform.cuda if ctx.platform is not None else None) or (
+        ctx.channel.cuda if ctx.channel is not None else None
+    )
+    return missing_library(section["error"], cuda, ctx.python, uv_command())
+
+
 def _missing_library_fix(ctx: Context, error: str) -> str:
     lowered = error.lower()
-    for library, fix in MISSING_LIBRARY_PACKAGES:
-        if library in lowered:
-            return fix
+    missing = torch_missing_library(ctx)
+    if missing is not None and missing.fix:
+        return missing.fix
     if "libcudnn" in lowered:
-        # JP 6.0 wheels (cuDNN 8) fail on JP 6.1/6.2 (cuDNN 9.3) (torch-indexes.md §1.4).
+        # JP 6.0 wheels (cuDNN 8) fail on JP 6.1/6.2 (cuDNN 9.3)
+        # (https://github.com/YeQiao/pytorch-jetson-orin-nano, README).
         return "this torch was built for another cuDNN than JetPack's; install the channel's torch: " + (
             ctx.torch_install_fix()
         )
@@ -46,7 +51,9 @@ def check_torch_import(ctx: Context) -> Verdict:
     if section is None:
         return FAIL, ctx.torch.failure(), ctx.torch_install_fix()
     if not section["imported"]:
-        return FAIL, f"import torch failed: {section['error']}", _missing_library_fix(ctx, section["error"])
+        missing = torch_missing_library(ctx)
+        provider = f" (provided by {missing.provided_by})" if missing is not None and missing.provided_by else ""
+        return FAIL, f"import torch failed: {section['error']}{provider}", _missing_library_fix(ctx, section["error"])
     return OK, f"torch {section['version']} imports", None
 
 
@@ -115,8 +122,9 @@ def arch_support(capability: Tuple[int, int], arch_list: Sequence[str], tegra: b
         kind, number, variant = match.group(1), int(match.group(2)), match.group(3)
         if kind == "sm" and number == device:
             return True, f"{arch} in the arch list"
-        # PTX JIT targets equal or higher capabilities (obliteratus-and-bitsandbytes.md §3.2);
-        # arch-specific PTX (compute_90a) runs on that exact architecture only.
+        # PTX JIT-compiles for equal or higher capabilities; arch-specific PTX (compute_90a) runs
+        # on that exact architecture only (CUDA C++ Programming Guide, "Binary Compatibility" and
+        # "PTX Compatibility": https://docs.nvidia.com/cuda/cuda-c-programming-guide/).
         if kind == "compute" and (number == device or (number < device and not variant)):
             return True, f"{arch} PTX, JIT-compiled for sm_{device}"
         if kind == "sm" and not variant and number // 10 == device // 10 and number < device:
@@ -124,7 +132,7 @@ def arch_support(capability: Tuple[int, int], arch_list: Sequence[str], tegra: b
     if binary_compatible and not tegra:
         return True, f"{binary_compatible[-1]} cubins run on sm_{device} (same major)"
     # "Binary compatibility is supported only for the desktop. It is not supported for Tegra."
-    # (obliteratus-and-bitsandbytes.md §3.3, jax#40492)
+    # (CUDA C++ Programming Guide, quoted in https://github.com/jax-ml/jax/pull/40492)
     return False, f"no sm_{device} kernels or usable PTX in {' '.join(arch_list) or 'an empty arch list'}"
 
 
@@ -133,7 +141,20 @@ def check_cuda_arch(ctx: Context) -> Verdict:
     supported, detail = arch_support(ctx.capability or (0, 0), section.get("arch_list", []), ctx.tegra)
     if supported:
         return OK, detail, None
-    # No PyPI aarch64 torch carries sm_87 (torch-indexes.md §6.7).
+    ran = kernels_ran_correctly(ctx)
+    if ran:
+        # Reports disagree on whether Orin runs sm_80 cubins (it did for the CUDA 13 builds in
+        # https://github.com/nvidia-holoscan/holohub/pull/1687; not in https://github.com/jax-ml/jax/pull/40492),
+        # so the kernels decide, and kernels beyond those tried may still lack code.
+        device = f"sm_{ctx.capability[0]}{ctx.capability[1]}" if ctx.capability else "the device"
+        return (
+            WARN,
+            f"{detail}, yet {ran} ran correctly on {device} through code built for other devices",
+            f"none needed while these kernels pass; other kernels may lack {device} code,"
+            " so run `jetson-install doctor` again after any torch change",
+        )
+    # No official aarch64 torch build carries sm_87: "Ampere(8.0), Hopper(9.0), Blackwell(...)"
+    # (RELEASE.md, https://github.com/pytorch/pytorch/pull/182849).
     return FAIL, detail, ctx.torch_install_fix()
 
 
@@ -156,7 +177,8 @@ def check_numpy(ctx: Context) -> Verdict:
     if section is None:
         return FAIL, ctx.torch.failure(), ctx.numpy_fix()
     torch_section = ctx.torch.section("torch") or {}
-    # "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x" (torch-indexes.md §5).
+    # "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x"
+    # (https://github.com/dusty-nv/jetson-containers/issues/1537).
     numpy_trouble = [w for w in torch_section.get("import_warnings", []) if "numpy" in w.lower()]
     if numpy_trouble:
         return FAIL, f"torch warns at import: {numpy_trouble[0]}", ctx.numpy_fix()

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import __version__
+from jetson_install.doctor.checks_kernels import KERNEL_SECTIONS, PASSED, kernel_status
+from jetson_install.doctor.checks_torch import torch_missing_library
 from jetson_install.doctor.context import Context
 from jetson_install.doctor.results import (
     FAIL,
@@ -20,6 +22,7 @@ from jetson_install.doctor.results import (
 )
 from jetson_install.errors import EXIT_FAILED, EXIT_OK
 
+# Version 2 adds to version 1 (see the schema's description).
 SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).parent.parent / "evidence.schema.json"
 
@@ -32,6 +35,7 @@ class DoctorReport:
     torch: Mapping[str, Any]
     bitsandbytes: Mapping[str, Any]
     environment: Mapping[str, Any]
+    runtime: Mapping[str, Any]
     checks: Tuple[CheckResult, ...]
     strict: bool = False
 
@@ -39,7 +43,7 @@ class DoctorReport:
     def passed(self) -> bool:
         if self.strict:
             return bool(self.checks) and not self.not_passed
-        # Warnings and skips never fail the run (installers-and-uv.md §5, "Conventions" 4).
+        # Warnings and skips never fail the run, as with `brew doctor` and `flutter doctor`.
         return not any(check.required and check.status == FAIL for check in self.checks)
 
     @property
@@ -68,6 +72,7 @@ class DoctorReport:
             "torch": dict(self.torch),
             "bitsandbytes": dict(self.bitsandbytes),
             "environment": dict(self.environment),
+            "runtime": dict(self.runtime),
             "checks": [check.to_json() for check in self.checks],
             "strict": self.strict,
             "status": "passed" if self.passed else "failed",
@@ -125,13 +130,41 @@ def _torch_evidence(ctx: Context) -> Dict[str, Any]:
     torch = ctx.torch.section("torch") or {}
     cuda = ctx.torch.section("cuda") or {}
     capability = cuda.get("capability")
+    arch_list = list(cuda.get("arch_list", []))
+    missing = torch_missing_library(ctx)
     return {
         "version": torch.get("version"),
         "cuda": torch.get("cuda"),
         "device_name": cuda.get("device_name"),
         "total_memory_bytes": cuda.get("total_memory_bytes"),
         "capability": ".".join(str(part) for part in capability) if capability else None,
-        "arch_list": list(cuda.get("arch_list", [])),
+        "arch_list": arch_list,
+        "device_sm_in_arch_list": "sm_%d%d" % tuple(capability) in arch_list if capability else None,
+        "kernels": {kernel: kernel_status(ctx, kernel) for kernel in KERNEL_SECTIONS},
+        "missing_library": {"file": missing.file, "provided_by": missing.provided_by} if missing else None,
+    }
+
+
+def _runtime_evidence(ctx: Context) -> Dict[str, Any]:
+    obliteratus = ctx.torch.section("obliteratus") or {}
+    transformers = ctx.torch.section("transformers") or {}
+    contract = ctx.torch.data.get("jetson_contract")
+    if not isinstance(contract, dict):
+        jetson_contract = "not_run"
+    elif contract.get("done", True) and contract.get("on_cuda") and contract.get("finite") and (
+        obliteratus.get("device") == "cuda" and obliteratus.get("is_cuda") is not False
+    ):
+        jetson_contract = PASSED
+    else:
+        jetson_contract = "failed"
+    return {
+        "obliteratus_device": obliteratus.get("device"),
+        "jetson_contract": jetson_contract,
+        "transformers": {
+            "version": transformers.get("version"),
+            "torch_floor": transformers.get("torch_floor"),
+            "sees_torch": transformers.get("sees_torch"),
+        },
     }
 
 

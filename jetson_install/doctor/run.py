@@ -26,7 +26,9 @@ from jetson_install.doctor.checks_bitsandbytes import (
     check_bnb_library,
 )
 from jetson_install.doctor.checks_environment import check_obliteratus, check_pip
+from jetson_install.doctor.checks_kernels import KERNEL_SECTIONS, check_cuda_bf16, check_cuda_conv2d
 from jetson_install.doctor.checks_platform import check_platform, check_python_abi
+from jetson_install.doctor.checks_runtime import check_jetson_contract, check_transformers_torch
 from jetson_install.doctor.checks_torch import (
     check_cuda_arch,
     check_cuda_available,
@@ -46,6 +48,7 @@ from jetson_install.doctor.report import (
     _bnb_evidence,
     _environment_evidence,
     _platform_evidence,
+    _runtime_evidence,
     _torch_evidence,
 )
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, CheckSpec
@@ -63,6 +66,11 @@ CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec("cuda-available", "torch sees a CUDA device", True, "torch", check_cuda_available, ("torch-import",)),
     CheckSpec("cuda-arch", "torch has kernels for the device", True, "torch", check_cuda_arch, ("cuda-available",)),
     CheckSpec("cuda-matmul", "a CUDA matmul is correct", True, "torch", check_cuda_matmul, ("cuda-available",)),
+    CheckSpec("cuda-conv2d", "a CUDA conv2d is correct", True, "torch", check_cuda_conv2d, ("cuda-available",)),
+    CheckSpec(
+        "cuda-bf16", "bf16 autocast with a backward pass is correct", True, "torch", check_cuda_bf16,
+        ("cuda-available",),
+    ),
     CheckSpec("numpy", "NumPy version suits torch", True, "torch", check_numpy),
     CheckSpec("bnb-library", "bitsandbytes loaded its CUDA library", True, "bitsandbytes", check_bnb_library),
     CheckSpec(
@@ -70,6 +78,13 @@ CHECKS: Tuple[CheckSpec, ...] = (
     ),
     CheckSpec("bnb-int8", "bitsandbytes 8-bit matmul runs", True, "bitsandbytes", check_bnb_int8, ("bnb-library",)),
     CheckSpec("obliteratus", "OBLITERATUS uses cuda", True, "torch", check_obliteratus, ("torch-import",)),
+    CheckSpec(
+        "jetson-contract", "OBLITERATUS' Jetson runtime contract holds", True, "torch", check_jetson_contract,
+        ("cuda-available", "obliteratus"),
+    ),
+    CheckSpec(
+        "transformers-torch", "transformers sees torch", True, "torch", check_transformers_torch, ("torch-import",)
+    ),
     CheckSpec("pip-check", "uv pip check is clean", True, "uv", check_pip),
 )
 _BY_ID = {spec.id: spec for spec in CHECKS}
@@ -167,9 +182,11 @@ def run_doctor(
         platform=_guarded(_platform_evidence, ctx,
                           ("l4t", "jetpack", "arch", "python", "kind", "channel", "board", "module", "family")),
         torch=_guarded(_torch_evidence, ctx,
-                       ("version", "cuda", "device_name", "total_memory_bytes", "capability", "arch_list")),
+                       ("version", "cuda", "device_name", "total_memory_bytes", "capability", "arch_list",
+                        "device_sm_in_arch_list", "kernels", "missing_library")),
         bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, ("version", "backend", "library", "kernel_test")),
         environment=_guarded(_environment_evidence, ctx, ("vendor_source", "vendor_builds", "obliteratus")),
+        runtime=_guarded(_runtime_evidence, ctx, ("obliteratus_device", "jetson_contract", "transformers")),
         checks=tuple(results.values()),
         strict=strict,
     )
@@ -188,6 +205,12 @@ def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, keys: Seq
             empty["kernel_test"] = "not_run"
         if "obliteratus" in empty:
             empty["obliteratus"] = dict.fromkeys(("version", "source", "commit"))
+        if "jetson_contract" in empty:
+            empty["jetson_contract"] = "not_run"
+        if "kernels" in empty:
+            empty["kernels"] = dict.fromkeys(KERNEL_SECTIONS, "not_run")
+        if "transformers" in empty:
+            empty["transformers"] = dict.fromkeys(("version", "torch_floor", "sees_torch"))
         return empty
 
 

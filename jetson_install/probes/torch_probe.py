@@ -1,8 +1,8 @@
-"""Probe torch, CUDA, NumPy and OBLITERATUS inside the target interpreter.
+"""Probe torch, CUDA kernels, NumPy, transformers and OBLITERATUS inside the target interpreter.
 
 Run as ``python torch_probe.py`` by jetson-install doctor. Only the standard
-library, torch, numpy and obliteratus may be imported here: this file runs in
-an environment where jetson_install is not installed.
+library, torch, numpy, transformers and obliteratus may be imported here: this
+file runs in an environment where jetson_install is not installed.
 
 Output: one JSON object per line on stdout; the last line counts. Before each
 step the probe prints its findings so far with that step's section marked
@@ -13,6 +13,7 @@ it was in.
 
 import json
 import platform
+import re
 import sys
 import traceback
 import warnings
@@ -57,8 +58,9 @@ def probe_numpy():
 
 
 def probe_torch_import(loaded):
-    # NumPy 1.x/2.x ABI trouble shows up as a warning during `import torch`, not an
-    # error (shared/reference/torch-indexes.md §5, "NumPy 2 ABI").
+    # NumPy 1.x/2.x ABI trouble shows up as a warning during `import torch`, not an error:
+    # "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x"
+    # (https://github.com/dusty-nv/jetson-containers/issues/1537).
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -92,8 +94,8 @@ def probe_cuda(torch):
 
 
 def probe_matmul(torch):
-    # is_available() is true even for wheels without kernels for this device, so
-    # only a real kernel proves anything (shared/reference/torch-indexes.md §5, last row).
+    # is_available() is true even for wheels without kernels for this device ("no kernel image
+    # is available", https://github.com/wendylabsinc/WendyOS/issues/1370), so only a kernel proves anything.
     matmul = {"ran": False, "error": None}
     try:
         torch.backends.cuda.matmul.allow_tf32 = False  # TF32 would make the CPU comparison fail on Ampere+
@@ -115,7 +117,8 @@ def probe_matmul(torch):
 def probe_obliteratus():
     result = {"imported": False, "device": None, "error": None}
     try:
-        # The smoke command OBLITERATUS itself suggests (shared/reference/obliteratus-and-bitsandbytes.md §4.11).
+        # What OBLITERATUS' own tests/test_jetson_cuda.py asserts (test_jetson_cuda_runtime_contract,
+        # https://github.com/elder-plinius/OBLITERATUS).
         from obliteratus import device
     except Exception as exc:
         result["error"] = describe(exc)
@@ -123,6 +126,8 @@ def probe_obliteratus():
     result["imported"] = True
     try:
         result["device"] = str(device.get_device("auto"))
+        # device.is_cuda() arrived with that test (v0.1.3); older releases lack it.
+        result["is_cuda"] = bool(device.is_cuda()) if hasattr(device, "is_cuda") else None
     except Exception as exc:
         result["error"] = describe(exc)
     result["source"] = obliteratus_source()
@@ -147,6 +152,108 @@ def obliteratus_source():
     return source
 
 
+def probe_conv2d(torch):
+    result = {"ran": False, "error": None}
+    try:
+        torch.backends.cudnn.allow_tf32 = False  # TF32 would make the CPU comparison fail on Ampere+
+        generator = torch.Generator().manual_seed(0)
+        images = torch.randn(2, 3, 16, 16, generator=generator)
+        weight = torch.randn(8, 3, 3, 3, generator=generator)
+        expected = torch.nn.functional.conv2d(images, weight, padding=1)
+        got = torch.nn.functional.conv2d(images.cuda(), weight.cuda(), padding=1).cpu()
+        torch.cuda.synchronize()
+        result["ran"] = True
+        result["finite"] = bool(torch.isfinite(got).all())
+        result["max_abs_error"] = float((got - expected).abs().max())
+        result["allclose"] = bool(torch.allclose(got, expected, rtol=1e-3, atol=1e-3))
+    except Exception as exc:
+        result["error"] = describe(exc)
+    return result
+
+
+def linear_with_grads(torch, inputs, weight, autocast):
+    """A linear layer forward (under bf16 autocast or not) and backward: the output and both gradients."""
+    inputs = inputs.clone().requires_grad_()
+    weight = weight.clone().requires_grad_()
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=autocast):
+        output = torch.nn.functional.linear(inputs, weight)
+    output.float().sum().backward()
+    return output.detach(), inputs.grad, weight.grad
+
+
+def probe_bf16_backward(torch):
+    # Gate on executed kernels, bf16 autocast and a backward pass among them: with CUDA 13
+    # builds on Orin neither is_available() nor the arch list tells whether they run
+    # (https://github.com/nvidia-holoscan/holohub/pull/1687).
+    result = {"ran": False, "error": None}
+    try:
+        generator = torch.Generator().manual_seed(0)
+        inputs = torch.randn(16, 64, generator=generator)
+        weight = torch.randn(32, 64, generator=generator)
+        expected = linear_with_grads(torch, inputs, weight, False)
+        got = linear_with_grads(torch, inputs.cuda(), weight.cuda(), True)
+        torch.cuda.synchronize()
+        result["ran"] = True
+        result["dtype"] = str(got[0].dtype)
+        results = [value.float().cpu() for value in got]
+        result["finite"] = all(bool(torch.isfinite(value).all()) for value in results)
+        # Largest error relative to the largest value, over the output and both gradients;
+        # bf16 rounds to about 3 significant digits, so 64-term sums stay well within 2%.
+        result["relative_error"] = max(
+            float((value - reference).abs().max() / reference.abs().max())
+            for value, reference in zip(results, expected)
+        )
+        result["bound"] = 0.02
+        result["allclose"] = result["relative_error"] < result["bound"]
+    except Exception as exc:
+        result["error"] = describe(exc)
+    return result
+
+
+def probe_jetson_contract(torch):
+    """The tensor half of OBLITERATUS' test_jetson_cuda_runtime_contract, verbatim."""
+    result = {"ran": False, "error": None}
+    try:
+        tensor = torch.arange(16, device="cuda", dtype=torch.float32).reshape(4, 4)
+        product = tensor @ tensor.T
+        torch.cuda.synchronize()
+        result["ran"] = True
+        result["on_cuda"] = bool(product.is_cuda)
+        result["finite"] = bool(torch.isfinite(product).all())
+    except Exception as exc:
+        result["error"] = describe(exc)
+    return result
+
+
+# transformers' `torch>=X` requirement; its import_utils disables torch below the same floor.
+TORCH_FLOOR = re.compile(r"^torch\s*>=\s*([0-9][^,;\s]*)")
+
+
+def probe_transformers():
+    result = {"installed": False, "version": None, "torch_floor": None, "sees_torch": None, "error": None}
+    try:
+        from importlib import metadata
+    except ImportError:  # Python 3.7 and older
+        return result
+    try:
+        result["version"] = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return result
+    result["installed"] = True
+    for requirement in metadata.requires("transformers") or ():
+        match = TORCH_FLOOR.match(requirement.strip())
+        if match:
+            result["torch_floor"] = match.group(1)
+            break
+    try:
+        from transformers.utils import is_torch_available
+
+        result["sees_torch"] = bool(is_torch_available())
+    except Exception as exc:
+        result["error"] = describe(exc)
+    return result
+
+
 def main():
     step("python", probe_interpreter)
     step("numpy", probe_numpy)
@@ -155,9 +262,18 @@ def main():
     if loaded:
         torch = loaded[0]
         step("cuda", probe_cuda, torch)
-        if report["cuda"]["available"] and report["cuda"]["device_count"] > 0:
+        device = report["cuda"]["available"] and report["cuda"]["device_count"] > 0
+        if device:
             step("matmul", probe_matmul, torch)
         step("obliteratus", probe_obliteratus)
+        step("transformers", probe_transformers)
+        # The kernels most likely to crash the process come last, after the facts above are out.
+        if device:
+            step("jetson_contract", probe_jetson_contract, torch)
+            step("conv2d", probe_conv2d, torch)
+            # bf16 needs compute capability 8.0 (Ampere) or newer.
+            if tuple(report["cuda"].get("capability", (0, 0))) >= (8, 0):
+                step("bf16_backward", probe_bf16_backward, torch)
     report["complete"] = True
     emit()
 

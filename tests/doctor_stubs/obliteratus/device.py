@@ -7,3 +7,7 @@ def get_device(preference="auto"):
     if preference != "auto":
         return preference
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def is_cuda():
+    return get_device("auto") == "cuda"

@@ -10,7 +10,7 @@ if SCENARIO.get("torch_import_error"):
     raise OSError(SCENARIO["torch_import_error"])
 
 __version__ = SCENARIO["torch_version"]
-float16, float32, uint8 = "float16", "float32", "uint8"
+float16, float32, bfloat16, uint8 = "float16", "float32", "bfloat16", "uint8"
 
 
 class version:
@@ -19,10 +19,11 @@ class version:
 
 
 class Tensor:
-    """Every element holds `value`; enough arithmetic for the doctor probes."""
+    """Every element holds `value`; enough arithmetic (and autograd) for the doctor probes."""
 
-    def __init__(self, shape, value, device="cpu", dtype=float32):
+    def __init__(self, shape, value, device="cpu", dtype=float32, parents=()):
         self.shape, self.value, self.device, self.dtype = tuple(shape), float(value), device, dtype
+        self.parents, self.requires_grad, self.grad = tuple(parents), False, None
 
     def numel(self):
         return math.prod(self.shape)
@@ -35,16 +36,46 @@ class Tensor:
     def data(self):
         return self
 
-    def _like(self, value, shape=None, dtype=None):
-        return Tensor(shape or self.shape, value, self.device, dtype or self.dtype)
+    def _like(self, value, shape=None, dtype=None, parents=None):
+        shape = self.shape if shape is None else shape
+        return Tensor(shape, value, self.device, dtype or self.dtype, (self,) if parents is None else parents)
 
     def cuda(self):
         if not cuda.is_available():
             raise RuntimeError("Torch not compiled with CUDA enabled")
-        return Tensor(self.shape, self.value, "cuda", self.dtype)
+        return Tensor(self.shape, self.value, "cuda", self.dtype, (self,))
 
     def cpu(self):
-        return Tensor(self.shape, self.value, "cpu", self.dtype)
+        return Tensor(self.shape, self.value, "cpu", self.dtype, (self,))
+
+    def detach(self):
+        return Tensor(self.shape, self.value, self.device, self.dtype)
+
+    def requires_grad_(self):
+        self.requires_grad = True
+        return self
+
+    def backward(self):
+        """Every tensor that asked for a gradient, and that this one came from, gets one of ones."""
+        pending, seen = [self], set()
+        while pending:
+            tensor = pending.pop()
+            if id(tensor) in seen:
+                continue
+            seen.add(id(tensor))
+            if tensor.requires_grad:
+                tensor.grad = Tensor(tensor.shape, 1.0, tensor.device, tensor.dtype)
+            pending.extend(tensor.parents)
+
+    def sum(self):
+        return self._like(self.value * self.numel(), shape=())
+
+    def reshape(self, *shape):
+        return self._like(self.value, shape=shape)
+
+    @property
+    def T(self):
+        return self.t()
 
     def float(self):
         return self._like(self.value, dtype=float32)
@@ -71,11 +102,12 @@ class Tensor:
         return self._like(self.value, shape=())
 
     def __matmul__(self, other):
+        shape, parents = (self.shape[0], other.shape[-1]), (self, other)
         if self.is_cuda:
             _launch_kernel()
             if SCENARIO.get("matmul_result") == "nan":
-                return self._like(float("nan"), shape=(self.shape[0], other.shape[-1]))
-        return self._like(self.value * other.value * self.shape[-1], shape=(self.shape[0], other.shape[-1]))
+                return self._like(float("nan"), shape=shape, parents=parents)
+        return self._like(self.value * other.value * self.shape[-1], shape=shape, parents=parents)
 
     def __sub__(self, other):
         return self._like(self.value - other.value)
@@ -92,8 +124,16 @@ class Tensor:
 
 def _launch_kernel():
     capability = "sm_%d%d" % tuple(SCENARIO["capability"])
-    if capability not in SCENARIO["arch_list"]:
+    # sm80_code_runs: the device runs sm_80 cubins, as Orin ran CUDA 13 builds in some reports.
+    runs_sm80 = SCENARIO.get("sm80_code_runs") and "sm_80" in SCENARIO["arch_list"]
+    if capability not in SCENARIO["arch_list"] and not runs_sm80:
         raise RuntimeError("CUDA error: no kernel image is available for execution on the device")
+
+
+def arange(count, device="cpu", dtype=float32):
+    if device == "cuda":
+        _launch_kernel()
+    return Tensor((count,), (count - 1) / 2, device, dtype)
 
 
 class Generator:
@@ -118,6 +158,23 @@ def allclose(a, b, rtol=1e-5, atol=1e-8):
 
 
 from torch import backends, cuda, nn  # noqa: E402,F401  (submodules; they use Tensor)
+
+
+class autocast:
+    """Under it, cuda linear layers compute in `dtype`; the stub's nn.functional reads `active`."""
+
+    active = None
+
+    def __init__(self, device_type, dtype=None, enabled=True):
+        self.device_type, self.dtype, self.enabled = device_type, dtype, enabled
+
+    def __enter__(self):
+        autocast.active = self if self.enabled else None
+        return self
+
+    def __exit__(self, *exc_info):
+        autocast.active = None
+        return False
 
 
 class no_grad:

@@ -4,3 +4,7 @@ class _Matmul:
 
 class cuda:
     matmul = _Matmul()
+
+
+class cudnn:
+    allow_tf32 = True

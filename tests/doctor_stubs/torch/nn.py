@@ -1,6 +1,7 @@
 """Stub torch.nn: a bias-free Linear whose weight is a constant-filled Tensor."""
 
 import torch
+from doctor_stub_scenario import SCENARIO
 
 
 class Linear:
@@ -22,4 +23,19 @@ class Linear:
 class functional:
     @staticmethod
     def linear(x, weight):
-        return x @ weight.t()
+        output = x @ weight.t()
+        if x.is_cuda and torch.autocast.active is not None:
+            output.dtype = torch.autocast.active.dtype
+            if SCENARIO.get("bf16_result") == "nan":
+                output.value = float("nan")
+        return output
+
+    @staticmethod
+    def conv2d(images, weight, padding=0):
+        if images.is_cuda:
+            torch._launch_kernel()
+        batch, channels, height, width = images.shape
+        value = images.value * weight.value * channels * weight.shape[2] * weight.shape[3]
+        if images.is_cuda and SCENARIO.get("conv2d_result") == "wrong":
+            value += 1.0
+        return images._like(value, shape=(batch, weight.shape[0], height, width), parents=(images, weight))

@@ -1,0 +1,67 @@
+"""A shared library that `import torch` could not load, and the package that provides it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+# "libnvpl_lapack_lp64_gomp.so.0: cannot open shared object file" -> libnvpl_lapack_lp64_gomp.so.0
+_LIBRARY_FILE = re.compile(r"\b(lib[A-Za-z0-9_+\-]+\.so(?:\.[0-9]+)*)")
+
+
+@dataclass(frozen=True)
+class MissingLibrary:
+    file: str
+    provided_by: Optional[str]  # "apt: libopenblas-dev", "pip: nvpl-lapack"; None: not one we know
+    fix: Optional[str]
+
+
+@dataclass(frozen=True)
+class _Provider:
+    prefix: str  # lower-case start of the library's file name
+    apt: Optional[str]  # where the JetPack (CUDA 12, Tegra userspace) apt repositories have it
+    pip: Optional[str]  # where only pip has it, or for the CUDA 13 (SBSA userspace) builds
+
+
+_PROVIDERS: Tuple[_Provider, ...] = (
+    # NVIDIA's PyTorch-for-Jetson guide installs libopenblas-dev before the wheel
+    # (https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html).
+    _Provider("libopenblas", "libopenblas-dev", None),
+    _Provider("libomp", "libomp-dev", None),
+    # Wheels from 24.06 on need cuSPARSELt; on JetPack it is the libcusparselt0 package of NVIDIA's
+    # cuda-keyring repository (https://github.com/ultralytics/ultralytics, docs/en/guides/nvidia-jetson.md);
+    # CUDA 13 builds take the nvidia-cusparselt-cu13 wheel.
+    _Provider("libcusparselt", "libcusparselt0 libcusparselt-dev", "nvidia-cusparselt-cu13"),
+    # Jetson AI Lab sbsa/cu130 torch links NVPL and cuDSS without declaring them; the fix was
+    # nvpl-blas, nvpl-lapack and nvidia-cudss-cu13 (https://github.com/pollen-robotics/microduck_rl/issues/38).
+    # NVPL is not in JetPack's apt repository (https://github.com/roboflow/inference/pull/2478).
+    _Provider("libnvpl_lapack", None, "nvpl-lapack"),
+    _Provider("libnvpl_blas", None, "nvpl-blas"),
+    _Provider("libnvpl", None, "nvpl-blas nvpl-lapack"),
+    # jp6/cu126 torch 2.11 links libcudss.so.0; JetPack takes NVIDIA's cudss apt package
+    # (https://developer.nvidia.com/cudss-downloads).
+    _Provider("libcudss", "cudss", "nvidia-cudss-cu13"),
+)
+
+
+def missing_library(error: str, cuda: Optional[str], python: str, uv: str) -> Optional[MissingLibrary]:
+    """The library an import error names, with the package for this CUDA (major 13: the pip wheels)."""
+    match = _LIBRARY_FILE.search(error)
+    if match is None or "cannot open shared object file" not in error:
+        return None
+    file = match.group(1)
+    lowered = file.lower()
+    cuda13 = cuda is not None and cuda.split(".")[0].isdigit() and int(cuda.split(".")[0]) >= 13
+    for provider in _PROVIDERS:
+        if not lowered.startswith(provider.prefix):
+            continue
+        if provider.pip and (cuda13 or provider.apt is None):
+            return MissingLibrary(
+                file,
+                f"pip: {provider.pip}",
+                f"{uv} pip install --python {python} {provider.pip}, then make the library directory it"
+                " installs under site-packages visible to the loader (LD_LIBRARY_PATH)",
+            )
+        return MissingLibrary(file, f"apt: {provider.apt}", f"sudo apt-get install {provider.apt}")
+    return MissingLibrary(file, None, None)
