@@ -173,7 +173,8 @@ def judge_stack(stack: ExistingStack, channel_cuda: Optional[str], requires_pyth
     if not satisfies(torch.version, requires_torch):
         return (f"unsupported: {where} is {torch.version}; OBLITERATUS needs torch {requires_torch}"), remedy, warnings
     if channel_cuda and torch.cuda != channel_cuda:
-        # NGC iGPU images bring a newer CUDA 12 userspace than JetPack's (torch-indexes.md §1.2);
+        # NGC iGPU images bring a newer CUDA 12 userspace than JetPack's (the compatibility table of
+        # https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform-release-notes/pytorch-jetson-rel.html);
         # the doctor's CUDA checks decide whether it runs on this board.
         warnings.append(f"{where} is built for CUDA {torch.cuda}, JetPack has CUDA {channel_cuda}: "
                         "it runs only where the image brings its own CUDA runtime")

@@ -54,4 +54,5 @@ def check_transformers_torch(ctx: Context) -> Verdict:
             f"install a transformers release whose torch floor {torch_version} meets; {_reinstall(ctx)}"
             " caps transformers to the channel's torch",
         )
-    return OK, f"transformers {version} sees torch {torch_version} (it needs {needs})", None
+    floor_note = f" (it needs {needs})" if floor else ""
+    return OK, f"transformers {version} sees torch {torch_version}{floor_note}", None

@@ -201,6 +201,17 @@ class _Spec(NamedTuple):
     requires: Sequence[str] = ()
     import_name: Optional[str] = None
     requires_python: Optional[str] = None
+    modules: Mapping[str, str] = {}
+
+
+# What the doctor asks transformers: whether it counts torch as available.
+_TRANSFORMERS_UTILS = """def is_torch_available():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+"""
 
 
 # Each stub keeps a realistic subset of the real project's requirements, so
@@ -229,6 +240,7 @@ _PUBLIC_SPECS = (
         "transformers", "4.46.0",
         ("filelock", "huggingface-hub<1.0,>=0.23.2", "numpy>=1.17", "packaging>=20.0", "pyyaml>=5.1",
          "safetensors>=0.4.1", "tqdm>=4.27"),
+        modules={"transformers/utils.py": _TRANSFORMERS_UTILS},
     ),
     _Spec(
         "datasets", "3.0.1",
@@ -301,7 +313,7 @@ def make_public_index_files(dest: Path, *, seed_wheels: bool = True) -> List[Pat
         out.append(
             build_wheel(
                 dest, spec.name, spec.version, requires=spec.requires, import_name=spec.import_name,
-                requires_python=spec.requires_python, source_index=src,
+                requires_python=spec.requires_python, source_index=src, modules=spec.modules,
             )
         )
     out.append(_packaging_wheel(dest))
