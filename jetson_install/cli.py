@@ -416,10 +416,12 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
         import os
 
         from jetson_install.evidence import gate_record
+        from jetson_install.redact import redact_data
 
         # Upstream's gate records GITHUB_SHA, or "local" outside Actions, sorted and indented.
         record = gate_record(report.to_json(), report.exit_code, os.environ.get("GITHUB_SHA") or "local")
-        outputs.append(("--gate-evidence", gate_evidence, json.dumps(record, indent=2, sort_keys=True) + "\n"))
+        outputs.append(("--gate-evidence", gate_evidence,
+                        json.dumps(redact_data(record), indent=2, sort_keys=True) + "\n"))
     for option, path, text in outputs:
         if not path:
             continue

@@ -37,7 +37,7 @@ from jetson_install.errors import BadInput
 from jetson_install.plan import CONSTRAINTS_FILE, STATE_DIR
 from jetson_install.redact import redact_data
 
-__all__ = ["EnvironmentHome", "recorded_plan", "recorded_vendor", "write_constraints", "write_requirements", "protect"]
+__all__ = ["EnvironmentHome", "write_private", "recorded_plan", "recorded_vendor", "write_constraints", "write_requirements", "protect"]
 
 COMPLETE_MARK = "complete"
 PLAN_FILE = "plan.json"
@@ -115,7 +115,7 @@ class EnvironmentHome:
     def mark_complete(self, environment: Path, fingerprint: Dict[str, Any]) -> None:
         state = environment / STATE_DIR
         # The plan names the indexes: kept redacted, and private to the user all the same.
-        _write_private(state / PLAN_FILE, json.dumps(redact_data(fingerprint), indent=2, sort_keys=True) + "\n")
+        write_private(state / PLAN_FILE, json.dumps(redact_data(fingerprint), indent=2, sort_keys=True) + "\n")
         (state / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
         _building_mark(environment).unlink(missing_ok=True)
 
@@ -259,7 +259,7 @@ _FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the en
 EXCLUDES_FILE = "excludes.txt"
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write `text` to a file only its owner can read."""
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(descriptor, 0o600)
@@ -305,7 +305,7 @@ def write_requirements(environment: Path, lines: Sequence[str]) -> Path:
     state = environment / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     path = state / "requirements.txt"
-    _write_private(path, "\n".join(lines) + "\n")
+    write_private(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install import container, runner, uv
-from jetson_install.environment import EnvironmentHome, protect, recorded_plan, write_constraints, write_requirements
+from jetson_install.environment import (
+    EnvironmentHome, protect, recorded_plan, write_constraints, write_private, write_requirements,
+)
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from jetson_install.fixes import Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
@@ -337,7 +339,7 @@ def _resolve_around_kept(plan: Plan, stack: "container.ExistingStack", python: s
                 f"message); start from an image whose torch fits, or drop --use-existing-torch. Then run: {run.rerun}",
                 default_index)
     to_install = container.resolved_requirements(resolution.read_text(), list(stack.pins))
-    (state / container.TO_INSTALL).write_text("\n".join(to_install) + "\n")
+    write_private(state / container.TO_INSTALL, "\n".join(to_install) + "\n")  # may name a --source token
     return f"{len(to_install)} packages to install; kept: {', '.join(f'{n} {v}' for n, v in stack.pins.items())}"
 
 
