@@ -483,7 +483,9 @@ def test_a_missing_library_is_named_with_the_package_that_provides_it(
     report = run(python, platform=platform, channel=None, only=["torch-import"])
     check = report.check("torch-import")
     assert check.status == "fail"
-    assert check.detail == f"import torch failed: OSError: {error} (provided by {provided_by})"
+    installer, package = provided_by.split(": ")
+    noun = "packages" if " " in package else "package"
+    assert check.detail == f"import torch failed: OSError: {error}; {library} comes from the {installer} {noun} {package}"
     assert fix.format(python=python) in check.fix
     assert report.to_json()["torch"]["missing_library"] == {"file": library, "provided_by": provided_by}
 

@@ -52,7 +52,11 @@ def check_torch_import(ctx: Context) -> Verdict:
         return FAIL, ctx.torch.failure(), ctx.torch_install_fix()
     if not section["imported"]:
         missing = torch_missing_library(ctx)
-        provider = f" (provided by {missing.provided_by})" if missing is not None and missing.provided_by else ""
+        provider = ""
+        if missing is not None and missing.provided_by:
+            installer, package = missing.provided_by.split(": ", 1)
+            noun = "packages" if " " in package else "package"
+            provider = f"; {missing.file} comes from the {installer} {noun} {package}"
         return FAIL, f"import torch failed: {section['error']}{provider}", _missing_library_fix(ctx, section["error"])
     return OK, f"torch {section['version']} imports", None
 
