@@ -442,8 +442,11 @@ def evidence() -> None:
     """Read doctor evidence: check it is fresh and passed, or build the support table."""
 
 
-def _judged(files: tuple, max_age: float, requirements: tuple = ()) -> list:
-    from jetson_install.evidence import judge, load, parse_requirement
+def _judged(files: tuple, max_age: Optional[float], requirements: tuple = ()) -> list:
+    from jetson_install.evidence import DEFAULT_MAX_AGE_DAYS, judge, load, parse_requirement
+
+    if max_age is None:
+        max_age = DEFAULT_MAX_AGE_DAYS
 
     wanted = [parse_requirement(text) for text in requirements]
     # Every file is read first: an unreadable one is bad input (exit 2), before any verdict.
@@ -451,8 +454,8 @@ def _judged(files: tuple, max_age: float, requirements: tuple = ()) -> list:
     return [judge(path, data, max_age_days=max_age, requirements=wanted) for path, data in loaded]
 
 
-_MAX_AGE_OPTION = click.option("--max-age", default=30.0, show_default=True, metavar="DAYS", type=float,
-                               help="Evidence older than this is stale (upstream's maximum_evidence_age_days).")
+_MAX_AGE_OPTION = click.option("--max-age", metavar="DAYS", type=float,
+                               help="Evidence older than this is stale (default: upstream's maximum_evidence_age_days, 30).")
 
 
 @evidence.command("check")
@@ -460,7 +463,7 @@ _MAX_AGE_OPTION = click.option("--max-age", default=30.0, show_default=True, met
 @_MAX_AGE_OPTION
 @click.option("--require", "requirements", metavar="KEY=VALUE", multiple=True,
               help="A dotted path into the evidence and its required value, e.g. platform.channel=jp6-cu126.")
-def evidence_check(files: tuple, max_age: float, requirements: tuple) -> None:
+def evidence_check(files: tuple, max_age: Optional[float], requirements: tuple) -> None:
     """Each FILE must be valid, passed, fresh and match every --require; one line per file."""
     verdicts = _judged(files, max_age, requirements)
     for verdict in verdicts:
@@ -471,7 +474,7 @@ def evidence_check(files: tuple, max_age: float, requirements: tuple) -> None:
 @evidence.command("table")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @_MAX_AGE_OPTION
-def evidence_table(files: tuple, max_age: float) -> None:
+def evidence_table(files: tuple, max_age: Optional[float]) -> None:
     """The Markdown support table from fresh passing evidence; stale or failed listed apart."""
     from jetson_install.evidence import support_table
 
@@ -484,11 +487,8 @@ def evidence_table(files: tuple, max_age: float) -> None:
               help="Doctor evidence that may grant `cuda` (default: the environment's own).")
 @_MAX_AGE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the labels as JSON.")
-def labels(root: str, l4t: Optional[str], evidence_file: Optional[str], max_age: float, as_json: bool) -> None:
+def labels(root: str, l4t: Optional[str], evidence_file: Optional[str], max_age: Optional[float], as_json: bool) -> None:
     """Runner labels for this Jetson, comma-separated (what a runner's --labels takes)."""
-    from pathlib import Path
-
-    from jetson_install.evidence import judge, load
     from jetson_install.labels import runner_labels
     from jetson_install.plan import EVIDENCE_FILE, STATE_DIR
 
@@ -496,7 +496,7 @@ def labels(root: str, l4t: Optional[str], evidence_file: Optional[str], max_age:
     if evidence_file is None:
         own = _default_venv("obliteratus") / STATE_DIR / EVIDENCE_FILE
         evidence_file = str(own) if own.is_file() else None
-    verdict = judge(evidence_file, load(evidence_file), max_age_days=max_age) if evidence_file else None
+    verdict = _judged((evidence_file,), max_age)[0] if evidence_file else None
     result = runner_labels(platform, verdict)
     if as_json:
         _print_json(result.to_json())

@@ -28,7 +28,6 @@ __all__ = [
     "parse_requirement",
     "support_table",
     "gate_record",
-    "fresh_passing",
 ]
 
 DEFAULT_MAX_AGE_DAYS = 30
@@ -201,11 +200,6 @@ def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAU
     about = ", ".join(part for part in (platform.get("channel"), _release(platform)) if part)
     return Verdict(path, True, f"passed{' strict' if evidence['strict'] else ''}, {age:.0f} days old"
                                + (f" ({about})" if about else ""), evidence, age)
-
-
-def fresh_passing(evidence: Mapping[str, Any], *, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
-                  now: Optional[datetime.datetime] = None) -> Verdict:
-    return judge("evidence", evidence, max_age_days=max_age_days, now=now)
 
 
 def _release(platform: Mapping[str, Any]) -> str:
