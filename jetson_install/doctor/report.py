@@ -193,7 +193,8 @@ def _environment_evidence(ctx: Context) -> Dict[str, Any]:
     obliteratus = (ctx.torch.section("obliteratus") or {}).get("source") or {}
     vendor = ctx.vendor
     return {
-        "vendor_source": vendor.location if vendor is not None else None,
+        # A kept torch (--use-existing-torch) has neither an index nor a wheel to name.
+        "vendor_source": (vendor.index or next(iter(vendor.wheels), None)) if vendor is not None else None,
         "vendor_builds": dict(vendor.pins) if vendor is not None else None,
         "obliteratus": {
             "version": obliteratus.get("version"),
