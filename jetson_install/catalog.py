@@ -14,30 +14,70 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.errors import CatalogError
+from jetson_install.identity import VENDOR_PACKAGES, KnownBuild, VersionSet
 from jetson_install.platform import Platform
 from jetson_install.toml_file import load_toml
 
-__all__ = ["VendorSource", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "load_catalog", "default_catalog_path"]
+__all__ = ["VendorSource", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "DEFAULT_INDEX_LABEL",
+           "load_catalog", "default_catalog_path"]
 
-VENDOR_PACKAGES = ("torch", "torchvision", "torchaudio", "bitsandbytes")
+#: How plans name uv's own default index, which this project never spells out.
+DEFAULT_INDEX_LABEL = "the default index"
 STATUSES = ("supported", "experimental", "unsupported")
 KINDS = ("tegra", "sbsa")
 
 
 @dataclass(frozen=True)
 class VendorSource:
-    """One place the vendor wheels come from: a PEP 503 index, or direct wheel URLs."""
+    """One place the vendor wheels come from (a PEP 503/691 index, uv's default index, or
+    direct wheel URLs), the sets of builds it offers, which set is preferred, and the
+    builds the public record knows by file name and sha256."""
 
-    index: Optional[str]
+    index: Optional[str]  # None: direct `wheels`, or uv's default index (`default_index`)
     wheels: Tuple[str, ...]
-    pins: Mapping[str, str]
-    numpy: Optional[str]  # a specifier such as "<2" when the wheels were built against NumPy 1.x
-    apt: Tuple[str, ...]
+    sets: Tuple[VersionSet, ...]
+    preferred: VersionSet
+    prereleases: bool = False  # the source's builds are pre-releases (NVIDIA's 2.4.0a0+…)
+    builds: Tuple[KnownBuild, ...] = ()
+    companions: Tuple[str, ...] = ()  # undeclared runtime wheels, by name from the default index
+    default_index: bool = False
+    note: str = ""
+
+    @classmethod
+    def pinned(cls, index: Optional[str], wheels: Sequence[str], pins: Mapping[str, str], numpy: Optional[str] = None,
+               apt: Sequence[str] = ()) -> "VendorSource":
+        """A source of exactly these versions: what an environment recorded it was made with."""
+        version_set = VersionSet({name: f"=={version}" for name, version in pins.items()}, numpy, tuple(apt))
+        return cls(index, tuple(wheels), (version_set,), version_set, prereleases=True)
 
     @property
     def location(self) -> str:
+        if self.default_index:
+            return DEFAULT_INDEX_LABEL
         # Neither: a stack kept as the interpreter had it (--use-existing-torch).
         return self.index or (self.wheels[0] if self.wheels else "kept as installed")
+
+    @property
+    def pins(self) -> Mapping[str, str]:
+        return self.preferred.pins
+
+    @property
+    def numpy(self) -> Optional[str]:
+        return self.preferred.numpy
+
+    @property
+    def apt(self) -> Tuple[str, ...]:
+        return self.preferred.apt
+
+    def policy(self) -> Dict[str, Any]:
+        """What a recorded resolution was made under; a re-run reuses it while this is equal."""
+        return {
+            "location": self.location,
+            "sets": [dict(s.specifiers) for s in self.sets],
+            "preferred": self.preferred.name,
+            "prereleases": self.prereleases,
+            "companions": list(self.companions),
+        }
 
 
 @dataclass(frozen=True)
@@ -159,6 +199,15 @@ class Catalog:
         )
 
 
+def _pre_release(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).is_prerelease
+    except InvalidVersion:
+        return False
+
+
 def default_catalog_path() -> Path:
     override = os.environ.get("JETSON_INSTALL_WHEELS_INDEX")
     if override:
@@ -184,7 +233,7 @@ _CHANNEL_KEYS = {
     "id", "title", "l4t", "families", "jetpack", "cuda", "python", "kind", "status", "reason", "remedy",
     "containers", "sources",
 }
-_SOURCE_KEYS = {"index", "wheels", "pins", "numpy", "apt"}
+_SOURCE_KEYS = {"index", "wheels", "sets", "preferred", "prereleases", "builds", "companions", "numpy", "apt", "note"}
 _TARGET_KEYS = {
     "title", "distribution", "git", "ref", "requires_python", "quantization_extra", "requires_bitsandbytes",
     "requires_torch", "smoke",
@@ -206,8 +255,12 @@ class _Loader:
                 return number + 1
         return start + 1
 
-    def fail(self, where: str, key: str, problem: str, start: int = 0) -> CatalogError:
+    def fail(self, where: str, key: str, problem: str, start: int = 0, near: str = "") -> CatalogError:
+        """`near`: text of the offending entry inside an array (a file name, a set's torch), so
+        the line is the entry's own, not the array's first."""
         line = self._line(key, start)
+        if near:
+            line = next((n + 1 for n in range(line - 1, len(self.lines)) if near in self.lines[n]), line)
         return CatalogError(
             f"{self.path}:{line}: {where}: key '{key}' {problem}",
             fix=f"edit {self.path.name} line {line}, then check it: jetson-install channels",
@@ -215,8 +268,8 @@ class _Loader:
 
     # -- structure -------------------------------------------------------
     def catalog(self, raw: Dict[str, Any]) -> Catalog:
-        if raw.get("schema_version") != 1:
-            raise self.fail("top level", "schema_version", "must be 1")
+        if raw.get("schema_version") != 2:
+            raise self.fail("top level", "schema_version", "must be 2 (sets, preferred and builds per source)")
         channels_raw = raw.get("channels")
         if not isinstance(channels_raw, list) or not channels_raw:
             raise self.fail("top level", "channels", "must be a non-empty array of tables ([[channels]])")
@@ -264,8 +317,8 @@ class _Loader:
             header = source_counter + offset
             source_start = self.source_headers[header] if header < len(self.source_headers) else start
             sources.append(self.source(where, source, source_start))
-        if entry["status"] != "unsupported" and not any("torch" in s.pins for s in sources):
-            raise self.fail(where, "sources", "must give a torch pin for a channel that is not unsupported", start)
+        if entry["status"] != "unsupported" and not sources:
+            raise self.fail(where, "sources", "must give a vendor source for a channel that is not unsupported", start)
         if entry["status"] == "unsupported" and not entry.get("remedy"):
             raise self.fail(where, "remedy", "must say what would make an unsupported channel work", start)
         channel = Channel(
@@ -287,9 +340,7 @@ class _Loader:
         return channel, len(sources_raw)
 
     def source(self, where: str, entry: Any, start: int) -> VendorSource:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
         from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-        from packaging.version import InvalidVersion, Version
 
         where = f"{where} source"
         if not isinstance(entry, dict):
@@ -299,41 +350,143 @@ class _Loader:
             raise self.fail(where, unknown[0], "is not a source key", start)
         if ("index" in entry) == ("wheels" in entry):
             raise self.fail(where, "index", "or 'wheels' must be given, not both", start)
-        pins = entry.get("pins", {})
-        if not isinstance(pins, dict) or not pins:
-            raise self.fail(where, "pins", "must map package names to exact versions", start)
-        for name, version in pins.items():
-            if name not in VENDOR_PACKAGES:
-                raise self.fail(where, "pins", f"names {name!r}; only {', '.join(VENDOR_PACKAGES)} are vendor packages", start)
-            try:
-                Version(version)
-            except (InvalidVersion, TypeError):
-                raise self.fail(where, "pins", f"has {name} = {version!r}, which is not a version", start) from None
-        if "index" in entry and not (isinstance(entry["index"], str) and entry["index"].startswith("https://")):
-            raise self.fail(where, "index", "must be an https:// URL", start)
+        index = entry.get("index")
+        if index is not None and index != "default" and not (isinstance(index, str) and index.startswith("https://")):
+            raise self.fail(where, "index", "must be an https:// URL, or \"default\" for uv's default index", start)
+        prereleases = entry.get("prereleases", False)
+        if not isinstance(prereleases, bool):
+            raise self.fail(where, "prereleases", "must be true or false", start)
+        numpy = self.specifier(where, "numpy", entry.get("numpy"), start)
+        apt = tuple(self.strings(where, entry, "apt", start))
+        builds = tuple(self.build(where, item, start) for item in self.tables(where, entry, "builds", start))
         wheels = tuple(self.strings(where, entry, "wheels", start))
-        for url in wheels:
-            if not url.startswith("https://"):
-                raise self.fail(where, "wheels", f"has {url!r}; wheel URLs must use https://", start)
-            try:
-                name, version, _, _ = parse_wheel_filename(url.rsplit("/", 1)[-1])
-            except InvalidWheelFilename:
-                raise self.fail(where, "wheels", f"has {url!r}, which does not end in a wheel file name", start) from None
-            if Version(pins.get(str(name), "0")) != version:
-                raise self.fail(where, "pins", f"must pin {name} to {version}, the version of its wheel URL", start)
-        numpy = entry.get("numpy")
-        if numpy is not None:
-            try:
-                SpecifierSet(numpy)
-            except (InvalidSpecifier, TypeError):
-                raise self.fail(where, "numpy", f"is {numpy!r}, not a version specifier like \"<2\"", start) from None
+        if wheels:
+            if "sets" in entry or "preferred" in entry:
+                raise self.fail(where, "sets", "cannot be given for direct wheel URLs: their files are the set", start)
+            specifiers = {}
+            for url in wheels:
+                if not url.startswith("https://"):
+                    raise self.fail(where, "wheels", f"has {url!r}; wheel URLs must use https://", start)
+                file = url.rsplit("/", 1)[-1]
+                try:
+                    name = parse_wheel_filename(file)[0]
+                except InvalidWheelFilename:
+                    raise self.fail(where, "wheels", f"has {url!r}, which does not end in a wheel file name", start) from None
+                specifiers[str(name)] = f"=={file.split('-')[1]}"  # as NVIDIA spells it (nv24.08, not nv24.8)
+            sets: Tuple[VersionSet, ...] = (self.version_set(where, specifiers, numpy, apt, prereleases, start),)
+            preferred = sets[0]
+        else:
+            sets = tuple(self.version_set(where, item, numpy, apt, prereleases, start)
+                         for item in self.tables(where, entry, "sets", start))
+            if not sets:
+                raise self.fail(where, "sets", "must list at least one set of builds that belong together", start)
+            wanted = entry.get("preferred")
+            preferred_sets = [s for s in sets if s.specifiers["torch"] == f"=={wanted}"]
+            if len(preferred_sets) != 1:
+                raise self.fail(where, "preferred", "must name the torch version of exactly one of the sets", start)
+            preferred = preferred_sets[0]
+        companions = tuple(self.strings(where, entry, "companions", start))
+        for requirement in companions:
+            self.companion(where, requirement, start)
+        note = entry.get("note", "")
+        if not isinstance(note, str):
+            raise self.fail(where, "note", "must be a string", start)
         return VendorSource(
-            index=entry.get("index"),
+            index=None if index in (None, "default") else index,
             wheels=wheels,
-            pins=dict(pins),
-            numpy=numpy,
-            apt=tuple(self.strings(where, entry, "apt", start)),
+            sets=sets,
+            preferred=preferred,
+            prereleases=prereleases,
+            builds=builds,
+            companions=companions,
+            default_index=index == "default",
+            note=note,
         )
+
+    def version_set(self, where: str, entry: Dict[str, Any], numpy: Optional[str], apt: Tuple[str, ...],
+                    prereleases: bool, start: int) -> VersionSet:
+        from packaging.specifiers import SpecifierSet
+
+        unknown = sorted(set(entry) - set(VENDOR_PACKAGES) - {"numpy", "apt"})
+        if unknown:
+            raise self.fail(where, "sets", f"names {unknown[0]!r}; only {', '.join(VENDOR_PACKAGES)}, numpy and apt "
+                                           "belong in a set", start)
+        if "torch" not in entry:
+            raise self.fail(where, "sets", "must give torch in every set", start)
+        specifiers: Dict[str, str] = {}
+        near = str(entry["torch"])
+        for package in VENDOR_PACKAGES:
+            if package not in entry:
+                continue
+            value = entry[package]
+            spec = value if isinstance(value, str) and value[:1] in "<>=!~" else f"=={value}"
+            self.specifier(where, "sets", spec, start, near)
+            if not prereleases and any(_pre_release(s.version) for s in SpecifierSet(spec) if s.operator == "=="):
+                raise self.fail(where, "sets", f"pins the pre-release {package}{spec}; a source whose builds are "
+                                               "pre-releases says so with prereleases = true", start, near)
+            specifiers[package] = spec
+        return VersionSet(
+            specifiers=specifiers,
+            numpy=self.specifier(where, "sets", entry["numpy"], start) if "numpy" in entry else numpy,
+            apt=tuple(self.strings(where, entry, "apt", start)) if "apt" in entry else apt,
+        )
+
+    def build(self, where: str, entry: Dict[str, Any], start: int) -> KnownBuild:
+        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+        unknown = sorted(set(entry) - {"file", "sha256", "sha256_prefix", "cuda"})
+        if unknown:
+            raise self.fail(where, "builds", f"has the key {unknown[0]!r}; a build has file, sha256 or "
+                                             "sha256_prefix, and cuda (torch only)", start, near)
+        file = entry.get("file")
+        near = str(file)
+        try:
+            name = parse_wheel_filename(file)[0] if isinstance(file, str) else None
+        except InvalidWheelFilename:
+            name = None
+        if name is None:
+            raise self.fail(where, "builds", f"has file {file!r}, which is not a wheel file name", start, near)
+        sha256, prefix = entry.get("sha256"), entry.get("sha256_prefix")
+        if sha256 is not None and not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)):
+            raise self.fail(where, "builds", f"has {file}: sha256 must be 64 lowercase hex digits", start, near)
+        if prefix is not None and not (isinstance(prefix, str) and re.fullmatch(r"[0-9a-f]{16}", prefix)):
+            raise self.fail(where, "builds", f"has {file}: sha256_prefix must be the 16 hex digits of a "
+                                             "+f/<3>/<13>/ URL", start, near)
+        if sha256 is not None and prefix is not None:
+            raise self.fail(where, "builds", f"has {file}: give sha256 or sha256_prefix, not both", start, near)
+        cuda = entry.get("cuda")
+        if (cuda is not None) != (name == "torch") or (cuda is not None and not re.fullmatch(r"\d+\.\d+", str(cuda))):
+            raise self.fail(where, "builds", f"has {file}: a torch build gives cuda = \"MAJOR.MINOR\"; "
+                                             "other builds give none", start, near)
+        return KnownBuild(file, sha256, prefix, cuda)
+
+    def companion(self, where: str, requirement: str, start: int) -> None:
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            name = Requirement(requirement).name
+        except InvalidRequirement:
+            raise self.fail(where, "companions", f"has {requirement!r}, which is not a requirement", start) from None
+        if name.lower() in VENDOR_PACKAGES:
+            raise self.fail(where, "companions", f"names the vendor package {name}; vendor packages come only "
+                                                 "from the vendor source", start)
+
+    def specifier(self, where: str, key: str, value: Any, start: int, near: str = "") -> Optional[str]:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        if value is None:
+            return None
+        try:
+            SpecifierSet(value)
+        except (InvalidSpecifier, TypeError):
+            raise self.fail(where, key, f"has {value!r}, not a version specifier like \"<2\"", start, near) from None
+        return value
+
+    def tables(self, where: str, entry: Dict[str, Any], key: str, start: int) -> List[Dict[str, Any]]:
+        value = entry.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise self.fail(where, key, "must be an array of inline tables, [{ ... }, ...]", start)
+        return value
 
     def target(self, name: str, entry: Any) -> Target:
         start = next((i for i, line in enumerate(self.lines) if line.strip() == f"[targets.{name}]"), 0)

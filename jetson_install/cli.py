@@ -178,12 +178,20 @@ def plan() -> None:
 
 @plan.command("obliteratus")
 @_install_options
+@click.option("--resolve", is_flag=True, help="Read the vendor index and show the set an install would take.")
 def plan_obliteratus(**options: Any) -> None:
-    """The ordered steps `jetson-install obliteratus` would take."""
+    """The ordered steps `jetson-install obliteratus` would take (offline unless --resolve)."""
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.render import plan_text
 
     the_plan = _build_plan("obliteratus", options)
+    if options["resolve"] and the_plan.supported and the_plan.vendor is not None:
+        from jetson_install import index
+        from jetson_install.plan import resolved_plan
+
+        vendor = the_plan.vendor
+        where = the_plan.settings.default_index.value if vendor.default_index else vendor.index
+        the_plan = resolved_plan(the_plan, index.resolve(vendor, where, the_plan.python_abi or "3"))
     if options["as_json"]:
         _print_json(the_plan.to_json())
     else:
@@ -195,9 +203,12 @@ def plan_obliteratus(**options: Any) -> None:
 
 
 @cli.command()
+@click.argument("channel_id", required=False, metavar="[CHANNEL]")
 @click.option("--json", "as_json", is_flag=True, help="Print the channels as JSON.")
 @click.option("--markdown", is_flag=True, help="Print the support table that README.md carries.")
-def channels(as_json: bool, markdown: bool) -> None:
+@click.option("--check", is_flag=True, help="Read each channel's index: preferred set present, hashes unchanged, newer sets.")
+@click.option("--vendor-index", metavar="URL", help="With --check: read this mirror instead of the channel's index.")
+def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bool, vendor_index: Optional[str]) -> None:
     """List the channels in wheels-index.toml (and validate the file)."""
     from jetson_install.catalog import load_catalog
     from jetson_install.render import channels_markdown, channels_text
@@ -205,17 +216,53 @@ def channels(as_json: bool, markdown: bool) -> None:
     if as_json and markdown:
         raise BadInput("--json and --markdown were both given", fix="pass only one of them")
     catalog = load_catalog()
+    if channel_id is not None and channel_id not in {c.id for c in catalog.channels}:
+        raise BadInput(f"no channel {channel_id!r} in {catalog.path}", fix="list them: jetson-install channels")
+    if (channel_id or vendor_index) and not check:
+        raise BadInput("CHANNEL and --vendor-index go with --check", fix="jetson-install channels --check [CHANNEL]")
+    if check:
+        _check_channels(catalog, channel_id, vendor_index, as_json)
+        return
     if markdown:
         click.echo(channels_markdown(catalog))
     elif as_json:
         _print_json([{"id": c.id, "title": c.title, "status": c.status, "reason": c.reason, "python": c.python,
                       "cuda": c.cuda, "vendor_sources": [s.location for s in c.sources], "pins": dict(c.pins),
-                      "containers": [image.to_json() for image in c.containers]}
+                      "containers": [image.to_json() for image in c.containers],
+                      "preferred": c.primary.preferred.name if c.primary else None,
+                      "sets": [s.requirement_lines() for s in c.primary.sets] if c.primary else []}
                      for c in catalog.channels])
     else:
         click.echo(channels_text(catalog))
         click.echo(f"{catalog.path}: valid, {len(catalog.channels)} channels "
                    f"({sum(1 for c in catalog.channels if c.installable)} installable)")
+
+
+def _check_channels(catalog: Any, channel_id: Optional[str], vendor_index: Optional[str], as_json: bool) -> None:
+    from jetson_install import index
+    from jetson_install.settings import check_index_url
+
+    if vendor_index:
+        check_index_url(vendor_index, "--vendor-index", allow_insecure=False)
+    reports = []
+    for channel in catalog.channels:
+        if (channel_id and channel.id != channel_id) or not channel.installable:
+            continue
+        for source in channel.sources:
+            if source.index is None:
+                continue
+            reports.append(index.check_source(channel.id, source, vendor_index or source.index, channel.python))
+            if vendor_index:
+                break  # a mirror stands for the channel's first index
+    if as_json:
+        _print_json([{"channel": r.channel, "index": r.index, "ok": r.ok, "lines": list(r.lines)} for r in reports])
+    else:
+        for report in reports:
+            click.echo(f"{report.channel:15} {'ok  ' if report.ok else 'FAIL'} {report.index}")
+            for line in report.lines:
+                click.echo(f"{'':20} {line}")
+    if not all(report.ok for report in reports):
+        sys.exit(EXIT_FAILED)
 
 
 @cli.command()
@@ -252,6 +299,7 @@ def constraints(write: bool, directory: str) -> None:
 @cli.command("obliteratus")
 @_install_options
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
+@click.option("--upgrade", is_flag=True, help="Read the vendor index again instead of reusing the recorded set.")
 @click.option("--yes", "-y", is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")
 def obliteratus(**options: Any) -> None:
     """Install OBLITERATUS with the JetPack torch kept in place, then prove it works."""
@@ -290,7 +338,7 @@ def obliteratus(**options: Any) -> None:
 
     display = display_for(sys.stderr)
     log_file = _start_log("obliteratus")
-    result = install(the_plan, progress=display, rerun=_rerun_command())
+    result = install(the_plan, progress=display, rerun=_rerun_command(), upgrade=options["upgrade"])
     if options["as_json"]:
         data = result.to_json(the_plan)
         data["log"] = str(log_file)

@@ -1,4 +1,4 @@
-"""Constraints files: the exact vendor pins of a channel, in pip/uv constraints syntax.
+"""Constraints files: a channel's preferred vendor set, in pip/uv constraints syntax.
 
 The same text protects an installed environment (pip.conf and UV_CONSTRAINT point
 at it) and is checked in as constraints/<channel>.txt for people installing by hand.
@@ -7,7 +7,7 @@ at it) and is checked in as constraints/<channel>.txt for people installing by h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Optional, Sequence
 
 from jetson_install.catalog import Catalog, Channel
 from jetson_install.errors import BadInput
@@ -15,8 +15,9 @@ from jetson_install.errors import BadInput
 __all__ = ["constraint_lines", "render_channel_file", "expected_files", "write_files", "stale_files"]
 
 
-def constraint_lines(pins: Mapping[str, str], numpy: Optional[str]) -> List[str]:
-    lines = [f"{name}=={version}" for name, version in pins.items()]
+def constraint_lines(requirements: Sequence[str], numpy: Optional[str]) -> List[str]:
+    """`requirements` are lines such as "torch==2.8.0" or "bitsandbytes>=0.46.1,<0.51"."""
+    lines = list(requirements)
     if numpy:
         lines.append(f"numpy{numpy}")
     return sorted(lines)
@@ -28,10 +29,11 @@ def render_channel_file(channel: Channel) -> str:
     header = [
         f"# constraints/{channel.id}.txt: {channel.title}",
         f"# Vendor source: {source.location}",
+        f"# Preferred set: {source.preferred.name} (wheels-index.toml lists {len(source.sets)} set(s) for this source)",
         "# Generated from wheels-index.toml by `jetson-install constraints --write`; do not edit by hand.",
         f"# Use: pip install -c constraints/{channel.id}.txt ...  or  UV_CONSTRAINT=constraints/{channel.id}.txt uv pip install ...",
     ]
-    return "\n".join(header + constraint_lines(source.pins, source.numpy)) + "\n"
+    return "\n".join(header + constraint_lines(source.preferred.requirement_lines(), source.numpy)) + "\n"
 
 
 def expected_files(catalog: Catalog) -> Dict[str, str]:

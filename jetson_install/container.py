@@ -231,4 +231,4 @@ def doctor_view(channel: Optional["Channel"], abi: str, pins: Mapping[str, str]
 
     from jetson_install.catalog import VendorSource
 
-    return (replace(channel, python=abi) if channel is not None else None), VendorSource(None, (), dict(pins), None, ())
+    return (replace(channel, python=abi) if channel is not None else None), VendorSource.pinned(None, (), dict(pins))

@@ -277,17 +277,25 @@ def recorded_plan(environment: Path) -> Optional[Dict[str, Any]]:
 
 
 def recorded_vendor(environment: Path) -> Optional[VendorSource]:
-    """The vendor builds an environment was made with (its plan.json), so a later doctor
+    """The vendor builds an environment was made with (its vendor record), so a later doctor
     checks against what was installed, also when that was the fallback source."""
-    recorded = recorded_plan(environment)
+    from jetson_install.identity import read_record
+
+    record = read_record(environment)
+    if record is None:
+        kept = (recorded_plan(environment) or {}).get("kept_pins")
+        return VendorSource.pinned(None, (), kept) if isinstance(kept, dict) else None
+    resolution = record.resolution
+    numpy = None
     try:
-        pins = dict(recorded["pins"])  # type: ignore[index]
-        location = recorded["vendor"]
-        numpy = next((line[len("numpy"):] for line in recorded["constraints"] if line.startswith("numpy")), None)
-    except (KeyError, TypeError, ValueError):
-        return None
-    is_wheel = isinstance(location, str) and location.endswith(".whl")
-    return VendorSource(None if is_wheel else location, (location,) if is_wheel else (), pins, numpy or None, ())
+        constraints = (environment / STATE_DIR / CONSTRAINTS_FILE).read_text().splitlines()
+        numpy = next((line[len("numpy"):] for line in constraints if line.startswith("numpy")), None)
+    except OSError:
+        pass
+    urls = [chosen.url for chosen in resolution.files if chosen.url.endswith(".whl")]
+    is_wheels = resolution.source.endswith(".whl")
+    return VendorSource.pinned(None if is_wheels else resolution.source, urls if is_wheels else (),
+                               resolution.pins, numpy)
 
 
 def write_constraints(environment: Path, lines: Sequence[str]) -> Path:

@@ -16,12 +16,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install import container, runner, uv
 from jetson_install.environment import (
-    EnvironmentHome, protect, recorded_plan, write_constraints, write_private, write_requirements,
+    EnvironmentHome, protect, recorded_plan, recorded_vendor, write_constraints, write_private, write_requirements,
 )
-from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, StepFailed
+from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
 from jetson_install.fixes import Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of
+from jetson_install.identity import Companion, EnvironmentRecord, read_record, record_installed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
-from jetson_install.plan import EVIDENCE_FILE, STATE_DIR, Plan
+from jetson_install.plan import COMPANIONS_FILE, EVIDENCE_FILE, STATE_DIR, Plan, resolved_plan
 from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import credentials, redact_data
 from jetson_install.runner import Completed
@@ -59,12 +60,14 @@ class InstallResult:
     message: str = ""
     fix: Optional[str] = None
     warnings: Tuple[str, ...] = ()
+    resolved: Optional[Plan] = None  # the plan with the set the index resolved to
 
     @property
     def exit_code(self) -> int:
         return {"failed": EXIT_FAILED, "interrupted": EXIT_INTERRUPTED}.get(self.status, EXIT_OK)
 
     def to_json(self, plan: Plan) -> Dict[str, Any]:
+        plan = self.resolved or plan
         return {
             "schema_version": SCHEMA_VERSION,
             "command": "obliteratus",
@@ -77,6 +80,7 @@ class InstallResult:
             "channel": plan.channel.id if plan.channel else None,
             "vendor_index": plan.vendor_location,
             "pins": dict(plan.pins),
+            "resolution": plan.resolution.to_json() if plan.resolution else None,
             "installed": self.installed,
             "evidence": self.evidence,
             "steps": [step.to_json() for step in self.steps],
@@ -157,8 +161,12 @@ def preflight(plan: Plan, dry_run: bool) -> Preflight:
     return Preflight(home, interpreter, tuple(warnings))
 
 
-def install(plan: Plan, progress: Display, rerun: Rerun) -> InstallResult:
-    """Carry out `plan`. Never raises for a failing step: the result says what failed."""
+def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) -> InstallResult:
+    """Carry out `plan`. Never raises for a failing step: the result says what failed.
+
+    The vendor set is the environment's recorded resolution while the catalog's policy is
+    unchanged (no request to any index), else (or with `upgrade`) resolved from the index.
+    """
     assert plan.supported and (plan.vendor is not None or plan.existing is not None)
     run = _Run(plan, progress, rerun)
     try:
@@ -169,28 +177,56 @@ def install(plan: Plan, progress: Display, rerun: Rerun) -> InstallResult:
     home = checked.home
     with home.lock():
         try:
-            return _install_locked(plan, home, run, checked.interpreter, progress, rerun)
+            return _install_locked(plan, home, run, checked.interpreter, progress, rerun, upgrade)
         finally:
             home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
 
 
+def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRecord], upgrade: bool,
+             progress: Display) -> Plan:
+    """The plan with its vendor set: the recorded one while the policy is unchanged, else the index's."""
+    from jetson_install import index
+
+    if plan.vendor is None:  # --use-existing-torch keeps the interpreter's own stack
+        return plan
+    recorded = recorded_plan(current) if current is not None else None
+    if record is not None and not upgrade and recorded is not None and recorded.get("policy") == plan.vendor.policy():
+        progress(f"vendor set: {record.resolution.set_name}, as recorded in {current} (no index read; "
+                 "--upgrade reads it again)")
+        return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
+    vendor_index = plan.settings.default_index.value if plan.vendor.default_index else plan.vendor.index
+    try:
+        resolution = index.resolve(plan.vendor, vendor_index, plan.python_abi or "3")
+    except JetsonInstallError as exc:
+        raise StepFailed("vendor-set", f"step 'vendor-set' failed: {exc.message}", exc.fix) from None
+    progress(f"vendor set: {resolution.set_name} from {resolution.source}: {resolution.reason}")
+    return resolved_plan(plan, resolution)
+
+
 def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter: Interpreter, progress: Display,
-                    rerun: Rerun) -> InstallResult:
+                    rerun: Rerun, upgrade: bool) -> InstallResult:
     """The whole install, under the lock on DIR.d."""
     current = home.current()
+    record = read_record(current) if current is not None else None
+    try:
+        plan = _resolve(plan, current, record, upgrade, progress)
+    except StepFailed as failure:
+        return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
+    run.plan = plan
+    run.warnings.extend(w for w in plan.warnings if w not in run.warnings)
     fingerprint = _fingerprint(plan, interpreter)
     source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
-    installed = _satisfied(current, fingerprint, source, plan) if current is not None else None
+    installed = _satisfied(current, fingerprint, source, plan, record, progress) if current is not None else None
     if current is not None and installed is not None:
         progress(f"{plan.venv} already satisfies the plan; nothing to do")
         return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (), installed,
-                             _evidence_path(current), warnings=tuple(run.warnings))
+                             _evidence_path(current), warnings=tuple(run.warnings), resolved=plan)
     home.prune(keep=[current, home.previous()])
     staging = home.new_environment_path()
     if "file://" in source.url:
         source.current()  # a local tree is read before building writes into it
     try:
-        previous = _build(plan, home, staging, interpreter, fingerprint, source, run)
+        plan, previous = _build(plan, home, staging, interpreter, fingerprint, source, run)
         # From here on the new environment is the user's; nothing may remove it.
         home.prune(keep=[staging, previous])
         installed = dict(plan.existing.pins if plan.existing else {})
@@ -212,7 +248,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
         return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
                        f"run it again: {rerun}")
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
-                         _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings))
+                         _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings), resolved=plan)
 
 
 def would_change(plan: Plan) -> Tuple[bool, str]:
@@ -224,6 +260,11 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     interpreter = inspect_interpreter(plan.interpreter) if plan.interpreter else find_interpreter(plan.python_abi or "")
     if interpreter is None:
         return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
+    record = read_record(current)
+    if plan.vendor is not None:
+        if record is None or recorded_plan(current) is None or recorded_plan(current).get("policy") != plan.vendor.policy():
+            return True, f"{current} was made under another vendor policy (sets, preferred set or source)"
+        plan = resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
     fingerprint = _fingerprint(plan, interpreter)
     recorded, recorded_source = _recorded(current)
     if recorded != redact_data(fingerprint):
@@ -231,7 +272,7 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
     if not source.unchanged_since(recorded_source):
         return True, f"the source changed since {current} was made"
-    if _satisfied(current, fingerprint, source, plan) is None:
+    if _satisfied(current, fingerprint, source, plan, record, lambda line: None) is None:
         return True, f"{current} no longer holds the pinned vendor builds, or uv pip check fails there"
     return False, f"{plan.venv} already satisfies the plan"
 
@@ -277,8 +318,9 @@ def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
 
 
 def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
-           fingerprint: Dict[str, Any], source: SourceIdentity, run: _Run) -> Optional[Path]:
-    """Build a new environment and switch the user's path to it; return the one it replaced."""
+           fingerprint: Dict[str, Any], source: SourceIdentity, run: _Run) -> Tuple[Plan, Optional[Path]]:
+    """Build a new environment and switch the user's path to it; return the plan as carried
+    out (its companions pinned) and the environment it replaced."""
     python = str(staging / "bin" / "python")
     default_index = plan.settings.default_index.value
     run.step("interpreter", lambda: f"{interpreter.path} (Python {interpreter.version})")
@@ -287,21 +329,29 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
                                       system_site_packages=plan.existing is not None, watch=run.current),
         f"check that {interpreter.path} can make virtual environments "
         f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}", default_index))
-    constraints_path = write_constraints(staging, plan.constraints)
     if plan.existing is not None:
+        constraints_path = write_constraints(staging, plan.constraints)
         stack = plan.existing
         run.step("resolve", lambda: _resolve_around_kept(plan, stack, python, staging, constraints_path, run))
         target_argv = uv.no_deps_install_argv(python, str(staging / STATE_DIR / container.TO_INSTALL), default_index)
     else:
-        vendor = plan.vendor
-        assert vendor is not None
+        vendor, resolution = plan.vendor, plan.resolution
+        assert vendor is not None and resolution is not None
+        vendor_index = default_index if vendor.default_index else vendor.index
         run.step("vendor", lambda: run.uv_step(
-            "vendor", uv.install(uv.vendor_install_argv(python, vendor.index, vendor.wheels, plan.pins), vendor.index,
-                                 watch=run.current),
+            "vendor", uv.install(uv.vendor_install_argv(python, vendor_index, bool(vendor.wheels),
+                                                        plan.vendor_requirements), vendor_index, watch=run.current),
             f"check that {vendor.location} is reachable and carries "
             f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: "
             f"{run.rerun.with_option('--vendor-index', 'URL')}",
             vendor.location))
+        companions: List[Companion] = []
+        if vendor.companions:
+            run.step("companions", lambda: _companions(plan, python, staging, companions, run))
+            plan = resolved_plan(plan, resolution, [f"{c.name}=={c.version}" for c in companions])
+            run.plan = plan
+        record_installed(staging, resolution, companions, str(run.rerun))
+        constraints_path = write_constraints(staging, plan.constraints)
         requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
         if credentials(plan.requirement.split(" @ ", 1)[-1]):
             # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
@@ -319,7 +369,35 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     home.mark_complete(staging, {**fingerprint, "source": source.current()})
     previous: List[Optional[Path]] = []
     run.step("switch", lambda: _switch(home, staging, previous))
-    return previous[0]
+    return plan, previous[0]
+
+
+def _companions(plan: Plan, python: str, staging: Path, found: List[Companion], run: _Run) -> str:
+    """The runtime wheels the vendor builds need, from the default index by name, hash-checked."""
+    assert plan.vendor is not None
+    default_index = plan.settings.default_index.value
+    compiled = staging / STATE_DIR / COMPANIONS_FILE
+    compiled.parent.mkdir(parents=True, exist_ok=True)
+    fix = f"check that the default index carries {', '.join(plan.vendor.companions)}, then run: {run.rerun}"
+    run.uv_step("companions", uv.compile_companions(python, plan.vendor.companions, str(compiled), default_index),
+                fix, default_index)
+    found.extend(_compiled(compiled.read_text()))
+    run.uv_step("companions", uv.install(uv.companions_install_argv(python, str(compiled), default_index),
+                                         default_index, watch=run.current), fix, default_index)
+    return ", ".join(f"{c.name}=={c.version}" for c in found)
+
+
+def _compiled(text: str) -> List[Companion]:
+    """`name==version --hash=sha256:…` entries of a `uv pip compile --generate-hashes` output."""
+    companions: List[Companion] = []
+    for entry in text.replace("\\\n", " ").splitlines():
+        parts = entry.split()
+        if not parts or parts[0].startswith("#") or "==" not in parts[0]:
+            continue
+        name, version = parts[0].split("==", 1)
+        hashes = tuple(part.split(":", 1)[1] for part in parts[1:] if part.startswith("--hash=sha256:"))
+        companions.append(Companion(name, version, hashes))
+    return companions
 
 
 def _resolve_around_kept(plan: Plan, stack: "container.ExistingStack", python: str, staging: Path,
@@ -370,7 +448,7 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     from jetson_install.doctor import run_doctor
 
     evidence = staging / STATE_DIR / EVIDENCE_FILE
-    channel, vendor = plan.channel, plan.vendor
+    channel, vendor = plan.channel, recorded_vendor(staging)
     if plan.existing is not None:
         channel, vendor = container.doctor_view(plan.channel, plan.existing.abi, plan.pins)
     report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor, progress=run.progress)
@@ -385,14 +463,21 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     return f"all required checks passed; evidence in {evidence}"
 
 
-def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentity,
-               plan: Plan) -> Optional[Dict[str, str]]:
+def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentity, plan: Plan,
+               record: Optional[EnvironmentRecord], progress: Callable[[str], None]) -> Optional[Dict[str, str]]:
     """The installed versions when `current` already satisfies the plan, else None."""
     recorded, recorded_source = _recorded(current)
     if recorded != redact_data(fingerprint):  # recorded redacted (mark_complete)
         return None
     if not source.unchanged_since(recorded_source):
         return None
+    if plan.resolution is not None:
+        if record is None or record.resolution.files != plan.resolution.files:
+            return None
+        changed = record.differences(current)
+        if changed:
+            progress(f"{current}: {'; '.join(changed)}; building a new environment with the recorded builds")
+            return None
     python = str(current / "bin" / "python")
     installed = uv.installed_versions(python)
     from packaging.version import Version

@@ -5,28 +5,31 @@ Building a plan changes nothing; `plan` prints it and `obliteratus` carries it o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install import uv
 from jetson_install.catalog import Catalog, Channel, Target, VendorSource
 from jetson_install.constraints import constraint_lines
 from jetson_install.container import RESOLUTION, TO_INSTALL, ExistingStack, judge_stack
 from jetson_install.errors import BadInput
+from jetson_install.identity import Resolution, VersionSet
 from jetson_install.platform import Platform
 from jetson_install.settings import IndexSettings
 from jetson_install.versions import satisfies
 
-__all__ = ["Step", "Plan", "make_plan", "target_requirement", "SCHEMA_VERSION", "STATE_DIR", "CONSTRAINTS_FILE", "EVIDENCE_FILE"]
+__all__ = ["Step", "Plan", "make_plan", "resolved_plan", "target_requirement", "SCHEMA_VERSION", "STATE_DIR", "CONSTRAINTS_FILE", "EVIDENCE_FILE"]
 
 SCHEMA_VERSION = 1
 #: Inside every environment jetson-install makes: constraints, plan, evidence.
 STATE_DIR = "jetson-install"
 CONSTRAINTS_FILE = "constraints.txt"
 EVIDENCE_FILE = "evidence.json"
+COMPANIONS_FILE = "companions.txt"
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,27 @@ class Plan:
     steps: Tuple[Step, ...]
     verify: bool
     warnings: Tuple[str, ...] = ()
-    pins: Mapping[str, str] = field(default_factory=dict)
+    pins: Mapping[str, str] = field(default_factory=dict)  # exact vendor versions (a range stays in the set)
     existing: Optional[ExistingStack] = None  # --use-existing-torch: the stack kept as it is
+    chosen_set: Optional[VersionSet] = None  # the preferred set, or the one the resolution took
+    resolution: Optional[Resolution] = None  # None: not resolved against the index (plain `plan`)
+    companions: Tuple[str, ...] = ()  # companion requirements, pinned once the install resolved them
+
+    @property
+    def vendor_requirements(self) -> List[str]:
+        """What the vendor step asks for: the resolved files themselves (by URL, with their
+        sha256), else the chosen set's version policy."""
+        if self.resolution is None:
+            if self.vendor is not None and self.vendor.wheels:
+                return list(self.vendor.wheels)
+            return self.chosen_set.requirement_lines() if self.chosen_set else []
+        lines = []
+        for chosen in self.resolution.files:
+            if chosen.url:
+                lines.append(f"{chosen.name} @ {chosen.url}" + (f"#sha256={chosen.sha256}" if chosen.sha256 else ""))
+            else:
+                lines.append(f"{chosen.name}=={chosen.version}")
+        return lines
 
     @property
     def vendor_location(self) -> Optional[str]:
@@ -85,14 +107,21 @@ class Plan:
         return {
             "channel": self.channel.id if self.channel else None,
             "python_abi": self.python_abi,
-            "pins": dict(self.pins),
-            "constraints": list(self.constraints),
+            "policy": self.vendor.policy() if self.vendor else None,
+            "constraints_base": list(self.constraints_base),
             "requirement": self.requirement,
             "vendor": self.vendor_location,
             "default_index": self.settings.default_index.value,
             # A changed image torch (another RECORD) must give a new environment.
             "existing": self.existing.to_json() if self.existing else None,
+            # A kept stack has no vendor record (identity.py); its versions are the pins.
+            "kept_pins": dict(self.pins) if self.existing else None,
         }
+
+    @property
+    def constraints_base(self) -> Tuple[str, ...]:
+        """The constraints that do not depend on which set the index resolved to."""
+        return tuple(line for line in self.constraints if line.startswith("numpy"))
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -115,9 +144,15 @@ class Plan:
             "default_index": self.settings.default_index.value,
             "default_index_source": self.settings.default_index.source,
             "pins": dict(self.pins),
+            "policy": {"sets": [dict(s.specifiers) for s in self.vendor.sets],
+                       "preferred": self.vendor.preferred.name,
+                       "prereleases": self.vendor.prereleases} if self.vendor else None,
+            "set": self.chosen_set.name if self.chosen_set else None,
+            "resolution": self.resolution.to_json() if self.resolution else None,
+            "companions": list(self.companions),
             "constraints": list(self.constraints),
             "requirement": self.requirement,
-            "apt": list(self.vendor.apt) if self.vendor else [],
+            "apt": list(self.chosen_set.apt) if self.chosen_set else [],
             "containers": [image.to_json() for image in self.channel.containers] if self.channel else [],
             "existing_torch": self.existing.to_json() if self.existing else None,
             "steps": [step.to_json() for step in self.steps],
@@ -215,26 +250,62 @@ def make_plan(
         warnings.append(f"channel {channel.id} is experimental: {channel.reason}")
 
     vendor = _vendor_source(channel, settings, fallback) if supported else None
-    pins: Mapping[str, str] = dict(vendor.pins) if vendor else {}
-    if vendor is not None and not _satisfies(pins.get("torch"), target.requires_torch):
-        supported, reason = False, (f"unsupported: the channel's torch {pins.get('torch')} is older than "
-                                    f"{target.title} needs (torch {target.requires_torch})")
-        remedy = channel.remedy if channel and channel.remedy else "flash JetPack 6.2 (L4T R36.4.3)"
-        vendor, pins = None, {}
-    with_quantization = _satisfies(pins.get("bitsandbytes"), target.requires_bitsandbytes)
-    if supported and not with_quantization:
-        warnings.append(f"no Jetson bitsandbytes {target.requires_bitsandbytes} build from this vendor source: "
-                        f"installing without the '{target.quantization_extra}' extra")
-    constraints = tuple(constraint_lines(pins, vendor.numpy if vendor else None))
-    requirement = target_requirement(target, with_quantization, source, ref)
-    abi = channel.python if channel else None
-    steps = _steps(target, abi, interpreter, venv, vendor, settings, requirement, pins, verify) if supported else ()
-    return Plan(
+    plan = Plan(
         target=target, platform=platform, channel=channel, supported=supported, reason=reason, remedy=remedy,
-        python_abi=abi, interpreter=interpreter, venv=str(venv), vendor=vendor, settings=settings,
-        requirement=requirement, constraints=constraints, steps=steps, verify=verify,
-        warnings=tuple(warnings), pins=pins,
+        python_abi=channel.python if channel else None, interpreter=interpreter, venv=str(venv), vendor=vendor,
+        settings=settings, requirement=target_requirement(target, False, source, ref), constraints=(), steps=(),
+        verify=verify, warnings=tuple(warnings),
     )
+    return _completed(plan, vendor.preferred if vendor else None, None)
+
+
+def resolved_plan(plan: Plan, resolution: Resolution, companions: Sequence[str] = ()) -> Plan:
+    """The plan with the set the index resolved to (and the companions pinned)."""
+    assert plan.vendor is not None
+    chosen = next((s for s in plan.vendor.sets if s.name == resolution.set_name), plan.vendor.preferred)
+    warnings = tuple(w for w in resolution.warnings if w not in plan.warnings)
+    plan = dataclasses.replace(plan, warnings=plan.warnings + warnings, companions=tuple(companions))
+    return _completed(plan, chosen, resolution)
+
+
+def _completed(plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Resolution]) -> Plan:
+    """Fill in what follows from the chosen set: pins, constraints, the requirement, the steps."""
+    target, vendor = plan.target, plan.vendor
+    supported, reason, remedy = plan.supported, plan.reason, plan.remedy
+    warnings = list(plan.warnings)
+    pins: Dict[str, str] = dict(resolution.pins if resolution else (chosen.pins if chosen else {}))
+    torch = pins.get("torch")
+    if vendor is not None and torch is not None and not satisfies(torch, target.requires_torch):
+        supported, reason = False, (f"unsupported: the channel's torch {torch} is older than "
+                                    f"{target.title} needs (torch {target.requires_torch})")
+        channel = plan.channel
+        remedy = channel.remedy if channel and channel.remedy else "flash JetPack 6.2 (L4T R36.4.3)"
+        vendor, chosen, pins = None, None, {}
+    with_quantization = chosen is not None and "bitsandbytes" in chosen.specifiers
+    no_bnb = (f"no Jetson bitsandbytes {target.requires_bitsandbytes} build from this vendor source: "
+              f"installing without the '{target.quantization_extra}' extra")
+    if supported and not with_quantization and no_bnb not in warnings:
+        warnings.append(no_bnb)
+    if chosen is None:
+        lines: List[str] = []
+    elif resolution is None:
+        lines = chosen.requirement_lines()
+    else:
+        lines = [f"{name}=={version}" for name, version in pins.items()]
+    constraints = tuple(constraint_lines(lines + list(plan.companions), chosen.numpy if chosen else None))
+    requirement = _with_extra(plan.requirement, target, with_quantization)
+    plan = dataclasses.replace(
+        plan, supported=supported, reason=reason, remedy=remedy, vendor=vendor, requirement=requirement,
+        constraints=constraints, warnings=tuple(warnings), pins=pins, chosen_set=chosen, resolution=resolution,
+    )
+    steps = _steps(plan) if supported else ()
+    return dataclasses.replace(plan, steps=steps)
+
+
+def _with_extra(requirement: str, target: Target, with_quantization: bool) -> str:
+    name, _, rest = requirement.partition(" @ ")
+    base = name.split("[", 1)[0]
+    return f"{base}[{target.quantization_extra}] @ {rest}" if with_quantization else f"{base} @ {rest}"
 
 
 def _existing_torch_plan(platform: Platform, catalog: Catalog, target: Target, settings: IndexSettings, venv: Path,
@@ -251,12 +322,13 @@ def _existing_torch_plan(platform: Platform, catalog: Catalog, target: Target, s
         warnings += found
     supported = not reason
     pins = existing.pins
-    with_quantization = _satisfies(pins.get("bitsandbytes"), target.requires_bitsandbytes)
+    bnb = pins.get("bitsandbytes")
+    with_quantization = bnb is not None and satisfies(bnb, target.requires_bitsandbytes)
     if supported and not with_quantization:
         warnings.append(f"{existing.python} has no bitsandbytes {target.requires_bitsandbytes}: "
                         f"installing without the '{target.quantization_extra}' extra")
     requirement = target_requirement(target, with_quantization, source, ref)
-    constraints = tuple(constraint_lines(pins, None))
+    constraints = tuple(constraint_lines([f"{name}=={version}" for name, version in pins.items()], None))
     steps = _existing_torch_steps(target, existing, venv, settings, verify) if supported else ()
     return Plan(
         target=target, platform=platform, channel=channel, supported=supported, reason=reason, remedy=remedy,
@@ -300,10 +372,6 @@ def _python_fits(target: Target, channel: Channel) -> bool:
     return satisfies(f"{channel.python}.0", target.requires_python)
 
 
-def _satisfies(version: Optional[str], specifier: str) -> bool:
-    return version is not None and satisfies(version, specifier)
-
-
 def _vendor_source(channel: Optional[Channel], settings: IndexSettings, fallback: bool) -> Optional[VendorSource]:
     if channel is None or channel.primary is None:
         return None
@@ -318,40 +386,40 @@ def _vendor_source(channel: Optional[Channel], settings: IndexSettings, fallback
     primary = channel.primary
     if settings.vendor_index.value is None:
         return primary
-    # A mirror carries the same exact builds as the channel's first source.
-    return VendorSource(settings.vendor_index.value, (), primary.pins, primary.numpy, primary.apt)
+    # A mirror carries the same builds as the channel's first source: same sets, same identities.
+    return dataclasses.replace(primary, index=settings.vendor_index.value, wheels=(), default_index=False)
 
 
-def _steps(
-    target: Target,
-    abi: Optional[str],
-    interpreter: Optional[str],
-    venv: Path,
-    vendor: Optional[VendorSource],
-    settings: IndexSettings,
-    requirement: str,
-    pins: Mapping[str, str],
-    verify: bool,
-) -> Tuple[Step, ...]:
+def _steps(plan: Plan) -> Tuple[Step, ...]:
+    vendor, settings, target = plan.vendor, plan.settings, plan.target
     assert vendor is not None
+    venv, interpreter, abi = plan.venv, plan.interpreter, plan.python_abi
     staging = f"{venv}.d/<new>"
     python = f"{staging}/bin/python"
     constraints_file = f"{staging}/{STATE_DIR}/{CONSTRAINTS_FILE}"
     default_index = settings.default_index.value
-    requirements = [requirement] + [f"{name}=={version}" for name, version in pins.items()]
+    vendor_index = settings.default_index.value if vendor.default_index else vendor.index
+    requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
     steps = [
         Step("interpreter", f"use {interpreter}" if interpreter else f"find a system Python {abi}"),
         Step("environment", f"create a new environment beside {venv} (the current one stays in use)",
              tuple(uv.venv_argv(interpreter or f"python{abi}", staging, default_index))),
         Step("vendor", f"install the vendor builds from {vendor.location} only, without dependencies",
-             tuple(uv.vendor_install_argv(python, vendor.index, vendor.wheels, pins))),
+             tuple(uv.vendor_install_argv(python, vendor_index, bool(vendor.wheels), plan.vendor_requirements))),
+    ]
+    if vendor.companions:
+        steps.append(Step("companions", f"install the runtime wheels the vendor builds need ({', '.join(vendor.companions)}) "
+                                        "from the default index, by name, recording their hashes",
+                          tuple(uv.companions_compile_argv(python, f"{staging}/{STATE_DIR}/{COMPANIONS_FILE}",
+                                                           default_index))))
+    steps += [
         Step("target", f"install {target.title} from its source under the vendor constraints",
              tuple(uv.target_install_argv(python, requirements, constraints_file, default_index))),
         Step("protect", "keep the constraints in force after jetson-install exits: pip.conf and UV_CONSTRAINT "
                         "in the activate scripts"),
         Step("check", "check the installed dependencies", tuple(uv.pip_check_argv(python))),
     ]
-    if verify:
+    if plan.verify:
         steps.append(Step("verify", "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence",
                           ("jetson-install", "doctor", "--python", python,
                            "--evidence", f"{staging}/{STATE_DIR}/{EVIDENCE_FILE}")))

@@ -53,6 +53,7 @@ def plan_text(plan: Plan) -> str:
         f"  venv      {plan.venv}",
         f"  vendor    {plan.vendor_location or 'none'}   ({plan.vendor_label})",
         f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
+        f"  set       {_set_line(plan)}",
         f"  pins      {' '.join(plan.constraints)}",
         f"  source    {plan.requirement}",
     ]
@@ -79,6 +80,18 @@ def container_lines(channel: Channel) -> List[str]:
             for number, image in enumerate(channel.containers)]
 
 
+def _set_line(plan: Plan) -> str:
+    vendor = plan.vendor
+    assert vendor is not None and plan.chosen_set is not None
+    policy = ", ".join(s.name for s in vendor.sets)
+    pre = "pre-releases count" if vendor.prereleases else "no pre-releases"
+    if plan.resolution is None:
+        how = "preferred; `plan --resolve` reads the index"
+    else:
+        how = plan.resolution.reason
+    return f"{plan.chosen_set.name} ({how}); policy: {policy}; {pre}"
+
+
 def channels_text(catalog: Catalog) -> str:
     lines = []
     for channel in catalog.channels:
@@ -94,14 +107,15 @@ def channels_text(catalog: Catalog) -> str:
 
 def channels_markdown(catalog: Catalog) -> str:
     """The support table in README.md, generated from wheels-index.toml."""
-    rows = ["| channel | L4T | JetPack | Python | CUDA | status | torch | bitsandbytes |",
+    rows = ["| channel | L4T | JetPack | Python | CUDA | status | torch (preferred set) | bitsandbytes |",
             "|---|---|---|---|---|---|---|---|"]
     for channel in catalog.channels:
         families = f" ({', '.join(channel.families)})" if channel.families else ""
         l4t = f"R{channel.l4t_from[0]}.{channel.l4t_from[1]} to < R{channel.l4t_below[0]}.{channel.l4t_below[1]}{families}"
-        pins = channel.pins if channel.installable else {}
+        wanted = channel.primary.preferred.specifiers if channel.installable and channel.primary else {}
+        torch, bnb = wanted.get("torch", "-").lstrip("="), wanted.get("bitsandbytes", "-")
         rows.append(f"| `{channel.id}` | {l4t} | {channel.jetpack} | {channel.python} | {channel.cuda} | "
-                    f"{channel.status} | {pins.get('torch', '-')} | {pins.get('bitsandbytes', '-')} |")
+                    f"{channel.status} | {torch} | {bnb.lstrip('=')} |")
     return "\n".join(rows)
 
 

@@ -28,6 +28,9 @@ __all__ = [
     "compile_argv",
     "no_deps_install_argv",
     "pip_compile",
+    "companions_compile_argv",
+    "companions_install_argv",
+    "compile_companions",
     "create_venv",
     "install",
     "pip_check",
@@ -81,16 +84,28 @@ def venv_argv(python: str, path: str, default_index: Optional[str], system_site_
     return [PROGRAM, "venv", "--no-config", "--seed", *sees_parent, "--python", python, *_index_args(default_index), path]
 
 
-def vendor_install_argv(python: str, index: Optional[str], wheels: Sequence[str], pins: Mapping[str, str]) -> List[str]:
-    """Vendor packages only, exact pins, no dependencies: the vendor index is the only
-    index and can supply nothing else, even a package it carries (dependency confusion)."""
+def vendor_install_argv(python: str, index: Optional[str], no_index: bool, requirements: Sequence[str]) -> List[str]:
+    """Vendor packages only, no dependencies: the vendor index is the only index and can
+    supply nothing else, even a package it carries (dependency confusion). A resolved build
+    is asked for by its URL with its sha256, so uv installs exactly that file or fails."""
     argv = [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps"]
-    if index:
-        argv += _index_args(index)
-        argv += [f"{name}=={version}" for name, version in pins.items()]
+    if no_index:
+        argv.append("--no-index")
     else:
-        argv += ["--no-index", *wheels]
-    return argv
+        argv += _index_args(index)
+    return argv + list(requirements)
+
+
+def companions_compile_argv(python: str, output: str, default_index: Optional[str]) -> List[str]:
+    """Resolve the companions (read from stdin) on the default index and write them with
+    every file's sha256, so they are installed hash-checked and recorded."""
+    return [PROGRAM, "pip", "compile", "--no-config", "--python", python, "--generate-hashes", "--no-header",
+            "--no-annotate", *_index_args(default_index), "--output-file", output, "-"]
+
+
+def companions_install_argv(python: str, compiled: str, default_index: Optional[str]) -> List[str]:
+    return [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps", "--require-hashes",
+            *_index_args(default_index), "--requirement", compiled]
 
 
 def target_install_argv(
@@ -134,7 +149,7 @@ def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Opti
 
 
 def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
-            index: Optional[str] = None, watch: Optional[StepProgress] = None) -> Completed:
+            index: Optional[str] = None, watch: Optional[StepProgress] = None, stdin: Optional[str] = None) -> Completed:
     """Run uv; `watch` (the running step) hears of each download and build as uv announces it."""
     overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
     overrides.update(env or {})
@@ -149,7 +164,14 @@ def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[
                 watch.event(event)
 
     return run([uv_binary(), *argv[1:]], timeout=timeout, env=overrides,
-               unset=_SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES, on_line=on_line, on_tick=on_tick)
+               unset=_SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES, on_line=on_line, on_tick=on_tick,
+               input_text=stdin)
+
+
+def compile_companions(python: str, requirements: Sequence[str], output: str,
+                       default_index: Optional[str]) -> Completed:
+    return _run_uv(companions_compile_argv(python, output, default_index), timeout=600,
+                   stdin="\n".join(requirements) + "\n", index=default_index)
 
 
 def create_venv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False,

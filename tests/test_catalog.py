@@ -52,10 +52,13 @@ def test_orin_is_never_routed_to_the_thor_channel() -> None:
     assert match.channel.status == "unsupported"
 
 
-def test_supported_channels_pin_every_vendor_package_exactly() -> None:
+def test_supported_channels_prefer_a_set_of_every_vendor_package() -> None:
     for channel in load_catalog().channels:
         if channel.status == "supported":
-            assert set(channel.pins) == {"torch", "torchvision", "torchaudio", "bitsandbytes"}
+            preferred = channel.primary.preferred
+            assert set(preferred.specifiers) == {"torch", "torchvision", "torchaudio", "bitsandbytes"}
+            assert set(preferred.pins) == {"torch", "torchvision", "torchaudio"}  # bitsandbytes is a range
+            assert any(build.name == "torch" and build.cuda == channel.cuda for build in channel.primary.builds)
 
 
 GOOD = default_catalog_path().read_text()
@@ -76,7 +79,12 @@ def line_of(path: Path, fragment: str) -> int:
     "old, new, key, problem",
     [
         ('status = "supported"', 'status = "stable"', "status", "must be one of"),
-        ('pins = { torch = "2.8.0",', 'pins = { torch = "two",', "pins", "not a version"),
+        ('  { torch = "2.8.0", torchvision', '  { torch = "two", torchvision', "sets", "not a version specifier"),
+        ('sha256_prefix = "907c4c1933789645"', 'sha256_prefix = "907c4c19"', "builds", "16 hex digits"),
+        ('preferred = "2.8.0"', 'preferred = "2.7.0"', "preferred", "exactly one of the sets"),
+        ('{ file = "torch-2.8.0-cp310-cp310-linux_aarch64.whl", sha256 = "62a1beee9f2f147076a974d2942c90060c12771c94740830327cae705b2595fc", cuda = "12.6" }',
+         '{ file = "torch-2.8.0-cp310-cp310-linux_aarch64.whl", sha256 = "62a1beee9f2f147076a974d2942c90060c12771c94740830327cae705b2595fc" }',
+         "builds", "gives cuda"),
         ('numpy = "<2"\napt = ["libopenblas-dev", "libomp-dev"]', 'numpy = "under 2"\napt = ["libopenblas-dev", "libomp-dev"]', "numpy", "not a version specifier"),
         ('index = "https://pypi.jetson-ai-lab.io/jp6/cu126"', 'index = "http://pypi.jetson-ai-lab.io/jp6/cu126"', "index", "https"),
         ('l4t = { from = "36.4", below = "37.0" }', 'l4t = { from = "36.3", below = "37.0" }', "l4t", "overlaps channel 'jp6.0'"),
@@ -89,18 +97,26 @@ def test_loader_names_key_and_line(tmp_path: Path, old: str, new: str, key: str,
         load_catalog(path)
     message = caught.value.message
     assert f"key '{key}'" in message and problem in message
-    expected_line = line_of(path, new.splitlines()[-1] if key == "flavour" else new.splitlines()[0])
+    expected_line = line_of(path, new.splitlines()[-1] if key == "flavour" else new.splitlines()[0].strip())
     assert f"wheels-index.toml:{expected_line}:" in message
 
 
-def test_wheel_url_version_must_match_its_pin(tmp_path: Path) -> None:
-    path = broken(tmp_path, 'pins = { torch = "2.5.0a0+872d972e41.nv24.08.17622132" }', 'pins = { torch = "2.5.0" }')
-    with pytest.raises(CatalogError, match="version of its wheel URL"):
+def test_a_pre_release_counts_only_where_the_source_says_so(tmp_path: Path) -> None:
+    path = broken(tmp_path, '  { torch = "2.8.0", torchvision', '  { torch = "2.9.0a0", torchvision')
+    with pytest.raises(CatalogError, match="prereleases = true"):
+        load_catalog(path)
+    nvidia = load_catalog().channel("jp6.0").primary
+    assert nvidia.prereleases and nvidia.preferred.pins == {"torch": "2.4.0a0+3bcc3cddb5.nv24.07.16234504"}
+
+
+def test_companions_may_not_name_a_vendor_package(tmp_path: Path) -> None:
+    path = broken(tmp_path, 'preferred = "2.8.0"', 'preferred = "2.8.0"\ncompanions = ["torch==2.8.0"]')
+    with pytest.raises(CatalogError, match="vendor packages come only from the vendor source"):
         load_catalog(path)
 
 
 def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "wheels-index.toml"
-    path.write_text("schema_version = 1\n[[channels]\n")
+    path.write_text("schema_version = 2\n[[channels]\n")
     with pytest.raises(CatalogError, match="line 2"):
         load_catalog(path)

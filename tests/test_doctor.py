@@ -65,7 +65,7 @@ ORIN = Platform(
 )
 
 # The channel's Python is the test interpreter's, so python-abi passes in the stub venvs.
-JP6_SOURCE = VendorSource(
+JP6_SOURCE = VendorSource.pinned(
     index="https://pypi.jetson-ai-lab.io/jp6/cu126",
     wheels=(),
     pins={"torch": "2.8.0", "bitsandbytes": "0.46.1"},
@@ -296,7 +296,7 @@ def test_wrong_numpy_and_python_and_pin_are_reported(tmp_path: Path) -> None:
 def test_nvidia_prerelease_version_matches_its_pin(tmp_path: Path) -> None:
     nvidia = "2.5.0a0+872d972e41.nv24.08"
     wheel = "https://developer.download.nvidia.com/compute/redist/jp/v61/pytorch/torch-2.5.0a0+872d972e41.nv24.08.17622132-cp310-cp310-linux_aarch64.whl"
-    source = VendorSource(None, (wheel,), {"torch": "2.5.0a0+872d972e41.nv24.8"}, "<2", ())
+    source = VendorSource.pinned(None, (wheel,), {"torch": "2.5.0a0+872d972e41.nv24.8"}, "<2", ())
     channel = Channel(**dict(JP6.__dict__, sources=(source,)))
     report = run(make_env(tmp_path / "env", torch_version=nvidia), channel=channel, only=["torch-build"])
     assert report.check("torch-build").status == "ok"
@@ -531,7 +531,7 @@ def test_example_evidence_in_docs_matches_the_schema() -> None:
 
 
 def test_bitsandbytes_checks_do_not_apply_where_the_channel_has_no_build(tmp_path: Path) -> None:
-    torch_only = VendorSource(index=None, wheels=("https://example.invalid/torch-2.8.0-cp310-cp310-linux_aarch64.whl",),
+    torch_only = VendorSource.pinned(index=None, wheels=("https://example.invalid/torch-2.8.0-cp310-cp310-linux_aarch64.whl",),
                               pins={"torch": "2.8.0"}, numpy="<2", apt=())
     report = run(make_env(tmp_path / "env"), vendor=torch_only, strict=True)
     statuses = {check: report.check(check).status for check in ("bnb-library", "bnb-kernels", "bnb-int8")}
@@ -582,7 +582,7 @@ def test_evidence_records_the_environment_it_checked(tmp_path: Path) -> None:
 
 
 def test_the_installed_vendor_source_is_what_the_build_is_checked_against(tmp_path: Path) -> None:
-    fallback = VendorSource(index=None, wheels=("https://example.invalid/torch-2.5.0a0+872d972e41.nv24.08-cp310-cp310-linux_aarch64.whl",),
+    fallback = VendorSource.pinned(index=None, wheels=("https://example.invalid/torch-2.5.0a0+872d972e41.nv24.08-cp310-cp310-linux_aarch64.whl",),
                             pins={"torch": "2.5.0a0+872d972e41.nv24.08"}, numpy="<2", apt=())
     env = make_env(tmp_path / "env", torch_version="2.5.0a0+872d972e41.nv24.08")
     assert run(env, vendor=fallback).check("torch-build").status == "ok"

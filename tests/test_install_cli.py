@@ -22,20 +22,17 @@ from typing import Dict, List, Optional
 import pytest
 from packaging.version import Version
 from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
+from support.catalogs import stub_catalog_text
 
 TOP = Path(__file__).resolve().parent.parent
 VENDOR_PACKAGES = {"torch", "torchvision", "torchaudio", "bitsandbytes"}
 
 
 @pytest.fixture
-def stub_catalog(tmp_path: Path) -> Path:
-    """wheels-index.toml with the jp6-cu126 pins replaced by the stub vendor builds."""
-    text = (TOP / "wheels-index.toml").read_text()
-    real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
-    stub = "pins = { " + ", ".join(f'{k} = "{v}"' for k, v in VENDOR_PINS.items()) + " }"
-    assert real in text
+def stub_catalog(tmp_path: Path, stub_index_dirs) -> Path:
+    """wheels-index.toml with the jp6-cu126 source describing the stub vendor builds."""
     path = tmp_path / "wheels-index.toml"
-    path.write_text(text.replace(real, stub))
+    path.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), stub_index_dirs.vendor))
     return path
 
 
@@ -433,3 +430,112 @@ def test_a_branch_is_looked_up_once_per_run_and_a_tag_never_after_the_first(
     lookups.write_text("")
     assert run("v0.1.3") == "unchanged"
     assert lookups.read_text() == ""
+
+
+@pytest.fixture
+def swap_index(tmp_path: Path, start_index):
+    """An index serving another torch under the vendor torch's exact version: a CPU build,
+    as the public aarch64 torch 2.8.0 is one under plain `2.8.0`."""
+    from support import build_wheel
+    from support.stub_projects import _TORCH_INIT_BODY, _torch_modules
+
+    directory = tmp_path / "swap"
+    build_wheel(directory, "torch", VENDOR_TORCH, modules=_torch_modules(False, None), init_body=_TORCH_INIT_BODY,
+                source_index="swap")
+    return start_index(directory, name="swap")
+
+
+def doctor_torch_build(installer: Installer) -> dict:
+    result = subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--venv", str(installer.venv),
+                             "--root", "sample:agx-orin-64gb-jp6.2", "--check", "torch-build", "--json"],
+                            capture_output=True, text=True, env=installer.env, timeout=120)
+    return next(c for c in json.loads(result.stdout)["checks"] if c["id"] == "torch-build")
+
+
+@pytest.mark.parametrize("swapper", ["pip", "uv"])
+def test_a_same_version_swap_is_caught_by_doctor_and_repaired_by_a_rerun(
+    installer: Installer, swap_index, stub_index_dirs, start_index, swapper: str
+) -> None:
+    # Files are immutable under their names, as public indexes serve them: uv may cache them.
+    vendor_index = start_index(stub_index_dirs.vendor, name="vendor", cache_files=True)
+    installer.vendor_url = vendor_index.url
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    assert doctor_torch_build(installer)["status"] == "ok"
+    if swapper == "pip":
+        argv = [str(installer.venv / "bin" / "pip"), "install", "--force-reinstall", "--no-deps", "torch",
+                "--index-url", swap_index.url]
+        swapped = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=180)
+    else:
+        uv_bin = __import__("uv").find_uv_bin()
+        script = f'. "{installer.venv}/bin/activate" && "{uv_bin}" pip install --reinstall torch --default-index "{swap_index.url}"'
+        swapped = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=installer.env, timeout=180)
+    assert swapped.returncode == 0, swapped.stdout + swapped.stderr
+    assert installer.torch() == f"{VENDOR_TORCH} swap"  # the constraint `torch==<version>` let it in
+    check = doctor_torch_build(installer)
+    assert check["status"] == "fail"
+    assert "not the installed vendor build: torch" in check["detail"]
+    assert check["fix"].startswith("jetson-install obliteratus ")
+    vendor_index.clear_requests()
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert data["status"] == "installed" and os.readlink(installer.venv) != before
+    assert "building a new environment with the recorded builds" in stderr
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+    assert vendor_index.downloaded_files() == []  # the recorded files came from the uv cache
+    assert doctor_torch_build(installer)["status"] == "ok"
+
+
+def test_a_noop_rerun_asks_no_index_anything(installer: Installer, vendor_index, public_index) -> None:
+    assert installer.run()[0] == 0
+    vendor_index.clear_requests()
+    public_index.clear_requests()
+    code, data, stderr = installer.run()
+    assert code == 0 and data["status"] == "unchanged", stderr
+    assert vendor_index.requests == [] and public_index.requests == []
+    assert "as recorded in" in stderr
+    upgraded = subprocess.run(installer.argv() + ["--upgrade"], capture_output=True, text=True, env=installer.env,
+                              timeout=300)
+    assert upgraded.returncode == 0 and json.loads(upgraded.stdout)["status"] == "unchanged", upgraded.stderr
+    assert set(vendor_index.requested_projects()) == VENDOR_PACKAGES  # --upgrade read the index again
+
+
+def test_the_install_records_each_vendor_build_it_installed(installer: Installer, stub_index_dirs) -> None:
+    assert installer.run()[0] == 0
+    record = json.loads((installer.venv / "jetson-install" / "vendor.json").read_text())
+    torch = next(f for f in record["resolution"]["files"] if f["name"] == "torch")
+    wheel = next(stub_index_dirs.vendor.glob("torch-*.whl"))
+    assert torch["file"] == wheel.name and torch["known"] is True
+    assert torch["sha256"] == __import__("hashlib").sha256(wheel.read_bytes()).hexdigest()
+    assert record["torch_cuda"] == "12.6"
+    assert set(record["installed"]) == VENDOR_PACKAGES
+    assert record["installed"]["torch"]["tags"] == ["py3-none-any"] and len(record["installed"]["torch"]["record_sha256"]) == 64
+
+
+def test_runtime_companions_come_from_the_default_index_recorded_and_pinned(
+    tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path
+) -> None:
+    from support import build_wheel
+
+    companion = "nvidia-cuda-runtime-cu12"
+    build_wheel(private_index_dirs.public, companion, "12.9.79", source_index="public")
+    # The vendor index carries the name too: a companion must never come from it.
+    build_wheel(private_index_dirs.vendor, companion, "99.0", source_index="vendor")
+    catalog = tmp_path / "companions-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
+                                         companions=(f"{companion}==12.9.79",)))
+    env = isolated_env(tmp_path, fast_fail=True)
+    env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+    vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public)
+    installer = Installer(tmp_path / "obl", env, vendor.url, public.url, obliteratus_source)
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert "companions" in [s["id"] for s in data["steps"]]
+    assert installer.python("import nvidia_cuda_runtime_cu12 as m; print(m.__version__, m.__source_index__)") == "12.9.79 public"
+    assert companion not in vendor.requested_projects()
+    record = json.loads((installer.venv / "jetson-install" / "vendor.json").read_text())
+    wheel = next(private_index_dirs.public.glob("nvidia_cuda_runtime_cu12-*.whl"))
+    assert record["companions"] == [{"name": companion, "version": "12.9.79",
+                                     "hashes": [__import__("hashlib").sha256(wheel.read_bytes()).hexdigest()]}]
+    constraints = (installer.venv / "jetson-install" / "constraints.txt").read_text().split()
+    assert f"{companion}==12.9.79" in constraints and f"torch=={VENDOR_TORCH}" in constraints

@@ -41,7 +41,7 @@ def test_redact_data_reaches_nested_strings() -> None:
 
 
 def test_uv_gets_credentials_from_its_environment_not_its_command_line() -> None:
-    argv = uv.vendor_install_argv("/py", f"https://alice:{SECRET}@mirror.example/simple", (), {"torch": "2.8.0"})
+    argv = uv.vendor_install_argv("/py", f"https://alice:{SECRET}@mirror.example/simple", False, ["torch==2.8.0"])
     assert SECRET not in " ".join(argv) and "alice" not in " ".join(argv)
     assert "private=https://mirror.example/simple" in argv
     assert uv._credential_env(f"https://alice:{SECRET}@mirror.example/simple") == {
@@ -83,11 +83,10 @@ def test_install_authenticates_yet_nothing_written_or_shown_holds_the_secret(
     vendor = start_index(stub_index_dirs.vendor, name="vendor", credentials=f"alice:{SECRET}")
     public = start_index(stub_index_dirs.public, name="public", credentials=f"{TOKEN}:")
     env = isolated_env(tmp_path, fast_fail=True)
-    text = (TOP / "wheels-index.toml").read_text()
-    from support import VENDOR_PINS
-    real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
+    from support.catalogs import stub_catalog_text
+
     catalog = tmp_path / "wheels-index.toml"
-    catalog.write_text(text.replace(real, "pins = { " + ", ".join(f'{k} = "{v}"' for k, v in VENDOR_PINS.items()) + " }"))
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), stub_index_dirs.vendor))
     env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
     venv = tmp_path / "obl"
     result = run_cli(["obliteratus", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable,

@@ -10,7 +10,7 @@ from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
 
 def check_bnb_library(ctx: Context) -> Verdict:
     source = ctx.source
-    if ctx.channel is not None and source is not None and "bitsandbytes" not in source.pins:
+    if ctx.channel is not None and source is not None and "bitsandbytes" not in source.preferred.specifiers:
         return NOT_APPLICABLE, (f"no Jetson bitsandbytes build for channel {ctx.channel.id}: OBLITERATUS is installed "
                       "without its quantization extra"), None
     data = ctx.bnb.data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
 from packaging.specifiers import InvalidSpecifier
@@ -12,6 +13,7 @@ from jetson_install.doctor.checks_kernels import kernels_ran_correctly
 from jetson_install.doctor.context import Context, uv_command
 from jetson_install.doctor.missing_libraries import MissingLibrary, missing_library
 from jetson_install.doctor.results import FAIL, OK, WARN, Verdict
+from jetson_install.identity import EnvironmentRecord, read_record
 from jetson_install.versions import satisfies
 
 
@@ -68,6 +70,17 @@ def check_torch_build(ctx: Context) -> Verdict:
         version = Version(raw)
     except InvalidVersion:
         return FAIL, f"torch reports an unparseable version {raw!r}", ctx.torch_install_fix()
+    # An environment jetson-install made records what it installed: a same-version swap
+    # (pip --force-reinstall, uv --reinstall) shows as another wheel tag or RECORD.
+    environment = Path(ctx.python).parent.parent
+    record = read_record(environment)
+    if record is not None:
+        changed = record.differences(environment)
+        if changed:
+            return FAIL, f"not the installed vendor build: {'; '.join(changed)}", _repair(record)
+        if record.torch_cuda and cuda != record.torch_cuda:
+            return (FAIL, f"torch {raw} reports CUDA {cuda}, the installed build {record.torch_cuda}",
+                    _repair(record))
     if (version.local and "cpu" in version.local) or not cuda:
         return FAIL, f"torch {raw} is a CPU-only build (torch.version.cuda is {cuda})", ctx.torch_install_fix()
     pin = ctx.source.pins.get("torch") if ctx.source is not None else None
@@ -88,7 +101,15 @@ def check_torch_build(ctx: Context) -> Verdict:
             ctx.torch_install_fix(),
         )
     against = f", pin {pin}" if pin else ""
+    if record is not None:
+        torch = record.resolution.file("torch")
+        against = f", the installed build {torch.file if torch and torch.file else record.resolution.set_name}"
     return OK, f"torch {raw}, CUDA {cuda}{against}", None
+
+
+def _repair(record: EnvironmentRecord) -> str:
+    """A re-run builds a new environment from the recorded builds (the uv cache has them) and switches to it."""
+    return f"{record.repair or 'jetson-install obliteratus'} (rebuilds the environment with the recorded vendor builds)"
 
 
 def check_cuda_available(ctx: Context) -> Verdict:

@@ -119,6 +119,7 @@ class LoopbackIndex(object):
         credentials: Optional[str] = None,
         slow: Optional[Dict[str, float]] = None,
         cache_files: bool = False,
+        pep691: bool = False,
     ) -> None:
         self.root = Path(root)
         self.credentials = credentials  # "user:password": every request must carry them (HTTP Basic)
@@ -128,6 +129,8 @@ class LoopbackIndex(object):
         self.cache_files = cache_files
         self.core_metadata = core_metadata
         self.hidden = set(normalize_name(n) for n in hide)
+        # Answer clients that ask for it (Accept: application/vnd.pypi.simple.v1+json) with PEP 691 JSON.
+        self.pep691 = pep691
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._requests: List[str] = []
@@ -328,6 +331,24 @@ class LoopbackIndex(object):
             links.append("<a {}>{}</a>".format(" ".join(attrs), html.escape(path.name)))
         return _html_page("Links for " + html.escape(project), links)
 
+    def project_json(self, project: str) -> Optional[bytes]:
+        """The PEP 691 JSON form of ``project_page``: the same files, hashes as a mapping."""
+        import json
+
+        files = self.projects().get(normalize_name(project))
+        if not files:
+            return None
+        entries = []
+        for path in files:
+            info = self._file_info(path)
+            entry = {"filename": path.name, "url": "../../files/" + _quote_filename(path.name),
+                     "hashes": {"sha256": info.sha256}}
+            if info.requires_python:
+                entry["requires-python"] = info.requires_python
+            entries.append(entry)
+        body = {"meta": {"api-version": "1.0"}, "name": normalize_name(project), "files": entries}
+        return json.dumps(body).encode("utf-8")
+
     def file_bytes(self, filename: str) -> Optional[bytes]:
         if "/" in filename or filename.startswith("."):
             return None
@@ -395,6 +416,11 @@ def _make_handler(index: LoopbackIndex) -> type:
                 self._send(200, index.root_page(), "text/html", head)
                 return
             if len(parts) == 2 and parts[0] == "simple":
+                if index.pep691 and "application/vnd.pypi.simple.v1+json" in (self.headers.get("Accept") or ""):
+                    body = index.project_json(parts[1])
+                    if body is not None:
+                        self._send(200, body, "application/vnd.pypi.simple.v1+json", head)
+                        return
                 page = index.project_page(parts[1])
                 if page is None:
                     self._send(404, b"not found\n", "text/plain", head)

@@ -1,0 +1,217 @@
+"""The one module that talks HTTP to a package index: it reads a vendor index's listings
+(PEP 691 JSON where served, else PEP 503 HTML) and resolves a source's sets against them.
+
+Only `plan --resolve`, the install (when it has no recorded resolution to reuse, or with
+--upgrade) and `channels --check` come here; `plan` stays offline.
+"""
+
+from __future__ import annotations
+
+import html.parser
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
+
+from jetson_install.catalog import VendorSource
+from jetson_install.errors import JetsonInstallError
+from jetson_install.identity import ChosenFile, ListedFile, Resolution, choose_set, target_tags
+from jetson_install.redact import credentials, redact
+
+__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "project_files", "resolve", "SetReport", "check_source"]
+
+#: Seconds to open a connection to an index, and to wait for each read from it: an index
+#: that is down costs seconds, never a hang.
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 15.0
+_PEP691 = "application/vnd.pypi.simple.v1+json"
+
+
+class IndexUnreachable(JetsonInstallError):
+    """The index did not answer (or answered with an error)."""
+
+
+def project_files(index: str, project: str) -> List[ListedFile]:
+    """The files `index` lists for `project`; empty when the index does not carry it (404)."""
+    base = index.rstrip("/") + "/"
+    url = urljoin(base, f"{project}/")
+    if urlsplit(url).scheme == "file":
+        return _local_project(url)
+    import requests
+
+    try:
+        response = requests.get(url, headers={"Accept": f"{_PEP691}, text/html;q=0.1"},
+                                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+    except requests.RequestException as exc:
+        raise _unreachable(index, type(exc).__name__) from None
+    if response.status_code == 404:
+        return []
+    if response.status_code != 200:
+        raise _unreachable(index, f"HTTP {response.status_code}")
+    if response.headers.get("Content-Type", "").split(";")[0].strip() == _PEP691:
+        return _from_json(response.json(), response.url)
+    return _from_html(response.text, response.url)
+
+
+def _unreachable(index: str, why: str) -> IndexUnreachable:
+    return IndexUnreachable(
+        f"the vendor index {redact(index)} did not answer ({why}; waited {CONNECT_TIMEOUT:g} s to connect, "
+        f"{READ_TIMEOUT:g} s per read)",
+        fix="retry later, use the channel's fallback: --vendor-fallback, or a mirror: --vendor-index URL",
+    )
+
+
+def _without_credentials(url: str) -> str:
+    """A file URL as recorded and shown: a mirror's user name and token stay in the settings."""
+    secret = credentials(url)
+    return secret.url if secret else url
+
+
+def _local_project(url: str) -> List[ListedFile]:
+    page = Path(unquote(urlsplit(url).path)) / "index.html"
+    if not page.is_file():
+        return []
+    return _from_html(page.read_text(encoding="utf-8", errors="replace"), url)
+
+
+def _from_json(data: Any, page_url: str) -> List[ListedFile]:
+    files = []
+    for item in data.get("files", []) if isinstance(data, dict) else []:
+        if not isinstance(item, dict) or "filename" not in item or "url" not in item:
+            continue
+        hashes = item.get("hashes") or {}
+        yanked = item.get("yanked", False)
+        files.append(ListedFile(str(item["filename"]), _without_credentials(urljoin(page_url, str(item["url"]))),
+                                hashes.get("sha256") if isinstance(hashes, dict) else None, bool(yanked)))
+    return files
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: List[Tuple[Dict[str, Optional[str]], str]] = []
+        self._open: Optional[Dict[str, Optional[str]]] = None
+        self._text: List[str] = []
+
+    def handle_starttag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
+        if tag == "a":
+            self._open, self._text = dict(attrs), []
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._open is not None:
+            self.links.append((self._open, "".join(self._text).strip()))
+            self._open = None
+
+
+def _from_html(text: str, page_url: str) -> List[ListedFile]:
+    parser = _Links()
+    parser.feed(text)
+    files = []
+    for attrs, label in parser.links:
+        href = attrs.get("href")
+        if not href:
+            continue
+        url, fragment = urldefrag(urljoin(page_url, href))
+        filename = label or unquote(url.rsplit("/", 1)[-1])
+        sha256 = fragment[len("sha256="):].lower() if fragment.startswith("sha256=") else None
+        files.append(ListedFile(filename, _without_credentials(url), sha256, "data-yanked" in attrs))
+    return files
+
+
+def _listings(source: VendorSource, index: str) -> Dict[str, List[ListedFile]]:
+    names: List[str] = []
+    for version_set in source.sets:
+        names.extend(name for name in version_set.specifiers if name not in names)
+    return {name: project_files(index, name) for name in names}
+
+
+def resolve(source: VendorSource, index: Optional[str], python: str) -> Resolution:
+    """Resolve `source`'s sets against `index` (its own, or a mirror) for CPython `python`.
+
+    A source of direct wheel URLs, or the default index when no URL for it was given
+    (uv's own default is not read here), resolves to its preferred set without a request.
+    """
+    if index is None:
+        return offline_resolution(source)
+    return choose_set(_without_credentials(index), source.sets, source.preferred, source.prereleases, source.builds,
+                      _listings(source, index), target_tags(python))
+
+
+def offline_resolution(source: VendorSource) -> Resolution:
+    """The preferred set as the catalog knows it, for sources that are not read live."""
+    known = {build.name: build for build in source.builds}
+    files = []
+    for url in source.wheels:
+        name = url.rsplit("/", 1)[-1]
+        build = next((b for b in source.builds if b.file == unquote(name)), None)
+        from packaging.utils import parse_wheel_filename
+
+        package, version, _, _ = parse_wheel_filename(unquote(name))
+        files.append(ChosenFile(str(package), str(version), unquote(name), url,
+                                build.sha256 if build else None, build is not None, build.cuda if build else None))
+    if not files:
+        for package, version in source.preferred.pins.items():
+            build = known.get(package) if known.get(package) and version in known[package].file else None
+            files.append(ChosenFile(package, version, build.file if build else "", "", build.sha256 if build else None,
+                                    build is not None, build.cuda if build else None))
+    reason = "the preferred set, as wheels-index.toml records it (this source is not read live)"
+    return Resolution(source.location, source.preferred.name, tuple(files), reason)
+
+
+@dataclass(frozen=True)
+class SetReport:
+    """`channels --check` for one source: the preferred set present and unchanged, newer sets."""
+
+    channel: str
+    index: str
+    ok: bool
+    lines: Tuple[str, ...]
+
+
+def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str) -> SetReport:
+    from jetson_install.identity import IdentityMismatch, NothingInPolicy, _complete
+
+    where = index or source.location
+    if index is None:
+        return SetReport(channel_id, where, True, ("not read: the source has no index URL to list",))
+    try:
+        listings = _listings(source, index)
+    except IndexUnreachable as exc:
+        return SetReport(channel_id, where, False, (exc.message,))
+    tags = target_tags(python)
+    known = {build.file: build for build in source.builds}
+    lines: List[str] = []
+    ok = True
+    try:
+        preferred = _complete(where, source.preferred, source.prereleases, known, listings, tags)
+    except IdentityMismatch as exc:
+        return SetReport(channel_id, where, False, (f"preferred set {source.preferred.name}: {exc.message}",))
+    if preferred is None:
+        ok = False
+        lines.append(f"preferred set {source.preferred.name}: missing (the index does not list all of it)")
+    else:
+        unknown = [chosen.file for chosen in preferred if not chosen.known]
+        lines.append(f"preferred set {source.preferred.name}: present"
+                     + (f"; not in wheels-index.toml: {', '.join(unknown)}" if unknown else ", hashes unchanged"))
+    from packaging.version import Version
+
+    floor = Version(preferred[0].version) if preferred else None
+    for version_set in source.sets:
+        if version_set is source.preferred:
+            continue
+        try:
+            found = _complete(where, version_set, source.prereleases, known, listings, tags)
+        except (IdentityMismatch, NothingInPolicy) as exc:
+            lines.append(f"set {version_set.name}: {exc.message}")
+            continue
+        if found and (floor is None or Version(found[0].version) > floor):
+            lines.append(f"newer set within policy: {version_set.name} ({', '.join(c.file for c in found)})")
+    return SetReport(channel_id, where, ok, tuple(lines))
+
+
+def sources_to_check(sources: Sequence[VendorSource]) -> List[VendorSource]:
+    return [source for source in sources if source.index]

@@ -1,0 +1,193 @@
+"""Resolving a source's sets against loopback indexes: which set, why, and what is refused.
+
+Each index here is a directory of stub wheels served on 127.0.0.1, as PEP 503 HTML or
+PEP 691 JSON; the catalog is the real wheels-index.toml with its jp6-cu126 source
+describing those stubs (support.catalogs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+from support import VENDOR_PINS, VENDOR_TORCH, build_wheel, wheel_filename
+from support.catalogs import stub_catalog_text
+
+from jetson_install import index
+from jetson_install.catalog import load_catalog
+from jetson_install.identity import IdentityMismatch, NothingInPolicy
+
+TOP = Path(__file__).resolve().parent.parent
+REAL = (TOP / "wheels-index.toml").read_text()
+OLDER = {"torch": "2.6.0", "torchvision": "0.21.0", "torchaudio": "2.6.0", "bitsandbytes": ">=0.46.1"}
+MISSING = {"torch": "2.7.0", "torchvision": "0.22.0", "torchaudio": "2.7.0"}
+INCOMPLETE = {"torch": "2.9.0", "torchvision": "0.24.0", "torchaudio": "2.9.0"}
+
+
+def source_for(tmp_path: Path, vendor_dir: Path, **options: Any):
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(stub_catalog_text(REAL, vendor_dir, **options))
+    return load_catalog(path).channel("jp6-cu126").primary
+
+
+@pytest.fixture
+def vendor_dir(private_index_dirs) -> Path:
+    """The stub vendor builds, plus a complete torch 2.6 set and a lone torch 2.9."""
+    directory = private_index_dirs.vendor
+    for name in ("torch", "torchvision", "torchaudio"):
+        build_wheel(directory, name, OLDER[name])
+    build_wheel(directory, "torch", INCOMPLETE["torch"])
+    return directory
+
+
+@pytest.mark.parametrize("pep691", [False, True])
+def test_the_preferred_set_is_taken_when_listed(tmp_path: Path, vendor_dir: Path, start_index, pep691: bool) -> None:
+    served = start_index(vendor_dir, pep691=pep691)
+    source = source_for(tmp_path, vendor_dir, sets=[VENDOR_PINS, OLDER])
+    resolution = index.resolve(source, served.url, "3.10")
+    assert resolution.pins == VENDOR_PINS
+    assert resolution.reason == f"the preferred set torch=={VENDOR_TORCH} is listed"
+    torch = resolution.file("torch")
+    assert torch.known and torch.cuda == "12.6"
+    assert torch.sha256 == next(b.sha256 for b in source.builds if b.name == "torch")
+    assert resolution.warnings == ()
+
+
+def test_newest_complete_set_within_policy_when_the_preferred_is_missing(tmp_path: Path, vendor_dir: Path,
+                                                                          start_index) -> None:
+    served = start_index(vendor_dir)
+    source = source_for(tmp_path, vendor_dir, sets=[MISSING, OLDER, INCOMPLETE], preferred="2.7.0")
+    resolution = index.resolve(source, served.url, "3.10")
+    # 2.9.0 has no torchvision or torchaudio there: an incomplete set is skipped, not half-installed.
+    assert resolution.set_name == "torch==2.6.0"
+    assert resolution.pins["torchvision"] == "0.21.0"
+    assert "the preferred set torch==2.7.0 is not complete" in resolution.reason
+    assert "is not complete on the index" in resolution.warnings[0]
+
+
+def test_an_unlisted_build_is_accepted_with_a_warning_and_recorded_as_unknown(tmp_path: Path, vendor_dir: Path,
+                                                                            start_index) -> None:
+    served = start_index(vendor_dir)
+    source = source_for(tmp_path, vendor_dir, known=("torchvision", "torchaudio", "bitsandbytes"))
+    resolution = index.resolve(source, served.url, "3.10")
+    torch = resolution.file("torch")
+    assert not torch.known and torch.sha256 and torch.cuda is None
+    assert any(w.startswith(torch.file) and "not a build wheels-index.toml lists" in w and torch.sha256 in w
+               for w in resolution.warnings)
+
+
+def test_nothing_in_policy_says_what_the_index_has(tmp_path: Path, vendor_dir: Path, start_index) -> None:
+    served = start_index(vendor_dir)
+    source = source_for(tmp_path, vendor_dir, sets=[MISSING], preferred="2.7.0")
+    with pytest.raises(NothingInPolicy) as caught:
+        index.resolve(source, served.url, "3.10")
+    assert "lists no complete set within policy (torch==2.7.0)" in caught.value.message
+    assert "torch: " in caught.value.message and "2.9.0" in caught.value.message
+    assert "--vendor-index URL" in caught.value.fix and "--vendor-fallback" in caught.value.fix
+
+
+def test_a_pre_release_does_not_count_unless_the_source_says_so(tmp_path: Path, vendor_dir: Path, start_index) -> None:
+    served = start_index(vendor_dir)
+    text = stub_catalog_text(REAL, vendor_dir, sets=[OLDER, {"torch": ">=2.5.0a0,<2.6", "torchvision": ">=0",
+                                                           "torchaudio": ">=0"}], preferred="2.6.0")
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(text.replace("prereleases = true\nsets", "sets", 1))
+    source = load_catalog(path).channel("jp6-cu126").primary
+    assert index.resolve(source, served.url, "3.10").set_name == "torch==2.6.0"
+    assert not source.prereleases
+
+
+@pytest.mark.parametrize("prefix", [False, True])
+def test_another_file_under_a_recorded_name_is_refused_naming_both(tmp_path: Path, vendor_dir: Path, start_index,
+                                                                   prefix: bool) -> None:
+    options: Dict[str, Any] = {"prefix_only": ("torchvision",)} if prefix else {}
+    source = source_for(tmp_path, vendor_dir, **options)
+    recorded = next(b for b in source.builds if b.name == "torchvision")
+    # The vendor re-publishes a different build under the same file name.
+    tampered = vendor_dir / wheel_filename("torchvision", VENDOR_PINS["torchvision"])
+    rebuilt = build_wheel(tmp_path / "other", "torchvision", VENDOR_PINS["torchvision"], summary="another build")
+    shutil.copyfile(rebuilt, tampered)
+    served = start_index(vendor_dir, pep691=prefix)
+    with pytest.raises(IdentityMismatch) as caught:
+        index.resolve(source, served.url, "3.10")
+    message = caught.value.message
+    assert tampered.name in message and served.url in message
+    assert (recorded.sha256_prefix if prefix else recorded.sha256) in message
+    served_hash = __import__("hashlib").sha256(tampered.read_bytes()).hexdigest()
+    assert served_hash in message
+
+
+def test_an_unreachable_index_is_one_line_fast_with_the_fallback_and_mirror(tmp_path: Path, vendor_dir: Path) -> None:
+    source = source_for(tmp_path, vendor_dir)
+    started = time.monotonic()
+    with pytest.raises(index.IndexUnreachable) as caught:
+        index.resolve(source, "http://127.0.0.1:9/simple", "3.10")
+    assert time.monotonic() - started < 5
+    assert "http://127.0.0.1:9/simple did not answer" in caught.value.message
+    assert f"{index.CONNECT_TIMEOUT:g} s to connect" in caught.value.message
+    assert "--vendor-fallback" in caught.value.fix and "--vendor-index URL" in caught.value.fix
+
+
+def channels_check(tmp_path: Path, vendor_dir: Path, *args: str, **options: Any) -> subprocess.CompletedProcess:
+    path = tmp_path / "check-index.toml"
+    path.write_text(stub_catalog_text(REAL, vendor_dir, **options))
+    env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(path), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
+    return subprocess.run([sys.executable, "-m", "jetson_install", "channels", "--check", *args],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_channels_check_reports_the_preferred_set_and_newer_sets(tmp_path: Path, vendor_dir: Path, start_index) -> None:
+    served = start_index(vendor_dir, pep691=True)
+    newer = {"torch": "2.6.0", "torchvision": "0.21.0", "torchaudio": "2.6.0"}
+    result = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", served.url,
+                            sets=[newer, VENDOR_PINS], preferred=VENDOR_TORCH)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"preferred set torch=={VENDOR_TORCH}: present, hashes unchanged" in result.stdout
+    assert "newer set within policy: torch==2.6.0" in result.stdout
+
+
+def test_channels_check_fails_when_a_preferred_build_is_missing_or_changed(tmp_path: Path, vendor_dir: Path,
+                                                                          start_index) -> None:
+    served = start_index(vendor_dir)
+    missing = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", served.url,
+                             sets=[MISSING], preferred="2.7.0")
+    assert missing.returncode == 1
+    assert "preferred set torch==2.7.0: missing" in missing.stdout
+    tampered = vendor_dir / wheel_filename("torchaudio", VENDOR_PINS["torchaudio"])
+    text = stub_catalog_text(REAL, vendor_dir)  # records the hash before the change
+    shutil.copyfile(build_wheel(tmp_path / "other", "torchaudio", VENDOR_PINS["torchaudio"], summary="x"), tampered)
+    path = tmp_path / "check-index.toml"
+    path.write_text(text)
+    env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(path), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
+    changed = subprocess.run([sys.executable, "-m", "jetson_install", "channels", "--check", "jp6-cu126",
+                              "--vendor-index", served.url, "--json"], capture_output=True, text=True, env=env,
+                             timeout=60)
+    assert changed.returncode == 1
+    report = json.loads(changed.stdout)[0]
+    assert report["ok"] is False and "refusing a different build" in report["lines"][0]
+
+
+def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_dir: Path, start_index) -> None:
+    served = start_index(vendor_dir)
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(stub_catalog_text(REAL, vendor_dir))
+    env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(path), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1",
+               XDG_CONFIG_HOME=str(tmp_path))
+    argv = [sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
+            "--vendor-index", served.url, "--json"]
+    offline = json.loads(subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60).stdout)
+    assert served.requests == [] and offline["resolution"] is None
+    assert offline["policy"]["preferred"] == f"torch=={VENDOR_TORCH}" and offline["set"] == f"torch=={VENDOR_TORCH}"
+    resolved = json.loads(subprocess.run(argv + ["--resolve"], capture_output=True, text=True, env=env,
+                                         timeout=60).stdout)
+    assert set(served.requested_projects()) == {"torch", "torchvision", "torchaudio", "bitsandbytes"}
+    assert resolved["resolution"]["reason"] == f"the preferred set torch=={VENDOR_TORCH} is listed"
+    vendor = next(s for s in resolved["steps"] if s["id"] == "vendor")["command"]
+    assert any(arg.startswith("torch @ ") and "#sha256=" in arg for arg in vendor)
