@@ -16,7 +16,8 @@ from typing import Optional, Tuple
 from jetson_install.source_identity import split_git_url
 from jetson_install.uv_errors import UvFailure
 
-__all__ = ["Rerun", "StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of"]
+__all__ = ["Rerun", "StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of",
+           "index_down_fix", "vendor_missing_fix"]
 
 
 @dataclass(frozen=True)
@@ -96,13 +97,13 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
         return (f"{where} must carry pip, setuptools and wheel (every new environment gets them): add them "
                 f"to the mirror, or use another: {rerun.with_option('--default-index', 'URL')}")
     if kind == "network":
-        return _index_down_fix(context)
+        return index_down_fix(context)
     if kind == "missing-file":
         return (f"{failure.subject or 'a file the build reads'} is missing (a dangling symlink?): restore or "
                 f"remove it, then run: {rerun}")
     if kind == "unsatisfiable":
         if context.step == "vendor":
-            return _vendor_missing_fix(context)
+            return vendor_missing_fix(context)
         return usual
     return f"fix the cause uv names above, then run: {rerun}"
 
@@ -112,7 +113,7 @@ def repository_of(source: str) -> str:
     return split_git_url(source)[0] if source.startswith("git+") else source
 
 
-def _index_down_fix(context: StepContext) -> str:
+def index_down_fix(context: StepContext) -> str:
     rerun = context.rerun
     if context.step == "vendor":
         where = context.index or "the vendor index"
@@ -125,7 +126,7 @@ def _index_down_fix(context: StepContext) -> str:
             f"{rerun.with_option('--default-index', 'URL')}")
 
 
-def _vendor_missing_fix(context: StepContext) -> str:
+def vendor_missing_fix(context: StepContext) -> str:
     rerun = context.rerun
     where = context.index or "the vendor source"
     fix = f"{where} does not carry the pinned vendor builds: use a mirror that does: {rerun.with_option('--vendor-index', 'URL')}"

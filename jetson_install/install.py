@@ -19,7 +19,16 @@ from jetson_install.environment import (
     EnvironmentHome, protect, recorded_plan, recorded_vendor, write_constraints, write_private, write_requirements,
 )
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
-from jetson_install.fixes import Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of
+from jetson_install.fixes import (
+    Rerun,
+    StepContext,
+    fix_for_os_error,
+    fix_for_uv_failure,
+    index_down_fix,
+    os_error_reason,
+    repository_of,
+    vendor_missing_fix,
+)
 from jetson_install.identity import Companion, EnvironmentRecord, read_record, record_installed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
 from jetson_install.plan import COMPANIONS_FILE, EVIDENCE_FILE, STATE_DIR, Plan, resolved_plan
@@ -183,23 +192,33 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
 
 
 def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRecord], upgrade: bool,
-             progress: Display) -> Plan:
+             run: "_Run") -> Plan:
     """The plan with its vendor set: the recorded one while the policy is unchanged, else the index's."""
     from jetson_install import index
+    from jetson_install.identity import NothingInPolicy
 
     if plan.vendor is None:  # --use-existing-torch keeps the interpreter's own stack
         return plan
     recorded = recorded_plan(current) if current is not None else None
     if record is not None and not upgrade and recorded is not None and recorded.get("policy") == plan.vendor.policy():
-        progress(f"vendor set: {record.resolution.set_name}, as recorded in {current} (no index read; "
-                 "--upgrade reads it again)")
+        run.progress(f"vendor set: {record.resolution.set_name}, as recorded in {current} (no index read; "
+                     "--upgrade reads it again)")
         return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
     vendor_index = plan.settings.default_index.value if plan.vendor.default_index else plan.vendor.index
     try:
         resolution = index.resolve(plan.vendor, vendor_index, plan.python_abi or "3")
     except JetsonInstallError as exc:
-        raise StepFailed("vendor-set", f"step 'vendor-set' failed: {exc.message}", exc.fix) from None
-    progress(f"vendor set: {resolution.set_name} from {resolution.source}: {resolution.reason}")
+        # Reading the index is the vendor step's first half: its fixes are the vendor step's.
+        context = StepContext("vendor", run.rerun, vendor_index, Path(plan.venv + ".d"), "",
+                              fallback=plan.fallback_location is not None
+                              and plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index"))
+        fix = exc.fix
+        if isinstance(exc, index.IndexUnreachable):
+            fix = index_down_fix(context)
+        elif isinstance(exc, NothingInPolicy):
+            fix = vendor_missing_fix(context)
+        raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", fix) from None
+    run.progress(f"vendor set: {resolution.set_name} from {resolution.source}: {resolution.reason}")
     return resolved_plan(plan, resolution)
 
 
@@ -209,7 +228,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
     current = home.current()
     record = read_record(current) if current is not None else None
     try:
-        plan = _resolve(plan, current, record, upgrade, progress)
+        plan = _resolve(plan, current, record, upgrade, run)
     except StepFailed as failure:
         return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
     run.plan = plan
