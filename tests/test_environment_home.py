@@ -106,12 +106,19 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
     def fake_build(plan, home, staging, interpreter, fingerprint, source, run):  # the real steps need uv and indexes
         (staging / STATE_DIR).mkdir(parents=True)
         home.mark_complete(staging, fingerprint)
-        return home.switch_to(staging)
+        return plan, home.switch_to(staging)
+
+    def fake_resolve(plan, current, record, upgrade, run):  # the preferred set, without reading the index
+        from jetson_install.index import offline_resolution
+        from jetson_install.plan import resolved_plan
+
+        return resolved_plan(plan, offline_resolution(plan.vendor))
 
     def rmtree_interrupted(path, ignore_errors=False):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(install_module, "_build", fake_build)
+    monkeypatch.setattr(install_module, "_resolve", fake_resolve)
     monkeypatch.setattr(environment_module.shutil, "rmtree", rmtree_interrupted)
     result = install_module.install(plan, progress=lambda line: None, rerun="jetson-install obliteratus")
     assert result.status == "interrupted" and result.exit_code == 130
