@@ -444,17 +444,10 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
         if path and not Path(path).absolute().parent.is_dir():
             raise BadInput(f"{option} {path}: its directory does not exist",
                            fix=f"mkdir -p {Path(path).absolute().parent}, or pass another file")
-    from jetson_install.environment import recorded_plan, recorded_vendor
+    from jetson_install.environment import recorded_doctor_inputs
 
     platform, channel = _platform_and_channel(root, l4t)
-    environment = Path(interpreter).parent.parent
-    vendor = recorded_vendor(environment)
-    kept = (recorded_plan(environment) or {}).get("existing")
-    if kept and vendor is not None:
-        from jetson_install.container import doctor_view
-
-        abi = ".".join(kept["python_version"].split(".")[:2])
-        channel, vendor = doctor_view(channel, abi, vendor.pins)
+    channel, vendor = recorded_doctor_inputs(Path(interpreter).parent.parent, channel)
     report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, vendor=vendor, only=only,
                                       strict=strict or bool(gate_evidence),
                                       progress=lambda line: click.echo(line, err=True))
@@ -483,6 +476,82 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
     else:
         click.echo("\n".join(doctor_module.render_lines(report)))
     sys.exit(report.exit_code)
+
+
+@cli.command()
+@_root_options
+@click.option("--base", metavar="IMAGE", help="Build on this image (default: the first one known to match the channel).")
+@click.option("--output", metavar="FILE", help="Write the Dockerfile here (default: standard output).")
+def dockerfile(root: str, l4t: Optional[str], base: Optional[str], output: Optional[str]) -> None:
+    """A Dockerfile: OBLITERATUS on an image whose CUDA torch matches this Jetson, kept as it is."""
+    from pathlib import Path
+
+    from jetson_install.catalog import load_catalog
+    from jetson_install.container import dockerfile_text
+    from jetson_install.errors import Unsupported
+
+    platform = _detect_platform(root, l4t)
+    match = load_catalog().match(platform)
+    if match.channel is None:
+        raise Unsupported(match.reason, fix=match.remedy)
+    text = dockerfile_text(platform, match.channel, base, _rerun_command())
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(output).write_text(text)
+    except OSError as exc:
+        raise BadInput(f"--output {output}: cannot write it ({exc.strerror})",
+                       fix="pass a file in an existing, writable directory") from None
+    click.echo(f"wrote {output} (FROM {base or match.channel.containers[0].image}); "
+               f"build it in {Path(output).absolute().parent}: docker build -t obliteratus-jetson .", err=True)
+
+
+@cli.command("container-entrypoint", context_settings={"ignore_unknown_options": True})
+@click.option("--venv", metavar="DIR", required=True, help="The environment the image was built with.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def container_entrypoint(venv: str, command: tuple) -> None:
+    """The image's entrypoint: refuse a host the image is not built for, run the strict doctor
+    once (evidence for the HEALTHCHECK), then start COMMAND."""
+    import os
+    from pathlib import Path
+
+    from jetson_install import doctor as doctor_module
+    from jetson_install.catalog import load_catalog
+    from jetson_install.container import START_EVIDENCE, START_STATUS, host_facts, host_mismatch
+    from jetson_install.environment import recorded_doctor_inputs
+    from jetson_install.errors import EXIT_UNSUPPORTED
+    from jetson_install.platform import L4TOverride, detect
+
+    status = Path(START_STATUS)
+    status.parent.mkdir(parents=True, exist_ok=True)
+    host = host_facts(Path("/"), os.environ)
+    mismatch = host_mismatch(host, os.environ)
+    platform = detect(Path("/"), L4TOverride(str(host.l4t), host.l4t_source)) if mismatch is None else None
+    channel = load_catalog().match(platform).channel if platform is not None else None
+    built_channel = os.environ.get("JETSON_INSTALL_IMAGE_CHANNEL", "")
+    if mismatch is None and (channel is None or channel.id != built_channel):
+        mismatch = (f"this image is built for channel {built_channel}, and the host's L4T R{host.l4t} "
+                    f"({host.l4t_source}) is {'channel ' + channel.id if channel else 'in no channel'}",
+                    "build the image for this host: run `jetson-install dockerfile` on it")
+    if mismatch is not None:
+        status.write_text("refused\n")
+        click.echo(f"error: {mismatch[0]}", err=True)
+        click.echo(f"  fix: {mismatch[1]}", err=True)
+        sys.exit(EXIT_UNSUPPORTED)
+    channel, vendor = recorded_doctor_inputs(Path(venv), channel)
+    report = doctor_module.run_doctor(str(Path(venv) / "bin" / "python"), platform=platform, channel=channel,
+                                      vendor=vendor, strict=True)
+    Path(START_EVIDENCE).write_text(_json_text(report.to_json()))
+    status.write_text(("passed" if report.passed else "failed") + "\n")
+    if not report.passed:
+        click.echo("\n".join(doctor_module.render_lines(report)), err=True)
+        click.echo(f"error: the strict doctor did not pass on this device (evidence: {START_EVIDENCE})", err=True)
+        sys.exit(report.exit_code)
+    click.echo(f"jetson-install: host L4T R{host.l4t} matches the image; strict doctor passed "
+               f"(evidence: {START_EVIDENCE})", err=True)
+    if command:
+        os.execvp(command[0], list(command))
 
 
 @cli.group()

@@ -30,14 +30,15 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from jetson_install.catalog import VendorSource
+from jetson_install.catalog import Channel, VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.plan import CONSTRAINTS_FILE, STATE_DIR
 from jetson_install.redact import redact_data
 
-__all__ = ["EnvironmentHome", "write_private", "recorded_plan", "recorded_vendor", "write_constraints", "write_requirements", "protect"]
+__all__ = ["EnvironmentHome", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs", "write_constraints",
+           "write_requirements", "protect"]
 
 COMPLETE_MARK = "complete"
 PLAN_FILE = "plan.json"
@@ -296,6 +297,19 @@ def recorded_vendor(environment: Path) -> Optional[VendorSource]:
     is_wheels = resolution.source.endswith(".whl")
     return VendorSource.pinned(None if is_wheels else resolution.source, urls if is_wheels else (),
                                resolution.pins, numpy)
+
+
+def recorded_doctor_inputs(environment: Path, channel: Optional[Channel]
+                           ) -> Tuple[Optional[Channel], Optional[VendorSource]]:
+    """The channel and vendor builds the doctor judges `environment` against: what it was
+    made with (plan.json), and for a kept stack (--use-existing-torch) its own Python and versions."""
+    vendor = recorded_vendor(environment)
+    kept = (recorded_plan(environment) or {}).get("existing")
+    if not kept or vendor is None:
+        return channel, vendor
+    from jetson_install.container import doctor_view
+
+    return doctor_view(channel, ".".join(kept["python_version"].split(".")[:2]), vendor.pins)
 
 
 def write_constraints(environment: Path, lines: Sequence[str]) -> Path:
