@@ -1,0 +1,173 @@
+"""The container lane, for real: build the generated Dockerfile with buildah and run its entrypoint.
+
+tests/setup.d/20-container-base prepares a stand-in for an L4T PyTorch image (a Debian root
+from debootstrap with Python and the doctor's stub CUDA torch as real distributions) and the
+wheels jetson-install needs inside an image. Here the Dockerfile `jetson-install dockerfile
+--base` writes is built on it (`buildah bud --isolation chroot --format docker`; the default
+OCI format drops HEALTHCHECK) with a jetson-install wheel of this checkout and a stub
+OBLITERATUS in the build context and a loopback index, then its ENTRYPOINT runs with
+`buildah run --isolation chroot` (podman run does not work on these machines), the host
+check fed by JETSON_INSTALL_HOST_L4T/_CAPABILITY.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+from typing import Dict, Iterator, List
+
+import pytest
+from support import LoopbackIndex, make_obliteratus_source
+from support.lanes import lane_unavailable
+
+import jetson_install
+from jetson_install.toml_file import load_toml
+
+pytestmark = pytest.mark.lane
+LANE = "container"
+TOP = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jetson-install-tests" / "container"
+HOST_ORIN = ["--env", "JETSON_INSTALL_HOST_L4T=36.4.3", "--env", "JETSON_INSTALL_HOST_CAPABILITY=8.7"]
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def build_jetson_install_wheel(dest: Path) -> Path:
+    """This checkout as a wheel, laid out as hatch builds it (wheels-index.toml inside the package)."""
+    project = load_toml(TOP / "pyproject.toml")["project"]
+    version = jetson_install.__version__
+    dist_info = f"jetson_install-{version}.dist-info"
+    files: Dict[str, bytes] = {}
+    for path in sorted((TOP / "jetson_install").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            files[path.relative_to(TOP).as_posix()] = path.read_bytes()
+    files["jetson_install/wheels-index.toml"] = (TOP / "wheels-index.toml").read_bytes()
+    metadata = [f"Metadata-Version: 2.1", f"Name: jetson-install", f"Version: {version}",
+                f"Requires-Python: {project['requires-python']}"]
+    metadata += [f"Requires-Dist: {requirement}" for requirement in project["dependencies"]]
+    files[f"{dist_info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
+    files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: jetson-install-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{dist_info}/entry_points.txt"] = b"[console_scripts]\njetson-install = jetson_install.cli:main\n"
+    path = dest / f"jetson_install-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        record = [_record_line(name, data) for name, data in files.items()] + [f"{dist_info}/RECORD,,"]
+        archive.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def buildah(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["buildah", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def base_image() -> str:
+    if shutil.which("buildah") is None:
+        lane_unavailable(LANE, "buildah is not installed (tests/setup installs it: apt-get install buildah)")
+    record = CACHE / "base-image"
+    if not record.is_file() or not (CACHE / "wheels" / ".complete").is_file():
+        lane_unavailable(LANE, f"the stand-in base image is not built; run tests/setup (it caches in {CACHE})")
+    image = record.read_text().strip()
+    if buildah("inspect", "--type", "image", image, timeout=60).returncode != 0:
+        lane_unavailable(LANE, f"{image} is not in buildah's storage; run tests/setup")
+    return image
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory, stub_index_dirs) -> Iterator[LoopbackIndex]:
+    """OBLITERATUS' stub dependencies and the real wheels jetson-install needs, on loopback."""
+    root = tmp_path_factory.mktemp("lane-index")
+    for source in (stub_index_dirs.public, CACHE / "wheels"):
+        for wheel in source.glob("*.whl"):
+            shutil.copy(wheel, root / wheel.name)
+    served = LoopbackIndex(root, name="lane").start()
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def built(base_image: str, index: LoopbackIndex, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The generated Dockerfile built on the stand-in base; the image name."""
+    context = tmp_path_factory.mktemp("context")
+    wheel = build_jetson_install_wheel(context)
+    make_obliteratus_source(context / "OBLITERATUS")
+    generated = subprocess.run(
+        [sys.executable, "-m", "jetson_install", "dockerfile", "--root", "sample:agx-orin-64gb-jp6.2",
+         "--base", base_image, "--output", str(context / "Dockerfile")], capture_output=True, text=True, timeout=60)
+    assert generated.returncode == 0, generated.stderr
+    image = f"localhost/jetson-install-lane:{os.getpid()}"
+    started = time.monotonic()
+    result = buildah("bud", "--isolation", "chroot", "--format", "docker", "--layers", "--pull=never",
+                     "--build-arg", f"JETSON_INSTALL=/tmp/jetson-install-build/{wheel.name}",
+                     "--build-arg", "OBLITERATUS_SOURCE=/tmp/jetson-install-build/OBLITERATUS",
+                     "--build-arg", f"DEFAULT_INDEX={index.url}", "-t", image, str(context))
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    print(f"\ncontainer lane: image built in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    yield image
+    buildah("rmi", "--force", image, timeout=120)
+
+
+def _config(image: str) -> dict:
+    inspected = buildah("inspect", "--type", "image", image, timeout=60)
+    assert inspected.returncode == 0, inspected.stderr
+    return json.loads(inspected.stdout)["Docker"]["config"]
+
+
+def _run(image: str, env: List[str], command: List[str]) -> "tuple[subprocess.CompletedProcess, str]":
+    container = buildah("from", "--pull=never", image, timeout=120)
+    assert container.returncode == 0, container.stderr
+    name = container.stdout.strip().splitlines()[-1]
+    result = buildah("run", "--isolation", "chroot", *env, name, "--", *command, timeout=600)
+    return result, name
+
+
+def test_the_image_keeps_its_torch_checks_the_host_and_starts_the_command(built: str, index: LoopbackIndex) -> None:
+    config = _config(built)
+    assert "PIP_CONSTRAINT=/opt/obliteratus/jetson-install/constraints.txt" in config["Env"]
+    entrypoint = config["Entrypoint"]
+    assert entrypoint[:2] == ["/opt/jetson-install/bin/jetson-install", "container-entrypoint"]
+    assert config["Healthcheck"]["Test"][:2] == ["CMD", "grep"]
+    script = ("import torch, obliteratus.device as d; "
+              "print(torch.__file__, torch.version.cuda, d.get_device('auto'))")
+    result, container = _run(built, HOST_ORIN, [*entrypoint, "python", "-c", script])
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "strict doctor passed" in result.stderr
+        # The base image's torch, untouched, and OBLITERATUS in the venv sees CUDA.
+        assert result.stdout.split() == ["/usr/local/lib/python3.11/dist-packages/torch/__init__.py", "12.6", "cuda"]
+        health = buildah("run", "--isolation", "chroot", container, "--", *config["Healthcheck"]["Test"][1:])
+        assert health.returncode == 0, health.stderr
+        # A later uv in the image, told to install the index's CPU torch, leaves the image's in place.
+        buildah("run", "--isolation", "chroot", container, "--", "/opt/jetson-install/bin/uv", "pip", "install",
+                "--python", "/opt/obliteratus/bin/python", "torch==2.9.0", "--default-index", index.url)
+        venv_torch = buildah("run", "--isolation", "chroot", container, "--", "sh", "-c",
+                             "ls -d /opt/obliteratus/lib/python*/site-packages/torch 2>/dev/null || echo none")
+        assert venv_torch.stdout.strip() == "none"
+    finally:
+        buildah("rm", container, timeout=120)
+
+
+def test_the_entrypoint_refuses_a_host_of_another_l4t_with_one_line(built: str) -> None:
+    entrypoint = _config(built)["Entrypoint"]
+    result, container = _run(built, ["--env", "JETSON_INSTALL_HOST_L4T=35.4.1"], [*entrypoint, "touch", "/started"])
+    try:
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert result.stderr.splitlines()[0] == (
+            "error: this image is built for L4T R36, compute capability 8.7, and the host runs L4T R35.4.1 "
+            "(JETSON_INSTALL_HOST_L4T)")
+        started = buildah("run", "--isolation", "chroot", container, "--", "test", "-e", "/started")
+        assert started.returncode != 0
+    finally:
+        buildah("rm", container, timeout=120)
