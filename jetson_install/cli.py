@@ -494,7 +494,7 @@ def dockerfile(root: str, l4t: Optional[str], base: Optional[str], output: Optio
     match = load_catalog().match(platform)
     if match.channel is None:
         raise Unsupported(match.reason, fix=match.remedy)
-    text = dockerfile_text(platform, match.channel, base, _rerun_command())
+    text = dockerfile_text(platform, match.channel, base, str(_rerun_command()))
     if output is None:
         click.echo(text, nl=False)
         return
