@@ -444,13 +444,17 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
         if path and not Path(path).absolute().parent.is_dir():
             raise BadInput(f"{option} {path}: its directory does not exist",
                            fix=f"mkdir -p {Path(path).absolute().parent}, or pass another file")
-    from jetson_install.environment import recorded_doctor_inputs
+    from jetson_install.environment import recorded_doctor_inputs, recorded_plan
 
     platform, channel = _platform_and_channel(root, l4t)
-    channel, vendor = recorded_doctor_inputs(Path(interpreter).parent.parent, channel)
+    environment = Path(interpreter).parent.parent
+    channel, vendor = recorded_doctor_inputs(environment, channel)
+    from jetson_install.source_identity import recorded_commit
+
     report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, vendor=vendor, only=only,
                                       strict=strict or bool(gate_evidence),
-                                      progress=lambda line: click.echo(line, err=True))
+                                      progress=lambda line: click.echo(line, err=True),
+                                      source_commit=recorded_commit((recorded_plan(environment) or {}).get("source")))
     outputs = [("--evidence", evidence, _json_text(report.to_json()))]
     if gate_evidence:
         import json
@@ -519,7 +523,7 @@ def container_entrypoint(venv: str, command: tuple) -> None:
     from jetson_install import doctor as doctor_module
     from jetson_install.catalog import load_catalog
     from jetson_install.container import START_EVIDENCE, START_STATUS, host_facts, host_mismatch
-    from jetson_install.environment import recorded_doctor_inputs
+    from jetson_install.environment import recorded_doctor_inputs, recorded_plan
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.platform import L4TOverride, detect
 

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 from jetson_install import runner
 from jetson_install.redact import credentials
 
-__all__ = ["SourceIdentity", "folder_digest", "is_build_output", "split_git_url"]
+__all__ = ["SourceIdentity", "folder_digest", "is_build_output", "recorded_commit", "split_git_url"]
 
 # What building a project writes into its tree (setuptools, hatchling, Python itself).
 _BUILD_DIRECTORIES = frozenset({"build", "dist", "__pycache__", ".git"})
@@ -133,6 +133,16 @@ def _remote_ref(url: str, ref: Optional[str]) -> Dict[str, str]:
         return {"kind": "branch", "commit": branches[0]}
     # Neither: an abbreviated commit, which names its content like a full one.
     return {"kind": "commit"}
+
+
+def recorded_commit(recorded: Any) -> Optional[str]:
+    """The commit a recorded identity pins the source to: a tag's or a branch's, or a
+    checkout's when it had no uncommitted changes (with changes, no commit describes it)."""
+    if not isinstance(recorded, dict) or not _FULL_COMMIT.match(str(recorded.get("commit", ""))):
+        return None
+    if recorded.get("kind") == "git-checkout" and recorded.get("changes") != hashlib.sha256().hexdigest():
+        return None
+    return str(recorded["commit"])
 
 
 class SourceIdentity:

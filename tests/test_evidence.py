@@ -236,3 +236,24 @@ def test_the_tools_own_validator_agrees_with_jsonschema(gate_runs: Dict[str, Any
         expected = not list(jsonschema.Draft202012Validator(schema).iter_errors(document))
         assert (not schema_errors(document)) == expected, (document, schema_errors(document))
     assert sum(1 for document in documents if schema_errors(document)) == len(documents) - 3  # the two runs, and no fix on an ok check
+
+
+def test_evidence_names_the_commit_a_checkout_source_was_installed_from(
+        cli_env: Dict[str, str], tmp_path: Path) -> None:
+    import hashlib
+
+    from jetson_install.plan import STATE_DIR
+
+    python = complete_env(tmp_path / "env")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    state = tmp_path / "env" / STATE_DIR
+    state.mkdir()
+
+    def commit_for(changes: str) -> Any:
+        (state / "plan.json").write_text(json.dumps(
+            {"source": {"kind": "git-checkout", "commit": commit, "changes": changes}}))
+        result = jetson_install(cli_env, "doctor", "--root", ORIN_ROOT, "--python", python, "--json")
+        return json.loads(result.stdout)["environment"]["obliteratus"]["commit"]
+
+    assert commit_for(hashlib.sha256().hexdigest()) == commit  # a clean checkout (`--source .` in the workflow)
+    assert commit_for(hashlib.sha256(b"M obliteratus/x.py").hexdigest()) is None  # edited: no commit describes it

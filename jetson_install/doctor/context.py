@@ -158,6 +158,7 @@ class Context:
     torch: ProbeOutcome
     bnb: ProbeOutcome
     pip_check: Optional[runner.Completed]
+    source_commit: Optional[str] = None  # OBLITERATUS' commit, as the install recorded its source
 
     @property
     def capability(self) -> Optional[Tuple[int, int]]:

@@ -199,6 +199,7 @@ def _environment_evidence(ctx: Context) -> Dict[str, Any]:
         "obliteratus": {
             "version": obliteratus.get("version"),
             "source": obliteratus.get("url"),
-            "commit": obliteratus.get("commit"),
+            # PEP 610 names no commit for a local checkout (--source .); the install recorded it.
+            "commit": obliteratus.get("commit") or ctx.source_commit,
         },
     }

@@ -139,6 +139,7 @@ def run_doctor(
     timeout: float = 300,
     strict: bool = False,
     progress: Optional[Callable[[str], None]] = None,
+    source_commit: Optional[str] = None,
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
@@ -172,6 +173,7 @@ def run_doctor(
             torch=torch_future.result() if torch_future else ProbeOutcome("torch", {}, None),
             bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
             pip_check=pip_future.result() if pip_future else None,
+            source_commit=source_commit,
         )
     results: Dict[str, CheckResult] = {}
     for spec in selected:
