@@ -301,12 +301,18 @@ def constraints(write: bool, directory: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @click.option("--upgrade", is_flag=True, help="Read the vendor index again instead of reusing the recorded set.")
 @click.option("--yes", "-y", is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")
+@click.option("--lock", "lock_file", metavar="FILE", help="Install exactly this lock (`jetson-install lock`).")
+@click.option("--wheelhouse", metavar="DIR|URL", help="Install the lock of this wheelhouse from it, with no other network.")
 def obliteratus(**options: Any) -> None:
     """Install OBLITERATUS with the JetPack torch kept in place, then prove it works."""
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.render import plan_text
 
     the_plan = _build_plan("obliteratus", options)
+    if the_plan.supported and (options["lock_file"] or options["wheelhouse"]):
+        from jetson_install.plan import with_lock
+
+        the_plan = with_lock(the_plan, _lock_in_use(options, the_plan))
     if options["dry_run"] and the_plan.supported:
         from jetson_install.errors import StepFailed
         from jetson_install.install import preflight
@@ -360,6 +366,113 @@ def obliteratus(**options: Any) -> None:
         if result.evidence:
             click.echo(f"  evidence: {result.evidence}", err=True)
     sys.exit(result.exit_code)
+
+
+def _lock_in_use(options: dict, the_plan: Any) -> Any:
+    """The lock an install carries out, refused with one line when made for another board."""
+    import hashlib
+    import os
+    from pathlib import Path
+
+    from jetson_install.index_files import fetch_text
+    from jetson_install.interpreters import inspect_interpreter
+    from jetson_install.lock import WHEELHOUSE_LOCK, LockInUse, parse_lock, relocated, render_lock
+
+    if options["lock_file"] and options["wheelhouse"]:
+        raise BadInput("--lock and --wheelhouse were both given", fix="use one: a wheelhouse carries its own lock")
+    if options["wheelhouse"]:
+        place = options["wheelhouse"]
+        base = place.rstrip("/") if "://" in place else Path(place).absolute().as_uri()
+        location = f"{base}/{WHEELHOUSE_LOCK}"
+        text = fetch_text(location)
+        lock = relocated(parse_lock(text, f"--wheelhouse {place}: {WHEELHOUSE_LOCK}"), base)
+        flag = f"--wheelhouse {place}"
+    else:
+        location = str(Path(options["lock_file"]).absolute())
+        try:
+            text = Path(location).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadInput(f"--lock {options['lock_file']}: {exc.strerror or exc}",
+                           fix="pass the file `jetson-install lock --output FILE` wrote") from None
+        lock = parse_lock(text, f"--lock {options['lock_file']}")
+        flag = f"--lock {options['lock_file']}"
+    python = inspect_interpreter(the_plan.interpreter).abi if the_plan.interpreter else the_plan.python_abi
+    from jetson_install.lock import lock_mismatch
+
+    mismatch = lock_mismatch(lock, the_plan.channel.id if the_plan.channel else None, python, os.uname().machine)
+    if mismatch:
+        raise BadInput(f"{flag}: {mismatch}",
+                       fix="make a lock for this board: jetson-install lock --root / --output FILE")
+    return LockInUse(lock, location, hashlib.sha256(text.encode("utf-8")).hexdigest(), render_lock(lock))
+
+
+@cli.command("lock")
+@_root_options
+@click.option("--output", "-o", default="obliteratus.lock", show_default=True, metavar="FILE",
+              help="Write the lock here; the built OBLITERATUS wheel goes beside it.")
+@click.option("--python", "python", metavar="PATH",
+              help="Lock for this interpreter on this machine instead of the board's platform.")
+@click.option("--source", metavar="PATH|URL", help="Build OBLITERATUS from this checkout or git URL.")
+@click.option("--ref", metavar="REF", help="Git tag, branch or commit of the source.")
+@click.option("--vendor-index", metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
+              help="Replace the channel's vendor index (a mirror of the same builds).")
+@click.option("--default-index", metavar="URL", envvar="JETSON_INSTALL_DEFAULT_INDEX",
+              help="Replace the general index (default: uv's own).")
+@click.option("--allow-insecure-index", is_flag=True, help="Accept plain-http indexes on remote hosts.")
+@click.option("--vendor-fallback", is_flag=True, help="Lock the channel's documented fallback vendor source.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON result object on stdout.")
+def lock(**options: Any) -> None:
+    """Resolve a board's whole environment into a hashed lock, on any machine."""
+    import os
+    from pathlib import Path
+
+    from jetson_install.errors import Unsupported
+    from jetson_install.interpreters import inspect_interpreter
+    from jetson_install.lock import LockTarget, make_lock, python_platform
+
+    options.update(venv=None, no_verify=True, use_existing_torch=False)
+    the_plan = _build_plan("obliteratus", {**options, "python": None})
+    if not the_plan.supported or the_plan.vendor is None or the_plan.channel is None:
+        raise Unsupported(the_plan.reason or "no vendor source for this board", fix=the_plan.remedy or None)
+    if options["python"]:
+        interpreter = inspect_interpreter(options["python"])
+        target = LockTarget(interpreter.abi, os.uname().machine, "native", interpreter.path)
+    else:
+        arch = the_plan.platform.arch or "aarch64"
+        target = LockTarget(the_plan.channel.python, arch, python_platform(arch, the_plan.platform.ubuntu))
+    vendor = the_plan.vendor
+    result = make_lock(the_plan.channel.id, target, vendor.index, vendor.wheels, the_plan.pins, the_plan.constraints,
+                       the_plan.requirement, the_plan.settings.default_index.value, Path(options["output"]))
+    if options["as_json"]:
+        _print_json(result.to_json())
+    built = result.lock.from_source
+    click.echo(f"locked {len(result.lock.entries)} files for {target.arch}/Python {target.python} "
+               f"(channel {result.lock.channel}) in {result.path}", err=True)
+    click.echo(f"  OBLITERATUS wheel: {result.wheel} (commit {result.lock.source_commit or 'none'})", err=True)
+    if built:
+        click.echo(f"  built from source on the board: {', '.join(built)}", err=True)
+    click.echo(f"  install: jetson-install obliteratus --lock {result.path}", err=True)
+
+
+@cli.command("wheelhouse")
+@click.argument("directory", metavar="DIR")
+@click.option("--lock", "lock_file", default="obliteratus.lock", show_default=True, metavar="FILE",
+              help="The lock whose files to download.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON result object on stdout.")
+def wheelhouse(directory: str, lock_file: str, as_json: bool) -> None:
+    """Download every file of a lock into DIR, with a PEP 503 index beside them."""
+    from pathlib import Path
+
+    from jetson_install.lock import fill_wheelhouse, read_lock
+
+    result = fill_wheelhouse(read_lock(Path(lock_file)), Path(directory).absolute())
+    if as_json:
+        _print_json(result)
+    click.echo(f"{result['files']} files in {result['directory']} ({result['downloaded_bytes']} bytes downloaded)",
+               err=True)
+    click.echo(f"  install offline: jetson-install obliteratus --wheelhouse {result['directory']}", err=True)
+    click.echo(f"  serve to a fleet: python3 -m http.server --directory {result['directory']}, then "
+               "--wheelhouse http://HOST:8000/", err=True)
 
 
 def _next_command(command: str, replacement: tuple, drop: tuple = ()) -> str:

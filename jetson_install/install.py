@@ -31,6 +31,7 @@ from jetson_install.fixes import (
 )
 from jetson_install.identity import Companion, EnvironmentRecord, read_record, record_installed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
+from jetson_install.lock import LOCK_FILE, LockInUse
 from jetson_install.plan import COMPANIONS_FILE, EVIDENCE_FILE, STATE_DIR, Plan, resolved_plan
 from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import credentials, redact_data
@@ -90,6 +91,7 @@ class InstallResult:
             "vendor_index": plan.vendor_location,
             "pins": dict(plan.pins),
             "resolution": plan.resolution.to_json() if plan.resolution else None,
+            "lock": plan.lock.to_json() if plan.lock else None,
             "installed": self.installed,
             "evidence": self.evidence,
             "steps": [step.to_json() for step in self.steps],
@@ -345,10 +347,15 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     run.step("interpreter", lambda: f"{interpreter.path} (Python {interpreter.version})")
     run.step("environment", lambda: run.uv_step(
         "environment", uv.create_venv(interpreter.path, str(staging), default_index,
-                                      system_site_packages=plan.existing is not None, watch=run.current),
+                                      system_site_packages=plan.existing is not None, watch=run.current,
+                                      seed=plan.lock is None),
         f"check that {interpreter.path} can make virtual environments "
         f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}", default_index))
-    if plan.existing is not None:
+    if plan.lock is not None:
+        lock_in_use = plan.lock
+        write_constraints(staging, plan.constraints)
+        run.step("lock", lambda: _install_lock(lock_in_use, python, staging, run))
+    elif plan.existing is not None:
         constraints_path = write_constraints(staging, plan.constraints)
         stack = plan.existing
         run.step("resolve", lambda: _resolve_around_kept(plan, stack, python, staging, constraints_path, run))
@@ -376,10 +383,11 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
             # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
             requirements = ["--requirement", str(write_requirements(staging, requirements))]
         target_argv = uv.target_install_argv(python, requirements, str(constraints_path), default_index)
-    run.step("target", lambda: run.uv_step(
-        "target", uv.install(target_argv, default_index, watch=run.current),
-        "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
-        f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}", default_index))
+    if plan.lock is None:
+        run.step("target", lambda: run.uv_step(
+            "target", uv.install(target_argv, default_index, watch=run.current),
+            "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
+            f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}", default_index))
     excludes = list(plan.existing.pins) if plan.existing is not None else []
     run.step("protect", lambda: f"constraints kept in {protect(staging, excludes)}")
     run.step("check", lambda: _check(plan, python, run))
@@ -417,6 +425,16 @@ def _compiled(text: str) -> List[Companion]:
         hashes = tuple(part.split(":", 1)[1] for part in parts[1:] if part.startswith("--hash=sha256:"))
         companions.append(Companion(name, version, hashes))
     return companions
+
+
+def _install_lock(lock: "LockInUse", python: str, staging: Path, run: _Run) -> str:
+    """Install exactly the lock's files; the lock stays in the environment as its record."""
+    path = staging / STATE_DIR / LOCK_FILE
+    path.write_text(lock.text, encoding="utf-8")
+    run.uv_step("lock", uv.install(uv.locked_install_argv(python, str(path)), watch=run.current),
+                f"a file of the lock is unreachable or changed (see the message): serve its wheelhouse "
+                f"(jetson-install wheelhouse DIR --lock FILE), then run: {run.rerun}")
+    return f"{len(lock.lock.entries)} files from {lock.location} (sha256 {lock.sha256[:12]}…)"
 
 
 def _resolve_around_kept(plan: Plan, stack: "container.ExistingStack", python: str, staging: Path,
@@ -471,7 +489,10 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
     if plan.existing is not None:
         channel, vendor = container.doctor_view(plan.channel, plan.existing.abi, plan.pins)
     report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor, progress=run.progress)
-    evidence.write_text(json.dumps(redact_data(report.to_json()), indent=2) + "\n")
+    data = report.to_json()
+    if plan.lock is not None:
+        data["lock"] = plan.lock.to_json()  # which exact files the proven environment holds
+    evidence.write_text(json.dumps(redact_data(data), indent=2) + "\n")
     if report.exit_code != 0:
         failed = [c for c in report.checks if c.status == "fail" and c.required]
         first = failed[0] if failed else None

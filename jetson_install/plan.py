@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install import uv
 from jetson_install.catalog import Catalog, Channel, Target, VendorSource
@@ -22,7 +22,10 @@ from jetson_install.platform import Platform
 from jetson_install.settings import IndexSettings
 from jetson_install.versions import satisfies
 
-__all__ = ["Step", "Plan", "make_plan", "resolved_plan", "target_requirement", "SCHEMA_VERSION", "STATE_DIR", "CONSTRAINTS_FILE", "EVIDENCE_FILE"]
+if TYPE_CHECKING:
+    from jetson_install.lock import LockInUse
+
+__all__ = ["Step", "Plan", "make_plan", "resolved_plan", "with_lock", "target_requirement", "SCHEMA_VERSION", "STATE_DIR", "CONSTRAINTS_FILE", "EVIDENCE_FILE"]
 
 SCHEMA_VERSION = 1
 #: Inside every environment jetson-install makes: constraints, plan, evidence.
@@ -65,6 +68,7 @@ class Plan:
     chosen_set: Optional[VersionSet] = None  # the preferred set, or the one the resolution took
     resolution: Optional[Resolution] = None  # None: not resolved against the index (plain `plan`)
     companions: Tuple[str, ...] = ()  # companion requirements, pinned once the install resolved them
+    lock: Optional["LockInUse"] = None  # --lock/--wheelhouse: exactly these files, nothing resolved
 
     @property
     def vendor_requirements(self) -> List[str]:
@@ -104,7 +108,7 @@ class Plan:
 
     def fingerprint(self) -> Dict[str, Any]:
         """What must be equal for an existing environment to satisfy this plan."""
-        return {
+        fingerprint = {
             "channel": self.channel.id if self.channel else None,
             "python_abi": self.python_abi,
             "policy": self.vendor.policy() if self.vendor else None,
@@ -117,6 +121,9 @@ class Plan:
             # A kept stack has no vendor record (identity.py); its versions are the pins.
             "kept_pins": dict(self.pins) if self.existing else None,
         }
+        if self.lock is not None:
+            fingerprint["lock"] = self.lock.sha256
+        return fingerprint
 
     @property
     def constraints_base(self) -> Tuple[str, ...]:
@@ -155,6 +162,7 @@ class Plan:
             "apt": list(self.chosen_set.apt) if self.chosen_set else [],
             "containers": [image.to_json() for image in self.channel.containers] if self.channel else [],
             "existing_torch": self.existing.to_json() if self.existing else None,
+            "lock": self.lock.to_json() if self.lock else None,
             "steps": [step.to_json() for step in self.steps],
             "warnings": list(self.warnings),
         }
@@ -306,6 +314,28 @@ def _with_extra(requirement: str, target: Target, with_quantization: bool) -> st
     name, _, rest = requirement.partition(" @ ")
     base = name.split("[", 1)[0]
     return f"{base}[{target.quantization_extra}] @ {rest}" if with_quantization else f"{base} @ {rest}"
+
+
+def with_lock(plan: Plan, lock: "LockInUse") -> Plan:
+    """`plan` carrying out a lock: its vendor and target steps become one install of exactly
+    the lock's files, by hash, with no index (the lock was resolved when it was made)."""
+    from dataclasses import replace
+
+    python = f"{plan.venv}.d/<new>/bin/python"
+    locked = Step("lock", f"install exactly the {len(lock.lock.entries)} files of {lock.location}, each by its "
+                          "sha256, without an index",
+                  tuple(uv.locked_install_argv(python, f"{plan.venv}.d/<new>/{STATE_DIR}/lock.txt")))
+    steps: List[Step] = []
+    for step in plan.steps:
+        if step.id == "environment":
+            # The lock carries pip itself: the new environment asks no index for it.
+            steps.append(replace(step, argv=tuple(uv.venv_argv(plan.interpreter or f"python{plan.python_abi}",
+                                                               f"{plan.venv}.d/<new>", None, seed=False))))
+        elif step.id == "vendor":
+            steps.append(locked)
+        elif step.id not in ("companions", "target"):
+            steps.append(step)
+    return replace(plan, lock=lock, steps=tuple(steps))
 
 
 def _existing_torch_plan(platform: Platform, catalog: Catalog, target: Target, settings: IndexSettings, venv: Path,

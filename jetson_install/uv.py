@@ -27,6 +27,8 @@ __all__ = [
     "build_wheel",
     "compile_argv",
     "no_deps_install_argv",
+    "lock_compile_argv",
+    "locked_install_argv",
     "pip_compile",
     "companions_compile_argv",
     "companions_install_argv",
@@ -78,9 +80,13 @@ def _credential_env(index: Optional[str]) -> Dict[str, str]:
     return env
 
 
-def venv_argv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False) -> List[str]:
-    # --seed puts pip in the environment, so a user's later plain `pip install` works there.
+def venv_argv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False,
+              seed: bool = True) -> List[str]:
+    """With `seed`, pip is put in the environment from the default index, so a user's later plain
+    `pip install` works there; without it (a lock, which carries pip itself) no index is asked."""
     sees_parent = ["--system-site-packages"] if system_site_packages else []
+    if not seed:
+        return [PROGRAM, "venv", "--no-config", *sees_parent, "--python", python, path]
     return [PROGRAM, "venv", "--no-config", "--seed", *sees_parent, "--python", python, *_index_args(default_index), path]
 
 
@@ -134,6 +140,28 @@ def no_deps_install_argv(python: str, requirements_file: str, default_index: Opt
     ]
 
 
+def lock_compile_argv(requirements_file: str, constraints_file: Optional[str], index: Optional[str],
+                      output_file: str, python_version: str, python_platform: Optional[str],
+                      interpreter: Optional[str], no_deps: bool) -> List[str]:
+    """Resolve for a board's platform (or, with `interpreter`, for that interpreter) from one
+    index, as PEP 751 pylock.toml: every file with its URL and sha256, the choice of file ours."""
+    target = (["--python", interpreter] if interpreter
+              else ["--python-version", python_version, "--python-platform", str(python_platform)])
+    return [
+        PROGRAM, "pip", "compile", "--no-config", *target, *(["--no-deps"] if no_deps else []),
+        *(["--constraint", constraints_file] if constraints_file else []), *_index_args(index),
+        "--generate-hashes", "--format", "pylock.toml", "--no-header", "--output-file", output_file, requirements_file,
+    ]
+
+
+def locked_install_argv(python: str, lock_file: str) -> List[str]:
+    """Install exactly a lock: every file by its URL and hash, no index, nothing resolved."""
+    return [
+        PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps", "--require-hashes", "--no-index",
+        "--requirements", lock_file,
+    ]
+
+
 def pip_check_argv(python: str) -> List[str]:
     return [PROGRAM, "pip", "check", "--no-config", "--python", python]
 
@@ -175,9 +203,9 @@ def compile_companions(python: str, requirements: Sequence[str], output: str,
 
 
 def create_venv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False,
-                watch: Optional[StepProgress] = None) -> Completed:
-    return _run_uv(venv_argv(python, path, default_index, system_site_packages), timeout=600, index=default_index,
-                   watch=watch)
+                watch: Optional[StepProgress] = None, seed: bool = True) -> Completed:
+    return _run_uv(venv_argv(python, path, default_index, system_site_packages, seed), timeout=600,
+                   index=default_index, watch=watch)
 
 
 def install(argv: Sequence[str], index: Optional[str] = None, watch: Optional[StepProgress] = None) -> Completed:

@@ -1,0 +1,167 @@
+"""`jetson-install lock`, `wheelhouse` and `obliteratus --lock/--wheelhouse`, against loopback indexes.
+
+Locks are made here (x86_64) for the board's platform (aarch64, Python 3.10, manylinux_2_35
+for JetPack 6's Ubuntu 22.04), and for this machine's own interpreter to install them offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
+from support.wheels import build_wheel
+
+from jetson_install.lock import Lock, Locked, parse_lock, render_lock, target_tags
+
+TOP = Path(__file__).resolve().parent.parent
+SAMPLE = "sample:agx-orin-64gb-jp6.2"
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> Dict[str, str]:
+    text = (TOP / "wheels-index.toml").read_text()
+    real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
+    assert real in text
+    catalog = tmp_path / "wheels-index.toml"
+    catalog.write_text(text.replace(real, "pins = { " + ", ".join(f'{k} = "{v}"' for k, v in VENDOR_PINS.items()) + " }"))
+    env = isolated_env(tmp_path, fast_fail=True)
+    env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+    return env
+
+
+@pytest.fixture
+def board_indexes(private_index_dirs, start_index):
+    """The stub indexes with files only a Jetson (aarch64, glibc 2.35) installs, and one it must not."""
+    build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, tag="cp310-cp310-linux_aarch64",
+                source_index="vendor-aarch64")
+    build_wheel(private_index_dirs.public, "psutil", "6.0.0", tag="cp310-abi3-manylinux_2_35_aarch64",
+                source_index="public-aarch64")
+    build_wheel(private_index_dirs.public, "psutil", "6.0.0", tag="cp310-abi3-manylinux_2_39_aarch64",
+                source_index="too-new-glibc")
+    return start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public, name="public")
+
+
+def jetson_install(env: Dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def lock_argv(vendor_url: str, public_url: str, source: Path, output: Path, *extra: str) -> List[str]:
+    return ["lock", "--root", SAMPLE, "--vendor-index", vendor_url, "--default-index", public_url,
+            "--source", str(source), "--output", str(output), *extra]
+
+
+def test_a_lock_made_here_for_the_board_names_aarch64_files_each_with_its_hash(
+        cli_env, board_indexes, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    vendor, public = board_indexes
+    output = tmp_path / "board.lock"
+    result = jetson_install(cli_env, *lock_argv(vendor.url, public.url, obliteratus_git_repo, output, "--ref", "v0.1.3",
+                                               "--json"))
+    assert result.returncode == 0, result.stderr
+    text = output.read_text()
+    lock = parse_lock(text, str(output))
+    assert (lock.channel, lock.python, lock.arch, lock.platform) == ("jp6-cu126", "3.10", "aarch64",
+                                                                     "aarch64-manylinux_2_35")
+    commit = subprocess.run(["git", "-C", str(obliteratus_git_repo), "rev-parse", "v0.1.3^{commit}"],
+                            capture_output=True, text=True).stdout.strip()
+    assert lock.source_commit == commit and f"# source-commit: {commit}" in text
+    files = {entry.name: entry for entry in lock.entries}
+    assert files["torch"].filename.endswith("-cp310-cp310-linux_aarch64.whl")
+    assert files["torch"].url.startswith(vendor.base_url) and files["torch"].origin == "vendor"
+    assert files["psutil"].filename.endswith("-manylinux_2_35_aarch64.whl")  # not the glibc 2.39 build
+    assert files["obliteratus"].origin == "built" and files["obliteratus"].filename.endswith("-py3-none-any.whl")
+    assert Path(json.loads(result.stdout)["wheel"]).parent == tmp_path
+    # the vendor index supplied the vendor set and nothing else; its bait is in no line
+    assert {name for name, entry in files.items() if entry.origin == "vendor"} == set(VENDOR_PINS)
+    assert all(entry.url.startswith(public.base_url) for entry in files.values() if entry.origin == "default")
+    assert files["numpy"].version != "99.0" and files["filelock"].version != "99.0"
+    assert set(vendor.requested_projects()) <= set(VENDOR_PINS)
+    requirement_lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert requirement_lines and all(re.search(r" --hash=sha256:[0-9a-f]{64}$", line) for line in requirement_lines)
+    assert len(requirement_lines) == len(lock.entries)
+
+
+def test_a_lock_for_the_board_is_refused_here_in_one_line(cli_env, board_indexes, obliteratus_source: Path,
+                                                          tmp_path: Path) -> None:
+    vendor, public = board_indexes
+    output = tmp_path / "board.lock"
+    assert jetson_install(cli_env, *lock_argv(vendor.url, public.url, obliteratus_source, output)).returncode == 0
+    vendor.clear_requests()
+    result = jetson_install(cli_env, "obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "env"),
+                            "--python", sys.executable, "--lock", str(output), "--yes")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[0] == (f"error: --lock {output}: the lock was made for architecture aarch64, "
+                                             f"and this install is for {os.uname().machine}")
+    assert not (tmp_path / "env").exists() and vendor.requests == []
+
+
+def test_a_lock_of_another_python_is_refused(cli_env, tmp_path: Path) -> None:
+    lock = Lock("jp6-cu126", "3.10", os.uname().machine, "native", "obliteratus @ file:///src", None, "0", ())
+    path = tmp_path / "other-python.lock"
+    path.write_text(render_lock(lock))
+    result = jetson_install(cli_env, "obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "env"),
+                            "--python", sys.executable, "--lock", str(path), "--yes")
+    here = ".".join(map(str, sys.version_info[:2]))
+    assert result.returncode == 2
+    assert f"the lock was made for Python 3.10, and this install is for {here}" in result.stderr.splitlines()[0]
+
+
+def _dead_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/simple/"  # nothing listens there
+
+
+def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
+        cli_env, vendor_index, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+    output = tmp_path / "here.lock"
+    made = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, obliteratus_source, output,
+                                              "--python", sys.executable))
+    assert made.returncode == 0, made.stderr
+    house = tmp_path / "wheelhouse"
+    filled = jetson_install(cli_env, "wheelhouse", str(house), "--lock", str(output), "--json")
+    assert filled.returncode == 0, filled.stderr
+    lock = parse_lock(output.read_text(), "lock")
+    assert sorted(p.name for p in (house / "files").iterdir()) == sorted(e.filename for e in lock.entries)
+    torch_page = (house / "simple" / "torch" / "index.html").read_text()
+    assert "#sha256=" in torch_page and "../../files/torch-" in torch_page
+    vendor_index.stop()
+    public_index.stop()
+    dead = _dead_url()
+    venv = tmp_path / "env"
+    argv = ["obliteratus", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable, "--vendor-index", dead,
+            "--default-index", dead, "--wheelhouse", str(house), "--no-verify", "--yes", "--json"]
+    result = jetson_install(cli_env, *argv)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "lock", "protect", "check", "switch"]
+    assert data["lock"]["file"] == f"{house.as_uri()}/lock.txt"
+    assert data["installed"]["torch"].startswith("2.5.0a0")
+    recorded = venv / "jetson-install" / "lock.txt"
+    assert parse_lock(recorded.read_text(), "recorded").entries[0].url.startswith(house.as_uri())
+    if os.geteuid() == 0 and shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"]).returncode == 0:
+        again = subprocess.run(["unshare", "-n", sys.executable, "-m", "jetson_install",
+                                *[a if a != str(venv) else str(tmp_path / "env2") for a in argv]],
+                               capture_output=True, text=True, env=cli_env, timeout=300)
+        assert again.returncode == 0, again.stderr
+
+
+def test_the_lock_format_reads_back_what_it_wrote() -> None:
+    entry = Locked("torch", "2.5.0", "http://127.0.0.1/files/torch-2.5.0-cp310-cp310-linux_aarch64.whl", "a" * 64,
+                   "vendor")
+    lock = Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus @ git+x@v1", "c0ffee", "1.0",
+                (entry,))
+    assert parse_lock(render_lock(lock), "x") == lock
+    accepted = target_tags("3.10", "aarch64-manylinux_2_35")
+    assert "cp310-cp310-manylinux_2_35_aarch64" in accepted and "cp310-cp310-linux_aarch64" in accepted
+    assert not any(tag.endswith(("manylinux_2_39_aarch64", "x86_64")) for tag in accepted)
