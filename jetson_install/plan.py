@@ -335,7 +335,10 @@ def with_lock(plan: Plan, lock: "LockInUse") -> Plan:
             steps.append(locked)
         elif step.id not in ("companions", "target"):
             steps.append(step)
-    return replace(plan, lock=lock, steps=tuple(steps))
+    # The target is the wheel the lock names, fixed by its hash: its source is never asked again.
+    built = [entry for entry in lock.lock.entries if entry.origin == "built"]
+    requirement = f"{built[0].name} @ {built[0].url}" if built else plan.requirement
+    return replace(plan, lock=lock, steps=tuple(steps), requirement=requirement)
 
 
 def _existing_torch_plan(platform: Platform, catalog: Catalog, target: Target, settings: IndexSettings, venv: Path,

@@ -147,6 +147,8 @@ def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
     assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "lock", "protect", "check", "switch"]
     assert data["lock"]["file"] == f"{house.as_uri()}/lock.txt"
     assert data["installed"]["torch"].startswith("2.5.0a0")
+    rerun = jetson_install(cli_env, *argv)
+    assert rerun.returncode == 0 and json.loads(rerun.stdout)["status"] == "unchanged", rerun.stderr
     recorded = venv / "jetson-install" / "lock.txt"
     assert parse_lock(recorded.read_text(), "recorded").entries[0].url.startswith(house.as_uri())
     if os.geteuid() == 0 and shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"]).returncode == 0:
