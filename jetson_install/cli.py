@@ -440,8 +440,14 @@ def lock(**options: Any) -> None:
     else:
         arch = the_plan.platform.arch or "aarch64"
         target = LockTarget(the_plan.channel.python, arch, python_platform(arch, the_plan.platform.ubuntu))
+    from jetson_install import index
+    from jetson_install.plan import resolved_plan
+
     vendor = the_plan.vendor
-    result = make_lock(the_plan.channel.id, target, vendor.index, vendor.wheels, the_plan.pins, the_plan.constraints,
+    where = the_plan.settings.default_index.value if vendor.default_index else vendor.index
+    resolution = index.resolve(vendor, where, target.python)
+    the_plan = resolved_plan(the_plan, resolution)
+    result = make_lock(the_plan.channel.id, target, resolution, where, vendor.companions, the_plan.constraints,
                        the_plan.requirement, the_plan.settings.default_index.value, Path(options["output"]))
     if options["as_json"]:
         _print_json(result.to_json())

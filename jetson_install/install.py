@@ -31,8 +31,8 @@ from jetson_install.fixes import (
 )
 from jetson_install.identity import Companion, EnvironmentRecord, read_record, record_installed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
-from jetson_install.lock import LOCK_FILE, LockInUse
-from jetson_install.plan import COMPANIONS_FILE, EVIDENCE_FILE, STATE_DIR, Plan, resolved_plan
+from jetson_install.lock import LOCK_FILE, LockInUse, lock_resolution
+from jetson_install.plan import COMPANIONS_FILE, EVIDENCE_FILE, STATE_DIR, Plan, resolved_plan, with_lock
 from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import credentials, redact_data
 from jetson_install.runner import Completed
@@ -201,6 +201,8 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
 
     if plan.vendor is None:  # --use-existing-torch keeps the interpreter's own stack
         return plan
+    if plan.lock is not None:  # the lock names the vendor files: no index is read
+        return with_lock(resolved_plan(plan, lock_resolution(plan.lock)), plan.lock)
     recorded = recorded_plan(current) if current is not None else None
     if record is not None and not upgrade and recorded is not None and recorded.get("policy") == plan.vendor.policy():
         run.progress(f"vendor set: {record.resolution.set_name}, as recorded in {current} (no index read; "
@@ -355,6 +357,8 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
         lock_in_use = plan.lock
         write_constraints(staging, plan.constraints)
         run.step("lock", lambda: _install_lock(lock_in_use, python, staging, run))
+        if plan.resolution is not None:
+            record_installed(staging, plan.resolution, (), str(run.rerun))
     elif plan.existing is not None:
         constraints_path = write_constraints(staging, plan.constraints)
         stack = plan.existing

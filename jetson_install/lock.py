@@ -16,17 +16,20 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
 from jetson_install import __version__, runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.toml_file import load_toml
 
+if TYPE_CHECKING:
+    from jetson_install.identity import Resolution
+
 __all__ = [
     "LOCK_VERSION", "Locked", "Lock", "render_lock", "parse_lock", "read_lock", "python_platform", "target_tags",
     "pick_file", "entries_from_pylock", "lock_mismatch", "LockTarget", "make_lock", "WHEELHOUSE_LOCK",
-    "relocated", "wheelhouse_pages", "fill_wheelhouse", "LockResult", "LockInUse", "LOCK_FILE",
+    "relocated", "wheelhouse_pages", "fill_wheelhouse", "LockResult", "LockInUse", "LOCK_FILE", "lock_resolution",
 ]
 
 LOCK_VERSION = 1
@@ -101,6 +104,15 @@ class LockInUse:
         return {"file": self.location, "sha256": self.sha256, "channel": self.lock.channel,
                 "python": self.lock.python, "arch": self.lock.arch, "platform": self.lock.platform,
                 "source_commit": self.lock.source_commit, "packages": len(self.lock.entries)}
+
+
+def lock_resolution(lock: LockInUse) -> "Resolution":
+    """The vendor set a lock names, as the resolution an install carries out and records."""
+    from jetson_install.identity import ChosenFile, Resolution
+
+    files = tuple(ChosenFile(entry.name, entry.version, entry.filename, entry.url, entry.sha256, known=False)
+                  for entry in lock.lock.entries if entry.origin == "vendor")
+    return Resolution(lock.location, "lock", files, f"the files {lock.location} names")
 
 
 def render_lock(lock: Lock) -> str:
@@ -261,18 +273,17 @@ class LockResult:
         return {"schema_version": 1, "command": "lock", "lock": self.path, "wheel": self.wheel, **self.lock.to_json()}
 
 
-def make_lock(channel: str, target: LockTarget, vendor_index: Optional[str], vendor_wheels: Sequence[str],
-              pins: Mapping[str, str], constraints: Sequence[str], requirement: str, default_index: Optional[str],
+def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor_index: Optional[str],
+              companions: Sequence[str], constraints: Sequence[str], requirement: str, default_index: Optional[str],
               output: Path) -> LockResult:
-    """Resolve the vendor set from the vendor index alone and the rest from the default index
-    alone (one resolution over both would take each package from the first index that has it),
-    build OBLITERATUS into a wheel beside `output`, and write the lock."""
+    """The vendor set as the vendor index resolved it (`resolution`: files, URLs, sha256), the
+    rest resolved from the default index alone (one resolution over both indexes would take each
+    package from the first that has it), OBLITERATUS built into a wheel beside `output`."""
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jetson-install-lock-") as scratch:
         work = Path(scratch)
-        vendor = _resolve(work, "vendor", [f"{name}=={version}" for name, version in pins.items()]
-                          if vendor_index else list(vendor_wheels), None, vendor_index, target, no_deps=True)
+        vendor = _vendor_entries(work, resolution, vendor_index, target)
         wheel, commit = _build_target(requirement, default_index, output.parent, work)
         wheel_sha = _sha256(wheel)
         extras = requirement.split(" @ ", 1)[0][len(_distribution(requirement)):]
@@ -280,6 +291,7 @@ def make_lock(channel: str, target: LockTarget, vendor_index: Optional[str], ven
         # and the vendor index is asked for nothing else.
         rest_requirements = [f"{_distribution(requirement)}{extras} @ {wheel.as_uri()}"]
         rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
+        rest_requirements += list(companions)
         # pip in the environment, as `uv venv --seed` puts it there, so later plain `pip install`s work.
         rest_requirements.append("pip")
         rest = _resolve(work, "default", rest_requirements, constraints, default_index, target, no_deps=False,
@@ -289,6 +301,31 @@ def make_lock(channel: str, target: LockTarget, vendor_index: Optional[str], ven
                 tuple(vendor + [built] + rest))
     output.write_text(render_lock(lock), encoding="utf-8")
     return LockResult(lock, str(output), str(wheel))
+
+
+def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional[str],
+                    target: LockTarget) -> List[Locked]:
+    """The resolved vendor files; a file the index listed without its sha256 is hashed here,
+    and a set known only by versions (a source not read live) is resolved by uv, --no-deps,
+    from the vendor index alone."""
+    from jetson_install.index_files import fetch_file
+
+    entries: List[Locked] = []
+    by_version: List[str] = []
+    for chosen in resolution.files:
+        if not chosen.url:
+            by_version.append(f"{chosen.name}=={chosen.version}")
+            continue
+        sha256 = chosen.sha256
+        if not sha256:
+            copy = work / chosen.file
+            fetch_file(chosen.url, copy)
+            sha256 = _sha256(copy)
+            copy.unlink()
+        entries.append(Locked(_normalize(chosen.name), chosen.version, chosen.url.split("#", 1)[0], sha256, "vendor"))
+    if by_version:
+        entries += _resolve(work, "vendor", by_version, None, vendor_index, target, no_deps=True)
+    return entries
 
 
 def _distribution(requirement: str) -> str:

@@ -18,6 +18,7 @@ from typing import Dict, List
 
 import pytest
 from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
+from support.catalogs import stub_catalog_text
 from support.wheels import build_wheel
 
 from jetson_install.lock import Lock, Locked, parse_lock, render_lock, target_tags
@@ -26,16 +27,18 @@ TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
 
-@pytest.fixture
-def cli_env(tmp_path: Path) -> Dict[str, str]:
-    text = (TOP / "wheels-index.toml").read_text()
-    real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
-    assert real in text
+def catalog_env(tmp_path: Path, vendor_dir: Path) -> Dict[str, str]:
+    """The tool's environment, with jp6-cu126 describing the stub vendor builds in `vendor_dir`."""
     catalog = tmp_path / "wheels-index.toml"
-    catalog.write_text(text.replace(real, "pins = { " + ", ".join(f'{k} = "{v}"' for k, v in VENDOR_PINS.items()) + " }"))
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), vendor_dir))
     env = isolated_env(tmp_path, fast_fail=True)
     env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
     return env
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path, stub_index_dirs) -> Dict[str, str]:
+    return catalog_env(tmp_path, stub_index_dirs.vendor)
 
 
 @pytest.fixture
@@ -47,7 +50,8 @@ def board_indexes(private_index_dirs, start_index):
                 source_index="public-aarch64")
     build_wheel(private_index_dirs.public, "psutil", "6.0.0", tag="cp310-abi3-manylinux_2_39_aarch64",
                 source_index="too-new-glibc")
-    return start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public, name="public")
+    return (start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public, name="public"),
+            private_index_dirs.vendor)
 
 
 def jetson_install(env: Dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -61,8 +65,9 @@ def lock_argv(vendor_url: str, public_url: str, source: Path, output: Path, *ext
 
 
 def test_a_lock_made_here_for_the_board_names_aarch64_files_each_with_its_hash(
-        cli_env, board_indexes, obliteratus_git_repo: Path, tmp_path: Path) -> None:
-    vendor, public = board_indexes
+        board_indexes, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    vendor, public, vendor_dir = board_indexes
+    cli_env = catalog_env(tmp_path, vendor_dir)
     output = tmp_path / "board.lock"
     result = jetson_install(cli_env, *lock_argv(vendor.url, public.url, obliteratus_git_repo, output, "--ref", "v0.1.3",
                                                "--json"))
@@ -90,9 +95,10 @@ def test_a_lock_made_here_for_the_board_names_aarch64_files_each_with_its_hash(
     assert len(requirement_lines) == len(lock.entries)
 
 
-def test_a_lock_for_the_board_is_refused_here_in_one_line(cli_env, board_indexes, obliteratus_source: Path,
+def test_a_lock_for_the_board_is_refused_here_in_one_line(board_indexes, obliteratus_source: Path,
                                                           tmp_path: Path) -> None:
-    vendor, public = board_indexes
+    vendor, public, vendor_dir = board_indexes
+    cli_env = catalog_env(tmp_path, vendor_dir)
     output = tmp_path / "board.lock"
     assert jetson_install(cli_env, *lock_argv(vendor.url, public.url, obliteratus_source, output)).returncode == 0
     vendor.clear_requests()
