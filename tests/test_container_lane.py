@@ -92,7 +92,8 @@ def index(tmp_path_factory: pytest.TempPathFactory, stub_index_dirs) -> Iterator
     for source in (stub_index_dirs.public, CACHE / "wheels"):
         for wheel in source.glob("*.whl"):
             shutil.copy(wheel, root / wheel.name)
-    served = LoopbackIndex(root, name="lane").start()
+    # pip 23 compares a PEP 658 .metadata name with the wheel name unnormalized (charset_normalizer).
+    served = LoopbackIndex(root, name="lane", core_metadata=False).start()
     yield served
     served.stop()
 
