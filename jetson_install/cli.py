@@ -374,7 +374,7 @@ def _lock_in_use(options: dict, the_plan: Any) -> Any:
     import os
     from pathlib import Path
 
-    from jetson_install.index_files import fetch_text
+    from jetson_install.index import fetch_text
     from jetson_install.interpreters import inspect_interpreter
     from jetson_install.lock import WHEELHOUSE_LOCK, LockInUse, parse_lock, relocated, render_lock
 

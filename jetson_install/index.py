@@ -1,6 +1,7 @@
 """The one module that talks HTTP to a package index: it reads a vendor index's listings
 (PEP 691 JSON where served, else PEP 503 HTML) and resolves a source's sets against them.
 
+It also fetches the files a lock names, for a wheelhouse (`fetch_file`, `fetch_text`).
 Only `plan --resolve`, the install (when it has no recorded resolution to reuse, or with
 --upgrade) and `channels --check` come here; `plan` stays offline.
 """
@@ -8,17 +9,19 @@ Only `plan --resolve`, the install (when it has no recorded resolution to reuse,
 from __future__ import annotations
 
 import html.parser
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from jetson_install.catalog import VendorSource
-from jetson_install.errors import JetsonInstallError
+from jetson_install.errors import JetsonInstallError, StepFailed
 from jetson_install.identity import ChosenFile, ListedFile, Resolution, choose_set, target_tags
 from jetson_install.redact import credentials, redact
 
-__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "project_files", "resolve", "SetReport", "check_source"]
+__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "project_files", "resolve", "SetReport", "check_source",
+           "fetch_file", "fetch_text"]
 
 #: Seconds to open a connection to an index, and to wait for each read from it: an index
 #: that is down costs seconds, never a hang.
@@ -215,3 +218,52 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
 
 def sources_to_check(sources: Sequence[VendorSource]) -> List[VendorSource]:
     return [source for source in sources if source.index]
+
+
+# A lock's file may be torch (0.5-2 GB): each read may wait longer than a listing's.
+_FILE_READ_TIMEOUT = 60.0
+
+
+def fetch_file(url: str, destination: Path) -> None:
+    """Write the file at `url` to `destination`, streamed (torch is 0.5-2 GB)."""
+    if urlsplit(url).scheme == "file":
+        try:
+            shutil.copyfile(unquote(urlsplit(url).path), destination)
+        except OSError as exc:
+            raise _failed(url, exc.strerror or str(exc)) from None
+        return
+    import requests
+
+    try:
+        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT)) as response:
+            if response.status_code != 200:
+                raise _failed(url, f"HTTP {response.status_code}")
+            with destination.open("wb") as stream:
+                for chunk in response.iter_content(chunk_size=1 << 20):
+                    stream.write(chunk)
+    except requests.RequestException as exc:
+        raise _failed(url, type(exc).__name__) from None
+
+
+def fetch_text(url: str) -> str:
+    """A small text file (a wheelhouse's lock) from `url`."""
+    if urlsplit(url).scheme in ("", "file"):
+        path = Path(unquote(urlsplit(url).path))
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise _failed(url, exc.strerror or str(exc)) from None
+    import requests
+
+    try:
+        response = requests.get(url, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT))
+    except requests.RequestException as exc:
+        raise _failed(url, type(exc).__name__) from None
+    if response.status_code != 200:
+        raise _failed(url, f"HTTP {response.status_code}")
+    return response.text
+
+
+def _failed(url: str, why: str) -> StepFailed:
+    return StepFailed("download", f"could not fetch {redact(url)} ({why})",
+                      "check that the index or wheelhouse answers, then run the command again")

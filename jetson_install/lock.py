@@ -308,7 +308,7 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
     """The resolved vendor files; a file the index listed without its sha256 is hashed here,
     and a set known only by versions (a source not read live) is resolved by uv, --no-deps,
     from the vendor index alone."""
-    from jetson_install.index_files import fetch_file
+    from jetson_install.index import fetch_file
 
     entries: List[Locked] = []
     by_version: List[str] = []
@@ -435,7 +435,7 @@ def _page(title: str, links: Sequence[Tuple[str, str]]) -> str:
 def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
     """Download every file of `lock` into `directory`/files (checking each sha256), write the
     PEP 503 index under simple/ and the wheelhouse's own lock.txt. Files already there are kept."""
-    from jetson_install.index_files import fetch_file
+    from jetson_install.index import fetch_file
 
     files = directory / _FILES
     files.mkdir(parents=True, exist_ok=True)
