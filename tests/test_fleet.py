@@ -67,7 +67,7 @@ def fleet(tmp_path: Path, tool_wheel: Path, gate_vendor_dir: Path, start_index: 
         "PIPX_MAN_DIR": str(tmp_path / "pipx-man"),
         # pipx's pip takes jetson-install's dependencies from the lane's wheelhouse only.
         "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE),
-        "JETSON_INSTALL_WHEELS_INDEX": str(make_gate_catalog(tmp_path / "wheels-index.toml")),
+        "JETSON_INSTALL_WHEELS_INDEX": str(make_gate_catalog(tmp_path / "wheels-index.toml", gate_vendor_dir)),
         "JETSON_INSTALL_ROOT": ORIN_ROOT,
         "PATH": f"{TOOLS}:{os.environ['PATH']}", "LC_ALL": "C.UTF-8", "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-local"), "ANSIBLE_REMOTE_TEMP": str(tmp_path / "ansible-remote"),

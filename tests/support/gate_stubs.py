@@ -2,7 +2,7 @@
 
 The vendor torch and bitsandbytes are the doctor's stubs (tests/doctor_stubs/) packed as
 wheels, with the scenario they read inside the torch wheel; the catalog is the real
-wheels-index.toml with jp6-cu126 pinned to them and built for the test interpreter's Python.
+wheels-index.toml with jp6-cu126's source describing them and built for the test interpreter's Python.
 Everything else (OBLITERATUS' dependencies) comes from the usual stub public index.
 """
 
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
+from .catalogs import stub_catalog_text
 from .wheels import build_wheel
 
 STUBS = Path(__file__).resolve().parent.parent / "doctor_stubs"
@@ -49,11 +50,10 @@ def make_gate_vendor_index(dest: Path) -> Path:
     return dest
 
 
-def make_gate_catalog(path: Path) -> Path:
-    text = (TOP / "wheels-index.toml").read_text()
-    real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
-    assert real in text
-    text = text.replace(real, f'pins = {{ torch = "{GATE_TORCH}", bitsandbytes = "{GATE_BITSANDBYTES}" }}')
+def make_gate_catalog(path: Path, vendor_dir: Path) -> Path:
+    sets = [{"torch": GATE_TORCH, "bitsandbytes": GATE_BITSANDBYTES}]
+    text = stub_catalog_text((TOP / "wheels-index.toml").read_text(), vendor_dir, sets=sets, preferred=GATE_TORCH,
+                             known=("torch", "bitsandbytes"))
     start = text.index('id = "jp6-cu126"')
     host = "%d.%d" % sys.version_info[:2]
     text = text[:start] + text[start:].replace('python = "3.10"', f'python = "{host}"', 1)
