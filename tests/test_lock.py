@@ -19,6 +19,7 @@ from typing import Dict, List
 import pytest
 from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
 from support.catalogs import stub_catalog_text
+from support.lanes import lane_unavailable
 from support.wheels import build_wheel
 
 from jetson_install.lock import Lock, Locked, parse_lock, render_lock, target_tags
@@ -173,3 +174,44 @@ def test_the_lock_format_reads_back_what_it_wrote() -> None:
     accepted = target_tags("3.10", "aarch64-manylinux_2_35")
     assert "cp310-cp310-manylinux_2_35_aarch64" in accepted and "cp310-cp310-linux_aarch64" in accepted
     assert not any(tag.endswith(("manylinux_2_39_aarch64", "x86_64")) for tag in accepted)
+
+
+# OBLITERATUS 0.1.2's dependencies as its pyproject.toml declares them (0.1.3 moved
+# bitsandbytes into its `quantization` extra): https://github.com/elder-plinius/OBLITERATUS
+OBLITERATUS_0_1_2 = ("torch>=2.0", "transformers>=4.40", "datasets>=2.14", "accelerate>=0.24", "safetensors>=0.4",
+                     "pyyaml>=6.0", "rich>=13.0", "matplotlib>=3.7", "seaborn>=0.12", "pandas>=2.0", "numpy>=1.24",
+                     "scikit-learn>=1.3", "tqdm>=4.64", "bitsandbytes>=0.46.1")
+
+
+@pytest.mark.lane
+def test_registry_lane_locks_obliteratus_0_1_2_for_the_board(board_indexes, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    """The real dependency list, resolved for aarch64/Python 3.10 against the real default index
+    (uv's own), with the stub vendor set: which packages the board would build from source."""
+    from support.stub_projects import make_obliteratus_source
+
+    vendor, _, vendor_dir = board_indexes
+    env = catalog_env(tmp_path, vendor_dir)
+    source = make_obliteratus_source(tmp_path / "OBLITERATUS", "0.1.2", dependencies=OBLITERATUS_0_1_2, extras={})
+    output = tmp_path / "registry.lock"
+    result = jetson_install(env, "lock", "--root", SAMPLE, "--vendor-index", vendor.url, "--source", str(source),
+                            "--output", str(output), "--json", timeout=900)
+    if result.returncode != 0 and ("did not answer" in result.stderr or "Failed to fetch" in result.stderr
+                                   or "dns error" in result.stderr):
+        lane_unavailable("registry", f"the default index did not answer: {result.stderr.splitlines()[0]}")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    lock = parse_lock(output.read_text(), str(output))
+    files = {entry.name: entry for entry in lock.entries}
+    assert {name for name, entry in files.items() if entry.origin == "vendor"} == set(VENDOR_PINS)
+    assert {"transformers", "accelerate", "scikit-learn", "pandas", "matplotlib", "numpy"} <= set(files)
+    assert files["numpy"].version.startswith("1.")  # the vendor builds' numpy<2
+    accepted = target_tags("3.10", "aarch64-manylinux_2_35")
+    for entry in lock.entries:
+        if entry.origin == "default" and not entry.sdist:
+            from packaging.utils import parse_wheel_filename
+
+            assert any(str(tag) in accepted for tag in parse_wheel_filename(entry.filename)[3]), entry.filename
+    with capsys.disabled():
+        print(f"\nregistry lane: {len(lock.entries)} files locked for aarch64/Python 3.10; built from source on "
+              f"the board: {', '.join(data['built_from_source_on_the_board']) or 'none'}")
