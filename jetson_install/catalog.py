@@ -18,7 +18,7 @@ from jetson_install.identity import VENDOR_PACKAGES, KnownBuild, VersionSet
 from jetson_install.platform import Platform
 from jetson_install.toml_file import load_toml
 
-__all__ = ["VendorSource", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "DEFAULT_INDEX_LABEL",
+__all__ = ["VendorSource", "CompanionFloor", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "DEFAULT_INDEX_LABEL",
            "load_catalog", "default_catalog_path"]
 
 #: How plans name uv's own default index, which this project never spells out.
@@ -144,6 +144,36 @@ class Target:
     requires_bitsandbytes: str
     requires_torch: str
     smoke: Tuple[str, ...]
+    caps: Tuple["CompanionFloor", ...] = ()
+
+    def caps_for(self, torch: Optional[str], python: str) -> List[Tuple[str, str]]:
+        """(constraint, why) for each companion whose newer releases the channel's torch or
+        Python does not meet: the companion stays below the first such release."""
+        from packaging.version import Version
+
+        caps: Dict[str, Tuple[Version, str]] = {}
+        for floor in self.caps:
+            if floor.torch is not None:
+                # As transformers compares at run time: full PEP 440, so 2.4.0a0+… is below 2.4.0.
+                missed = torch is not None and Version(torch) < Version(floor.torch)
+                why = f"{floor.package} {floor.first} needs torch {floor.torch}, the channel's is {torch}"
+            else:
+                missed = Version(python) < Version(str(floor.python))
+                why = f"{floor.package} {floor.first} needs Python {floor.python}, the channel's is {python}"
+            first = Version(floor.first)
+            if missed and (floor.package not in caps or first < caps[floor.package][0]):
+                caps[floor.package] = (first, why)
+        return [(f"{package}<{first}", why) for package, (first, why) in sorted(caps.items())]
+
+
+@dataclass(frozen=True)
+class CompanionFloor:
+    """From release `first` on, `package` needs torch `torch` (or Python `python`) or newer."""
+
+    package: str
+    first: str
+    torch: Optional[str] = None
+    python: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -236,7 +266,7 @@ _CHANNEL_KEYS = {
 _SOURCE_KEYS = {"index", "wheels", "sets", "preferred", "prereleases", "builds", "companions", "numpy", "apt", "note"}
 _TARGET_KEYS = {
     "title", "distribution", "git", "ref", "requires_python", "quantization_extra", "requires_bitsandbytes",
-    "requires_torch", "smoke",
+    "requires_torch", "smoke", "caps",
 }
 
 
@@ -496,7 +526,7 @@ class _Loader:
         unknown = sorted(set(entry) - _TARGET_KEYS)
         if unknown:
             raise self.fail(where, unknown[0], "is not a target key", start)
-        for key in _TARGET_KEYS - {"smoke"}:
+        for key in _TARGET_KEYS - {"smoke", "caps"}:
             if not isinstance(entry.get(key), str) or not entry[key]:
                 raise self.fail(where, key, "is required and must be a non-empty string", start)
         if not entry["git"].startswith("https://"):
@@ -512,7 +542,23 @@ class _Loader:
             requires_bitsandbytes=entry["requires_bitsandbytes"],
             requires_torch=entry["requires_torch"],
             smoke=tuple(self.strings(where, entry, "smoke", start)),
+            caps=tuple(self.floor(where, item, start) for item in self.tables(where, entry, "caps", start)),
         )
+
+    def floor(self, where: str, entry: Dict[str, Any], start: int) -> CompanionFloor:
+        from packaging.version import InvalidVersion, Version
+
+        shape = ("must be { package = NAME, first = VERSION, torch = VERSION } or "
+                 "{ package = NAME, first = VERSION, python = \"3.11\" }")
+        if set(entry) not in ({"package", "first", "torch"}, {"package", "first", "python"}):
+            raise self.fail(where, "caps", shape, start, str(entry.get("first", "")))
+        try:
+            for key in ("first", "torch", "python"):
+                if key in entry:
+                    Version(entry[key])
+        except (InvalidVersion, TypeError):
+            raise self.fail(where, "caps", shape, start, str(entry.get("first", ""))) from None
+        return CompanionFloor(str(entry["package"]), entry["first"], entry.get("torch"), entry.get("python"))
 
     def containers(self, where: str, entry: Dict[str, Any], start: int) -> Tuple[ContainerImage, ...]:
         value = entry.get("containers", [])

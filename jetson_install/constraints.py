@@ -23,7 +23,8 @@ def constraint_lines(requirements: Sequence[str], numpy: Optional[str]) -> List[
     return sorted(lines)
 
 
-def render_channel_file(channel: Channel) -> str:
+def render_channel_file(channel: Channel, caps: Sequence[str] = ()) -> str:
+    """`caps`: the companion caps of the target for this channel's preferred torch and Python."""
     source = channel.primary
     assert source is not None
     header = [
@@ -33,12 +34,19 @@ def render_channel_file(channel: Channel) -> str:
         "# Generated from wheels-index.toml by `jetson-install constraints --write`; do not edit by hand.",
         f"# Use: pip install -c constraints/{channel.id}.txt ...  or  UV_CONSTRAINT=constraints/{channel.id}.txt uv pip install ...",
     ]
-    return "\n".join(header + constraint_lines(source.preferred.requirement_lines(), source.numpy)) + "\n"
+    lines = constraint_lines(source.preferred.requirement_lines() + list(caps), source.numpy)
+    return "\n".join(header + lines) + "\n"
 
 
 def expected_files(catalog: Catalog) -> Dict[str, str]:
     """File name -> content, for every channel that can be installed."""
-    return {f"{channel.id}.txt": render_channel_file(channel) for channel in catalog.channels if channel.installable}
+    files = {}
+    for channel in catalog.channels:
+        if channel.installable and channel.primary is not None:
+            torch = channel.primary.preferred.pins.get("torch")
+            caps = [cap for target in catalog.targets.values() for cap, _ in target.caps_for(torch, channel.python)]
+            files[f"{channel.id}.txt"] = render_channel_file(channel, sorted(set(caps)))
+    return files
 
 
 def _generated(path: Path) -> bool:

@@ -69,6 +69,7 @@ class Plan:
     resolution: Optional[Resolution] = None  # None: not resolved against the index (plain `plan`)
     companions: Tuple[str, ...] = ()  # companion requirements, pinned once the install resolved them
     lock: Optional["LockInUse"] = None  # --lock/--wheelhouse: exactly these files, nothing resolved
+    caps: Tuple[Tuple[str, str], ...] = ()  # (constraint, why): releases the channel's torch or Python misses
 
     @property
     def vendor_requirements(self) -> List[str]:
@@ -128,7 +129,7 @@ class Plan:
     @property
     def constraints_base(self) -> Tuple[str, ...]:
         """The constraints that do not depend on which set the index resolved to."""
-        return tuple(line for line in self.constraints if line.startswith("numpy"))
+        return tuple(line for line in self.constraints if line.startswith("numpy")) + tuple(c for c, _ in self.caps)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -157,6 +158,7 @@ class Plan:
             "set": self.chosen_set.name if self.chosen_set else None,
             "resolution": self.resolution.to_json() if self.resolution else None,
             "companions": list(self.companions),
+            "caps": [{"constraint": c, "why": why} for c, why in self.caps],
             "constraints": list(self.constraints),
             "requirement": self.requirement,
             "apt": list(self.chosen_set.apt) if self.chosen_set else [],
@@ -300,11 +302,14 @@ def _completed(plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Re
         lines = chosen.requirement_lines()
     else:
         lines = [f"{name}=={version}" for name, version in pins.items()]
-    constraints = tuple(constraint_lines(lines + list(plan.companions), chosen.numpy if chosen else None))
+    caps = tuple(target.caps_for(pins.get("torch"), plan.python_abi or "3")) if chosen is not None else ()
+    constraints = tuple(constraint_lines(lines + list(plan.companions) + [c for c, _ in caps],
+                                         chosen.numpy if chosen else None))
     requirement = _with_extra(plan.requirement, target, with_quantization)
     plan = dataclasses.replace(
         plan, supported=supported, reason=reason, remedy=remedy, vendor=vendor, requirement=requirement,
         constraints=constraints, warnings=tuple(warnings), pins=pins, chosen_set=chosen, resolution=resolution,
+        caps=caps,
     )
     steps = _steps(plan) if supported else ()
     return dataclasses.replace(plan, steps=steps)

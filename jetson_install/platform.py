@@ -71,7 +71,7 @@ class Platform:
     module: Optional[str]
     model: Optional[str]  # proc/device-tree/model: shown, never used for decisions
     compute_capability: Optional[str]  # "8.7"
-    kind: Optional[str]  # "tegra", or "sbsa" for Thor on JetPack 7
+    kind: Optional[str]  # the CUDA userspace: "tegra" (R36 and older), "sbsa" (JetPack 7, R38 on)
     ubuntu: Optional[str]
     python: Optional[str]  # the JetPack's system Python, "3.10"
     kernel: Optional[str]
@@ -343,23 +343,20 @@ def _module(compatible: Tuple[str, ...], data: PlatformData) -> Optional[str]:
 
 
 def _kind(l4t: Optional[L4T], family: Optional[str], facts: Any, warnings: List[str]) -> Optional[str]:
-    """tegra, or sbsa where the CUDA userspace is the Arm-server one: Thor on JetPack 7
-    (jetson_containers/l4t_version.py, https://github.com/dusty-nv/jetson-containers). Orin keeps the
-    tegra userspace even on R39."""
+    """The CUDA userspace flavour, which picks the index family: "tegra" (JetPack's L4T CUDA,
+    R36 and older) or "sbsa" (the Arm-server CUDA of JetPack 7: Thor on R38/R39, and Orin on
+    R39, "Jetson Orin now receives ARM SBSA CUDA in CUDA 13.2",
+    https://github.com/dusty-nv/jetson-containers/blob/master/README.md). Binary compatibility
+    is the hardware's (family, compute capability), not this."""
     if l4t is None:
         return "sbsa" if family == "Thor" else ("tegra" if family else None)
     if l4t.major < 38:
         return "tegra"
-    if family == "Thor":
-        return "sbsa"
-    if family is not None:
-        if facts is not None and facts.socs and family != "Orin":
-            warnings.append(f"L4T R{l4t.major} is not released for {family}")
-        return "tegra"
-    if facts is not None and facts.socs == ("tegra264",):
-        return "sbsa"  # R38 is Thor only
-    warnings.append(f"cannot tell Thor from Orin on L4T R{l4t.major}: no SoC in the device tree")
-    return None
+    if family is not None and family not in ("Thor", "Orin") and facts is not None and facts.socs:
+        warnings.append(f"L4T R{l4t.major} is not released for {family}")
+    if family is None and not (facts is not None and facts.socs == ("tegra264",)):
+        warnings.append(f"cannot tell Thor from Orin on L4T R{l4t.major}: no SoC in the device tree")
+    return "sbsa"
 
 
 def _cuda(files: _Root, sources: Dict[str, str]) -> Optional[str]:

@@ -55,6 +55,7 @@ def plan_text(plan: Plan) -> str:
         f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
         f"  set       {_set_line(plan)}",
         f"  pins      {' '.join(plan.constraints)}",
+        *[f"  cap       {cap}   ({why})" for cap, why in plan.caps],
         f"  source    {plan.requirement}",
     ]
     if plan.fallback_location:
@@ -107,15 +108,16 @@ def channels_text(catalog: Catalog) -> str:
 
 def channels_markdown(catalog: Catalog) -> str:
     """The support table in README.md, generated from wheels-index.toml."""
-    rows = ["| channel | L4T | JetPack | Python | CUDA | status | torch (preferred set) | bitsandbytes |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| channel | L4T | JetPack | Python | CUDA | status | vendor source | torch (preferred set) | bitsandbytes |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for channel in catalog.channels:
         families = f" ({', '.join(channel.families)})" if channel.families else ""
         l4t = f"R{channel.l4t_from[0]}.{channel.l4t_from[1]} to < R{channel.l4t_below[0]}.{channel.l4t_below[1]}{families}"
         wanted = channel.primary.preferred.specifiers if channel.installable and channel.primary else {}
         torch, bnb = wanted.get("torch", "-").lstrip("="), wanted.get("bitsandbytes", "-")
+        vendor = channel.primary.location if channel.installable and channel.primary else "-"
         rows.append(f"| `{channel.id}` | {l4t} | {channel.jetpack} | {channel.python} | {channel.cuda} | "
-                    f"{channel.status} | {torch} | {bnb.lstrip('=')} |")
+                    f"{channel.status} | {vendor} | {torch} | {bnb.lstrip('=')} |")
     return "\n".join(rows)
 
 

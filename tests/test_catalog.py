@@ -21,8 +21,10 @@ BOARDS = Path(__file__).parent / "resources" / "boards"
         ("unknown-point-r36.4.9", "jp6-cu126"),
         ("orin-nx-r36.3.0", "jp6.0"),
         ("agx-thor-r38.2.0", "jp7-thor-cu130"),
-        ("thor-r39.2.0-dpkg", "jp7-thor-cu130"),
+        ("thor-r39.2.0-dpkg", "jp7.2-thor"),
         ("orin-r39.2.0-dpkg", "jp7.2-orin"),
+        ("agx-thor-r39.2.1", "jp7.2-thor"),
+        ("agx-orin-r39.2.1", "jp7.2-orin"),
         ("agx-orin-r35.4.1", "jp5"),
         ("nano-r32.4.4", "jp4"),
         ("tx2-r28.2.1", "jp3"),
@@ -49,7 +51,7 @@ def test_orin_is_never_routed_to_the_thor_channel() -> None:
     platform = detect(BOARDS / "agx-orin-64gb-r36.4.3", L4TOverride("39.2.0", "--l4t"))
     match = load_catalog().match(platform)
     assert match.channel is not None and match.channel.id == "jp7.2-orin"
-    assert match.channel.status == "unsupported"
+    assert match.channel.status == "experimental"
 
 
 def test_supported_channels_prefer_a_set_of_every_vendor_package() -> None:
@@ -85,7 +87,7 @@ def line_of(path: Path, fragment: str) -> int:
         ('{ file = "torch-2.8.0-cp310-cp310-linux_aarch64.whl", sha256 = "62a1beee9f2f147076a974d2942c90060c12771c94740830327cae705b2595fc", cuda = "12.6" }',
          '{ file = "torch-2.8.0-cp310-cp310-linux_aarch64.whl", sha256 = "62a1beee9f2f147076a974d2942c90060c12771c94740830327cae705b2595fc" }',
          "builds", "gives cuda"),
-        ('numpy = "<2"\napt = ["libopenblas-dev", "libomp-dev"]', 'numpy = "under 2"\napt = ["libopenblas-dev", "libomp-dev"]', "numpy", "not a version specifier"),
+        ('numpy = "<2"\napt = ["libopenblas-dev", "libcusparselt0"]\n\n[[channels]]\nid = "jp7-thor-cu130"', 'numpy = "under 2"\napt = ["libopenblas-dev", "libcusparselt0"]\n\n[[channels]]\nid = "jp7-thor-cu130"', "numpy", "not a version specifier"),
         ('index = "https://pypi.jetson-ai-lab.io/jp6/cu126"', 'index = "http://pypi.jetson-ai-lab.io/jp6/cu126"', "index", "https"),
         ('l4t = { from = "36.4", below = "37.0" }', 'l4t = { from = "36.3", below = "37.0" }', "l4t", "overlaps channel 'jp6.0'"),
         ('python = "3.10"\nkind = "tegra"\nstatus = "supported"', 'python = "3.10"\nkind = "tegra"\nstatus = "supported"\nflavour = "x"', "flavour", "is not a channel key"),

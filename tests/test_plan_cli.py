@@ -182,3 +182,64 @@ def test_malformed_index_urls_are_bad_input(url: str) -> None:
     assert result.returncode == 2, result.stderr
     assert json.loads(result.stdout)["error"]["exit_code"] == 2
     assert "Traceback" not in result.stderr
+
+
+BOARDS = Path(__file__).parent / "resources" / "boards"
+
+
+def test_jp6_cu126_prefers_the_best_attested_set_and_caps_transformers_for_python_310() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
+    assert data["set"] == "torch==2.8.0" and data["policy"]["preferred"] == "torch==2.8.0"
+    assert [s["torch"] for s in data["policy"]["sets"]] == ["==2.8.0", "==2.9.1", "==2.10.0", "==2.11.0"]
+    assert data["caps"] == [{"constraint": "transformers<5.21.0",
+                             "why": "transformers 5.21.0 needs Python 3.11, the channel's is 3.10"}]
+    assert "transformers<5.21.0" in data["constraints"] and "numpy<2" in data["constraints"]
+    text = plan("--root", "sample:agx-orin-64gb-jp6.2").stdout
+    assert "cap       transformers<5.21.0   (transformers 5.21.0 needs Python 3.11" in text
+    assert "set       torch==2.8.0 (preferred; `plan --resolve` reads the index); policy: torch==2.8.0, torch==2.9.1" in text
+
+
+def test_jp6_0_caps_transformers_below_the_first_release_that_disables_its_pre_release_torch() -> None:
+    data = plan_json("--root", str(BOARDS / "orin-nx-r36.3.0"))
+    assert data["channel"] == "jp6.0" and data["pins"]["torch"].startswith("2.4.0a0+")
+    caps = {cap["constraint"]: cap["why"] for cap in data["caps"]}
+    # transformers compares full PEP 440 versions at run time: 2.4.0a0+... is below 2.4.0.
+    assert caps["transformers<5.1.0"].startswith("transformers 5.1.0 needs torch 2.4.0, the channel's is 2.4.0a0+")
+    assert "bitsandbytes<0.50.0" in caps
+
+
+def test_the_jp6_fallback_torch_caps_transformers_below_its_2_5_floor() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-fallback")
+    assert {cap["constraint"] for cap in data["caps"]} == {"transformers<5.15.0"}
+
+
+@pytest.mark.parametrize("sample, channel", [("agx-thor-jp7.0", "jp7-thor-cu130"), ("agx-thor-jp7.2.1", "jp7.2-thor")])
+def test_thor_takes_official_cuda_13_builds_from_the_default_index(sample: str, channel: str) -> None:
+    data = plan_json("--root", f"sample:{sample}")
+    assert data["supported"] is True and data["channel"] == channel and data["status"] == "experimental"
+    assert data["vendor_index"] == "the default index" and data["python"] == "3.12"
+    assert data["pins"] == {"torch": "2.13.0", "torchvision": "0.28.0"}
+    assert "bitsandbytes>=0.48,<0.51" in data["constraints"] and data["caps"] == []
+    assert data["fallback"] == "https://pypi.jetson-ai-lab.io/sbsa/cu130"
+    vendor = next(s for s in data["steps"] if s["id"] == "vendor")["command"]
+    assert "--default-index" not in vendor and "torch==2.13.0" in vendor
+    fallback = plan_json("--root", f"sample:{sample}", "--vendor-fallback")
+    assert fallback["companions"] == [] and "companions" in [s["id"] for s in fallback["steps"]]
+    companions = next(s for s in fallback["steps"] if s["id"] == "companions")["title"]
+    assert "nvpl-blas, nvpl-lapack, nvidia-cudss-cu13" in companions
+
+
+def test_jetpack_7_2_on_orin_is_experimental_with_the_sm87_build_and_its_cuda_12_9_runtime() -> None:
+    data = plan_json("--root", "sample:agx-orin-jp7.2.1")
+    assert data["supported"] is True and data["channel"] == "jp7.2-orin" and data["status"] == "experimental"
+    assert data["platform"]["kind"] == "sbsa"
+    assert data["vendor_index"] == "https://pypi.jetson-ai-lab.io/jp6/cu129"
+    assert data["pins"] == {"torch": "2.8.0", "torchvision": "0.23.0"}
+    assert data["requirement"].startswith("obliteratus @ ")  # no quantization extra
+    assert any("no Jetson bitsandbytes" in w for w in data["warnings"])
+    assert any("bitsandbytes has no upstream sm_87 build" in w for w in data["warnings"])
+    steps = [s["id"] for s in data["steps"]]
+    assert steps.index("vendor") < steps.index("companions") < steps.index("target")
+    compile_argv = next(s for s in data["steps"] if s["id"] == "companions")["command"]
+    assert "--generate-hashes" in compile_argv
+    assert plan_json("--root", "sample:agx-orin-jp7.2.1", "--vendor-fallback")["vendor_index"] == "the default index"
