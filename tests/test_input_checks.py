@@ -122,7 +122,7 @@ def test_a_config_file_that_is_a_directory_is_refused_not_ignored(tmp_path: Path
 def test_channels_says_the_catalog_is_valid() -> None:
     result = cli("channels")
     assert result.returncode == 0
-    assert result.stdout.strip().splitlines()[-1].endswith("wheels-index.toml: valid, 7 channels (3 installable)")
+    assert result.stdout.strip().splitlines()[-1].endswith("wheels-index.toml: valid, 8 channels (5 installable)")
 
 
 def test_detect_and_plan_say_what_to_run_next() -> None:
