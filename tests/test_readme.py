@@ -39,3 +39,16 @@ def test_support_table_is_generated_from_the_catalog() -> None:
     text = (TOP / "README.md").read_text()
     table = text.split("<!-- channels:start -->\n", 1)[1].split("\n<!-- channels:end -->", 1)[0]
     assert table == channels_markdown(load_catalog()), "regenerate: jetson-install channels --markdown"
+
+
+def test_every_setup_script_has_its_row_in_the_readme() -> None:
+    text = (TOP / "README.md").read_text()
+    table = text.split("<!-- setup:start -->\n", 1)[1].split("\n<!-- setup:end -->", 1)[0]
+    rows = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    scripts = {path.name for path in (TOP / "tests" / "setup.d").iterdir() if path.is_file()}
+    assert rows == scripts, "add (or remove) a row in README's 'What the first run builds' table"
+
+
+def test_the_first_install_line_installs_a_checkout_with_pipx() -> None:
+    first = fenced_block_after("Install").splitlines()[0]
+    assert first.startswith("pipx install ./")  # the name is not published yet (tests/test_package.py)
