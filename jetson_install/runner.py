@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import signal
 import subprocess
 import threading
 import time
@@ -65,6 +66,7 @@ def run(
     unset: Sequence[str] = (),
     on_line: Optional[LineCallback] = None,
     on_tick: Optional[Callable[[], None]] = None,
+    own_group: bool = False,
 ) -> Completed:
     """Run argv to completion, reading its output as it comes; never raises for a failing child.
 
@@ -74,7 +76,8 @@ def run(
     caller's thread. The Completed holds the whole output, exactly as captured.
 
     A timeout gives returncode -9 and ``timed_out=True``; a missing executable
-    gives returncode 127 with the reason on stderr. Ctrl-C ends the child too.
+    gives returncode 127 with the reason on stderr. Ctrl-C ends the child too, and with
+    ``own_group`` everything the child started.
     """
     name = os.path.basename(str(argv[0]))
     log.debug("run: %s", " ".join(str(a) for a in argv))
@@ -86,6 +89,9 @@ def run(
             stderr=subprocess.PIPE,
             env=child_environment(env, unset),
             cwd=cwd,
+            # A probe gets its own process group, so a timeout ends what it started too;
+            # uv stays in ours, so a kill of the whole install reaches it.
+            start_new_session=own_group,
         )
     except OSError as exc:
         return Completed(tuple(argv), 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
@@ -129,12 +135,12 @@ def run(
             except subprocess.TimeoutExpired:
                 timed_out = True
     except BaseException:
-        # Ctrl-C reached the child too; never leave it running behind the interrupted step.
-        proc.kill()
+        # Ctrl-C: never leave the child (or what it started) running behind the interrupted step.
+        _kill(proc, own_group)
         proc.wait()
         raise
     if timed_out:
-        proc.kill()
+        _kill(proc, own_group)
         proc.wait()
         for thread in threads:
             thread.join(timeout=5)  # a grandchild may still hold the pipes open
@@ -145,6 +151,16 @@ def run(
     log.debug("exit %s: %s", -9 if timed_out else proc.returncode, name)
     return Completed(tuple(argv), -9 if timed_out else proc.returncode, _joined(output["stdout"]),
                      _joined(output["stderr"]), timed_out=timed_out)
+
+
+def _kill(proc: "subprocess.Popen[bytes]", own_group: bool) -> None:
+    if own_group:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
+        except OSError:  # the group is already gone
+            pass
+    proc.kill()
 
 
 def _read_lines(pipe: IO[bytes], stream: str, arrived: "queue.Queue[Tuple[str, Optional[str]]]") -> None:

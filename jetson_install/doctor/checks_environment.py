@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from shlex import quote
 
-from jetson_install.doctor.context import Context
+from jetson_install.doctor.context import Context, uv_command
 from jetson_install.doctor.results import FAIL, OK, Verdict
 
 
 def check_obliteratus(ctx: Context) -> Verdict:
     section = ctx.torch.section("obliteratus")
-    # Reinstalling through jetson-install keeps the pinned tag and the vendor constraints.
-    install = f"jetson-install obliteratus --venv {Path(ctx.python).parent.parent}"
+    install = ctx.reinstall_command()
     if section is None:
         return FAIL, ctx.torch.failure(), install
     if not section["imported"]:
@@ -33,11 +32,14 @@ def check_obliteratus(ctx: Context) -> Verdict:
 def check_pip(ctx: Context) -> Verdict:
     completed = ctx.pip_check
     if completed is None:
-        return FAIL, "uv pip check did not run", f"uv pip check --python {ctx.python}"
+        return FAIL, "uv pip check did not run", f"uv pip check --python {quote(ctx.python)}"
     if completed.ok:
         return OK, "uv pip check: no broken requirements", None
-    if completed.timed_out or completed.returncode == 127:
-        return FAIL, f"uv pip check could not run: {completed.last_stderr_line()}", "install uv: pip install 'uv>=0.13'"
+    if completed.timed_out:
+        return FAIL, "uv pip check could not run: it did not finish in time", f"{uv_command()} pip check --python {quote(ctx.python)}"
+    if completed.returncode == 127:
+        reason = completed.last_stderr_line() or "uv was not found"
+        return FAIL, f"uv pip check could not run: {reason}", "install uv: pip install 'uv>=0.13'"
     problems = [
         line.strip()
         for line in (completed.stdout + "\n" + completed.stderr).splitlines()
@@ -48,6 +50,6 @@ def check_pip(ctx: Context) -> Verdict:
     return (
         FAIL,
         f"uv pip check: {first}{more}",
-        f"run `uv pip check --python {ctx.python}` and install what it names with --no-deps,"
+        f"run `uv pip check --python {quote(ctx.python)}` and install what it names with --no-deps,"
         " keeping the channel's torch (never let a resolver replace it)",
     )

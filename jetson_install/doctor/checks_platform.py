@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from jetson_install.doctor.context import Context
 from jetson_install.doctor.results import FAIL, OK, SKIP, WARN, Verdict
 
@@ -23,7 +25,7 @@ def check_platform(ctx: Context) -> Verdict:
 def check_python_abi(ctx: Context) -> Verdict:
     section = ctx.torch.section("python")
     if section is None:
-        return FAIL, ctx.torch.failure(), f"check that {ctx.python} runs: {ctx.python} -c 'import sys'"
+        return FAIL, ctx.torch.failure(), f"check that {ctx.python} runs: {shlex.quote(ctx.python)} -c 'import sys'"
     version = section["version"]
     if ctx.channel is None or not ctx.channel.installable:
         return SKIP, f"Python {version}; no supported channel to compare with", None

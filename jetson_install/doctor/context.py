@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ def uv_command() -> str:
     try:
         from uv import find_uv_bin
 
-        return find_uv_bin()
+        return shlex.quote(find_uv_bin())
     except (ImportError, FileNotFoundError):
         return "uv"
 
@@ -124,7 +125,8 @@ def _run_probe(python: str, name: str, script: str, timeout: float,
                progress: Optional[Callable[[str], None]] = None) -> ProbeOutcome:
     watch = _ProbeWatch(name, python, progress) if progress is not None else None
     completed = runner.run([python, str(PROBES_DIR / script)], timeout=timeout,
-                           on_line=watch.line if watch else None, on_tick=watch.tick if watch else None)
+                           on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
+                           own_group=True)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
 
 
@@ -196,7 +198,7 @@ class Context:
             return None
         # --no-deps: the vendor source may supply nothing but the vendor build itself;
         # --reinstall-package: a wrong build of the same version otherwise counts as satisfied.
-        flags = " ".join(("--python", self.python, "--no-deps", "--reinstall-package", package))
+        flags = " ".join(("--python", shlex.quote(self.python), "--no-deps", "--reinstall-package", package))
         pin = source.pins.get(package)
         if source.index and pin:
             return f'{uv_command()} pip install {flags} --default-index {source.index} "{package}=={pin}"'
@@ -205,6 +207,23 @@ class Context:
             if url.rsplit("/", 1)[-1].startswith(package + "-"):
                 return f"{uv_command()} pip install {flags} {url}"
         return None
+
+    def reinstall_command(self) -> str:
+        """The install that rebuilds this environment, where jetson-install can: it remakes an
+        environment it made (the pinned tag, the vendor constraints), and refuses to change one
+        it did not make, so for that one it makes a new environment beside it."""
+        from jetson_install.environment import COMPLETE_MARK
+        from jetson_install.plan import STATE_DIR
+
+        environment = Path(self.python).parent.parent
+        if (environment / STATE_DIR / COMPLETE_MARK).is_file():
+            # Through DIR.d/env-<id> directly, the user's path is DIR.
+            home = environment.parent
+            link = home.with_name(home.name[: -len(".d")]) if home.name.endswith(".d") else environment
+            return f"jetson-install obliteratus --venv {shlex.quote(str(link))}"
+        new = shlex.quote(f"{environment}-jetson-install")
+        return (f"jetson-install obliteratus --venv {new} (a new environment: jetson-install changes only "
+                f"environments it made)")
 
     def torch_install_fix(self) -> str:
         command = self.vendor_install("torch")
@@ -216,13 +235,14 @@ class Context:
 
     def bnb_install_fix(self) -> str:
         if not self.tegra:
-            return f"{uv_command()} pip install --python {self.python} --no-deps --reinstall-package bitsandbytes bitsandbytes"
+            return (f"{uv_command()} pip install --python {shlex.quote(self.python)} --no-deps --reinstall-package "
+                    "bitsandbytes bitsandbytes")
         # The aarch64 wheels are SBSA builds without sm_87/sm_72; build on the device with the
         # exact capability (docs/source/installation.mdx, https://github.com/bitsandbytes-foundation/bitsandbytes).
         build = (
             "build it on the device: git clone https://github.com/bitsandbytes-foundation/bitsandbytes"
             f" && cd bitsandbytes && cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY={self.capability_digits} -S ."
-            f" && make -j4 && {uv_command()} pip install --python {self.python} --no-deps ."
+            f" && make -j4 && {uv_command()} pip install --python {shlex.quote(self.python)} --no-deps ."
         )
         vendor = self.vendor_install("bitsandbytes")
         return f"{vendor}; or {build}" if vendor else build
@@ -230,4 +250,4 @@ class Context:
     def numpy_fix(self) -> str:
         source = self.source
         spec = source.numpy if source is not None and source.numpy else "<2"
-        return f'{uv_command()} pip install --python {self.python} "numpy{spec}"'
+        return f'{uv_command()} pip install --python {shlex.quote(self.python)} "numpy{spec}"'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +27,7 @@ from jetson_install.doctor.checks_bitsandbytes import (
     check_bnb_library,
 )
 from jetson_install.doctor.checks_environment import check_obliteratus, check_pip
-from jetson_install.doctor.checks_kernels import KERNEL_SECTIONS, check_cuda_bf16, check_cuda_conv2d
+from jetson_install.doctor.checks_kernels import check_cuda_bf16, check_cuda_conv2d
 from jetson_install.doctor.checks_platform import check_platform, check_python_abi
 from jetson_install.doctor.checks_runtime import check_jetson_contract, check_transformers_torch
 from jetson_install.doctor.checks_torch import (
@@ -37,6 +38,7 @@ from jetson_install.doctor.checks_torch import (
     check_torch_build,
     check_torch_import,
 )
+from jetson_install.doctor.conform import conform
 from jetson_install.doctor.context import (
     Context,
     ProbeOutcome,
@@ -50,6 +52,7 @@ from jetson_install.doctor.report import (
     _platform_evidence,
     _runtime_evidence,
     _torch_evidence,
+    evidence_schema,
 )
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, CheckSpec
 from jetson_install.errors import BadInput
@@ -123,9 +126,17 @@ def _resolve_interpreter(python: str) -> str:
             f"no Python interpreter at {python}",
             fix="pass --python with the path of the environment's python, or --venv with an existing environment",
         )
-    if not runner.run([found, "-c", "import sys"], timeout=60).ok:
-        raise BadInput(f"{python} is not a working Python interpreter",
+    # Written for Python 2 and 3 alike, so a Python 2 target is named as such; /bin/true
+    # and other programs that exit 0 print no version.
+    answer = runner.run([found, "-c", "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"], timeout=60)
+    version = answer.stdout.strip()
+    if not answer.ok or not re.match(r"^\d+\.\d+$", version):
+        raise BadInput(f"{python} is not a Python interpreter (it did not answer with its version)",
                        fix="pass --python with the path of the environment's python, or --venv with an existing environment")
+    if int(version.split(".")[0]) < 3:
+        raise BadInput(f"{python} is Python {version}: the doctor checks Python 3 environments (the JetPack torch "
+                       "is built for Python 3)",
+                       fix="pass the environment's Python 3 with --python PATH, or make one: jetson-install obliteratus")
     return found
 
 
@@ -181,39 +192,24 @@ def run_doctor(
     return DoctorReport(
         python=interpreter,
         generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        platform=_guarded(_platform_evidence, ctx,
-                          ("l4t", "jetpack", "arch", "python", "kind", "channel", "board", "module", "family")),
-        torch=_guarded(_torch_evidence, ctx,
-                       ("version", "cuda", "device_name", "total_memory_bytes", "capability", "arch_list",
-                        "device_sm_in_arch_list", "kernels", "missing_library")),
-        bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, ("version", "backend", "library", "kernel_test")),
-        environment=_guarded(_environment_evidence, ctx, ("vendor_source", "vendor_builds", "obliteratus")),
-        runtime=_guarded(_runtime_evidence, ctx, ("obliteratus_device", "jetson_contract", "transformers")),
+        platform=_guarded(_platform_evidence, ctx, "platform"),
+        torch=_guarded(_torch_evidence, ctx, "torch"),
+        bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, "bitsandbytes"),
+        environment=_guarded(_environment_evidence, ctx, "environment"),
+        runtime=_guarded(_runtime_evidence, ctx, "runtime"),
         checks=tuple(results.values()),
         strict=strict,
     )
 
 
-def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, keys: Sequence[str]) -> Dict[str, Any]:
-    """Evidence from probe output of an unexpected shape is left empty, never a crash; the
-    checks over the same output already say what is wrong."""
+def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, section: str) -> Dict[str, Any]:
+    """Evidence from probe output of an unexpected shape or type is left empty, never a crash
+    and never schema-invalid; the checks over the same output already say what is wrong."""
     try:
-        return build(ctx)
+        built = build(ctx)
     except (AttributeError, KeyError, TypeError, ValueError):
-        empty: Dict[str, Any] = dict.fromkeys(keys)
-        if "arch_list" in empty:
-            empty["arch_list"] = []
-        if "kernel_test" in empty:
-            empty["kernel_test"] = "not_run"
-        if "obliteratus" in empty:
-            empty["obliteratus"] = dict.fromkeys(("version", "source", "commit"))
-        if "jetson_contract" in empty:
-            empty["jetson_contract"] = "not_run"
-        if "kernels" in empty:
-            empty["kernels"] = dict.fromkeys(KERNEL_SECTIONS, "not_run")
-        if "transformers" in empty:
-            empty["transformers"] = dict.fromkeys(("version", "torch_floor", "sees_torch"))
-        return empty
+        built = {}
+    return conform(built, evidence_schema()["properties"][section])
 
 
 def _safe_pip_check(python: str) -> runner.Completed:

@@ -1,0 +1,144 @@
+"""The doctor's inputs and its probes' output, however odd: what a user sees stays true."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jetson_install import runner
+
+SAMPLE = "sample:agx-orin-64gb-jp6.2"
+
+
+def doctor(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JETSON_")}
+    return subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--root", SAMPLE, *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_program_that_is_not_python_is_refused(tmp_path: Path) -> None:
+    result = doctor("--python", "/bin/true")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "error: /bin/true is not a Python interpreter" in result.stderr
+
+
+def fake_python2(tmp_path: Path) -> Path:
+    """An interpreter answering as CPython 2.7 does (`sys.version_info[:2]` is (2, 7))."""
+    script = tmp_path / "python2.7"
+    script.write_text("#!/bin/sh\nprintf '2.7'\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_python_2_target_is_named_with_a_fix_that_works(tmp_path: Path) -> None:
+    python2 = fake_python2(tmp_path)
+    result = doctor("--python", str(python2))
+    assert result.returncode == 2
+    assert f"{python2} is Python 2.7" in result.stderr
+    assert "fix: " in result.stderr and "jetson-install obliteratus" in result.stderr
+    assert "SyntaxError" not in result.stderr + result.stdout
+
+
+def alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_a_hung_probe_is_ended_with_everything_it_started(tmp_path: Path) -> None:
+    from jetson_install.doctor.context import _run_probe
+
+    hung = tmp_path / "python3"
+    hung.write_text("#!/bin/sh\nsleep 120 &\necho $!\nsleep 120\n")  # a probe whose helper outlives it
+    hung.chmod(0o755)
+    started = time.monotonic()
+    outcome = _run_probe(str(hung), "torch", "torch_probe.py", timeout=3)
+    assert outcome.completed is not None and outcome.completed.timed_out and time.monotonic() - started < 30
+    assert "timed out" in outcome.failure()
+    helper = int(outcome.completed.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while alive(helper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(helper)
+
+
+def test_pip_check_that_could_not_run_always_says_why() -> None:
+    from jetson_install.doctor.checks_environment import check_pip
+    from jetson_install.doctor.context import Context, ProbeOutcome
+
+    def context(completed: runner.Completed) -> Context:
+        empty = ProbeOutcome("torch", {}, None)
+        return Context(python="/envs/my env/bin/python", platform=None, channel=None, vendor=None, torch=empty,
+                       bnb=empty, pip_check=completed)
+
+    timed_out = runner.Completed(("uv",), -9, "", "", timed_out=True)
+    status, detail, fix = check_pip(context(timed_out))
+    assert detail.startswith("uv pip check could not run: ") and not detail.endswith(": ")
+    assert "did not finish" in detail
+    missing = runner.Completed(("uv",), 127, "", "")
+    assert not check_pip(context(missing))[1].endswith(": ")
+
+
+def test_probe_output_of_the_wrong_types_still_gives_evidence_that_validates(tmp_path: Path) -> None:
+    """A patched torch answering with the wrong types: the checks say what is wrong, and the
+    evidence still matches evidence.schema.json."""
+    import jsonschema
+
+    from jetson_install.doctor import evidence_schema
+
+    torch = {"probe": "torch", "complete": True, "python": {"version": 310, "machine": ["aarch64"]},
+             "torch": {"version": 2.5, "cuda": 12, "file": None},
+             "cuda": {"available": "yes", "device_name": 7, "total_memory_bytes": "16G", "capability": [8],
+                      "arch_list": "sm_87"},
+             "obliteratus": {"imported": True, "device": "cuda", "source": {"version": 1, "url": 2, "commit": []}}}
+    bnb = {"probe": "bitsandbytes", "complete": True, "version": 0.46, "backend": ["cuda"], "library": {"file": 3}}
+    fake = tmp_path / "python3.10"
+    fake.write_text("#!/bin/sh\n"
+                    "case \"$1\" in\n"
+                    f"  *torch_probe.py) echo '{json.dumps(torch)}' ;;\n"
+                    f"  *bnb_probe.py) echo '{json.dumps(bnb)}' ;;\n"
+                    "  *) printf '3.10' ;;\n"
+                    "esac\n")
+    fake.chmod(0o755)
+    result = doctor("--python", str(fake), "--json", "--check", "torch-build", "--check", "bnb-library",
+                    "--check", "cuda-arch")
+    assert "Traceback" not in result.stderr
+    evidence = json.loads(result.stdout)
+    jsonschema.validate(evidence, evidence_schema())
+    assert evidence["torch"]["version"] is None and evidence["torch"]["total_memory_bytes"] is None
+
+
+def context_for(python: str):
+    from jetson_install.doctor.context import Context, ProbeOutcome
+
+    empty = ProbeOutcome("torch", {}, None)
+    return Context(python=python, platform=None, channel=None, vendor=None, torch=empty, bnb=empty, pip_check=None)
+
+
+def test_doctor_on_an_environment_it_did_not_make_suggests_a_new_one_the_installer_accepts(tmp_path: Path) -> None:
+    theirs = tmp_path / "their env"
+    (theirs / "bin").mkdir(parents=True)
+    fix = context_for(str(theirs / "bin" / "python")).reinstall_command()
+    assert fix.startswith(f"jetson-install obliteratus --venv '{theirs}-jetson-install'")
+    ours = tmp_path / "my envs" / "obl"
+    made = tmp_path / "my envs" / "obl.d" / "env-1"
+    (made / "jetson-install").mkdir(parents=True)
+    (made / "jetson-install" / "complete").write_text("x")
+    ours.symlink_to(made)
+    expected = f"jetson-install obliteratus --venv '{ours}'"
+    assert context_for(str(ours / "bin" / "python")).reinstall_command() == expected
+    assert context_for(str(made / "bin" / "python")).reinstall_command() == expected
+
+
+def test_doctor_fix_commands_quote_a_path_with_spaces(tmp_path: Path) -> None:
+    ctx = context_for("/envs/my env/bin/python")
+    assert "--python '/envs/my env/bin/python'" in ctx.numpy_fix()
+    assert "--python '/envs/my env/bin/python'" in ctx.bnb_install_fix()
