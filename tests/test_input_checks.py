@@ -139,3 +139,13 @@ def test_the_l4t_help_says_it_overrides_the_release_file() -> None:
 def test_constraints_outside_a_checkout_says_it_is_a_maintainer_command(tmp_path: Path) -> None:
     stderr = one_error(cli("constraints", cwd=str(tmp_path)))
     assert "`constraints` is a maintainer command" in stderr
+
+
+def test_a_dry_run_on_this_machine_refuses_what_the_install_would_refuse() -> None:
+    import platform
+
+    if platform.machine() == "aarch64":
+        pytest.skip("this machine is aarch64: an install on / would go ahead")
+    result = cli("obliteratus", "--root", "/", "--l4t", "36.4.3", "--dry-run", "--venv", "/tmp/x-never-made")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "the JetPack wheels are built for aarch64" in result.stdout
