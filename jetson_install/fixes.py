@@ -27,19 +27,16 @@ class Rerun:
     argv: Tuple[str, ...]  # without the program name
 
     def without(self, option: str) -> "Rerun":
-        """Drop `option` with its value (`--opt VALUE` and `--opt=VALUE`), or the flag `option`."""
+        """Drop `option` and its value, written `--opt VALUE` or `--opt=VALUE`."""
         kept = []
         skip = False
         for arg in self.argv:
             if skip:
                 skip = False
-                continue
-            if arg == option:
-                skip = not _is_flag(option)
-                continue
-            if arg.startswith(option + "="):
-                continue
-            kept.append(arg)
+            elif arg == option:
+                skip = True
+            elif not arg.startswith(option + "="):
+                kept.append(arg)
         return Rerun(tuple(kept))
 
     def with_option(self, option: str, value: str) -> "Rerun":
@@ -50,14 +47,8 @@ class Rerun:
 
     def __str__(self) -> str:
         # A placeholder the user replaces (URL, TAG) stays readable, unquoted.
-        return "jetson-install " + " ".join(arg if arg.isupper() else shlex.quote(arg) for arg in self.argv)
-
-
-_FLAGS = ("--no-verify", "--yes", "-y", "--json", "--dry-run", "--vendor-fallback", "--allow-insecure-index")
-
-
-def _is_flag(option: str) -> bool:
-    return option in _FLAGS
+        return "jetson-install " + " ".join(arg if arg.isalpha() and arg.isupper() else shlex.quote(arg)
+                                            for arg in self.argv)
 
 
 @dataclass(frozen=True)
