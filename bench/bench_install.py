@@ -28,6 +28,7 @@ TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "tests"))
 
 from support import VENDOR_PINS, find_uv, isolated_env  # noqa: E402
+from support.catalogs import stub_catalog_text  # noqa: E402
 from support.index_server import LoopbackIndex  # noqa: E402
 from support.stub_projects import build_index_dirs, make_obliteratus_git_repo, make_obliteratus_source  # noqa: E402
 
@@ -58,9 +59,8 @@ def main() -> None:
     source = make_obliteratus_source(work / "OBLITERATUS")
     env = isolated_env(work)
     catalog = work / "wheels-index.toml"
-    real = 'pins = { torch = "2.8.0", torchvision = "0.23.0", torchaudio = "2.8.0", bitsandbytes = "0.49.3" }'
-    stub = "pins = { " + ", ".join(f'{k} = "{v}"' for k, v in VENDOR_PINS.items()) + " }"
-    catalog.write_text((TOP / "wheels-index.toml").read_text().replace(real, stub))
+    # The catalog's jp6-cu126 source describing the stub vendor builds, as the tests make it.
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), dirs.vendor))
     env.update(JETSON_INSTALL_WHEELS_INDEX=str(catalog))  # isolated_env's XDG_CONFIG_HOME has no config.toml
     uv = find_uv()
     pins = [f"{name}=={version}" for name, version in VENDOR_PINS.items()]
