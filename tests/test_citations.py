@@ -11,9 +11,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SKIPPED_DIRS = {".git", "__pycache__", "build", "dist"}
 # Built from parts so that this file does not cite what it forbids.
 PRIVATE_CITATION = re.compile("shared/" + "reference" + r"|\b[\w.-]+\.md\s*" + "\u00a7")
-# The catalog's citations are being rewritten with its channel data (issue 9, item 1);
-# remove this once that has landed.
-PENDING = {"wheels-index.toml"}
 
 
 def project_files() -> List[Path]:
@@ -41,9 +38,7 @@ def private_citations(path: Path) -> List[str]:
 
 
 def test_no_file_cites_private_reference_notes() -> None:
-    found = [
-        hit for path in project_files() if str(path.relative_to(ROOT)) not in PENDING for hit in private_citations(path)
-    ]
+    found = [hit for path in project_files() for hit in private_citations(path)]
     assert not found, "cite the public source (a URL or a repository path) instead:\n" + "\n".join(found)
 
 
