@@ -29,6 +29,7 @@ STUB_PACKAGES = {
     "transformers": "transformers_version",
 }
 HOST_PYTHON = "%d.%d" % sys.version_info[:2]
+HOST_TAG = "cp%d%d" % sys.version_info[:2]
 
 WORKING: Dict[str, Any] = {
     "torch_version": "2.8.0",
@@ -44,6 +45,9 @@ WORKING: Dict[str, Any] = {
     "bnb_library": "cuda",
     "transformers_version": "5.20.2",
     "transformers_torch_floor": "2.6",
+    # What the installed wheels' WHEEL files say (python-abi judges these).
+    "torch_tag": f"{HOST_TAG}-{HOST_TAG}-linux_aarch64",
+    "bnb_tag": "py3-none-manylinux_2_24_aarch64",
 }
 
 ORIN = Platform(
@@ -108,6 +112,9 @@ def make_env(root: Path, **changes: Any) -> str:
         if name == "transformers":  # what its wheel says, e.g. transformers 5.20.2
             metadata += f'Requires-Dist: torch>={scenario["transformers_torch_floor"]}; extra == "torch"\n'
         (dist_info / "METADATA").write_text(metadata)
+        tag = scenario.get({"torch": "torch_tag", "bitsandbytes": "bnb_tag"}.get(name, ""))
+        if tag:
+            (dist_info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
     shutil.copy(STUBS / "doctor_stub_scenario.py", site_packages)
     (site_packages / "doctor_stub_scenario.json").write_text(json.dumps(scenario))
     return str(root / "bin" / "python")
@@ -284,13 +291,75 @@ def test_other_missing_libraries_map_to_their_fix(tmp_path: Path, library: str, 
     assert fix in report.check("torch-import").fix
 
 
-def test_wrong_numpy_and_python_and_pin_are_reported(tmp_path: Path) -> None:
-    other_python = Channel(**dict(JP6.__dict__, python="3.10" if HOST_PYTHON != "3.10" else "3.12"))
-    report = run(make_env(tmp_path / "env", numpy_version="2.1.0", torch_version="2.9.0"), channel=other_python)
-    assert failed(report) == {"numpy", "python-abi", "torch-build"}
+def test_wrong_numpy_and_pin_are_reported(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", numpy_version="2.1.0", torch_version="2.9.0"))
+    assert failed(report) == {"numpy", "torch-build"}
     assert report.check("numpy").fix.endswith('"numpy<2"')
-    assert "jetson-install obliteratus --python /usr/bin/python" in report.check("python-abi").fix
     assert "2.9.0" in report.check("torch-build").detail
+
+
+def test_python_abi_is_judged_by_the_installed_wheels_not_the_channel(tmp_path: Path) -> None:
+    # A mirror of builds for this interpreter's Python passes, whatever Python the channel names.
+    other_python = Channel(**dict(JP6.__dict__, python="3.10" if HOST_PYTHON != "3.10" else "3.12"))
+    mirror = run(make_env(tmp_path / "mirror"), channel=other_python)
+    assert mirror.check("python-abi").status == "ok"
+    assert f"({HOST_TAG}) matches the installed wheels (torch)" in mirror.check("python-abi").detail
+    # A torch wheel for another Python fails, and its fix names only what exists here.
+    python = make_env(tmp_path / "env", torch_tag="cp36-cp36m-linux_aarch64")
+    wrong = run(python).check("python-abi")
+    assert wrong.status == "fail"
+    assert wrong.detail == f"the installed torch wheel is built for cp36, but this interpreter is Python {sys.version.split()[0]} ({HOST_TAG})"
+    assert wrong.fix.startswith("no Python 3.6 here: sudo apt-get install python3.6 python3.6-venv, then run "
+                                f"jetson-install obliteratus --venv {tmp_path / 'env'} --python /usr/bin/python3.6")
+
+
+def test_the_headline_is_the_most_fundamental_failure(tmp_path: Path) -> None:
+    # A CPU-only torch fails torch-build, cuda-available, bnb-library and obliteratus;
+    # the one to fix is torch-build, and a wheel for another Python comes before even that.
+    cpu = run(make_env(tmp_path / "cpu", torch_version="2.8.0+cpu", torch_cuda=None, cuda_available=False))
+    assert cpu.headline == "torch-build"
+    assert doctor.render_lines(cpu)[-1] == "Start with torch-build: the others may follow from it."
+    both = run(make_env(tmp_path / "both", torch_version="2.8.0+cpu", torch_cuda=None, cuda_available=False,
+                        torch_tag="cp36-cp36m-linux_aarch64"))
+    assert both.headline == "python-abi"
+    assert run(make_env(tmp_path / "ok")).headline is None
+
+
+def test_no_jetson_under_the_root_with_a_recorded_vendor_does_not_crash(tmp_path: Path) -> None:
+    # A container, or a host checked with the default root: no platform, no channel, but the
+    # environment recorded what it was built from.
+    python = make_env(tmp_path / "env", torch_version="2.8.0+cpu", torch_cuda=None, cuda_available=False)
+    report = run(python, platform=None, channel=None, vendor=JP6_SOURCE)
+    assert not [c for c in report.checks if "could not evaluate" in c.detail], doctor.render_lines(report)
+    build = report.check("torch-build")
+    assert build.status == "fail" and "CPU-only" in build.detail
+    assert f"jetson-install obliteratus --venv {tmp_path / 'env'} --vendor-index URL" in build.fix
+    assert report.check("cuda-available").status == "fail"
+
+
+def test_the_torch_fix_does_not_send_back_to_the_source_that_served_the_cpu_build(tmp_path: Path) -> None:
+    fallback = VendorSource(None, ("https://example.invalid/torch-2.5.0a0+nv24.08-cp310-cp310-linux_aarch64.whl",),
+                            {"torch": "2.5.0a0+nv24.08"}, "<2", ())
+    channel = Channel(**dict(JP6.__dict__, sources=(JP6_SOURCE, fallback)))
+    python = make_env(tmp_path / "env", torch_version="2.8.0", torch_cuda=None, cuda_available=False)
+    during_install = run(python, channel=channel, install_command="jetson-install obliteratus --yes")
+    fix = during_install.check("torch-build").fix
+    assert fix == ("install from the channel's fallback source (https://example.invalid/torch-2.5.0a0+nv24.08-cp310-"
+                   "cp310-linux_aarch64.whl): jetson-install obliteratus --yes --vendor-fallback")
+    assert "jetson-ai-lab" not in fix
+    later = run(python, channel=channel).check("torch-build").fix
+    assert later.startswith("install from the channel's fallback source")
+    assert "if another installer replaced it after the install" in later
+
+
+def test_bitsandbytes_library_missing_libgomp_names_its_apt_package(tmp_path: Path) -> None:
+    error = ("libgomp.so.1: cannot open shared object file: No such file or directory")
+    report = run(make_env(tmp_path / "env", torch_version="2.8.0", torch_cuda=None, cuda_available=False,
+                          bnb_load_error=error))
+    library = report.check("bnb-library")
+    assert library.status == "fail"
+    assert "libgomp.so.1" in library.detail
+    assert library.fix == "sudo apt-get install libgomp1"
 
 
 def test_nvidia_prerelease_version_matches_its_pin(tmp_path: Path) -> None:
@@ -313,7 +382,7 @@ def test_off_jetson_platform_warns_and_channel_checks_skip(tmp_path: Path) -> No
     for platform in (None, desktop):
         report = run(python, platform=platform, channel=None)
         assert report.check("platform").status == "warn" and "not a Jetson" in report.check("platform").detail
-        assert report.check("python-abi").status == "skip"
+        assert report.check("python-abi").status == "ok"  # judged by the wheels, which need no channel
         assert report.exit_code == 0, doctor.render_lines(report)
 
 
@@ -361,7 +430,7 @@ def test_list_checks_and_human_rendering(tmp_path: Path) -> None:
     failing = next(i for i, line in enumerate(lines) if line.startswith("✗ ") and "[bnb-library]" in line)
     assert lines[failing + 1].startswith("    fix: ") and "cmake" in lines[failing + 1]
     assert any(line.startswith("- ") and "[bnb-kernels]" in line for line in lines)
-    assert lines[-1].startswith("Doctor found problems in 1 required check(s): bnb-library")
+    assert lines[-2].startswith("Doctor found problems in 1 required check(s): bnb-library")
 
 
 # --------------------------------------------------------------------------- kernels decide

@@ -18,7 +18,7 @@ from jetson_install.doctor.report import (
     render_lines,
 )
 from jetson_install.doctor.results import CheckResult, CheckSpec
-from jetson_install.doctor.run import CHECKS, list_checks, run_doctor
+from jetson_install.doctor.run import CHECKS, headline, list_checks, run_doctor
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -27,6 +27,7 @@ __all__ = [
     "CheckResult",
     "DoctorReport",
     "arch_support",
+    "headline",
     "list_checks",
     "run_doctor",
     "render_lines",

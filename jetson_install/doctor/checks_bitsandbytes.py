@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from jetson_install.doctor.context import Context
+from jetson_install.doctor.context import Context, uv_command
+from jetson_install.doctor.missing_libraries import missing_library
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
 
 
@@ -24,6 +25,12 @@ def check_bnb_library(ctx: Context) -> Verdict:
         return FAIL, ctx.bnb.failure(), ctx.bnb_install_fix()
     backend = data.get("backend")
     version = data.get("version")
+    error = (library.get("error") or "").strip()
+    missing = (missing_library(error, ctx.expected_cuda, ctx.python, uv_command())
+               if library.get("class") == "ErrorHandlerMockBNBNativeLibrary" else None)
+    if missing is not None and missing.fix:
+        # Whatever the backend, a library that cannot load names the package it lacks.
+        return FAIL, f"bitsandbytes {version} could not load its native library: {error.splitlines()[0]}", missing.fix
     if backend != "CUDA":
         # bitsandbytes picks its library from torch (bitsandbytes/cextension.py, https://github.com/bitsandbytes-foundation/bitsandbytes); with
         # a torch that sees no CUDA even a good build loads its CPU library or a mock.

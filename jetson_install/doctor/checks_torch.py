@@ -82,7 +82,7 @@ def check_torch_build(ctx: Context) -> Verdict:
             return (FAIL, f"torch {raw} reports CUDA {cuda}, the installed build {record.torch_cuda}",
                     _repair(record))
     if (version.local and "cpu" in version.local) or not cuda:
-        return FAIL, f"torch {raw} is a CPU-only build (torch.version.cuda is {cuda})", ctx.torch_install_fix()
+        return FAIL, f"torch {raw} is a CPU-only build (torch.version.cuda is {cuda})", ctx.torch_wrong_build_fix(raw)
     pin = ctx.source.pins.get("torch") if ctx.source is not None else None
     if pin:
         try:
@@ -91,16 +91,14 @@ def check_torch_build(ctx: Context) -> Verdict:
             return FAIL, f"the channel's torch pin {pin!r} is not a version", "fix the torch pin in wheels-index.toml"
         if not pinned:
             return FAIL, f"torch {raw} is not the vendor build ({pin})", ctx.torch_install_fix()
-    expected_cuda = (ctx.platform.cuda if ctx.platform is not None else None) or (
-        ctx.channel.cuda if ctx.channel is not None else None
-    )
+    expected_cuda = ctx.expected_cuda
     # A recorded build may bring its own CUDA runtime (JetPack 7.2 on Orin: CUDA 12.9 wheels
     # on a CUDA 13.2 system); it was compared with the record above, and the kernels decide.
     if record is None and expected_cuda and cuda.split(".")[0] != expected_cuda.split(".")[0]:
         return (
             FAIL,
             f"torch {raw} is built for CUDA {cuda}, the platform has CUDA {expected_cuda}",
-            ctx.torch_install_fix(),
+            ctx.torch_wrong_build_fix(raw),
         )
     against = f", pin {pin}" if pin else ""
     if record is not None:
@@ -123,7 +121,9 @@ def check_cuda_available(ctx: Context) -> Verdict:
     if not section["available"] or section["device_count"] < 1:
         torch_cuda = (ctx.torch.section("torch") or {}).get("cuda")
         if not torch_cuda:
-            return FAIL, "torch.cuda.is_available() is False: torch is a CPU-only build", ctx.torch_install_fix()
+            version = (ctx.torch.section("torch") or {}).get("version", "")
+            return (FAIL, "torch.cuda.is_available() is False: torch is a CPU-only build",
+                    ctx.torch_wrong_build_fix(version))
         return (
             FAIL,
             f"torch is built for CUDA {torch_cuda} but sees {section['device_count']} device(s)",

@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Set, Tuple
 
+from packaging.specifiers import InvalidSpecifier
+from packaging.version import InvalidVersion
+
 from jetson_install import runner
+from jetson_install.versions import satisfies
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
@@ -161,6 +165,18 @@ class Context:
     bnb: ProbeOutcome
     pip_check: Optional[runner.Completed]
     source_commit: Optional[str] = None  # OBLITERATUS' commit, as the install recorded its source
+    # How to make this environment again: the install's own command line while an install
+    # verifies its new environment (which is discarded if the checks fail), else one for it.
+    install_command: Optional[str] = None
+    preflight: bool = False
+
+    @property
+    def environment(self) -> str:
+        return str(Path(self.python).parent.parent)
+
+    @property
+    def reinstall(self) -> str:
+        return self.install_command or f"jetson-install obliteratus --venv {self.environment}"
 
     @property
     def capability(self) -> Optional[Tuple[int, int]]:
@@ -225,10 +241,41 @@ class Context:
         return (f"jetson-install obliteratus --venv {new} (a new environment: jetson-install changes only "
                 f"environments it made)")
 
+    def other_source_fix(self) -> str:
+        """A source other than the one that served the wrong torch: reinstalling from that
+        one again would only bring the same build back."""
+        channel = self.channel
+        if channel is not None and self.source is not None and len(channel.sources) > 1 \
+                and self.source.location != channel.sources[1].location:
+            return (f"install from the channel's fallback source ({channel.sources[1].location}): "
+                    f"{self.reinstall} --vendor-fallback")
+        build = f"the CUDA {self.expected_cuda} build" if self.expected_cuda else "a CUDA build"
+        return f"install from an index that serves {build} of torch: {self.reinstall} --vendor-index URL"
+
+    def torch_wrong_build_fix(self, version: str) -> str:
+        """For a CPU-only or other-CUDA torch. When it carries the pinned version, the vendor
+        source itself served it, and reinstalling from there brings the same build back."""
+        pin = self.source.pins.get("torch") if self.source is not None else None
+        try:
+            served_by_source = bool(pin) and satisfies(version, f"=={pin}")
+        except (InvalidVersion, InvalidSpecifier):
+            served_by_source = False
+        if not served_by_source:
+            return self.torch_install_fix()
+        if self.install_command is not None:
+            return self.other_source_fix()
+        return f"{self.other_source_fix()}; if another installer replaced it after the install: {self.torch_install_fix()}"
+
+    @property
+    def expected_cuda(self) -> Optional[str]:
+        return (self.platform.cuda if self.platform is not None else None) or (
+            self.channel.cuda if self.channel is not None else None
+        )
+
     def torch_install_fix(self) -> str:
         command = self.vendor_install("torch")
         if command:
-            return f"{command} (channel {self.channel.id})"
+            return f"{command} (channel {self.channel.id})" if self.channel is not None else command
         if self.platform is not None and self.platform.jetson:
             return "install the JetPack torch wheel for this L4T (a Jetson AI Lab or NVIDIA redist build), not PyPI's"
         return "install a CUDA build of torch that matches this machine's driver, not a CPU-only one"

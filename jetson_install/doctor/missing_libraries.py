@@ -29,6 +29,9 @@ _PROVIDERS: Tuple[_Provider, ...] = (
     # (https://docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/index.html).
     _Provider("libopenblas", "libopenblas-dev", None),
     _Provider("libomp", "libomp-dev", None),
+    # bitsandbytes' native libraries link GCC's OpenMP runtime, which minimal images lack
+    # (https://packages.debian.org/bookworm/libgomp1, https://packages.ubuntu.com/jammy/libgomp1).
+    _Provider("libgomp", "libgomp1", None),
     # Wheels from 24.06 on need cuSPARSELt; on JetPack it is the libcusparselt0 package of NVIDIA's
     # cuda-keyring repository (https://github.com/ultralytics/ultralytics, docs/en/guides/nvidia-jetson.md);
     # CUDA 13 builds take the nvidia-cusparselt-cu13 wheel.

@@ -38,6 +38,7 @@ class DoctorReport:
     runtime: Mapping[str, Any]
     checks: Tuple[CheckResult, ...]
     strict: bool = False
+    headline: Optional[str] = None  # the id of the most fundamental failing check: fix it first
 
     @property
     def passed(self) -> bool:
@@ -102,6 +103,8 @@ def render_lines(report: DoctorReport) -> List[str]:
     else:
         failed = [c.id for c in report.checks if c.required and c.status == FAIL]
         lines.append(f"Doctor found problems in {len(failed)} required check(s): {', '.join(failed)} ({tally}).")
+        if report.headline:
+            lines.append(f"Start with {report.headline}: the others may follow from it.")
     return lines
 
 

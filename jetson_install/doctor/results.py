@@ -46,3 +46,6 @@ class CheckSpec:
     probe: str  # "host" | "torch" | "bitsandbytes" | "uv": what must run for the check
     evaluate: Evaluator = field(repr=False, compare=False)
     needs: Tuple[str, ...] = ()  # checks that must be ok (or warn) for this one to mean anything
+    # Checks whose failure also makes this one fail (a CPU-only torch sees no CUDA): when both
+    # fail, theirs is the problem to name first.
+    explained_by: Tuple[str, ...] = ()

@@ -61,12 +61,14 @@ if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
     from jetson_install.platform import Platform
 
+_TORCH_BUILD = ("torch-build",)
 CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec("platform", "Jetson platform detected", True, "host", check_platform),
-    CheckSpec("python-abi", "Python ABI matches the channel", True, "torch", check_python_abi),
-    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import),
+    CheckSpec("python-abi", "Python ABI matches the installed wheels", True, "torch", check_python_abi),
+    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import, explained_by=("python-abi",)),
     CheckSpec("torch-build", "torch is the vendor CUDA build", True, "torch", check_torch_build, ("torch-import",)),
-    CheckSpec("cuda-available", "torch sees a CUDA device", True, "torch", check_cuda_available, ("torch-import",)),
+    CheckSpec("cuda-available", "torch sees a CUDA device", True, "torch", check_cuda_available, ("torch-import",),
+              _TORCH_BUILD),
     CheckSpec("cuda-arch", "torch has kernels for the device", True, "torch", check_cuda_arch, ("cuda-available",)),
     CheckSpec("cuda-matmul", "a CUDA matmul is correct", True, "torch", check_cuda_matmul, ("cuda-available",)),
     CheckSpec("cuda-conv2d", "a CUDA conv2d is correct", True, "torch", check_cuda_conv2d, ("cuda-available",)),
@@ -75,12 +77,14 @@ CHECKS: Tuple[CheckSpec, ...] = (
         ("cuda-available",),
     ),
     CheckSpec("numpy", "NumPy version suits torch", True, "torch", check_numpy),
-    CheckSpec("bnb-library", "bitsandbytes loaded its CUDA library", True, "bitsandbytes", check_bnb_library),
+    CheckSpec("bnb-library", "bitsandbytes loaded its CUDA library", True, "bitsandbytes", check_bnb_library, (),
+              ("torch-import", "cuda-available")),
     CheckSpec(
         "bnb-kernels", "bitsandbytes NF4 kernels run", True, "bitsandbytes", check_bnb_kernels, ("bnb-library",)
     ),
     CheckSpec("bnb-int8", "bitsandbytes 8-bit matmul runs", True, "bitsandbytes", check_bnb_int8, ("bnb-library",)),
-    CheckSpec("obliteratus", "OBLITERATUS uses cuda", True, "torch", check_obliteratus, ("torch-import",)),
+    CheckSpec("obliteratus", "OBLITERATUS uses cuda", True, "torch", check_obliteratus, ("torch-import",),
+              ("cuda-available",)),
     CheckSpec(
         "jetson-contract", "OBLITERATUS' Jetson runtime contract holds", True, "torch", check_jetson_contract,
         ("cuda-available", "obliteratus"),
@@ -91,6 +95,26 @@ CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec("pip-check", "uv pip check is clean", True, "uv", check_pip),
 )
 _BY_ID = {spec.id: spec for spec in CHECKS}
+
+
+def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:
+    """The most fundamental failing required check: one that no other failing check explains
+    (through what it needs or what explains it), first in table order among those."""
+    failing = {check.id for check in checks if check.required and check.status == FAIL}
+
+    def causes(check_id: str) -> set:
+        found, pending = set(), list(_BY_ID[check_id].needs + _BY_ID[check_id].explained_by)
+        while pending:
+            cause = pending.pop()
+            if cause not in found:
+                found.add(cause)
+                pending.extend(_BY_ID[cause].needs + _BY_ID[cause].explained_by)
+        return found
+
+    for check in checks:
+        if check.id in failing and not (causes(check.id) & failing):
+            return check
+    return None
 
 
 def list_checks() -> List[Tuple[str, str, bool]]:
@@ -151,11 +175,15 @@ def run_doctor(
     strict: bool = False,
     progress: Optional[Callable[[str], None]] = None,
     source_commit: Optional[str] = None,
+    install_command: Optional[str] = None,
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
     ``strict``: the report passes only when every check that applies ran and passed.
     A probe busy for more than a couple of seconds tells ``progress`` what it waits for.
+    ``install_command``: the command line of an install verifying the environment it is
+    building; fixes then say how to run that install differently, since a failed one
+    discards the environment.
     Raises BadInput only when the interpreter does not exist or a check id is unknown.
     """
     if strict and only:
@@ -185,6 +213,7 @@ def run_doctor(
             bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
             pip_check=pip_future.result() if pip_future else None,
             source_commit=source_commit,
+            install_command=install_command,
         )
     results: Dict[str, CheckResult] = {}
     for spec in selected:
@@ -199,6 +228,7 @@ def run_doctor(
         runtime=_guarded(_runtime_evidence, ctx, "runtime"),
         checks=tuple(results.values()),
         strict=strict,
+        headline=getattr(headline(tuple(results.values())), "id", None),
     )
 
 

@@ -46,7 +46,25 @@ def probe_interpreter():
         "version": "%d.%d.%d" % sys.version_info[:3],
         "executable": sys.executable,
         "machine": platform.machine(),
+        "tag": "cp%d%d" % sys.version_info[:2],
     }
+
+
+def probe_wheels():
+    """The tags in the WHEEL file of each compiled package that must match this interpreter.
+    Read before `import torch`, so a wheel for another Python is named even when it cannot import."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8 has no importlib.metadata
+        return {"tags": {}}
+    tags = {}
+    for name in ("torch", "torchvision", "torchaudio", "bitsandbytes"):
+        try:
+            text = metadata.distribution(name).read_text("WHEEL") or ""
+        except Exception:
+            continue
+        tags[name] = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")]
+    return {"tags": tags}
 
 
 def probe_numpy():
@@ -256,6 +274,7 @@ def probe_transformers():
 
 def main():
     step("python", probe_interpreter)
+    step("wheels", probe_wheels)
     step("numpy", probe_numpy)
     loaded = []
     step("torch", probe_torch_import, loaded)

@@ -35,7 +35,10 @@ class ErrorHandlerMockBNBNativeLibrary(BNBNativeLibrary):
 BNB_BACKEND = "CUDA" if torch.cuda.is_available() else "CPU"
 _DIR = "/env/site-packages/bitsandbytes/"
 # Like the real one: without CUDA in torch it loads the CPU library whatever else is installed.
-if BNB_BACKEND == "CPU":
+if SCENARIO.get("bnb_load_error"):
+    # The real loader turns a library that cannot load (a missing libgomp.so.1) into the mock.
+    lib = ErrorHandlerMockBNBNativeLibrary(SCENARIO["bnb_load_error"])
+elif BNB_BACKEND == "CPU":
     lib = BNBNativeLibrary(_CDLL(_DIR + "libbitsandbytes_cpu.so"))
 elif SCENARIO["bnb_library"] == "cuda":
     lib = CudaBNBNativeLibrary(_CDLL(_DIR + "libbitsandbytes_cuda%s.so" % torch.version.cuda.replace(".", "")))
