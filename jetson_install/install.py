@@ -255,8 +255,8 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
         installed = dict(plan.existing.pins if plan.existing else {})
         installed.update(uv.installed_versions(str(staging / "bin" / "python")))
     except StepFailed as failure:
-        _discard(home, staging)
-        return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
+        kept = _discard(home, staging, rerun)
+        return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix, kept)
     except KeyboardInterrupt:
         step = run.results[-1].id if run.results else "start"
         if home.current() == staging:
@@ -267,7 +267,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
                 failed_step="clean-up", message=f"interrupted after the switch: {plan.venv} is the new environment, "
                                                 "ready to use; old environments are removed by the next run",
                 fix=f"nothing is needed; to finish the clean-up now, run: {rerun}", warnings=tuple(run.warnings))
-        _discard(home, staging)
+        _discard(home, staging, rerun)
         return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
                        f"run it again: {rerun}")
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
@@ -300,12 +300,37 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     return False, f"{plan.venv} already satisfies the plan"
 
 
-def _discard(home: EnvironmentHome, staging: Path) -> None:
-    """Remove a half-built environment, keeping its evidence (if the doctor ran) beside it."""
+KEPT_FAILED_EVIDENCE = 5
+
+
+def _discard(home: EnvironmentHome, staging: Path, rerun: "Rerun") -> Optional[str]:
+    """Remove a half-built environment, keeping its evidence (if the doctor ran) beside it,
+    and the last few of those only. Returns where the evidence was kept."""
     evidence = staging / STATE_DIR / EVIDENCE_FILE
+    kept: Optional[Path] = None
     if evidence.is_file():
-        shutil.copyfile(evidence, _kept_evidence(staging))
+        kept = _kept_evidence(staging)
+        kept.write_text(json.dumps(_without_staging_fixes(json.loads(evidence.read_text()), staging, rerun),
+                                   indent=2) + "\n")
+        _rotate_kept_evidence(staging.parent)
     home.remove(staging)
+    return str(kept) if kept is not None else None
+
+
+def _without_staging_fixes(evidence: Dict[str, Any], staging: Path, rerun: "Rerun") -> Dict[str, Any]:
+    """A fix that acts on the environment being discarded would point at nothing: say to
+    fix the cause and run the install again instead."""
+    for check in evidence.get("checks", []):
+        fix = check.get("fix")
+        if isinstance(fix, str) and str(staging) in fix:
+            check["fix"] = f"fix the cause in the detail, then run the install again: {rerun}"
+    return evidence
+
+
+def _rotate_kept_evidence(directory: Path) -> None:
+    kept = sorted(directory.glob(f"failed-*-{EVIDENCE_FILE}"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for old in kept[KEPT_FAILED_EVIDENCE:]:
+        old.unlink()
 
 
 def _kept_evidence(staging: Path) -> Path:
@@ -314,10 +339,10 @@ def _kept_evidence(staging: Path) -> Path:
 
 
 def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
-            fix: Optional[str]) -> InstallResult:
+            fix: Optional[str], evidence: Optional[str] = None) -> InstallResult:
     kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"no environment was made at {plan.venv}"
     return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),
-                         failed_step=step,
+                         evidence=evidence, failed_step=step,
                          message=f"{message} ({kept})", fix=fix or f"fix the cause above, then run: {run.rerun}",
                          warnings=tuple(run.warnings))
 
@@ -395,8 +420,7 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
     excludes = list(plan.existing.pins) if plan.existing is not None else []
     run.step("protect", lambda: f"constraints kept in {protect(staging, excludes)}")
     run.step("check", lambda: _check(plan, python, run))
-    if plan.verify:
-        run.step("verify", lambda: _verify(plan, python, staging, run))
+    run.step("verify", lambda: _verify(plan, python, staging, run))
     home.mark_complete(staging, {**fingerprint, "source": source.current()})
     previous: List[Optional[Path]] = []
     run.step("switch", lambda: _switch(home, staging, previous))
@@ -486,24 +510,29 @@ def _check(plan: Plan, python: str, run: _Run) -> str:
 
 
 def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
-    from jetson_install.doctor import run_doctor
+    from jetson_install.doctor import GPU_FREE_CHECKS, run_doctor
 
     evidence = staging / STATE_DIR / EVIDENCE_FILE
     channel, vendor = plan.channel, recorded_vendor(staging)
     if plan.existing is not None:
         channel, vendor = container.doctor_view(plan.channel, plan.existing.abi, plan.pins)
-    report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor, progress=run.progress)
+    only = () if plan.verify else GPU_FREE_CHECKS
+    report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor, only=only,
+                        progress=run.progress, install_command=str(run.rerun))
     data = report.to_json()
     if plan.lock is not None:
         data["lock"] = plan.lock.to_json()  # which exact files the proven environment holds
     evidence.write_text(json.dumps(redact_data(data), indent=2) + "\n")
     if report.exit_code != 0:
-        failed = [c for c in report.checks if c.status == "fail" and c.required]
-        first = failed[0] if failed else None
+        first = report.check(report.headline) if report.headline else None
         detail = f"{first.id}: {first.detail}" if first else "a required check failed"
+        fixes = [first.fix] if first and first.fix else []
+        if plan.verify and (first is None or first.id not in GPU_FREE_CHECKS):
+            fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
         raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(staging)})",
-                         (f"{first.fix}; " if first and first.fix else "")
-                         + f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
+                         "; ".join(fixes) or None)
+    if not plan.verify:
+        return f"torch is the vendor build for this Python (GPU checks skipped: --no-verify); evidence in {evidence}"
     return f"all required checks passed; evidence in {evidence}"
 
 

@@ -457,9 +457,15 @@ def _steps(plan: Plan) -> Tuple[Step, ...]:
                         "in the activate scripts"),
         Step("check", "check the installed dependencies", tuple(uv.pip_check_argv(python))),
     ]
+    doctor = ("jetson-install", "doctor", "--python", python, "--evidence", f"{staging}/{STATE_DIR}/{EVIDENCE_FILE}")
     if plan.verify:
-        steps.append(Step("verify", "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence",
-                          ("jetson-install", "doctor", "--python", python,
-                           "--evidence", f"{staging}/{STATE_DIR}/{EVIDENCE_FILE}")))
+        steps.append(Step("verify", "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence", doctor))
+    else:
+        # --no-verify skips only what needs the GPU: a CPU-only torch must still never be switched in.
+        from jetson_install.doctor import GPU_FREE_CHECKS
+
+        only = tuple(part for check in GPU_FREE_CHECKS for part in ("--check", check))
+        steps.append(Step("verify", "check that torch imports and is the vendor CUDA build for this Python "
+                                    "(no GPU needed; --no-verify skips the GPU checks)", doctor + only))
     steps.append(Step("switch", f"switch {venv} to the new environment in one atomic rename"))
     return tuple(steps)

@@ -87,7 +87,11 @@ def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: 
     assert "obliteratus" not in vendor_index.requested_projects() + public_index.requested_projects()
     assert installer.python("import obliteratus.device as d; print(d.get_device('auto'))") == "cuda"
     assert "activate" in data and data["activate"] == f"source {installer.venv}/bin/activate"
-    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "target", "protect", "check", "switch"]
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "target", "protect", "check",
+                                                "verify", "switch"]
+    verify = next(step for step in data["steps"] if step["id"] == "verify")
+    assert "GPU checks skipped: --no-verify" in verify["detail"]
+    assert data["evidence"] == f"{installer.venv}/jetson-install/evidence.json"
 
 
 def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:
@@ -298,7 +302,10 @@ def test_failed_verification_keeps_the_old_environment_and_the_evidence(installe
     assert os.readlink(installer.venv) == before
     kept = list(Path(f"{installer.venv}.d").glob("failed-*-evidence.json"))
     assert len(kept) == 1 and str(kept[0]) in data["error"]["message"]
+    assert data["evidence"] == str(kept[0])
     evidence = json.loads(kept[0].read_text())
+    # The fixes in kept evidence never point at the environment that was discarded.
+    assert not [c["fix"] for c in evidence["checks"] if c["fix"] and "/env-" in c["fix"]]
     assert evidence["status"] == "failed"
     import jsonschema
 
@@ -539,3 +546,50 @@ def test_runtime_companions_come_from_the_default_index_recorded_and_pinned(
                                      "hashes": [__import__("hashlib").sha256(wheel.read_bytes()).hexdigest()]}]
     constraints = (installer.venv / "jetson-install" / "constraints.txt").read_text().split()
     assert f"{companion}==12.9.79" in constraints and f"torch=={VENDOR_TORCH}" in constraints
+@pytest.fixture
+def cpu_vendor_index(private_index_dirs, start_index):
+    """The vendor index serving a CPU-only torch under the pinned vendor version."""
+    from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
+    from support.wheels import build_wheel
+
+    for wheel in private_index_dirs.vendor.glob("torch-*.whl"):
+        wheel.unlink()
+    build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, requires=_TORCH_REQUIRES, requires_python=">=3.8",
+                modules=_torch_modules(False, None), init_body=_TORCH_INIT_BODY, source_index="vendor")
+    return start_index(private_index_dirs.vendor, name="cpu-vendor")
+
+
+def test_no_verify_still_refuses_a_cpu_only_vendor_torch_before_the_switch(
+        tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index, public_index, obliteratus_source: Path) -> None:
+    installer = Installer(tmp_path / "obl", cli_env, cpu_vendor_index.url, public_index.url, obliteratus_source)
+    code, data, stderr = installer.run()
+    assert code == 1, stderr
+    assert data["status"] == "failed" and data["error"]["step"] == "verify"
+    assert data["error"]["message"].startswith(f"step 'verify' failed: torch-build: torch {VENDOR_TORCH} is a "
+                                               "CPU-only build (torch.version.cuda is None)")
+    # The vendor index served it: the fix is another source, never that index again, and
+    # never --no-verify, which was given.
+    fix = data["error"]["fix"]
+    assert cpu_vendor_index.url not in fix and "for image builds without GPU access" not in fix
+    assert fix.startswith("install from the channel's fallback source") and fix.endswith("--vendor-fallback")
+    assert not installer.venv.exists() and "OBLITERATUS is ready" not in stderr
+    assert data["evidence"] and Path(data["evidence"]).is_file()
+
+
+def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index, public_index,
+                                          obliteratus_source: Path) -> None:
+    from jetson_install.install import KEPT_FAILED_EVIDENCE
+
+    installer = Installer(tmp_path / "obl", cli_env, cpu_vendor_index.url, public_index.url, obliteratus_source)
+    home = Path(f"{installer.venv}.d")
+    home.mkdir()
+    for number in range(KEPT_FAILED_EVIDENCE + 2):
+        old = home / f"failed-env-old{number}-evidence.json"
+        old.write_text("{}")
+        os.utime(old, (1_000_000 + number, 1_000_000 + number))
+    code, data, _ = installer.run()
+    assert code == 1
+    kept = sorted(path.name for path in home.glob("failed-*-evidence.json"))
+    assert len(kept) == KEPT_FAILED_EVIDENCE
+    assert Path(data["evidence"]).name in kept
+    assert "failed-env-old0-evidence.json" not in kept

@@ -57,9 +57,11 @@ def test_unsupported_jetpack5_exits_3_with_reason_and_remedy() -> None:
     assert data["supported"] is False and "torch 2.2" in data["reason"]
 
 
-def test_no_verify_drops_the_verify_step() -> None:
+def test_no_verify_keeps_only_the_checks_that_need_no_gpu() -> None:
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--no-verify")
-    assert "verify" not in [s["id"] for s in data["steps"]]
+    verify = next(s for s in data["steps"] if s["id"] == "verify")
+    assert verify["command"][-6:] == ["--check", "python-abi", "--check", "torch-import", "--check", "torch-build"]
+    assert "no GPU needed" in verify["title"]
 
 
 def test_vendor_index_flag_and_env_are_reported_as_sources() -> None:

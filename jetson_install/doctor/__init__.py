@@ -18,11 +18,12 @@ from jetson_install.doctor.report import (
     render_lines,
 )
 from jetson_install.doctor.results import CheckResult, CheckSpec
-from jetson_install.doctor.run import CHECKS, headline, list_checks, run_doctor
+from jetson_install.doctor.run import CHECKS, GPU_FREE_CHECKS, headline, list_checks, run_doctor
 
 __all__ = [
     "SCHEMA_VERSION",
     "CHECKS",
+    "GPU_FREE_CHECKS",
     "CheckSpec",
     "CheckResult",
     "DoctorReport",

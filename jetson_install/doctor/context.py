@@ -155,6 +155,22 @@ def _run_pip_check(python: str) -> runner.Completed:
 
 
 
+def _without_source_options(command: str) -> str:
+    """The command line without the options that chose the vendor source it is about to replace."""
+    import shlex
+
+    words, kept = shlex.split(command), []
+    skip_value = False
+    for word in words:
+        if skip_value:
+            skip_value = False
+        elif word in ("--vendor-index",):
+            skip_value = True
+        elif word != "--vendor-fallback" and not word.startswith("--vendor-index="):
+            kept.append(word)
+    return " ".join(shlex.quote(word) for word in kept)
+
+
 @dataclass(frozen=True)
 class Context:
     python: str
@@ -245,12 +261,13 @@ class Context:
         """A source other than the one that served the wrong torch: reinstalling from that
         one again would only bring the same build back."""
         channel = self.channel
+        reinstall = _without_source_options(self.reinstall)
         if channel is not None and self.source is not None and len(channel.sources) > 1 \
                 and self.source.location != channel.sources[1].location:
             return (f"install from the channel's fallback source ({channel.sources[1].location}): "
-                    f"{self.reinstall} --vendor-fallback")
+                    f"{reinstall} --vendor-fallback")
         build = f"the CUDA {self.expected_cuda} build" if self.expected_cuda else "a CUDA build"
-        return f"install from an index that serves {build} of torch: {self.reinstall} --vendor-index URL"
+        return f"install from an index that serves {build} of torch: {reinstall} --vendor-index URL"
 
     def torch_wrong_build_fix(self, version: str) -> str:
         """For a CPU-only or other-CUDA torch. When it carries the pinned version, the vendor

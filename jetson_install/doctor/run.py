@@ -95,6 +95,9 @@ CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec("pip-check", "uv pip check is clean", True, "uv", check_pip),
 )
 _BY_ID = {spec.id: spec for spec in CHECKS}
+# What an install checks even with --no-verify (image builds without GPU access): these need
+# no GPU, and a CPU-only or other-CUDA torch must not reach the user's environment.
+GPU_FREE_CHECKS = ("python-abi", "torch-import", "torch-build")
 
 
 def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:
