@@ -72,7 +72,7 @@ def test_a_slow_download_shows_progress_before_its_step_ends_and_the_json_counts
     code, data, lines = run_reading_stderr(installer.argv(), env)
     text = "\n".join(line for _, line in lines)
     assert code == 0, text
-    heading = next(n for n, (_, line) in enumerate(lines) if line.startswith("[4/7] target:"))
+    heading = next(n for n, (_, line) in enumerate(lines) if line.startswith("[4/8] target:"))
     end = next(n for n in range(heading, len(lines)) if re.match(r"      done in .*, [0-9.]+ MiB downloaded$", lines[n][1]))
     during = [(at, line) for at, line in lines[heading + 1:end] if "so far:" in line and f"downloading {BIG}" in line]
     assert during, text
@@ -130,7 +130,7 @@ def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
     shown = seen.decode("utf-8", "replace")
     assert code == 0, shown
     assert json.loads(stdout)["status"] == "installed"
-    target = shown[shown.index("[4/7] target:"):shown.index("[5/7] protect:")]
+    target = shown[shown.index("[4/8] target:"):shown.index("[5/8] protect:")]
     redraws = re.findall(r"\r      ([^\r\n]*?)\x1b\[K", target)
     assert len(redraws) >= 3, target  # the clock ticks: the same line, drawn again and again
     assert all(len("      " + line) < COLUMNS for line in redraws)  # never wrapped: redrawn in place
