@@ -8,7 +8,7 @@ from typing import Dict, Set
 
 from jetson_install.doctor.context import Context
 from jetson_install.interpreters import find_interpreter
-from jetson_install.doctor.results import FAIL, OK, SKIP, WARN, Verdict
+from jetson_install.doctor.results import FAIL, OK, WARN, Verdict
 
 
 def check_platform(ctx: Context) -> Verdict:
@@ -47,7 +47,8 @@ def check_python_abi(ctx: Context) -> Verdict:
     built_for = _wheel_python_tags(ctx)
     wrong = {package: sorted(pythons) for package, pythons in built_for.items() if tag not in pythons}
     if not built_for:
-        return SKIP, f"Python {version}; no compiled torch or bitsandbytes wheel installed to compare with", None
+        # Nothing installed is built for one Python version, so nothing can mismatch it.
+        return OK, f"Python {version}; no installed torch or bitsandbytes wheel is specific to a Python version", None
     if not wrong:
         names = ", ".join(sorted(built_for))
         return OK, f"Python {version} ({tag}) matches the installed wheels ({names})", None
