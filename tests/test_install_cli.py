@@ -547,8 +547,9 @@ def test_runtime_companions_come_from_the_default_index_recorded_and_pinned(
     constraints = (installer.venv / "jetson-install" / "constraints.txt").read_text().split()
     assert f"{companion}==12.9.79" in constraints and f"torch=={VENDOR_TORCH}" in constraints
 @pytest.fixture
-def cpu_vendor_index(private_index_dirs, start_index):
-    """The vendor index serving a CPU-only torch under the pinned vendor version."""
+def cpu_vendor_index(private_index_dirs, start_index, cli_env: Dict[str, str], tmp_path: Path):
+    """The vendor index serving a CPU-only torch under the pinned vendor version, a build the
+    catalog does not list (so only its doctor checks can tell)."""
     from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
     from support.wheels import build_wheel
 
@@ -556,6 +557,12 @@ def cpu_vendor_index(private_index_dirs, start_index):
         wheel.unlink()
     build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, requires=_TORCH_REQUIRES, requires_python=">=3.8",
                 modules=_torch_modules(False, None), init_body=_TORCH_INIT_BODY, source_index="vendor")
+    from support.catalogs import stub_catalog_text
+
+    catalog = tmp_path / "cpu-wheels-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
+                                         known=("torchvision", "torchaudio", "bitsandbytes")))
+    cli_env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
     return start_index(private_index_dirs.vendor, name="cpu-vendor")
 
 
@@ -564,7 +571,7 @@ def test_no_verify_still_refuses_a_cpu_only_vendor_torch_before_the_switch(
     installer = Installer(tmp_path / "obl", cli_env, cpu_vendor_index.url, public_index.url, obliteratus_source)
     code, data, stderr = installer.run()
     assert code == 1, stderr
-    assert data["status"] == "failed" and data["error"]["step"] == "verify"
+    assert data["status"] == "failed" and data["error"]["step"] == "verify", data["error"]
     assert data["error"]["message"].startswith(f"step 'verify' failed: torch-build: torch {VENDOR_TORCH} is a "
                                                "CPU-only build (torch.version.cuda is None)")
     # The vendor index served it: the fix is another source, never that index again, and
