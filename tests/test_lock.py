@@ -151,7 +151,7 @@ def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
     result = jetson_install(cli_env, *argv)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "lock", "protect", "check", "switch"]
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "lock", "protect", "check", "verify", "switch"]
     assert data["lock"]["file"] == f"{house.as_uri()}/lock.txt"
     assert data["installed"]["torch"].startswith("2.5.0a0")
     rerun = jetson_install(cli_env, *argv)
