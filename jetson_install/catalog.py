@@ -467,7 +467,7 @@ class _Loader:
         unknown = sorted(set(entry) - {"file", "sha256", "sha256_prefix", "cuda"})
         if unknown:
             raise self.fail(where, "builds", f"has the key {unknown[0]!r}; a build has file, sha256 or "
-                                             "sha256_prefix, and cuda (torch only)", start, near)
+                                             "sha256_prefix, and cuda (torch only)", start, str(entry.get("file", "")))
         file = entry.get("file")
         near = str(file)
         try:

@@ -104,6 +104,9 @@ def _install_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Keep the CUDA torch the interpreter already has (an L4T PyTorch image, a system install); "
                           "download no vendor build."),
         click.option("--venv", metavar="DIR", help="Environment location (default: a per-user data directory)."),
+        click.option("--bitsandbytes", "bitsandbytes", metavar="build[=VERSION|PATH]",
+                     help="Build bitsandbytes on this board for its GPU (where no Jetson build exists): the newest "
+                          "release this torch accepts, a release, or a local checkout; cached per user."),
     ]
     for option in options:
         command = option(command)
@@ -136,6 +139,7 @@ def _build_plan(target: str, options: dict):
         platform, load_catalog(), target, settings, venv.absolute(),
         interpreter=options["python"], source=options["source"], ref=options["ref"],
         verify=not options["no_verify"], fallback=options["vendor_fallback"], existing=existing,
+        bitsandbytes=options["bitsandbytes"],
     )
 
 

@@ -9,6 +9,7 @@ later swap of the same version is seen by the doctor and repaired by a re-run.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -34,6 +35,7 @@ __all__ = [
     "target_tags",
     "installed_package",
     "read_record",
+    "record_built",
     "write_record",
     "record_path",
     "RECORD_FILE",
@@ -375,6 +377,8 @@ class EnvironmentRecord:
     repair: str
     companions: Tuple[Companion, ...] = ()
     schema_version: int = field(default=1)
+    # Packages built on this machine (jetson_install/build/): what was built, from what, for which GPU.
+    built: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -384,6 +388,7 @@ class EnvironmentRecord:
             "torch_cuda": self.torch_cuda,
             "companions": [companion.to_json() for companion in self.companions],
             "repair": self.repair,
+            "built": {name: dict(build) for name, build in self.built.items()},
         }
 
     def differences(self, environment: Path) -> List[str]:
@@ -424,9 +429,21 @@ def read_record(environment: Path) -> Optional[EnvironmentRecord]:
         }
         companions = tuple(Companion(str(c["name"]), str(c["version"]), tuple(c["hashes"])) for c in data["companions"])
         return EnvironmentRecord(Resolution.from_json(data["resolution"]), installed, data.get("torch_cuda"),
-                                 str(data.get("repair", "")), companions)
+                                 str(data.get("repair", "")), companions, built=dict(data.get("built", {})))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def record_built(environment: Path, name: str, build: Mapping[str, Any]) -> None:
+    """Add a package built on this machine to the environment's record, like a vendor build:
+    its wheel tag and RECORD digest (so a swap is seen), and what it was built from."""
+    record = read_record(environment)
+    package = installed_package(environment, name)
+    if record is None or package is None:
+        raise JetsonInstallError(f"{name} was built but is not recorded in {environment}",
+                                 fix="report this as a jetson-install bug")
+    write_record(environment, dataclasses.replace(record, installed={**record.installed, name: package},
+                                                  built={**record.built, name: dict(build)}))
 
 
 def record_installed(environment: Path, resolution: Resolution, companions: Sequence[Companion],

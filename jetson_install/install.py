@@ -8,6 +8,7 @@ previous environment exactly as it was.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install import container, runner, uv
+from jetson_install.build import bitsandbytes as build_bitsandbytes
 from jetson_install.environment import (
     EnvironmentHome, protect, recorded_plan, recorded_vendor, write_constraints, write_private, write_requirements,
 )
@@ -29,7 +31,7 @@ from jetson_install.fixes import (
     repository_of,
     vendor_missing_fix,
 )
-from jetson_install.identity import Companion, EnvironmentRecord, read_record, record_installed
+from jetson_install.identity import Companion, EnvironmentRecord, read_record, record_built, record_installed
 from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
 from jetson_install.lock import LOCK_FILE, LockInUse, lock_resolution
 from jetson_install.plan import COMPANIONS_FILE, EVIDENCE_FILE, STATE_DIR, Plan, resolved_plan, with_lock
@@ -169,6 +171,9 @@ def preflight(plan: Plan, dry_run: bool) -> Preflight:
     home.check_usable(create=not dry_run)
     warnings: List[str] = []
     interpreter = _interpreter(plan, warnings)
+    if plan.bitsandbytes_build is not None:
+        # Missing build tools are named, with their apt packages, before anything starts.
+        build_bitsandbytes.find_toolchain(build_bitsandbytes.CUDA_HOME, plan.platform.cuda)
     return Preflight(home, interpreter, tuple(warnings))
 
 
@@ -406,6 +411,8 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
             plan = resolved_plan(plan, resolution, [f"{c.name}=={c.version}" for c in companions])
             run.plan = plan
         record_installed(staging, resolution, companions, str(run.rerun))
+        if plan.bitsandbytes_build is not None:
+            run.step("bitsandbytes", lambda: _bitsandbytes(plan, python, staging, run))
         constraints_path = write_constraints(staging, plan.constraints)
         requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
         if credentials(plan.requirement.split(" @ ", 1)[-1]):
@@ -440,6 +447,28 @@ def _companions(plan: Plan, python: str, staging: Path, found: List[Companion], 
     run.uv_step("companions", uv.install(uv.companions_install_argv(python, str(compiled), default_index),
                                          default_index, watch=run.current), fix, default_index)
     return ", ".join(f"{c.name}=={c.version}" for c in found)
+
+
+def _bitsandbytes(plan: Plan, python: str, staging: Path, run: _Run) -> str:
+    """Build bitsandbytes for the device (or take the cached wheel), install it without
+    dependencies, and record it as the environment's vendor build."""
+    planned = plan.bitsandbytes_build
+    assert planned is not None
+    import platformdirs
+
+    toolchain = build_bitsandbytes.find_toolchain(build_bitsandbytes.CUDA_HOME, plan.platform.cuda)
+    jobs = build_bitsandbytes.build_jobs(os.cpu_count() or 1, build_bitsandbytes.available_memory())
+    request = build_bitsandbytes.BuildRequest(planned.source, planned.capability, toolchain, python,
+                                              f"cp{(plan.python_abi or '').replace('.', '')}", jobs)
+    cache = Path(platformdirs.user_cache_dir("jetson-install")) / "builds" / "bitsandbytes"
+    built = build_bitsandbytes.build_wheel(request, cache, run.progress, plan.settings.default_index.value,
+                                           watch=run.current)
+    run.uv_step("bitsandbytes", uv.install(uv.vendor_install_argv(python, None, True, [str(built.path)]), None,
+                                           watch=run.current),
+                f"the wheel {built.path} did not install; remove it to build it again, then run: {run.rerun}")
+    record_built(staging, "bitsandbytes", built.record)
+    how = "from the build cache" if built.reused else f"built in {built.record['seconds']:.0f} s"
+    return f"bitsandbytes {planned.version} for sm_{planned.capability}, {how} ({built.path.name})"
 
 
 def _compiled(text: str) -> List[Companion]:

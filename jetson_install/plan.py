@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install import uv
+from jetson_install.build.bitsandbytes import CUDA_HOME, PlannedBuild, parse_choice, plan_build
 from jetson_install.catalog import Catalog, Channel, Target, VendorSource
 from jetson_install.constraints import constraint_lines
 from jetson_install.container import RESOLUTION, TO_INSTALL, ExistingStack, judge_stack
@@ -70,6 +71,8 @@ class Plan:
     companions: Tuple[str, ...] = ()  # companion requirements, pinned once the install resolved them
     lock: Optional["LockInUse"] = None  # --lock/--wheelhouse: exactly these files, nothing resolved
     caps: Tuple[Tuple[str, str], ...] = ()  # (constraint, why): releases the channel's torch or Python misses
+    bitsandbytes_choice: Optional[str] = None  # --bitsandbytes build[=X]: "" for the default release, else X
+    bitsandbytes_build: Optional[PlannedBuild] = None  # what that choice builds, for this plan's torch
 
     @property
     def vendor_requirements(self) -> List[str]:
@@ -121,6 +124,7 @@ class Plan:
             "existing": self.existing.to_json() if self.existing else None,
             # A kept stack has no vendor record (identity.py); its versions are the pins.
             "kept_pins": dict(self.pins) if self.existing else None,
+            "bitsandbytes_build": self.bitsandbytes_build.to_json() if self.bitsandbytes_build else None,
         }
         if self.lock is not None:
             fingerprint["lock"] = self.lock.sha256
@@ -165,6 +169,7 @@ class Plan:
             "containers": [image.to_json() for image in self.channel.containers] if self.channel else [],
             "existing_torch": self.existing.to_json() if self.existing else None,
             "lock": self.lock.to_json() if self.lock else None,
+            "bitsandbytes_build": self.bitsandbytes_build.to_json() if self.bitsandbytes_build else None,
             "steps": [step.to_json() for step in self.steps],
             "warnings": list(self.warnings),
         }
@@ -234,8 +239,14 @@ def make_plan(
     verify: bool = True,
     fallback: bool = False,
     existing: Optional[ExistingStack] = None,
+    bitsandbytes: Optional[str] = None,
 ) -> Plan:
+    """`bitsandbytes` is --bitsandbytes' value (build, build=VERSION or build=PATH), if given."""
     target = catalog.targets[target_id]
+    choice = None if bitsandbytes is None else (parse_choice(bitsandbytes) or "")
+    if choice is not None and existing is not None:
+        raise BadInput("--bitsandbytes build and --use-existing-torch were both given",
+                       fix="keep the image's stack as it is, or build bitsandbytes for a downloaded torch: use one")
     if existing is not None:
         return _existing_torch_plan(platform, catalog, target, settings, venv, existing, source, ref, verify)
     match = catalog.match(platform)
@@ -260,11 +271,13 @@ def make_plan(
         warnings.append(f"channel {channel.id} is experimental: {channel.reason}")
 
     vendor = _vendor_source(channel, settings, fallback) if supported else None
+    if vendor is not None and choice is not None:
+        vendor = _without(vendor, "bitsandbytes")  # built on the board instead
     plan = Plan(
         target=target, platform=platform, channel=channel, supported=supported, reason=reason, remedy=remedy,
         python_abi=channel.python if channel else None, interpreter=interpreter, venv=str(venv), vendor=vendor,
         settings=settings, requirement=target_requirement(target, False, source, ref), constraints=(), steps=(),
-        verify=verify, warnings=tuple(warnings),
+        verify=verify, warnings=tuple(warnings), bitsandbytes_choice=choice,
     )
     return _completed(plan, vendor.preferred if vendor else None, None)
 
@@ -291,9 +304,14 @@ def _completed(plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Re
         channel = plan.channel
         remedy = channel.remedy if channel and channel.remedy else "flash JetPack 6.2 (L4T R36.4.3)"
         vendor, chosen, pins = None, None, {}
-    with_quantization = chosen is not None and "bitsandbytes" in chosen.specifiers
+    build = None
+    if supported and plan.bitsandbytes_choice is not None:
+        build = plan_build(plan.bitsandbytes_choice or None, pins.get("torch"), plan.platform.compute_capability)
+    with_quantization = build is not None or (chosen is not None and "bitsandbytes" in chosen.specifiers)
+    capability = (plan.platform.compute_capability or "").replace(".", "")
     no_bnb = (f"no Jetson bitsandbytes {target.requires_bitsandbytes} build from this vendor source: "
-              f"installing without the '{target.quantization_extra}' extra")
+              f"installing without the '{target.quantization_extra}' extra; --bitsandbytes build builds it on "
+              f"this board for sm_{capability or '<XY>'} (about 6 minutes on an Orin Nano Super)")
     if supported and not with_quantization and no_bnb not in warnings:
         warnings.append(no_bnb)
     if chosen is None:
@@ -302,6 +320,9 @@ def _completed(plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Re
         lines = chosen.requirement_lines()
     else:
         lines = [f"{name}=={version}" for name, version in pins.items()]
+    if build is not None:
+        lines.append(f"bitsandbytes=={build.version}")
+        pins["bitsandbytes"] = build.version
     caps = tuple(target.caps_for(pins.get("torch"), plan.python_abi or "3")) if chosen is not None else ()
     constraints = tuple(constraint_lines(lines + list(plan.companions) + [c for c, _ in caps],
                                          chosen.numpy if chosen else None))
@@ -309,7 +330,7 @@ def _completed(plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Re
     plan = dataclasses.replace(
         plan, supported=supported, reason=reason, remedy=remedy, vendor=vendor, requirement=requirement,
         constraints=constraints, warnings=tuple(warnings), pins=pins, chosen_set=chosen, resolution=resolution,
-        caps=caps,
+        caps=caps, bitsandbytes_build=build,
     )
     steps = _steps(plan) if supported else ()
     return dataclasses.replace(plan, steps=steps)
@@ -406,6 +427,15 @@ def _existing_torch_steps(target: Target, existing: ExistingStack, venv: Path, s
     return tuple(steps)
 
 
+def _without(vendor: VendorSource, package: str) -> VendorSource:
+    """The source with `package` left out of every set: neither resolved nor downloaded."""
+    def strip(version_set: VersionSet) -> VersionSet:
+        kept = {name: spec for name, spec in version_set.specifiers.items() if name != package}
+        return dataclasses.replace(version_set, specifiers=kept)
+
+    return dataclasses.replace(vendor, sets=tuple(strip(s) for s in vendor.sets), preferred=strip(vendor.preferred))
+
+
 def _python_fits(target: Target, channel: Channel) -> bool:
     return satisfies(f"{channel.python}.0", target.requires_python)
 
@@ -450,6 +480,12 @@ def _steps(plan: Plan) -> Tuple[Step, ...]:
                                         "from the default index, by name, recording their hashes",
                           tuple(uv.companions_compile_argv(python, f"{staging}/{STATE_DIR}/{COMPANIONS_FILE}",
                                                            default_index))))
+    build = plan.bitsandbytes_build
+    if build is not None:
+        origin = f"release {build.version}" if not build.source.is_local else f"the checkout {build.source.location}"
+        steps.append(Step("bitsandbytes", f"build bitsandbytes from {origin} for sm_{build.capability} with "
+                                          f"{CUDA_HOME}/bin/nvcc into a wheel (or take it from the build cache), "
+                                          "and install it without dependencies"))
     steps += [
         Step("target", f"install {target.title} from its source under the vendor constraints",
              tuple(uv.target_install_argv(python, requirements, constraints_file, default_index))),

@@ -214,9 +214,9 @@ def install(argv: Sequence[str], index: Optional[str] = None, watch: Optional[St
 
 
 def build_wheel(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool,
-                env: Optional[Mapping[str, str]] = None) -> Completed:
+                env: Optional[Mapping[str, str]] = None, watch: Optional[StepProgress] = None) -> Completed:
     return _run_uv(build_wheel_argv(python, source, out_dir, default_index, isolation), timeout=3600, env=env,
-                   index=default_index)
+                   index=default_index, watch=watch)
 
 
 def pip_compile(argv: Sequence[str], index: Optional[str] = None, watch: Optional[StepProgress] = None) -> Completed:

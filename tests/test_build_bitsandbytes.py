@@ -181,3 +181,78 @@ def test_a_compile_error_names_its_cause_and_caches_nothing(checkout: Path, tmp_
     with pytest.raises(StepFailed, match="bitsandbytes compile failed: .*error"):
         build.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
     assert [p.name for p in cache.iterdir()] == []
+
+
+# --------------------------------------------------------------------------- through `jetson-install obliteratus`
+
+from test_install_cli import Installer, cli_env, installer, stub_catalog  # noqa: E402,F401  (fixtures)
+
+
+def test_the_plan_proposes_a_build_where_the_channel_has_no_jetson_bitsandbytes() -> None:
+    import subprocess
+
+    # JetPack 6.0 (CUDA 12.2): no Jetson bitsandbytes build exists, and its torch 2.4.0a0 takes 0.49.
+    argv = [sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root", "sample:orin-nano-jp6.1",
+            "--l4t", "36.3.0", "--json"]
+    data = json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout)
+    assert data["channel"] == "jp6.0" and "bitsandbytes" not in data["pins"]
+    assert any("--bitsandbytes build builds it on this board for sm_87" in w for w in data["warnings"])
+    built = json.loads(subprocess.run(argv + ["--bitsandbytes", "build"], capture_output=True, text=True,
+                                      timeout=60).stdout)
+    assert built["bitsandbytes_build"]["version"] == "0.49.2"
+    assert built["bitsandbytes_build"]["source"]["identity"] == "f0e6ca31b32c4744a9cee4e31610b25796cbf778"
+    assert "bitsandbytes==0.49.2" in built["constraints"]
+    assert "bitsandbytes" in [step["id"] for step in built["steps"]]
+    assert built["requirement"].startswith("obliteratus[quantization] @ ")
+
+
+def test_a_dry_run_names_missing_build_tools_before_anything_starts(installer: Installer,
+                                                                    tmp_path: Path) -> None:
+    import subprocess
+
+    env = dict(installer.env, PATH=str(tmp_path / "empty-path"))
+    result = subprocess.run(installer.argv() + ["--bitsandbytes", f"build={STANDIN}", "--dry-run"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    if result.returncode == 0:
+        pytest.skip("this machine's /usr/local/cuda has nvcc, and cmake and make were found elsewhere")
+    error = json.loads(result.stdout)["error"]
+    assert result.returncode == 2
+    assert "building bitsandbytes needs cmake, a C++ compiler and make" in error["message"]
+    assert error["fix"].startswith("sudo apt-get install cmake build-essential")
+    assert not installer.venv.exists()
+
+
+@pytest.mark.lane
+def test_the_install_builds_bitsandbytes_records_it_and_a_second_environment_reuses_it(
+        installer: Installer, checkout: Path, tmp_path: Path, vendor_index) -> None:
+    import subprocess
+
+    _toolchain()
+    build = ["--bitsandbytes", f"build={checkout}"]
+    result = subprocess.run(installer.argv() + build, capture_output=True, text=True, env=installer.env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert "bitsandbytes" in [step["id"] for step in data["steps"]]
+    assert "bitsandbytes" not in vendor_index.requested_projects()  # built, never downloaded
+    library = installer.python("import bitsandbytes, pathlib; print(sorted(p.name for p in "
+                               "pathlib.Path(bitsandbytes.__file__).parent.glob('libbitsandbytes*')))")
+    assert "libbitsandbytes_cuda" in library
+    record = json.loads((installer.venv / "jetson-install" / "vendor.json").read_text())
+    assert record["built"]["bitsandbytes"]["capability"] == "87"  # the sample root's AGX Orin
+    assert record["installed"]["bitsandbytes"]["version"] == "0.49.2"
+    assert "bitsandbytes==0.49.2" in (installer.venv / "jetson-install" / "constraints.txt").read_text()
+    # The doctor checks a built bitsandbytes like a downloaded one, and its evidence says it was built.
+    doctor = subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--venv", str(installer.venv),
+                             "--root", "sample:agx-orin-64gb-jp6.2", "--json"],
+                            capture_output=True, text=True, env=installer.env, timeout=300)
+    evidence = json.loads(doctor.stdout)
+    assert evidence["bitsandbytes"]["build"]["capability"] == "87"
+    assert evidence["bitsandbytes"]["build"]["source"]["location"] == str(checkout)
+    assert next(c for c in evidence["checks"] if c["id"] == "bnb-library")["status"] != "not_applicable"
+    again = subprocess.run(installer.argv() + build, capture_output=True, text=True, env=installer.env, timeout=300)
+    assert json.loads(again.stdout)["status"] == "unchanged", again.stderr
+    other = Installer(tmp_path / "second", installer.env, installer.vendor_url, installer.public_url, installer.source)
+    second = subprocess.run(other.argv() + build, capture_output=True, text=True, env=installer.env, timeout=600)
+    assert second.returncode == 0, second.stderr
+    step = next(s for s in json.loads(second.stdout)["steps"] if s["id"] == "bitsandbytes")
+    assert "from the build cache" in step["detail"]

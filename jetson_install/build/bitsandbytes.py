@@ -24,16 +24,22 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
 from jetson_install import runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.toml_file import load_toml
 from jetson_install.versions import satisfies
 
+if TYPE_CHECKING:
+    from jetson_install.progress import StepProgress
+
 __all__ = [
     "Release",
     "BuildSource",
+    "PlannedBuild",
+    "parse_choice",
+    "plan_build",
     "Toolchain",
     "BuildRequest",
     "BuiltWheel",
@@ -80,6 +86,18 @@ class BuildSource:
 
     def to_json(self) -> Dict[str, Any]:
         return {"location": self.location, "version": self.version, "identity": self.identity}
+
+
+@dataclass(frozen=True)
+class PlannedBuild:
+    """What the plan will build: a release (or a checkout's version) for one capability."""
+
+    version: str
+    source: BuildSource
+    capability: str  # "87"
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"version": self.version, "source": self.source.to_json(), "capability": self.capability}
 
 
 @dataclass(frozen=True)
@@ -192,7 +210,49 @@ def _source_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+def parse_choice(text: str) -> Optional[str]:
+    """`--bitsandbytes build` -> None (the default release); `build=X` -> X (a version or a path)."""
+    kind, _, value = text.partition("=")
+    if kind != "build" or (_ and not value):
+        raise BadInput(f"--bitsandbytes {text!r}: expected build, build=VERSION or build=PATH",
+                       fix="--bitsandbytes build (the newest release this torch accepts), e.g. --bitsandbytes build=0.49.2")
+    return value or None
+
+
+def plan_build(value: Optional[str], torch_version: Optional[str], capability: Optional[str]) -> PlannedBuild:
+    """The build `--bitsandbytes build[=value]` asks for, for a device of `capability` ("8.7")."""
+    if not capability:
+        raise BadInput("building bitsandbytes needs the device's compute capability, and this root does not show it "
+                       "(no proc/device-tree/compatible)",
+                       fix="run it on the Jetson itself, whose device tree names its GPU")
+    digits = capability.replace(".", "")
+    releases, repository = load_releases()
+    if value is not None and (os.sep in value or value.startswith(".") or Path(value).is_dir()):
+        path = Path(value).expanduser()
+        source = local_source(path)
+        return PlannedBuild(_checkout_version(path), source, digits)
+    if value is None:
+        # A torch still given as a range (before the index is read) takes the newest release.
+        release = default_release(torch_version, releases) if torch_version else releases[0]
+    else:
+        release = find_release(value, releases, torch_version)
+    return PlannedBuild(release.version, release_source(release, repository), digits)
+
+
+def _checkout_version(path: Path) -> str:
+    match = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""",
+                      (path / "bitsandbytes" / "__init__.py").read_text(errors="replace"), re.M)
+    if not match:
+        raise BadInput(f"{path}/bitsandbytes/__init__.py does not say its __version__",
+                       fix="pass a bitsandbytes checkout at a release tag: git checkout 0.49.2")
+    return match.group(1)
+
+
 # --------------------------------------------------------------------------- tools and jobs
+
+
+#: JetPack's own CUDA toolkit; the build uses it, not a toolkit from a Python package.
+CUDA_HOME = Path("/usr/local/cuda")
 
 
 def find_toolchain(cuda_home: Path, cuda_version: Optional[str]) -> Toolchain:
@@ -250,7 +310,7 @@ def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int:
 
 
 def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_index: Optional[str] = None,
-                build_isolation: bool = True) -> BuiltWheel:
+                build_isolation: bool = True, watch: Optional["StepProgress"] = None) -> BuiltWheel:
     """The wheel for `request`: from the cache when an earlier build made it, else built now.
 
     Raises StepFailed (naming the failed stage and its last output line) when the build fails;
@@ -270,14 +330,14 @@ def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_
         started = time.monotonic()
         _fetch(request.source, source)
         _stage(request, "configure", [request.toolchain.cmake, "-S", str(source), "-B", str(source / "build"),
-                                      *request.cmake_options], progress, started)
+                                      *request.cmake_options], progress, started, watch)
         _stage(request, "compile", [request.toolchain.cmake, "--build", str(source / "build"),
-                                    "--parallel", str(request.jobs)], progress, started)
+                                    "--parallel", str(request.jobs)], progress, started, watch)
         out = work / "wheel"
         # CMake built the library into the source tree already; the packaging step must not
         # build it again (bitsandbytes' setup.py skips CMake under BNB_SKIP_CMAKE).
         packaged = uv.build_wheel(request.python, str(source), str(out), default_index, build_isolation,
-                                  env={"BNB_SKIP_CMAKE": "1"})
+                                  env={"BNB_SKIP_CMAKE": "1"}, watch=watch)
         if not packaged.ok:
             raise StepFailed("bitsandbytes", f"packaging the bitsandbytes wheel failed: {uv.summarize_failure(packaged)}",
                              _build_fix(request, build_isolation))
@@ -340,10 +400,13 @@ def _fetch(source: BuildSource, dest: Path) -> None:
                          "--bitsandbytes build=/path/to/bitsandbytes")
 
 
-def _stage(request: BuildRequest, stage: str, argv: Sequence[str], progress: Progress, started: float) -> None:
-    progress(f"      bitsandbytes {stage} (sm_{request.capability}, {request.jobs} job(s)); "
-             f"{time.monotonic() - started:.0f} s elapsed")
-    completed = runner.run(argv, timeout=4 * 3600)
+def _stage(request: BuildRequest, stage: str, argv: Sequence[str], progress: Progress, started: float,
+           watch: Optional["StepProgress"]) -> None:
+    what = f"bitsandbytes {stage} (sm_{request.capability}, {request.jobs} job(s))"
+    progress(f"      {what}; {time.monotonic() - started:.0f} s elapsed")
+    if watch is not None:
+        watch.phase = what  # the step's live line shows it with the elapsed time
+    completed = runner.run(argv, timeout=4 * 3600, on_tick=watch.tick if watch is not None else None)
     if not completed.ok:
         output = [line for line in (completed.stdout + "\n" + completed.stderr).splitlines() if line.strip()]
         cause = next((line.strip() for line in output if "error" in line.lower()), output[-1] if output else "")

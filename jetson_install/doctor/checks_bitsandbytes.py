@@ -11,7 +11,8 @@ from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
 
 def check_bnb_library(ctx: Context) -> Verdict:
     source = ctx.source
-    if ctx.channel is not None and source is not None and "bitsandbytes" not in source.preferred.specifiers:
+    if (ctx.channel is not None and source is not None and "bitsandbytes" not in source.preferred.specifiers
+            and ctx.recorded_build("bitsandbytes") is None):
         return NOT_APPLICABLE, (f"no Jetson bitsandbytes build for channel {ctx.channel.id}: OBLITERATUS is installed "
                       "without its quantization extra"), None
     data = ctx.bnb.data

@@ -194,6 +194,15 @@ class Context:
     def reinstall(self) -> str:
         return self.install_command or f"jetson-install obliteratus --venv {self.environment}"
 
+    def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
+        """What the environment recorded of `name` built on this machine (from what, for which
+        capability), or None when it was downloaded or the environment recorded nothing."""
+        from jetson_install.identity import read_record
+
+        record = read_record(Path(self.python).parent.parent)
+        build = record.built.get(name) if record is not None else None
+        return dict(build) if build is not None else None
+
     @property
     def capability(self) -> Optional[Tuple[int, int]]:
         cuda = self.torch.section("cuda") or {}

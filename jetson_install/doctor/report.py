@@ -187,6 +187,7 @@ def _bnb_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[str,
         "backend": data.get("backend"),
         "library": library.get("file"),
         "kernel_test": kernel_test,
+        "build": ctx.recorded_build("bitsandbytes"),
     }
 
 
