@@ -178,7 +178,8 @@ def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clea
         "missing_library": None,
     }
     assert evidence["bitsandbytes"] == {
-        "version": "0.46.1", "backend": "CUDA", "library": "libbitsandbytes_cuda126.so", "kernel_test": "passed"
+        "version": "0.46.1", "backend": "CUDA", "library": "libbitsandbytes_cuda126.so", "kernel_test": "passed",
+        "build": None,  # downloaded, not built on this machine
     }
     assert evidence["runtime"] == {
         "obliteratus_device": "cuda",
