@@ -347,6 +347,10 @@ def with_lock(plan: Plan, lock: "LockInUse") -> Plan:
     the lock's files, by hash, with no index (the lock was resolved when it was made)."""
     from dataclasses import replace
 
+    if plan.bitsandbytes_build is not None:
+        raise BadInput(f"--bitsandbytes build and a lock ({lock.location}) were both given: a lock installs "
+                       "exactly its own files", fix="drop --bitsandbytes build, or install without the lock")
+
     python = f"{plan.venv}.d/<new>/bin/python"
     locked = Step("lock", f"install exactly the {len(lock.lock.entries)} files of {lock.location}, each by its "
                           "sha256, without an index",
