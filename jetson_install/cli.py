@@ -139,7 +139,7 @@ def _build_plan(target: str, options: dict):
         platform, load_catalog(), target, settings, venv.absolute(),
         interpreter=options["python"], source=options["source"], ref=options["ref"],
         verify=not options["no_verify"], fallback=options["vendor_fallback"], existing=existing,
-        bitsandbytes=options["bitsandbytes"],
+        bitsandbytes=options.get("bitsandbytes"),
     )
 
 
