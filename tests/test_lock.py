@@ -19,6 +19,7 @@ from typing import Dict, List
 import pytest
 from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
 from support.catalogs import stub_catalog_text
+from support import PROXY_VARIABLES
 from support.lanes import lane_unavailable
 from support.wheels import build_wheel
 
@@ -192,6 +193,11 @@ def test_registry_lane_locks_obliteratus_0_1_2_for_the_board(board_indexes, tmp_
 
     vendor, _, vendor_dir = board_indexes
     env = catalog_env(tmp_path, vendor_dir)
+    # This lane alone may reach the registry: the machine's own proxy settings, not the dead one.
+    for variable in PROXY_VARIABLES:
+        env.pop(variable, None)
+        if variable in os.environ:
+            env[variable] = os.environ[variable]
     source = make_obliteratus_source(tmp_path / "OBLITERATUS", "0.1.2", dependencies=OBLITERATUS_0_1_2, extras={})
     output = tmp_path / "registry.lock"
     result = jetson_install(env, "lock", "--root", SAMPLE, "--vendor-index", vendor.url, "--source", str(source),

@@ -63,7 +63,7 @@ _DROP_PREFIXES = ("PIP_", "UV_", "GIT_CONFIG")
 # a child that forgets an --index flag and falls back to uv's default index fails fast
 # instead of silently reaching the network (port 9 "discard" is never served).
 DEAD_PROXY = "http://127.0.0.1:9"
-_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+PROXY_VARIABLES = _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
                "no_proxy", "NO_PROXY")
 
 
