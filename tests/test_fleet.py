@@ -157,7 +157,8 @@ def _playbook(fleet: Dict[str, object], tmp_path: Path, *extra: str, **variables
     started = time.monotonic()
     result = subprocess.run([str(playbook), "-i", "localhost,", "-c", "local", str(EXAMPLES / "ansible" / "playbook.yml"),
                              "-e", f"@{extra_vars}", *extra], capture_output=True, text=True,
-                            env=fleet["env"], timeout=600)  # type: ignore[arg-type]
+                            # Ansible refuses a non-blocking stdin, which an earlier test's pty may leave behind.
+                            stdin=subprocess.DEVNULL, env=fleet["env"], timeout=600)  # type: ignore[arg-type]
     seconds = time.monotonic() - started
     recap = re.search(r"^localhost\s*:\s*(.*)$", result.stdout, re.MULTILINE)
     counts = {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", recap.group(1))} if recap else {}
