@@ -591,18 +591,24 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
         outputs.append(("--gate-evidence", gate_evidence,
                         json.dumps(redact_data(record), indent=2, sort_keys=True) + "\n"))
     for option, path, text in outputs:
-        if not path:
-            continue
-        try:
-            Path(path).write_text(text)
-        except OSError as exc:
-            raise BadInput(f"{option} {path}: cannot write it ({exc.strerror})",
-                           fix="pass a file in an existing, writable directory") from None
+        if path:
+            _write_output(option, path, text)
     if as_json:
         _print_json(report.to_json())
     else:
         click.echo("\n".join(doctor_module.render_lines(report)))
     sys.exit(report.exit_code)
+
+
+def _write_output(option: str, path: str, text: str) -> None:
+    """Write what an option asked for; a path that cannot be written is bad input, not a traceback."""
+    from pathlib import Path
+
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise BadInput(f"{option} {path}: cannot write it ({exc.strerror})",
+                       fix="pass a file in an existing, writable directory") from None
 
 
 @cli.command()
@@ -625,11 +631,7 @@ def dockerfile(root: str, l4t: Optional[str], base: Optional[str], output: Optio
     if output is None:
         click.echo(text, nl=False)
         return
-    try:
-        Path(output).write_text(text)
-    except OSError as exc:
-        raise BadInput(f"--output {output}: cannot write it ({exc.strerror})",
-                       fix="pass a file in an existing, writable directory") from None
+    _write_output("--output", output, text)
     click.echo(f"wrote {output} (FROM {base or match.channel.containers[0].image}); "
                f"build it in {Path(output).absolute().parent}: docker build -t obliteratus-jetson .", err=True)
 
@@ -646,7 +648,7 @@ def container_entrypoint(venv: str, command: tuple) -> None:
     from jetson_install import doctor as doctor_module
     from jetson_install.catalog import load_catalog
     from jetson_install.container import START_EVIDENCE, START_STATUS, host_facts, host_mismatch
-    from jetson_install.environment import recorded_doctor_inputs, recorded_plan
+    from jetson_install.environment import recorded_doctor_inputs
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.platform import L4TOverride, detect
 

@@ -19,6 +19,7 @@ from jetson_install.catalog import Channel, VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.platform import Platform
 from jetson_install.release_files import L4T
+from support.stub_stack import JETSON_STACK
 
 STUBS = Path(__file__).parent / "doctor_stubs"
 STUB_PACKAGES = {
@@ -32,17 +33,7 @@ HOST_PYTHON = "%d.%d" % sys.version_info[:2]
 HOST_TAG = "cp%d%d" % sys.version_info[:2]
 
 WORKING: Dict[str, Any] = {
-    "torch_version": "2.8.0",
-    "torch_cuda": "12.6",
-    "cuda_available": True,
-    "device_count": 1,
-    "device_name": "Orin (nvgpu)",
-    "capability": [8, 7],
-    "total_memory": 7_990_000_000,
-    "arch_list": ["sm_87"],
-    "numpy_version": "1.26.4",
-    "bnb_version": "0.46.1",
-    "bnb_library": "cuda",
+    **JETSON_STACK,  # the same Orin stack the existing-torch tests inspect
     "transformers_version": "5.20.2",
     "transformers_torch_floor": "2.6",
     # What the installed wheels' WHEEL files say (python-abi judges these).
