@@ -89,7 +89,13 @@ def samples() -> None:
 def _install_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--json", "as_json", is_flag=True, help="Print one JSON result object on stdout."),
-        click.option("--no-verify", is_flag=True, help="Skip the doctor (for image builds without GPU access)."),
+        click.option("--no-verify", is_flag=True,
+                     help="Skip the doctor's GPU checks (for image builds without GPU access); torch is still checked."),
+        click.option("--cpu-index", metavar="URL",
+                     help="With --preflight: an index with CPU builds of the channel's torch version."),
+        click.option("--preflight", is_flag=True,
+                     help="Any aarch64 machine: the channel's environment with CPU torch, checked for CPU; "
+                          "never Jetson GPU evidence."),
         click.option("--ref", metavar="REF", help="Git tag, branch or commit of the source."),
         click.option("--source", metavar="PATH|URL", help="Install OBLITERATUS from this checkout or git URL."),
         click.option("--allow-insecure-index", is_flag=True, help="Accept plain-http indexes on remote hosts."),
@@ -139,7 +145,8 @@ def _build_plan(target: str, options: dict):
         platform, load_catalog(), target, settings, venv.absolute(),
         interpreter=options["python"], source=options["source"], ref=options["ref"],
         verify=not options["no_verify"], fallback=options["vendor_fallback"], existing=existing,
-        bitsandbytes=options.get("bitsandbytes"),
+        bitsandbytes=options.get("bitsandbytes"), preflight=options.get("preflight", False),
+        cpu_index=_checked_cpu_index(options),
     )
 
 
@@ -165,6 +172,15 @@ def _venv_path(value: str) -> Path:
         raise BadInput(f"--venv {value!r} contains the control character {bad!r}",
                        fix="give a location without control characters (a newline often comes from a script's variable)")
     return Path(value).expanduser()
+
+
+def _checked_cpu_index(options: dict) -> Optional[str]:
+    from jetson_install.settings import check_index_url
+
+    cpu_index = options.get("cpu_index")
+    if cpu_index:
+        check_index_url(cpu_index, "--cpu-index", options["allow_insecure_index"])
+    return cpu_index
 
 
 def _default_venv(target: str) -> Path:
@@ -339,6 +355,10 @@ def obliteratus(**options: Any) -> None:
         else:
             click.echo(plan_text(the_plan))
         sys.exit(0 if the_plan.supported else EXIT_UNSUPPORTED)
+    if the_plan.preflight:
+        from jetson_install.preflight import require_aarch64
+
+        require_aarch64()
     if not options["yes"] and sys.stdin.isatty() and not options["as_json"]:
         click.echo(plan_text(the_plan), err=True)
         if not click.confirm("Proceed?", default=True, err=True):
@@ -363,7 +383,8 @@ def obliteratus(**options: Any) -> None:
         click.echo(f"  log: {log_file}", err=True)
     else:
         verb = "is already up to date" if result.status == "unchanged" else "is ready"
-        click.echo(f"OBLITERATUS {verb} in {result.venv}", err=True)
+        what = "The OBLITERATUS preflight (CPU torch; not Jetson GPU support)" if the_plan.preflight else "OBLITERATUS"
+        click.echo(f"{what} {verb} in {result.venv}", err=True)
         from jetson_install.install import activate_command
 
         click.echo(f"  activate: {activate_command(result.venv)}", err=True)
@@ -540,10 +561,13 @@ def _start_log(command: str) -> Path:
 @click.option("--check", "only", metavar="ID", multiple=True, help="Run only this check (and what it needs); repeatable.")
 @click.option("--list-checks", is_flag=True, help="List the check ids and exit.")
 @click.option("--strict", is_flag=True, help="The gate: every check that applies must run and pass; a skip fails.")
+@click.option("--preflight", is_flag=True,
+              help="Expect CPU builds (an environment made with --preflight is checked so anyway).")
 @click.option("--gate-evidence", metavar="FILE",
               help="Also write the jetson-runtime gate record (upstream's shape) to FILE; implies --strict.")
 def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[str], as_json: bool,
-           evidence: Optional[str], only: tuple, list_checks: bool, strict: bool, gate_evidence: Optional[str]) -> None:
+           evidence: Optional[str], only: tuple, list_checks: bool, strict: bool, gate_evidence: Optional[str],
+           preflight: bool) -> None:
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
     from pathlib import Path
 
@@ -577,7 +601,8 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
     report = doctor_module.run_doctor(interpreter, platform=platform, channel=channel, vendor=vendor, only=only,
                                       strict=strict or bool(gate_evidence),
                                       progress=lambda line: click.echo(line, err=True),
-                                      source_commit=recorded_commit((recorded_plan(environment) or {}).get("source")))
+                                      source_commit=recorded_commit((recorded_plan(environment) or {}).get("source")),
+                                      preflight=preflight or bool((recorded_plan(environment) or {}).get("preflight")))
     outputs = [("--evidence", evidence, _json_text(report.to_json()))]
     if gate_evidence:
         import json

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -19,7 +20,7 @@ from jetson_install.build import bitsandbytes as build_bitsandbytes
 from jetson_install.environment import (
     EnvironmentHome, protect, recorded_plan, recorded_vendor, write_constraints, write_private, write_requirements,
 )
-from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
+from jetson_install.errors import BadInput, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
 from jetson_install.fixes import (
     Rerun,
     StepContext,
@@ -89,6 +90,7 @@ class InstallResult:
             "activate": activate_command(self.venv),
             "python": self.interpreter,
             "channel": plan.channel.id if plan.channel else None,
+            "profile": "preflight" if plan.preflight else "jetson",
             "vendor_index": plan.vendor_location,
             "pins": dict(plan.pins),
             "resolution": plan.resolution.to_json() if plan.resolution else None,
@@ -198,7 +200,7 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
 
 
 def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRecord], upgrade: bool,
-             run: "_Run") -> Plan:
+             run: "_Run", interpreter: Interpreter) -> Plan:
     """The plan with its vendor set: the recorded one while the policy is unchanged, else the index's."""
     from jetson_install import index
     from jetson_install.identity import NothingInPolicy
@@ -214,7 +216,9 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
         return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
     vendor_index = plan.settings.default_index.value if plan.vendor.default_index else plan.vendor.index
     try:
-        resolution = index.resolve(plan.vendor, vendor_index, plan.python_abi or "3")
+        # A preflight runs on whatever Python the machine has (CPU builds exist for each).
+        python_abi = interpreter.abi if plan.preflight else plan.python_abi
+        resolution = index.resolve(plan.vendor, vendor_index, python_abi or "3")
     except JetsonInstallError as exc:
         # Reading the index is the vendor step's first half: its fixes are the vendor step's.
         context = StepContext("vendor", run.rerun, vendor_index, Path(plan.venv + ".d"), "",
@@ -236,7 +240,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
     current = home.current()
     record = read_record(current) if current is not None else None
     try:
-        plan = _resolve(plan, current, record, upgrade, run)
+        plan = _resolve(plan, current, record, upgrade, run, interpreter)
     except StepFailed as failure:
         return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
     run.plan = plan
@@ -284,7 +288,10 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     current = EnvironmentHome(Path(plan.venv)).current()
     if current is None:
         return True, f"no environment at {plan.venv} yet"
-    interpreter = inspect_interpreter(plan.interpreter) if plan.interpreter else find_interpreter(plan.python_abi or "")
+    if plan.preflight:
+        interpreter = _preflight_candidate(plan)
+    else:
+        interpreter = inspect_interpreter(plan.interpreter) if plan.interpreter else find_interpreter(plan.python_abi or "")
     if interpreter is None:
         return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
     record = read_record(current)
@@ -352,6 +359,8 @@ def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: s
 
 
 def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
+    if plan.preflight:
+        return _preflight_interpreter(plan, warnings)
     if plan.interpreter:
         found = inspect_interpreter(plan.interpreter)
         if plan.existing is None and found.abi != plan.python_abi:
@@ -367,6 +376,35 @@ def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
             f"sudo apt-get install python{plan.python_abi} python{plan.python_abi}-venv, or pass --python PATH",
         )
     return found
+
+
+def _preflight_interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
+    """CPU builds exist for every current Python, so a preflight takes the channel's Python
+    where there is one and the system's python3 otherwise (a hosted runner may lack it)."""
+    found = _preflight_candidate(plan)
+    if found is None:
+        raise StepFailed("interpreter", "no python3 found on this system (searched /usr/bin, /usr/local/bin, PATH)",
+                         "sudo apt-get install python3 python3-venv, or pass --python PATH")
+    if found.abi != plan.python_abi:
+        warnings.append(f"preflight with Python {found.abi}; on the Jetson, channel {plan.channel.id} "
+                            f"uses Python {plan.python_abi}")
+    return found
+
+
+def _preflight_candidate(plan: Plan) -> Optional[Interpreter]:
+    if plan.interpreter:
+        return inspect_interpreter(plan.interpreter)
+    return find_interpreter(plan.python_abi or "") or _system_python3()
+
+
+def _system_python3() -> Optional[Interpreter]:
+    python3 = shutil.which("python3")
+    if python3 is None:
+        return None
+    try:
+        return inspect_interpreter(python3)
+    except BadInput:
+        return None
 
 
 def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
@@ -401,8 +439,8 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
             "vendor", uv.install(uv.vendor_install_argv(python, vendor_index, bool(vendor.wheels),
                                                         plan.vendor_requirements), vendor_index, watch=run.current),
             f"check that {vendor.location} is reachable and carries "
-            f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use a mirror: "
-            f"{run.rerun.with_option('--vendor-index', 'URL')}",
+            f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use another: "
+            f"{run.rerun.with_option('--cpu-index' if plan.preflight else '--vendor-index', 'URL')}",
             vendor.location))
         companions: List[Companion] = []
         if vendor.companions:
@@ -546,7 +584,7 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
         channel, vendor = container.doctor_view(plan.channel, plan.existing.abi, plan.pins)
     only = () if plan.verify else GPU_FREE_CHECKS
     report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor, only=only,
-                        progress=run.progress, install_command=str(run.rerun))
+                        progress=run.progress, install_command=str(run.rerun), preflight=plan.preflight)
     data = report.to_json()
     if plan.lock is not None:
         data["lock"] = plan.lock.to_json()  # which exact files the proven environment holds
@@ -560,7 +598,9 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
         raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(staging)})",
                          "; ".join(fixes) or None)
     if not plan.verify:
-        return f"torch is the vendor build for this Python (GPU checks skipped: --no-verify); evidence in {evidence}"
+        return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence}"
+    if plan.preflight:
+        return f"preflight checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence}"
     return f"all required checks passed; evidence in {evidence}"
 
 

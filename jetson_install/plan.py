@@ -20,6 +20,7 @@ from jetson_install.container import RESOLUTION, TO_INSTALL, ExistingStack, judg
 from jetson_install.errors import BadInput
 from jetson_install.identity import Resolution, VersionSet
 from jetson_install.platform import Platform
+from jetson_install.preflight import Preflight, cpu_torch
 from jetson_install.settings import IndexSettings
 from jetson_install.versions import satisfies
 
@@ -73,6 +74,7 @@ class Plan:
     caps: Tuple[Tuple[str, str], ...] = ()  # (constraint, why): releases the channel's torch or Python misses
     bitsandbytes_choice: Optional[str] = None  # --bitsandbytes build[=X]: "" for the default release, else X
     bitsandbytes_build: Optional[PlannedBuild] = None  # what that choice builds, for this plan's torch
+    preflight: Optional[Preflight] = None  # --preflight: CPU builds of torch in place of the vendor ones
 
     @property
     def vendor_requirements(self) -> List[str]:
@@ -98,6 +100,8 @@ class Plan:
     def vendor_label(self) -> str:
         if self.existing is not None:
             return f"kept from {self.existing.python} (--use-existing-torch)"
+        if self.preflight:
+            return "--cpu-index" if self.preflight.cpu_index else "--preflight (uv's default index)"
         if self.channel is not None and len(self.channel.sources) > 1 and self.vendor is self.channel.sources[1]:
             return "wheels-index.toml fallback (--vendor-fallback)"
         return self.settings.vendor_index.source
@@ -105,7 +109,7 @@ class Plan:
     @property
     def fallback_location(self) -> Optional[str]:
         """The channel's documented second source, offered when the first is down."""
-        if (self.existing is not None or self.channel is None or len(self.channel.sources) < 2
+        if (self.existing is not None or self.preflight or self.channel is None or len(self.channel.sources) < 2
                 or self.vendor is self.channel.sources[1]):
             return None
         return self.channel.sources[1].location
@@ -125,6 +129,7 @@ class Plan:
             # A kept stack has no vendor record (identity.py); its versions are the pins.
             "kept_pins": dict(self.pins) if self.existing else None,
             "bitsandbytes_build": self.bitsandbytes_build.to_json() if self.bitsandbytes_build else None,
+            "preflight": self.preflight.to_json() if self.preflight else None,
         }
         if self.lock is not None:
             fingerprint["lock"] = self.lock.sha256
@@ -139,6 +144,7 @@ class Plan:
         return {
             "schema_version": SCHEMA_VERSION,
             "target": self.target.id,
+            "profile": "preflight" if self.preflight else "jetson",
             "supported": self.supported,
             "status": self.channel.status if self.channel else "unsupported",
             "reason": self.reason or None,
@@ -240,13 +246,23 @@ def make_plan(
     fallback: bool = False,
     existing: Optional[ExistingStack] = None,
     bitsandbytes: Optional[str] = None,
+    preflight: bool = False,
+    cpu_index: Optional[str] = None,
 ) -> Plan:
-    """`bitsandbytes` is --bitsandbytes' value (build, build=VERSION or build=PATH), if given."""
+    """`bitsandbytes` is --bitsandbytes' value (build, build=VERSION or build=PATH), if given;
+    `preflight` puts CPU builds of torch (from `cpu_index`, else the default index) in place
+    of the vendor builds."""
     target = catalog.targets[target_id]
     choice = None if bitsandbytes is None else (parse_choice(bitsandbytes) or "")
     if choice is not None and existing is not None:
         raise BadInput("--bitsandbytes build and --use-existing-torch were both given",
                        fix="keep the image's stack as it is, or build bitsandbytes for a downloaded torch: use one")
+    if preflight and (existing is not None or choice is not None):
+        other = "--use-existing-torch" if existing is not None else "--bitsandbytes build"
+        raise BadInput(f"--preflight and {other} were both given",
+                       fix=f"use one: --preflight installs CPU torch and needs no GPU build; drop {other}")
+    if cpu_index is not None and not preflight:
+        raise BadInput("--cpu-index is only for --preflight", fix="add --preflight, or drop --cpu-index")
     if existing is not None:
         return _existing_torch_plan(platform, catalog, target, settings, venv, existing, source, ref, verify)
     match = catalog.match(platform)
@@ -273,11 +289,16 @@ def make_plan(
     vendor = _vendor_source(channel, settings, fallback) if supported else None
     if vendor is not None and choice is not None:
         vendor = _without(vendor, "bitsandbytes")  # built on the board instead
+    preflight_choice = None
+    if preflight and vendor is not None and channel is not None:
+        cpu = cpu_torch(channel.id, vendor, cpu_index)
+        warnings.extend(cpu.warnings)
+        vendor, preflight_choice = cpu.source, cpu.preflight
     plan = Plan(
         target=target, platform=platform, channel=channel, supported=supported, reason=reason, remedy=remedy,
         python_abi=channel.python if channel else None, interpreter=interpreter, venv=str(venv), vendor=vendor,
         settings=settings, requirement=target_requirement(target, False, source, ref), constraints=(), steps=(),
-        verify=verify, warnings=tuple(warnings), bitsandbytes_choice=choice,
+        verify=verify, warnings=tuple(warnings), bitsandbytes_choice=choice, preflight=preflight_choice,
     )
     return _completed(plan, vendor.preferred if vendor else None, None)
 
@@ -307,7 +328,9 @@ def _completed(plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Re
     build = None
     if supported and plan.bitsandbytes_choice is not None:
         build = plan_build(plan.bitsandbytes_choice or None, pins.get("torch"), plan.platform.compute_capability)
-    with_quantization = build is not None or (chosen is not None and "bitsandbytes" in chosen.specifiers)
+    preflight_bitsandbytes = plan.preflight.bitsandbytes if plan.preflight and chosen is not None else None
+    with_quantization = build is not None or preflight_bitsandbytes is not None or (
+        chosen is not None and "bitsandbytes" in chosen.specifiers)
     capability = (plan.platform.compute_capability or "").replace(".", "")
     no_bnb = (f"no Jetson bitsandbytes {target.requires_bitsandbytes} build from this vendor source: "
               f"installing without the '{target.quantization_extra}' extra; --bitsandbytes build builds it on "
@@ -323,6 +346,8 @@ def _completed(plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Re
     if build is not None:
         lines.append(f"bitsandbytes=={build.version}")
         pins["bitsandbytes"] = build.version
+    if preflight_bitsandbytes is not None:
+        lines.append(f"bitsandbytes{preflight_bitsandbytes}")
     caps = tuple(target.caps_for(pins.get("torch"), plan.python_abi or "3")) if chosen is not None else ()
     constraints = tuple(constraint_lines(lines + list(plan.companions) + [c for c, _ in caps],
                                          chosen.numpy if chosen else None))
@@ -473,10 +498,13 @@ def _steps(plan: Plan) -> Tuple[Step, ...]:
     vendor_index = settings.default_index.value if vendor.default_index else vendor.index
     requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
     steps = [
-        Step("interpreter", f"use {interpreter}" if interpreter else f"find a system Python {abi}"),
+        Step("interpreter", f"use {interpreter}" if interpreter else f"find a system Python {abi}"
+                            + (", else python3 (CPU builds exist for it)" if plan.preflight else "")),
         Step("environment", f"create a new environment beside {venv} (the current one stays in use)",
              tuple(uv.venv_argv(interpreter or f"python{abi}", staging, default_index))),
-        Step("vendor", f"install the vendor builds from {vendor.location} only, without dependencies",
+        Step("vendor", f"install CPU builds of {', '.join(plan.pins)} from {vendor.location}, without dependencies "
+                       "(preflight: not the Jetson GPU build)" if plan.preflight
+             else f"install the vendor builds from {vendor.location} only, without dependencies",
              tuple(uv.vendor_install_argv(python, vendor_index, bool(vendor.wheels), plan.vendor_requirements))),
     ]
     if vendor.companions:
@@ -498,7 +526,12 @@ def _steps(plan: Plan) -> Tuple[Step, ...]:
         Step("check", "check the installed dependencies", tuple(uv.pip_check_argv(python))),
     ]
     doctor = ("jetson-install", "doctor", "--python", python, "--evidence", f"{staging}/{STATE_DIR}/{EVIDENCE_FILE}")
-    if plan.verify:
+    if plan.preflight:
+        doctor += ("--preflight",)
+    if plan.verify and plan.preflight:
+        steps.append(Step("verify", "check the CPU environment: imports, the bitsandbytes CPU library, OBLITERATUS "
+                                    "choosing cpu; keep the evidence (profile preflight)", doctor))
+    elif plan.verify:
         steps.append(Step("verify", "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence", doctor))
     else:
         # --no-verify skips only what needs the GPU: a CPU-only torch must still never be switched in.

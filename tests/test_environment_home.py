@@ -108,7 +108,7 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
         home.mark_complete(staging, fingerprint)
         return plan, home.switch_to(staging)
 
-    def fake_resolve(plan, current, record, upgrade, run):  # the preferred set, without reading the index
+    def fake_resolve(plan, current, record, upgrade, run, interpreter):  # the preferred set, without reading the index
         from jetson_install.index import offline_resolution
         from jetson_install.plan import resolved_plan
 

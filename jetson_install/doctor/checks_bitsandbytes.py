@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from jetson_install.doctor.context import Context, uv_command
 from jetson_install.doctor.missing_libraries import missing_library
@@ -32,6 +32,8 @@ def check_bnb_library(ctx: Context) -> Verdict:
     if missing is not None and missing.fix:
         # Whatever the backend, a library that cannot load names the package it lacks.
         return FAIL, f"bitsandbytes {version} could not load its native library: {error.splitlines()[0]}", missing.fix
+    if ctx.preflight:
+        return _preflight_library(ctx, library, version)
     if backend != "CUDA":
         # bitsandbytes picks its library from torch (bitsandbytes/cextension.py, https://github.com/bitsandbytes-foundation/bitsandbytes); with
         # a torch that sees no CUDA even a good build loads its CPU library or a mock.
@@ -50,6 +52,18 @@ def check_bnb_library(ctx: Context) -> Verdict:
         return OK, f"bitsandbytes {version}, backend CUDA, loaded {library['file']}", None
     detail = f"bitsandbytes {version} loaded {library['file'] or library['class']} (backend {backend})"
     return FAIL, detail + ", not its CUDA library", ctx.bnb_install_fix()
+
+
+def _preflight_library(ctx: Context, library: Mapping[str, Any], version: Optional[str]) -> Verdict:
+    """With a CPU torch, a good bitsandbytes loads its CPU library (BNBNativeLibrary)."""
+    if library.get("class") == "BNBNativeLibrary" and library.get("file"):
+        return OK, f"bitsandbytes {version} loaded its CPU library {library['file']}, as the preflight expects", None
+    if library.get("class") == "ErrorHandlerMockBNBNativeLibrary":
+        reason = (library.get("error") or "no reason recorded").strip().splitlines()
+        return FAIL, f"bitsandbytes {version} failed to load its CPU library: {reason[0] if reason else ''}", \
+            ctx.bnb_install_fix()
+    return (FAIL, f"bitsandbytes {version} loaded {library.get('file') or library.get('class')}; the preflight "
+                  "expects its CPU library", ctx.bnb_install_fix())
 
 
 def _kernel_fault_fix(ctx: Context, message: str) -> str:
@@ -86,10 +100,14 @@ def _kernel_verdict(ctx: Context, names: Sequence[str]) -> Verdict:
 
 
 def check_bnb_kernels(ctx: Context) -> Verdict:
+    if ctx.preflight:
+        return NOT_APPLICABLE, "preflight: the CUDA kernels are checked only by the Jetson profile", None
     return _kernel_verdict(ctx, ("nf4", "linear4bit"))
 
 
 def check_bnb_int8(ctx: Context) -> Verdict:
+    if ctx.preflight:
+        return NOT_APPLICABLE, "preflight: the CUDA kernels are checked only by the Jetson profile", None
     capability = ctx.capability
     # LLM.int8() needs compute capability 7.5+ (docs/source/installation.mdx, https://github.com/bitsandbytes-foundation/bitsandbytes).
     if capability is not None and capability < (7, 5):

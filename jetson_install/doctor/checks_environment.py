@@ -17,6 +17,11 @@ def check_obliteratus(ctx: Context) -> Verdict:
         return FAIL, f"OBLITERATUS does not import: {section['error']}", install
     if section.get("error"):
         return FAIL, f"obliteratus.device.get_device('auto') failed: {section['error']}", install
+    if ctx.preflight:
+        if section["device"] != "cpu":
+            return (FAIL, f"obliteratus.device.get_device('auto') answers {section['device']!r}; with the "
+                          "preflight's CPU torch it must answer 'cpu'", install)
+        return OK, "OBLITERATUS imports; get_device('auto') answers 'cpu', as the preflight expects", None
     if section["device"] != "cuda":
         # OBLITERATUS only asks torch.cuda.is_available() (obliteratus/device.py,
         # https://github.com/elder-plinius/OBLITERATUS).
@@ -26,7 +31,6 @@ def check_obliteratus(ctx: Context) -> Verdict:
             "make torch see the GPU first (see the cuda-available check)",
         )
     return OK, "OBLITERATUS imports; get_device('auto') answers 'cuda'", None
-
 
 
 def check_pip(ctx: Context) -> Verdict:

@@ -192,7 +192,9 @@ class Context:
 
     @property
     def reinstall(self) -> str:
-        return self.install_command or f"jetson-install obliteratus --venv {self.environment}"
+        if self.install_command:
+            return self.install_command
+        return f"jetson-install obliteratus --venv {self.environment}" + (" --preflight" if self.preflight else "")
 
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
@@ -261,7 +263,7 @@ class Context:
             # Through DIR.d/env-<id> directly, the user's path is DIR.
             home = environment.parent
             link = home.with_name(home.name[: -len(".d")]) if home.name.endswith(".d") else environment
-            return f"jetson-install obliteratus --venv {shlex.quote(str(link))}"
+            return f"jetson-install obliteratus --venv {shlex.quote(str(link))}" + (" --preflight" if self.preflight else "")
         new = shlex.quote(f"{environment}-jetson-install")
         return (f"jetson-install obliteratus --venv {new} (a new environment: jetson-install changes only "
                 f"environments it made)")

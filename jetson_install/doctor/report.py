@@ -39,6 +39,7 @@ class DoctorReport:
     checks: Tuple[CheckResult, ...]
     strict: bool = False
     headline: Optional[str] = None  # the id of the most fundamental failing check: fix it first
+    profile: str = "jetson"  # "preflight": CPU builds on any aarch64 machine, never Jetson evidence
 
     @property
     def passed(self) -> bool:
@@ -58,6 +59,14 @@ class DoctorReport:
     def exit_code(self) -> int:
         return EXIT_OK if self.passed else EXIT_FAILED
 
+    @property
+    def status(self) -> str:
+        """A passing preflight says so in its status, so that nothing reading only the status
+        (a runtime gate, a support table) takes it for Jetson GPU evidence."""
+        if not self.passed:
+            return "failed"
+        return "preflight-passed" if self.profile == "preflight" else "passed"
+
     def check(self, check_id: str) -> CheckResult:
         for result in self.checks:
             if result.id == check_id:
@@ -76,7 +85,8 @@ class DoctorReport:
             "runtime": dict(self.runtime),
             "checks": [check.to_json() for check in self.checks],
             "strict": self.strict,
-            "status": "passed" if self.passed else "failed",
+            "profile": self.profile,
+            "status": self.status,
         }
 
 
@@ -98,7 +108,10 @@ def render_lines(report: DoctorReport) -> List[str]:
             failed = ", ".join(f"{c.id} ({c.status})" for c in report.not_passed) or "no check ran"
             lines.append(f"Strict gate failed: {failed} ({tally}).")
         return lines
-    if report.passed:
+    if report.passed and report.profile == "preflight":
+        lines.append(f"Preflight passed ({tally}): the environment installs and imports on aarch64 with CPU torch;"
+                     " this is not evidence that the Jetson GPU works.")
+    elif report.passed:
         lines.append(f"All required checks passed ({tally}).")
     else:
         failed = [c.id for c in report.checks if c.required and c.status == FAIL]
@@ -197,8 +210,11 @@ def _environment_evidence(ctx: Context) -> Dict[str, Any]:
     obliteratus = (ctx.torch.section("obliteratus") or {}).get("source") or {}
     vendor = ctx.vendor
     return {
-        # A kept torch (--use-existing-torch) has neither an index nor a wheel to name.
-        "vendor_source": (vendor.index or next(iter(vendor.wheels), None)) if vendor is not None else None,
+        # A kept torch (--use-existing-torch) has neither an index nor a wheel to name; a
+        # preflight with neither took its CPU builds from uv's default index.
+        "vendor_source": (vendor.index or next(iter(vendor.wheels), None)
+                          or ("uv's default index (preflight)" if ctx.preflight else None))
+        if vendor is not None else None,
         "vendor_builds": dict(vendor.pins) if vendor is not None else None,
         "obliteratus": {
             "version": obliteratus.get("version"),

@@ -179,6 +179,7 @@ def run_doctor(
     progress: Optional[Callable[[str], None]] = None,
     source_commit: Optional[str] = None,
     install_command: Optional[str] = None,
+    preflight: bool = False,
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
@@ -186,7 +187,9 @@ def run_doctor(
     A probe busy for more than a couple of seconds tells ``progress`` what it waits for.
     ``install_command``: the command line of an install verifying the environment it is
     building; fixes then say how to run that install differently, since a failed one
-    discards the environment.
+    discards the environment. ``preflight``: the profile of ``--preflight`` environments,
+    which expects CPU builds and runs nothing on a GPU.
+
     Raises BadInput only when the interpreter does not exist or a check id is unknown.
     """
     if strict and only:
@@ -217,6 +220,7 @@ def run_doctor(
             pip_check=pip_future.result() if pip_future else None,
             source_commit=source_commit,
             install_command=install_command,
+            preflight=preflight,
         )
     results: Dict[str, CheckResult] = {}
     for spec in selected:
@@ -232,6 +236,7 @@ def run_doctor(
         checks=tuple(results.values()),
         strict=strict,
         headline=getattr(headline(tuple(results.values())), "id", None),
+        profile="preflight" if preflight else "jetson",
     )
 
 
