@@ -17,6 +17,9 @@ from jetson_install.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED,
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from jetson_install.catalog import Channel
+    from jetson_install.preflight import Preflight
+
 ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
 
 
@@ -129,7 +132,7 @@ def _build_plan(target: str, options: dict):
     from jetson_install.plan import make_plan
     from jetson_install.settings import load_index_settings
 
-    platform = _detect_platform(options["root"], options["l4t"])
+    platform = _preflight_platform(options) if options.get("preflight") else _detect_platform(options["root"], options["l4t"])
     settings = load_index_settings(
         options["vendor_index"], _option_source("vendor_index", "JETSON_INSTALL_VENDOR_INDEX", "--vendor-index"),
         options["default_index"], _option_source("default_index", "JETSON_INSTALL_DEFAULT_INDEX", "--default-index"),
@@ -148,6 +151,18 @@ def _build_plan(target: str, options: dict):
         bitsandbytes=options.get("bitsandbytes"), preflight=options.get("preflight", False),
         cpu_index=_checked_cpu_index(options),
     )
+
+
+def _preflight_platform(options: dict) -> Any:
+    """A preflight runs on aarch64 machines that are mostly not Jetsons: there the channel
+    comes from --l4t, and the fix for a missing one says so."""
+    from jetson_install.errors import NotAJetson
+
+    try:
+        return _detect_platform(options["root"], options["l4t"])
+    except NotAJetson as exc:
+        raise NotAJetson(exc.message, fix="name the Jetson release to preflight for: --l4t 36.4.3 "
+                                          "(JetPack 6.2; see `jetson-install channels`)") from None
 
 
 def _python3() -> str:
@@ -181,6 +196,17 @@ def _checked_cpu_index(options: dict) -> Optional[str]:
     if cpu_index:
         check_index_url(cpu_index, "--cpu-index", options["allow_insecure_index"])
     return cpu_index
+
+
+def _doctor_preflight(environment: Path, channel: Optional[Channel], forced: bool) -> Optional[Preflight]:
+    """The preflight profile an environment was made with, or the channel's with --preflight."""
+    from jetson_install.environment import recorded_plan
+    from jetson_install.preflight import Preflight
+
+    recorded = (recorded_plan(environment) or {}).get("preflight")
+    if isinstance(recorded, dict):
+        return Preflight.from_json(recorded)
+    return Preflight.for_channel(channel) if forced else None
 
 
 def _default_venv(target: str) -> Path:
@@ -328,6 +354,10 @@ def obliteratus(**options: Any) -> None:
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.render import plan_text
 
+    if options["preflight"]:
+        from jetson_install.preflight import require_aarch64
+
+        require_aarch64()  # before anything else: no plan made here could run
     the_plan = _build_plan("obliteratus", options)
     if the_plan.supported and (options["lock_file"] or options["wheelhouse"]):
         from jetson_install.plan import with_lock
@@ -335,10 +365,10 @@ def obliteratus(**options: Any) -> None:
         the_plan = with_lock(the_plan, _lock_in_use(options, the_plan))
     if options["dry_run"] and the_plan.supported:
         from jetson_install.errors import StepFailed
-        from jetson_install.install import preflight
+        from jetson_install.install import check_before_install
 
         try:
-            for warning in preflight(the_plan, dry_run=True).warnings:
+            for warning in check_before_install(the_plan, dry_run=True).warnings:
                 click.echo(f"warning: {warning}", err=True)
         except StepFailed as failure:
             # Not bad input: the preview still shows what would run where a Python is found.
@@ -355,10 +385,6 @@ def obliteratus(**options: Any) -> None:
         else:
             click.echo(plan_text(the_plan))
         sys.exit(0 if the_plan.supported else EXIT_UNSUPPORTED)
-    if the_plan.preflight:
-        from jetson_install.preflight import require_aarch64
-
-        require_aarch64()
     if not options["yes"] and sys.stdin.isatty() and not options["as_json"]:
         click.echo(plan_text(the_plan), err=True)
         if not click.confirm("Proceed?", default=True, err=True):
@@ -383,7 +409,7 @@ def obliteratus(**options: Any) -> None:
         click.echo(f"  log: {log_file}", err=True)
     else:
         verb = "is already up to date" if result.status == "unchanged" else "is ready"
-        what = "The OBLITERATUS preflight (CPU torch; not Jetson GPU support)" if the_plan.preflight else "OBLITERATUS"
+        what = "The OBLITERATUS preflight (CPU torch; not Jetson GPU support)" if the_plan.preflight is not None else "OBLITERATUS"
         click.echo(f"{what} {verb} in {result.venv}", err=True)
         from jetson_install.install import activate_command
 
@@ -602,7 +628,7 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
                                       strict=strict or bool(gate_evidence),
                                       progress=lambda line: click.echo(line, err=True),
                                       source_commit=recorded_commit((recorded_plan(environment) or {}).get("source")),
-                                      preflight=preflight or bool((recorded_plan(environment) or {}).get("preflight")))
+                                      preflight=_doctor_preflight(environment, channel, preflight))
     outputs = [("--evidence", evidence, _json_text(report.to_json()))]
     if gate_evidence:
         import json

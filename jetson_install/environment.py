@@ -20,6 +20,7 @@ fails, including a Ctrl-C or a kill.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from jetson_install.catalog import Channel, VendorSource
+from jetson_install.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.plan import CONSTRAINTS_FILE, STATE_DIR
 from jetson_install.redact import redact_data
@@ -294,6 +295,8 @@ def recorded_vendor(environment: Path) -> Optional[VendorSource]:
     except OSError:
         pass
     urls = [chosen.url for chosen in resolution.files if chosen.url.endswith(".whl")]
+    if resolution.source == DEFAULT_INDEX_LABEL:  # uv's own default: no URL to name
+        return dataclasses.replace(VendorSource.pinned(None, (), resolution.pins, numpy), default_index=True)
     is_wheels = resolution.source.endswith(".whl")
     return VendorSource.pinned(None if is_wheels else resolution.source, urls if is_wheels else (),
                                resolution.pins, numpy)

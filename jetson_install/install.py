@@ -90,7 +90,7 @@ class InstallResult:
             "activate": activate_command(self.venv),
             "python": self.interpreter,
             "channel": plan.channel.id if plan.channel else None,
-            "profile": "preflight" if plan.preflight else "jetson",
+            "profile": "preflight" if plan.preflight is not None else "jetson",
             "vendor_index": plan.vendor_location,
             "pins": dict(plan.pins),
             "resolution": plan.resolution.to_json() if plan.resolution else None,
@@ -158,13 +158,15 @@ class _Run:
 
 
 @dataclass(frozen=True)
-class Preflight:
+class Checked:
+    """What the checks before an install's first step found."""
+
     home: EnvironmentHome
     interpreter: Interpreter
     warnings: Tuple[str, ...]
 
 
-def preflight(plan: Plan, dry_run: bool) -> Preflight:
+def check_before_install(plan: Plan, dry_run: bool) -> Checked:
     """Every check an install makes before its first step, made by a dry run too (which
     leaves everything as it was). Raises BadInput (a bad location or --python) or
     StepFailed (no system Python of the channel's version)."""
@@ -175,7 +177,7 @@ def preflight(plan: Plan, dry_run: bool) -> Preflight:
     if plan.bitsandbytes_build is not None:
         # Missing build tools are named, with their apt packages, before anything starts.
         build_bitsandbytes.find_toolchain(build_bitsandbytes.CUDA_HOME, plan.platform.cuda)
-    return Preflight(home, interpreter, tuple(warnings))
+    return Checked(home, interpreter, tuple(warnings))
 
 
 def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) -> InstallResult:
@@ -187,7 +189,7 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
     assert plan.supported and (plan.vendor is not None or plan.existing is not None)
     run = _Run(plan, progress, rerun)
     try:
-        checked = preflight(plan, dry_run=False)
+        checked = check_before_install(plan, dry_run=False)
     except StepFailed as failure:
         return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
     run.warnings.extend(checked.warnings)
@@ -217,7 +219,7 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
     vendor_index = plan.settings.default_index.value if plan.vendor.default_index else plan.vendor.index
     try:
         # A preflight runs on whatever Python the machine has (CPU builds exist for each).
-        python_abi = interpreter.abi if plan.preflight else plan.python_abi
+        python_abi = interpreter.abi if plan.preflight is not None else plan.python_abi
         resolution = index.resolve(plan.vendor, vendor_index, python_abi or "3")
     except JetsonInstallError as exc:
         # Reading the index is the vendor step's first half: its fixes are the vendor step's.
@@ -288,7 +290,7 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     current = EnvironmentHome(Path(plan.venv)).current()
     if current is None:
         return True, f"no environment at {plan.venv} yet"
-    if plan.preflight:
+    if plan.preflight is not None:
         interpreter = _preflight_candidate(plan)
     else:
         interpreter = inspect_interpreter(plan.interpreter) if plan.interpreter else find_interpreter(plan.python_abi or "")
@@ -359,7 +361,7 @@ def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: s
 
 
 def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
-    if plan.preflight:
+    if plan.preflight is not None:
         return _preflight_interpreter(plan, warnings)
     if plan.interpreter:
         found = inspect_interpreter(plan.interpreter)
@@ -440,7 +442,7 @@ def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interp
                                                         plan.vendor_requirements), vendor_index, watch=run.current),
             f"check that {vendor.location} is reachable and carries "
             f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use another: "
-            f"{run.rerun.with_option('--cpu-index' if plan.preflight else '--vendor-index', 'URL')}",
+            f"{run.rerun.with_option('--cpu-index' if plan.preflight is not None else '--vendor-index', 'URL')}",
             vendor.location))
         companions: List[Companion] = []
         if vendor.companions:
@@ -593,13 +595,13 @@ def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
         first = report.check(report.headline) if report.headline else None
         detail = f"{first.id}: {first.detail}" if first else "a required check failed"
         fixes = [first.fix] if first and first.fix else []
-        if plan.verify and (first is None or first.id not in GPU_FREE_CHECKS):
+        if plan.verify and plan.preflight is None and (first is None or first.id not in GPU_FREE_CHECKS):
             fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
         raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(staging)})",
                          "; ".join(fixes) or None)
     if not plan.verify:
         return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence}"
-    if plan.preflight:
+    if plan.preflight is not None:
         return f"preflight checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence}"
     return f"all required checks passed; evidence in {evidence}"
 

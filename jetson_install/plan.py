@@ -100,7 +100,7 @@ class Plan:
     def vendor_label(self) -> str:
         if self.existing is not None:
             return f"kept from {self.existing.python} (--use-existing-torch)"
-        if self.preflight:
+        if self.preflight is not None:
             return "--cpu-index" if self.preflight.cpu_index else "--preflight (uv's default index)"
         if self.channel is not None and len(self.channel.sources) > 1 and self.vendor is self.channel.sources[1]:
             return "wheels-index.toml fallback (--vendor-fallback)"
@@ -109,7 +109,7 @@ class Plan:
     @property
     def fallback_location(self) -> Optional[str]:
         """The channel's documented second source, offered when the first is down."""
-        if (self.existing is not None or self.preflight or self.channel is None or len(self.channel.sources) < 2
+        if (self.existing is not None or self.preflight is not None or self.channel is None or len(self.channel.sources) < 2
                 or self.vendor is self.channel.sources[1]):
             return None
         return self.channel.sources[1].location
@@ -129,7 +129,7 @@ class Plan:
             # A kept stack has no vendor record (identity.py); its versions are the pins.
             "kept_pins": dict(self.pins) if self.existing else None,
             "bitsandbytes_build": self.bitsandbytes_build.to_json() if self.bitsandbytes_build else None,
-            "preflight": self.preflight.to_json() if self.preflight else None,
+            "preflight": self.preflight.to_json() if self.preflight is not None else None,
         }
         if self.lock is not None:
             fingerprint["lock"] = self.lock.sha256
@@ -144,7 +144,7 @@ class Plan:
         return {
             "schema_version": SCHEMA_VERSION,
             "target": self.target.id,
-            "profile": "preflight" if self.preflight else "jetson",
+            "profile": "preflight" if self.preflight is not None else "jetson",
             "supported": self.supported,
             "status": self.channel.status if self.channel else "unsupported",
             "reason": self.reason or None,
@@ -263,6 +263,12 @@ def make_plan(
                        fix=f"use one: --preflight installs CPU torch and needs no GPU build; drop {other}")
     if cpu_index is not None and not preflight:
         raise BadInput("--cpu-index is only for --preflight", fix="add --preflight, or drop --cpu-index")
+    if preflight and fallback:
+        raise BadInput("--preflight and --vendor-fallback were both given: a preflight takes CPU builds, not a "
+                       "vendor source", fix="drop --vendor-fallback (an index of CPU builds: --cpu-index URL)")
+    if preflight and settings.vendor_index.source == "--vendor-index":
+        raise BadInput("--preflight and --vendor-index were both given: a preflight takes CPU builds, not the "
+                       "vendor builds", fix="drop --vendor-index (an index of CPU builds: --cpu-index URL)")
     if existing is not None:
         return _existing_torch_plan(platform, catalog, target, settings, venv, existing, source, ref, verify)
     match = catalog.match(platform)
@@ -289,7 +295,7 @@ def make_plan(
     vendor = _vendor_source(channel, settings, fallback) if supported else None
     if vendor is not None and choice is not None:
         vendor = _without(vendor, "bitsandbytes")  # built on the board instead
-    preflight_choice = None
+    preflight_choice = Preflight(cpu_index, None) if preflight else None
     if preflight and vendor is not None and channel is not None:
         cpu = cpu_torch(channel.id, vendor, cpu_index)
         warnings.extend(cpu.warnings)
@@ -328,13 +334,17 @@ def _completed(plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Re
     build = None
     if supported and plan.bitsandbytes_choice is not None:
         build = plan_build(plan.bitsandbytes_choice or None, pins.get("torch"), plan.platform.compute_capability)
-    preflight_bitsandbytes = plan.preflight.bitsandbytes if plan.preflight and chosen is not None else None
+    preflight_bitsandbytes = plan.preflight.bitsandbytes if plan.preflight is not None and chosen is not None else None
     with_quantization = build is not None or preflight_bitsandbytes is not None or (
         chosen is not None and "bitsandbytes" in chosen.specifiers)
     capability = (plan.platform.compute_capability or "").replace(".", "")
     no_bnb = (f"no Jetson bitsandbytes {target.requires_bitsandbytes} build from this vendor source: "
               f"installing without the '{target.quantization_extra}' extra; --bitsandbytes build builds it on "
               f"this board for sm_{capability or '<XY>'} (about 6 minutes on an Orin Nano Super)")
+    if plan.preflight is not None:
+        # No board build can help a preflight: it installs what the Jetson would, CPU aside.
+        no_bnb = (f"channel {plan.channel.id if plan.channel else '?'} has no bitsandbytes: the preflight installs "
+                  f"{target.title} without its '{target.quantization_extra}' extra, as on the Jetson")
     if supported and not with_quantization and no_bnb not in warnings:
         warnings.append(no_bnb)
     if chosen is None:
@@ -375,6 +385,9 @@ def with_lock(plan: Plan, lock: "LockInUse") -> Plan:
     if plan.bitsandbytes_build is not None:
         raise BadInput(f"--bitsandbytes build and a lock ({lock.location}) were both given: a lock installs "
                        "exactly its own files", fix="drop --bitsandbytes build, or install without the lock")
+    if plan.preflight is not None:
+        raise BadInput(f"--preflight and a lock ({lock.location}) were both given: a lock installs exactly its own "
+                       "files, the vendor CUDA builds among them", fix="drop --preflight, or install without the lock")
 
     python = f"{plan.venv}.d/<new>/bin/python"
     locked = Step("lock", f"install exactly the {len(lock.lock.entries)} files of {lock.location}, each by its "
@@ -499,11 +512,11 @@ def _steps(plan: Plan) -> Tuple[Step, ...]:
     requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
     steps = [
         Step("interpreter", f"use {interpreter}" if interpreter else f"find a system Python {abi}"
-                            + (", else python3 (CPU builds exist for it)" if plan.preflight else "")),
+                            + (", else python3 (CPU builds exist for it)" if plan.preflight is not None else "")),
         Step("environment", f"create a new environment beside {venv} (the current one stays in use)",
              tuple(uv.venv_argv(interpreter or f"python{abi}", staging, default_index))),
         Step("vendor", f"install CPU builds of {', '.join(plan.pins)} from {vendor.location}, without dependencies "
-                       "(preflight: not the Jetson GPU build)" if plan.preflight
+                       "(preflight: not the Jetson GPU build)" if plan.preflight is not None
              else f"install the vendor builds from {vendor.location} only, without dependencies",
              tuple(uv.vendor_install_argv(python, vendor_index, bool(vendor.wheels), plan.vendor_requirements))),
     ]
@@ -526,9 +539,9 @@ def _steps(plan: Plan) -> Tuple[Step, ...]:
         Step("check", "check the installed dependencies", tuple(uv.pip_check_argv(python))),
     ]
     doctor = ("jetson-install", "doctor", "--python", python, "--evidence", f"{staging}/{STATE_DIR}/{EVIDENCE_FILE}")
-    if plan.preflight:
+    if plan.preflight is not None:
         doctor += ("--preflight",)
-    if plan.verify and plan.preflight:
+    if plan.verify and plan.preflight is not None:
         steps.append(Step("verify", "check the CPU environment: imports, the bitsandbytes CPU library, OBLITERATUS "
                                     "choosing cpu; keep the evidence (profile preflight)", doctor))
     elif plan.verify:

@@ -51,7 +51,7 @@ def plan_text(plan: Plan) -> str:
     lines += [
         f"  python    {plan.interpreter or plan.python_abi}",
         f"  venv      {plan.venv}",
-        f"  vendor    {plan.vendor_location or ('uv default index' if plan.preflight else 'none')}   ({plan.vendor_label})",
+        f"  vendor    {plan.vendor_location or 'none'}   ({plan.vendor_label})",
         f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
         f"  set       {_set_line(plan)}",
         f"  pins      {' '.join(plan.constraints)}",

@@ -15,9 +15,13 @@ from test_doctor import JP6, JP6_SOURCE, ORIN, clean_pip_check, make_env, run  #
 from test_plan_cli import plan, plan_json
 
 from jetson_install import doctor
+from jetson_install.errors import BadInput
 from jetson_install.evidence import gate_record, judge
+from jetson_install.preflight import Preflight
 
 CPU_TORCH = {"torch_version": "2.8.0", "torch_cuda": None, "cuda_available": False}
+# What a jp6-cu126 preflight plan carries: the channel's bitsandbytes range, from the default index.
+JP6_PREFLIGHT = Preflight(None, ">=0.46.1,<0.51")
 
 
 def test_preflight_plan_takes_cpu_builds_of_the_channel_torch_with_its_pins_and_constraints() -> None:
@@ -60,6 +64,24 @@ def test_preflight_with_a_gpu_only_option_is_refused_in_one_line() -> None:
     assert build.stderr.splitlines()[0] == "error: --preflight and --bitsandbytes build were both given"
 
 
+def test_preflight_refuses_vendor_sources_in_one_line() -> None:
+    mirror = plan("--root", "sample:agx-orin-64gb-jp6.2", "--preflight", "--vendor-index", "https://mirror.example/jp6")
+    assert mirror.returncode == 2 and mirror.stderr.splitlines()[0].startswith(
+        "error: --preflight and --vendor-index were both given")
+    assert "--cpu-index URL" in mirror.stderr
+    fallback = plan("--root", "sample:agx-orin-64gb-jp6.2", "--preflight", "--vendor-fallback")
+    assert fallback.returncode == 2 and "--preflight and --vendor-fallback were both given" in fallback.stderr
+
+
+def test_preflight_of_a_channel_without_bitsandbytes_says_so_and_offers_no_board_build() -> None:
+    data = plan_json("--root", "sample:agx-orin-jp7.2.1", "--preflight")
+    assert data["profile"] == "preflight" and not data["requirement"].startswith("obliteratus[")
+    assert any(w.startswith("channel jp7.2-orin has no bitsandbytes: the preflight installs") for w in data["warnings"])
+    assert not [w for w in data["warnings"] if "--bitsandbytes build" in w]
+    unsupported = plan_json("--root", "sample:xavier-nx-jp5.1.2", "--preflight")
+    assert unsupported["supported"] is False and unsupported["profile"] == "preflight"
+
+
 def test_cpu_index_needs_preflight_and_https() -> None:
     alone = plan("--root", "sample:agx-orin-64gb-jp6.2", "--cpu-index", "https://cpu.example/whl/cpu")
     assert alone.returncode == 2 and "--cpu-index is only for --preflight" in alone.stderr
@@ -79,7 +101,7 @@ def test_preflight_install_refuses_other_machines_in_one_line(tmp_path: Path) ->
 
 
 def test_preflight_doctor_expects_cpu_and_its_pass_is_not_a_jetson_pass(tmp_path: Path) -> None:
-    report = run(make_env(tmp_path / "env", **CPU_TORCH), preflight=True)
+    report = run(make_env(tmp_path / "env", **CPU_TORCH), preflight=JP6_PREFLIGHT)
     statuses = {check.id: check.status for check in report.checks}
     assert statuses == {
         "platform": "ok", "python-abi": "ok", "torch-import": "ok", "torch-build": "ok",
@@ -96,32 +118,72 @@ def test_preflight_doctor_expects_cpu_and_its_pass_is_not_a_jetson_pass(tmp_path
     assert "not evidence that the Jetson GPU works" in doctor.render_lines(report)[-1]
     # Neither the runtime gate nor `evidence check` takes it for Jetson evidence.
     assert gate_record(evidence, report.exit_code, "local")["status"] == "failed"
-    strict = run(make_env(tmp_path / "strict", **CPU_TORCH), preflight=True, strict=True).to_json()
-    assert gate_record(strict, 0, "local")["status"] == "failed"
+    with pytest.raises(BadInput, match="--strict is the Jetson runtime gate"):
+        run(make_env(tmp_path / "strict", **CPU_TORCH), preflight=JP6_PREFLIGHT, strict=True)
     assert not judge("preflight.json", evidence).ok
 
 
 def test_preflight_doctor_fails_a_cuda_torch_and_a_bitsandbytes_library_that_cannot_load(tmp_path: Path) -> None:
-    cuda = run(make_env(tmp_path / "cuda"), preflight=True)
+    cuda = run(make_env(tmp_path / "cuda"), preflight=JP6_PREFLIGHT)
     assert cuda.check("torch-build").status == "fail"
     assert "the preflight expects a CPU build" in cuda.check("torch-build").detail
     assert cuda.check("obliteratus").status == "fail"
     libgomp = run(make_env(tmp_path / "gomp", **CPU_TORCH,
                            bnb_load_error="libgomp.so.1: cannot open shared object file: No such file or directory"),
-                  preflight=True)
+                  preflight=JP6_PREFLIGHT)
     assert libgomp.check("bnb-library").fix == "sudo apt-get install libgomp1"
     assert libgomp.headline == "bnb-library"
 
 
-def test_doctor_uses_the_preflight_profile_an_environment_recorded(tmp_path: Path) -> None:
-    python = make_env(tmp_path / "env", **CPU_TORCH)
-    state = tmp_path / "env" / "jetson-install"
-    state.mkdir()
-    (state / "plan.json").write_text(json.dumps({"preflight": True, "pins": dict(JP6_SOURCE.pins), "vendor": None,
-                                                 "constraints": ["numpy<2"]}))
-    result = subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--venv", str(tmp_path / "env"),
-                             "--root", "sample:agx-orin-64gb-jp6.2", "--json"],
-                            capture_output=True, text=True, timeout=120)
+def test_preflight_doctor_fails_a_bitsandbytes_outside_the_channel_range(tmp_path: Path) -> None:
+    report = run(make_env(tmp_path / "env", **CPU_TORCH, bnb_version="0.51.0"), preflight=JP6_PREFLIGHT)
+    assert report.check("bnb-library").status == "fail"
+    assert report.check("bnb-library").detail == "bitsandbytes 0.51.0 is outside the channel's range >=0.46.1,<0.51"
+
+
+def _recorded_preflight_environment(tmp_path: Path) -> Path:
+    """An environment as a preflight install leaves it: its plan fingerprint and vendor record."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.environment import EnvironmentHome
+    from jetson_install.identity import record_installed
+    from jetson_install.index import offline_resolution
+    from jetson_install.plan import make_plan
+    from jetson_install.platform import detect
+    from jetson_install.samples import resolve_root
+    from jetson_install.settings import load_index_settings
+
+    environment = tmp_path / "env"
+    make_env(environment, **CPU_TORCH, bnb_load_error="libgomp.so.1: cannot open shared object file")
+    settings = load_index_settings(None, "--vendor-index", None, "--default-index", False)
+    the_plan = make_plan(detect(resolve_root("sample:agx-orin-64gb-jp6.2", "--root")), load_catalog(), "obliteratus",
+                         settings, environment, preflight=True)
+    assert the_plan.vendor is not None and the_plan.vendor.default_index
+    record_installed(environment, offline_resolution(the_plan.vendor), (), "jetson-install obliteratus --preflight")
+    EnvironmentHome(environment).mark_complete(environment, the_plan.fingerprint())
+    return environment
+
+
+def _doctor(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jetson_install", "doctor", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_doctor_on_a_recorded_preflight_environment_uses_its_profile_and_checks_bitsandbytes(tmp_path: Path) -> None:
+    environment = _recorded_preflight_environment(tmp_path)
+    result = _doctor("--venv", str(environment), "--root", "sample:agx-orin-64gb-jp6.2", "--json")
     evidence = json.loads(result.stdout)
     assert evidence["profile"] == "preflight", result.stderr
-    assert python and ORIN and JP6
+    checks = {check["id"]: check for check in evidence["checks"]}
+    # The range is not in the vendor record (the CPU set is torch's family): it still applies.
+    assert checks["bnb-library"]["status"] == "fail" and checks["bnb-library"]["fix"] == "sudo apt-get install libgomp1"
+    assert checks["torch-build"]["title"] == "torch is a CPU build (preflight)"
+    assert evidence["environment"]["vendor_source"] == "the default index"
+
+
+def test_the_strict_gate_refuses_a_preflight_environment_in_one_line(tmp_path: Path) -> None:
+    environment = _recorded_preflight_environment(tmp_path)
+    result = _doctor("--venv", str(environment), "--root", "sample:agx-orin-64gb-jp6.2", "--strict")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (f"error: --strict is the Jetson runtime gate, and {environment} is "
+                                             "checked as a preflight (CPU torch, made with --preflight)")
+    assert "Traceback" not in result.stderr

@@ -17,7 +17,7 @@ def check_obliteratus(ctx: Context) -> Verdict:
         return FAIL, f"OBLITERATUS does not import: {section['error']}", install
     if section.get("error"):
         return FAIL, f"obliteratus.device.get_device('auto') failed: {section['error']}", install
-    if ctx.preflight:
+    if ctx.preflight is not None:
         if section["device"] != "cpu":
             return (FAIL, f"obliteratus.device.get_device('auto') answers {section['device']!r}; with the "
                           "preflight's CPU torch it must answer 'cpu'", install)

@@ -81,7 +81,7 @@ def check_torch_build(ctx: Context) -> Verdict:
         if record.torch_cuda and cuda != record.torch_cuda:
             return (FAIL, f"torch {raw} reports CUDA {cuda}, the installed build {record.torch_cuda}",
                     _repair(record))
-    if ctx.preflight:
+    if ctx.preflight is not None:
         return _preflight_build(ctx, raw, cuda)
     if (version.local and "cpu" in version.local) or not cuda:
         return FAIL, f"torch {raw} is a CPU-only build (torch.version.cuda is {cuda})", ctx.torch_wrong_build_fix(raw)
@@ -125,7 +125,7 @@ def _preflight_build(ctx: Context, raw: str, cuda: Optional[str]) -> Verdict:
 
 
 def check_cuda_available(ctx: Context) -> Verdict:
-    if ctx.preflight:
+    if ctx.preflight is not None:
         return NOT_APPLICABLE, "preflight: a CPU build of torch; the GPU is checked only by the Jetson profile", None
     section = ctx.torch.section("cuda")
     if section is None:

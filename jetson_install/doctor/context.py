@@ -18,6 +18,7 @@ from jetson_install.versions import satisfies
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
+    from jetson_install.preflight import Preflight
     from jetson_install.platform import Platform
 
 PROBES_DIR = Path(__file__).parent.parent / "probes"
@@ -184,7 +185,7 @@ class Context:
     # How to make this environment again: the install's own command line while an install
     # verifies its new environment (which is discarded if the checks fail), else one for it.
     install_command: Optional[str] = None
-    preflight: bool = False
+    preflight: Optional["Preflight"] = None  # the profile of --preflight environments: CPU torch
 
     @property
     def environment(self) -> str:
@@ -194,7 +195,7 @@ class Context:
     def reinstall(self) -> str:
         if self.install_command:
             return self.install_command
-        return f"jetson-install obliteratus --venv {self.environment}" + (" --preflight" if self.preflight else "")
+        return f"jetson-install obliteratus --venv {self.environment}" + (" --preflight" if self.preflight is not None else "")
 
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
@@ -245,6 +246,8 @@ class Context:
         pin = source.pins.get(package)
         if source.index and pin:
             return f'{uv_command()} pip install {flags} --default-index {source.index} "{package}=={pin}"'
+        if source.default_index and pin:
+            return f'{uv_command()} pip install {flags} "{package}=={pin}"'
         # Direct wheel URLs: the file name starts with the distribution name and a dash.
         for url in source.wheels:
             if url.rsplit("/", 1)[-1].startswith(package + "-"):
@@ -263,7 +266,7 @@ class Context:
             # Through DIR.d/env-<id> directly, the user's path is DIR.
             home = environment.parent
             link = home.with_name(home.name[: -len(".d")]) if home.name.endswith(".d") else environment
-            return f"jetson-install obliteratus --venv {shlex.quote(str(link))}" + (" --preflight" if self.preflight else "")
+            return f"jetson-install obliteratus --venv {shlex.quote(str(link))}" + (" --preflight" if self.preflight is not None else "")
         new = shlex.quote(f"{environment}-jetson-install")
         return (f"jetson-install obliteratus --venv {new} (a new environment: jetson-install changes only "
                 f"environments it made)")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import __version__
+from jetson_install.catalog import DEFAULT_INDEX_LABEL
 from jetson_install.doctor.checks_kernels import KERNEL_SECTIONS, PASSED, kernel_status
 from jetson_install.doctor.checks_torch import torch_missing_library
 from jetson_install.doctor.context import Context
@@ -210,10 +211,9 @@ def _environment_evidence(ctx: Context) -> Dict[str, Any]:
     obliteratus = (ctx.torch.section("obliteratus") or {}).get("source") or {}
     vendor = ctx.vendor
     return {
-        # A kept torch (--use-existing-torch) has neither an index nor a wheel to name; a
-        # preflight with neither took its CPU builds from uv's default index.
+        # A kept torch (--use-existing-torch) has neither an index nor a wheel to name.
         "vendor_source": (vendor.index or next(iter(vendor.wheels), None)
-                          or ("uv's default index (preflight)" if ctx.preflight else None))
+                          or (DEFAULT_INDEX_LABEL if vendor.default_index else None))
         if vendor is not None else None,
         "vendor_builds": dict(vendor.pins) if vendor is not None else None,
         "obliteratus": {

@@ -60,6 +60,7 @@ from jetson_install.errors import BadInput
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
     from jetson_install.platform import Platform
+    from jetson_install.preflight import Preflight
 
 _TORCH_BUILD = ("torch-build",)
 CHECKS: Tuple[CheckSpec, ...] = (
@@ -98,6 +99,14 @@ _BY_ID = {spec.id: spec for spec in CHECKS}
 # What an install checks even with --no-verify (image builds without GPU access): these need
 # no GPU, and a CPU-only or other-CUDA torch must not reach the user's environment.
 GPU_FREE_CHECKS = ("python-abi", "torch-import", "torch-build")
+# The preflight profile judges these against CPU builds: its titles say so, in the report
+# and in the evidence, so that nothing reads a CPU pass as a GPU one.
+PREFLIGHT_TITLES = {
+    "platform": "platform read (preflight: any aarch64 machine)",
+    "torch-build": "torch is a CPU build (preflight)",
+    "bnb-library": "bitsandbytes loaded its CPU library (preflight)",
+    "obliteratus": "OBLITERATUS uses cpu (preflight)",
+}
 
 
 def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:
@@ -179,7 +188,7 @@ def run_doctor(
     progress: Optional[Callable[[str], None]] = None,
     source_commit: Optional[str] = None,
     install_command: Optional[str] = None,
-    preflight: bool = False,
+    preflight: Optional["Preflight"] = None,
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
@@ -190,11 +199,18 @@ def run_doctor(
     discards the environment. ``preflight``: the profile of ``--preflight`` environments,
     which expects CPU builds and runs nothing on a GPU.
 
-    Raises BadInput only when the interpreter does not exist or a check id is unknown.
+    Raises BadInput only when the interpreter does not exist, a check id is unknown, or the
+    strict gate is asked of the preflight profile.
     """
     if strict and only:
         raise BadInput("--strict runs every check; --check selects only some",
                        fix="drop --check (or --strict)")
+    if strict and preflight is not None:
+        # The gate is Jetson GPU evidence; a preflight's CPU torch can never give it.
+        raise BadInput(f"--strict is the Jetson runtime gate, and {Path(python).parent.parent} is checked as a "
+                       "preflight (CPU torch, made with --preflight)",
+                       fix="make the Jetson environment on the Jetson: jetson-install obliteratus --venv DIR; "
+                           "or check the preflight without --strict")
     interpreter = _resolve_interpreter(python)
     selected = _with_prerequisites(only)
     probes_needed = {spec.probe for spec in selected}
@@ -224,7 +240,7 @@ def run_doctor(
         )
     results: Dict[str, CheckResult] = {}
     for spec in selected:
-        results[spec.id] = _evaluate(spec, ctx, results)
+        results[spec.id] = _evaluate(spec, ctx, results, PREFLIGHT_TITLES if preflight is not None else {})
     return DoctorReport(
         python=interpreter,
         generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -236,7 +252,7 @@ def run_doctor(
         checks=tuple(results.values()),
         strict=strict,
         headline=getattr(headline(tuple(results.values())), "id", None),
-        profile="preflight" if preflight else "jetson",
+        profile="preflight" if preflight is not None else "jetson",
     )
 
 
@@ -257,7 +273,8 @@ def _safe_pip_check(python: str) -> runner.Completed:
         return runner.Completed(("uv", "pip", "check"), 127, "", f"{type(exc).__name__}: {exc}")
 
 
-def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult]) -> CheckResult:
+def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult],
+              titles: Mapping[str, str]) -> CheckResult:
     blockers = [earlier[need] for need in spec.needs if earlier[need].status in (FAIL, SKIP)]
     moot = [earlier[need] for need in spec.needs if earlier[need].status == NOT_APPLICABLE]
     if moot:
@@ -271,4 +288,5 @@ def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult])
             status = FAIL
             detail = f"doctor could not evaluate this check: {type(exc).__name__}: {exc}"
             fix = "report this as a jetson-install bug, with `jetson-install doctor --json` attached"
-    return CheckResult(spec.id, spec.title, status, detail, fix if status != OK else None, spec.required)
+    return CheckResult(spec.id, titles.get(spec.id, spec.title), status, detail, fix if status != OK else None,
+                       spec.required)
