@@ -10,29 +10,31 @@ and an edited checkout or a moved branch is never taken for the same.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
 from jetson_install import runner
 from jetson_install.redact import credentials
 
-__all__ = ["SourceIdentity", "folder_digest", "is_build_output", "recorded_commit", "split_git_url"]
+__all__ = ["BUILD_OUTPUTS", "SourceIdentity", "folder_digest", "is_build_output", "recorded_commit", "split_git_url"]
 
-# What building a project writes into its tree (setuptools, hatchling, Python itself).
-_BUILD_DIRECTORIES = frozenset({"build", "dist", "__pycache__", ".git"})
-_BUILD_SUFFIXES = (".egg-info", ".pyc", ".pyo")
+# What building a project writes into its tree (setuptools, hatchling, Python itself), and
+# git's own folder, as shutil.ignore_patterns patterns: the one rule for what is not source.
+BUILD_OUTPUTS = (".git", "build", "dist", "__pycache__", "*.egg-info", "*.pyc", "*.pyo")
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _READ_CHUNK = 1 << 20
 
 
-def is_build_output(relative: str) -> bool:
-    """Whether a path inside the source tree is something a build writes there."""
-    parts = relative.strip("/").split("/")
-    return any(part in _BUILD_DIRECTORIES or part.endswith(_BUILD_SUFFIXES) for part in parts)
+def is_build_output(relative: str, also: Sequence[str] = ()) -> bool:
+    """Whether a path inside the source tree is something a build writes there (or matches
+    one of the project's own patterns `also`)."""
+    patterns = BUILD_OUTPUTS + tuple(also)
+    return any(fnmatch.fnmatchcase(part, pattern) for part in relative.strip("/").split("/") for pattern in patterns)
 
 
 def _file_digest(digest: "hashlib._Hash", root: Path, relative: str) -> None:
@@ -53,17 +55,17 @@ def _file_digest(digest: "hashlib._Hash", root: Path, relative: str) -> None:
     digest.update(b"\0")
 
 
-def folder_digest(root: Path) -> str:
-    """The content of every file under `root` except build outputs, in a fixed order."""
+def folder_digest(root: Path, also: Sequence[str] = ()) -> str:
+    """The content of every file under `root` except build outputs (and `also`), in a fixed order."""
     digest = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
         base = Path(dirpath)
         # A link to a folder counts by where it points, like a link to a file.
         entries = filenames + [name for name in dirnames if (base / name).is_symlink()]
-        dirnames[:] = sorted(name for name in dirnames if not is_build_output(name) and not (base / name).is_symlink())
+        dirnames[:] = sorted(name for name in dirnames if not is_build_output(name, also) and not (base / name).is_symlink())
         for name in sorted(entries):
             relative = (base / name).relative_to(root).as_posix()
-            if not is_build_output(relative):
+            if not is_build_output(relative, also):
                 _file_digest(digest, root, relative)
     return digest.hexdigest()
 

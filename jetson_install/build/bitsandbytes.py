@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
 from jetson_install import runner, uv
 from jetson_install.errors import BadInput, StepFailed
+from jetson_install.source_identity import BUILD_OUTPUTS, folder_digest
 from jetson_install.toml_file import load_toml
 from jetson_install.versions import satisfies
 
@@ -58,10 +59,9 @@ RECORD_FILE = "build.json"
 # About 2 GB of memory per compiler job: `make -j6` runs out of memory on the 8 GB Orin Nano,
 # `-j4` is the documented maximum there (bitsandbytes-foundation/bitsandbytes#1218).
 MEMORY_PER_JOB = 2 * 2**30
-# What a local checkout may hold that is not source: build outputs, and a library built
+# Beyond any project's build outputs, a local checkout may hold CMake's and a library built
 # earlier by hand, which must not slip into a wheel built for another capability.
-_NOT_SOURCE = (".git", "build", "dist", "__pycache__", "*.egg-info", "libbitsandbytes*", "CMakeCache.txt",
-               "CMakeFiles")
+_BUILT_HERE = ("libbitsandbytes*", "CMakeCache.txt", "CMakeFiles")
 Progress = Callable[[str], None]
 
 
@@ -194,20 +194,7 @@ def local_source(path: Path) -> BuildSource:
         raise BadInput(f"{path} is not a bitsandbytes checkout (no CMakeLists.txt and bitsandbytes/ there)",
                        fix="git clone https://github.com/bitsandbytes-foundation/bitsandbytes, "
                            "then pass that folder: --bitsandbytes build=/path/to/bitsandbytes")
-    return BuildSource(str(path.resolve()), None, "sha256:" + _source_digest(path))
-
-
-def _source_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    ignore = shutil.ignore_patterns(*_NOT_SOURCE)
-    for dirpath, dirnames, filenames in os.walk(root):
-        skipped = ignore(dirpath, dirnames + filenames)
-        dirnames[:] = sorted(d for d in dirnames if d not in skipped)
-        for name in sorted(f for f in filenames if f not in skipped):
-            path = Path(dirpath) / name
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
+    return BuildSource(str(path.resolve()), None, "sha256:" + folder_digest(path, _BUILT_HERE))
 
 
 def parse_choice(text: str) -> Optional[str]:
@@ -383,7 +370,7 @@ def _remove_abandoned(cache: Path) -> None:
 
 def _fetch(source: BuildSource, dest: Path) -> None:
     if source.is_local:
-        shutil.copytree(source.location, dest, ignore=shutil.ignore_patterns(*_NOT_SOURCE), symlinks=True)
+        shutil.copytree(source.location, dest, ignore=shutil.ignore_patterns(*BUILD_OUTPUTS, *_BUILT_HERE), symlinks=True)
         return
     clone = runner.run(["git", "clone", "--quiet", "--depth", "1", "--branch", str(source.version),
                         source.location, str(dest)], timeout=1800)
