@@ -237,7 +237,13 @@ def plan_obliteratus(**options: Any) -> None:
 
         vendor = the_plan.vendor
         where = the_plan.settings.default_index.value if vendor.default_index else vendor.index
-        the_plan = resolved_plan(the_plan, index.resolve(vendor, where, the_plan.python_abi or "3"))
+        python_abi = the_plan.python_abi
+        if the_plan.preflight is not None:  # resolved, as the install does, for the Python it would take
+            from jetson_install.install import preflight_interpreter
+
+            found = preflight_interpreter(the_plan)
+            python_abi = found.abi if found is not None else python_abi
+        the_plan = resolved_plan(the_plan, index.resolve(vendor, where, python_abi or "3"))
     if options["as_json"]:
         _print_json(the_plan.to_json())
     else:

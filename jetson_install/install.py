@@ -41,7 +41,7 @@ from jetson_install.runner import Completed
 from jetson_install.source_identity import SourceIdentity
 from jetson_install.uv_errors import read_uv_failure
 
-__all__ = ["StepResult", "InstallResult", "install", "would_change"]
+__all__ = ["StepResult", "InstallResult", "install", "would_change", "preflight_interpreter"]
 
 SCHEMA_VERSION = 1
 
@@ -291,7 +291,7 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     if current is None:
         return True, f"no environment at {plan.venv} yet"
     if plan.preflight is not None:
-        interpreter = _preflight_candidate(plan)
+        interpreter = preflight_interpreter(plan)
     else:
         interpreter = inspect_interpreter(plan.interpreter) if plan.interpreter else find_interpreter(plan.python_abi or "")
     if interpreter is None:
@@ -362,7 +362,7 @@ def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: s
 
 def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
     if plan.preflight is not None:
-        return _preflight_interpreter(plan, warnings)
+        return _checked_preflight_interpreter(plan, warnings)
     if plan.interpreter:
         found = inspect_interpreter(plan.interpreter)
         if plan.existing is None and found.abi != plan.python_abi:
@@ -380,20 +380,21 @@ def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
     return found
 
 
-def _preflight_interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
+def _checked_preflight_interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
     """CPU builds exist for every current Python, so a preflight takes the channel's Python
     where there is one and the system's python3 otherwise (a hosted runner may lack it)."""
-    found = _preflight_candidate(plan)
+    found = preflight_interpreter(plan)
     if found is None:
         raise StepFailed("interpreter", "no python3 found on this system (searched /usr/bin, /usr/local/bin, PATH)",
                          "sudo apt-get install python3 python3-venv, or pass --python PATH")
     if found.abi != plan.python_abi:
         warnings.append(f"preflight with Python {found.abi}; on the Jetson, channel {plan.channel.id} "
-                            f"uses Python {plan.python_abi}")
+                        f"uses Python {plan.python_abi}")
     return found
 
 
-def _preflight_candidate(plan: Plan) -> Optional[Interpreter]:
+def preflight_interpreter(plan: Plan) -> Optional[Interpreter]:
+    """The interpreter a preflight install takes: --python, the channel's Python, else python3."""
     if plan.interpreter:
         return inspect_interpreter(plan.interpreter)
     return find_interpreter(plan.python_abi or "") or _system_python3()
@@ -622,14 +623,19 @@ def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentit
             progress(f"{current}: {'; '.join(changed)}; building a new environment with the recorded builds")
             return None
     python = str(current / "bin" / "python")
-    installed = uv.installed_versions(python)
+    from concurrent.futures import ThreadPoolExecutor
+
     from packaging.version import Version
 
-    # A kept stack is not in the environment itself; its identities are in the fingerprint.
-    for name, version in ({} if plan.existing else plan.pins).items():
-        if name not in installed or Version(installed[name]) != Version(version):
-            return None
-    return installed if uv.pip_check(python).ok else None
+    # Both uv runs only read the environment: side by side, a no-op re-run waits for one.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        check = pool.submit(uv.pip_check, python)
+        installed = uv.installed_versions(python)
+        # A kept stack is not in the environment itself; its identities are in the fingerprint.
+        for name, version in ({} if plan.existing else plan.pins).items():
+            if name not in installed or Version(installed[name]) != Version(version):
+                return None
+        return installed if check.result().ok else None
 
 
 def _recorded(environment: Path) -> Tuple[Dict[str, Any], Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from jetson_install.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event, StepProgress
@@ -57,10 +58,16 @@ _INDEX_NAME = "private"
 _CREDENTIAL_VARIABLES = ("UV_INDEX_PRIVATE_USERNAME", "UV_INDEX_PRIVATE_PASSWORD")
 
 
+_FINDING_BINARY = threading.Lock()
+
+
 def uv_binary() -> str:
     from uv import find_uv_bin
 
-    return find_uv_bin()
+    # find_uv_bin reads sysconfig, whose first read is not thread-safe: two threads at once
+    # got EXE as None ("can only concatenate str (not "NoneType") to str").
+    with _FINDING_BINARY:
+        return find_uv_bin()
 
 
 def _index_args(default_index: Optional[str]) -> List[str]:
