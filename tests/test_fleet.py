@@ -228,6 +228,18 @@ def test_the_gate_workflow_passes_actionlint() -> None:
     assert "--source ." in text and "doctor --strict" in text and "upload-artifact" in text
 
 
+def test_the_preflight_workflow_passes_actionlint_and_never_claims_the_gate() -> None:
+    actionlint = _tool("actionlint")
+    workflow = EXAMPLES / "github" / "jetson-preflight.yml"
+    result = subprocess.run([str(actionlint), "-no-color", "-config-file", str(EXAMPLES / "github" / "actionlint.yaml"),
+                             str(workflow)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = workflow.read_text()
+    assert "runs-on: ubuntu-24.04-arm" in text and "obliteratus --preflight --l4t" in text
+    # The preflight is never the Jetson runtime gate.
+    assert "--strict" not in text and "--gate-evidence" not in text and "jetson-runtime.json" not in text
+
+
 def test_the_policy_entry_validates_against_upstreams_rules() -> None:
     schema = json.loads((EXAMPLES / "github" / "conditional-test-policy.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
