@@ -33,6 +33,9 @@ pytestmark = pytest.mark.lane
 TOP = Path(__file__).resolve().parent.parent
 LANE = "aarch64"
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
+# A hosted ARM runner is no Jetson: the preflight names its release, as
+# examples/github/jetson-preflight.yml does.
+RELEASE = ("--l4t", "36.4.3")
 # Inside the root: the tool's own environment, the stand-in source, the installed environment.
 TOOL, SOURCE, ENV = "/lane/tool", "/lane/OBLITERATUS", "/lane/obliteratus"
 # What the stand-in needs: small, so the lane stays within minutes; torch and bitsandbytes
@@ -82,7 +85,7 @@ class Arm64Root:
         return self.run(step, f"{TOOL}/bin/jetson-install", *args, timeout=timeout)
 
     def install_argv(self) -> List[str]:
-        return [f"{TOOL}/bin/jetson-install", "obliteratus", "--root", SAMPLE, "--preflight", "--venv", ENV,
+        return [f"{TOOL}/bin/jetson-install", "obliteratus", *RELEASE, "--preflight", "--venv", ENV,
                 "--source", SOURCE, "--yes", "--json"]
 
 
@@ -198,7 +201,7 @@ def test_pip_upgrade_keeps_the_pinned_torch(arm64: Arm64Root) -> None:
 
 
 def test_the_preflight_doctor_passes_as_preflight(arm64: Arm64Root) -> None:
-    doctor = arm64.tool("doctor", "doctor", "--venv", ENV, "--root", SAMPLE, "--json")
+    doctor = arm64.tool("doctor", "doctor", "--venv", ENV, *RELEASE, "--json")
     evidence = json.loads(doctor.stdout)
     failing = [(c["id"], c["detail"]) for c in evidence["checks"] if c["status"] == "fail"]
     assert doctor.returncode == 0, failing
@@ -208,5 +211,5 @@ def test_the_preflight_doctor_passes_as_preflight(arm64: Arm64Root) -> None:
     assert checks["obliteratus"]["status"] == "ok" and "'cpu'" in checks["obliteratus"]["detail"]
     assert checks["cuda-available"]["status"] == "not_applicable"
     assert checks["pip-check"]["status"] == "ok"
-    strict = arm64.tool("doctor", "doctor", "--venv", ENV, "--root", SAMPLE, "--strict")
+    strict = arm64.tool("doctor", "doctor", "--venv", ENV, *RELEASE, "--strict")
     assert strict.returncode == 2 and "--strict is the Jetson runtime gate" in strict.stderr
