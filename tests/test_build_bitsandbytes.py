@@ -185,7 +185,7 @@ def test_a_compile_error_names_its_cause_and_caches_nothing(checkout: Path, tmp_
 
 # --------------------------------------------------------------------------- through `jetson-install obliteratus`
 
-from test_install_cli import Installer, cli_env, installer, stub_catalog  # noqa: E402,F401  (fixtures)
+from support.installer import Installer  # noqa: E402
 
 
 def test_the_plan_proposes_a_build_where_the_channel_has_no_jetson_bitsandbytes() -> None:

@@ -53,7 +53,7 @@ def build_jetson_install_wheel(dest: Path) -> Path:
         if path.is_file() and "__pycache__" not in path.parts:
             files[path.relative_to(TOP).as_posix()] = path.read_bytes()
     files["jetson_install/wheels-index.toml"] = (TOP / "wheels-index.toml").read_bytes()
-    metadata = [f"Metadata-Version: 2.1", f"Name: jetson-install", f"Version: {version}",
+    metadata = ["Metadata-Version: 2.1", "Name: jetson-install", f"Version: {version}",
                 f"Requires-Python: {project['requires-python']}"]
     metadata += [f"Requires-Dist: {requirement}" for requirement in project["dependencies"]]
     files[f"{dist_info}/METADATA"] = ("\n".join(metadata) + "\n").encode()

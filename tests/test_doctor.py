@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
-from typing import Any, Dict, Optional
 
 import jsonschema
 import pytest
@@ -19,122 +16,9 @@ from jetson_install.catalog import Channel, VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.platform import Platform
 from jetson_install.release_files import L4T
-from support.stub_stack import JETSON_STACK
+from support.doctor_env import HOST_PYTHON, HOST_TAG, JP6, JP6_SOURCE, ORIN, SCHEMA, make_env, run
 
-STUBS = Path(__file__).parent / "doctor_stubs"
-STUB_PACKAGES = {
-    "torch": "torch_version",
-    "bitsandbytes": "bnb_version",
-    "numpy": "numpy_version",
-    "obliteratus": None,
-    "transformers": "transformers_version",
-}
-HOST_PYTHON = "%d.%d" % sys.version_info[:2]
-HOST_TAG = "cp%d%d" % sys.version_info[:2]
-
-WORKING: Dict[str, Any] = {
-    **JETSON_STACK,  # the same Orin stack the existing-torch tests inspect
-    "transformers_version": "5.20.2",
-    "transformers_torch_floor": "2.6",
-    # What the installed wheels' WHEEL files say (python-abi judges these).
-    "torch_tag": f"{HOST_TAG}-{HOST_TAG}-linux_aarch64",
-    "bnb_tag": "py3-none-manylinux_2_24_aarch64",
-}
-
-ORIN = Platform(
-    root="/",
-    jetson=True,
-    l4t=L4T(36, 4, 3),
-    jetpack="6.2",
-    cuda="12.6",
-    soc="tegra234",
-    family="Orin",
-    module="NVIDIA Jetson Orin Nano Developer Kit",
-    model="NVIDIA Jetson Orin Nano Developer Kit",
-    compute_capability="8.7",
-    kind="tegra",
-    ubuntu="22.04",
-    python="3.10",
-    kernel="5.15.148-tegra",
-    arch="aarch64",
-)
-
-# The channel's Python is the test interpreter's, so python-abi passes in the stub venvs.
-JP6_SOURCE = VendorSource.pinned(
-    index="https://pypi.jetson-ai-lab.io/jp6/cu126",
-    wheels=(),
-    pins={"torch": "2.8.0", "bitsandbytes": "0.46.1"},
-    numpy="<2",
-    apt=("libopenblas-dev", "libcusparselt0"),
-)
-JP6 = Channel(
-    id="jp6-cu126",
-    title="JetPack 6.1-6.2 (CUDA 12.6)",
-    l4t_from=(36, 4),
-    l4t_below=(37, 0),
-    families=("Orin",),
-    jetpack="6.1-6.2.x",
-    cuda="12.6",
-    python=HOST_PYTHON,
-    kind="tegra",
-    status="supported",
-    reason="",
-    remedy="",
-    sources=(JP6_SOURCE,),
-)
-
-
-SCHEMA = doctor.evidence_schema()
-
-
-def make_env(root: Path, **changes: Any) -> str:
-    """A venv without pip whose site-packages holds the stubs and the scenario they read."""
-    scenario = dict(WORKING, **changes)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    (site_packages,) = root.glob("lib/python*/site-packages")
-    for name, version_key in STUB_PACKAGES.items():
-        version = scenario[version_key] if version_key else "0.1.2"
-        if version is None:  # not installed
-            continue
-        shutil.copytree(STUBS / name, site_packages / name)
-        dist_info = site_packages / f"{name}-{version}.dist-info"
-        dist_info.mkdir()
-        metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-        if name == "transformers":  # what its wheel says, e.g. transformers 5.20.2
-            metadata += f'Requires-Dist: torch>={scenario["transformers_torch_floor"]}; extra == "torch"\n'
-        (dist_info / "METADATA").write_text(metadata)
-        tag = scenario.get({"torch": "torch_tag", "bitsandbytes": "bnb_tag"}.get(name, ""))
-        if tag:
-            (dist_info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
-    shutil.copy(STUBS / "doctor_stub_scenario.py", site_packages)
-    (site_packages / "doctor_stub_scenario.json").write_text(json.dumps(scenario))
-    return str(root / "bin" / "python")
-
-
-@pytest.fixture(autouse=True)
-def clean_pip_check(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Replace jetson_install.uv.pip_check (uv is not what these tests exercise); returns the calls."""
-    calls: list = []
-
-    def pip_check(python: str) -> runner.Completed:
-        calls.append(python)
-        return runner.Completed(("uv", "pip", "check"), 0, "", "Checked 4 packages in 1ms\nAll installed packages are compatible\n")
-
-    try:
-        import jetson_install.uv as uv_module
-    except ImportError:
-        uv_module = types.ModuleType("jetson_install.uv")
-        monkeypatch.setitem(sys.modules, "jetson_install.uv", uv_module)
-    monkeypatch.setattr(uv_module, "pip_check", pip_check, raising=False)
-    return calls
-
-
-def run(python: str, *, platform: Optional[Platform] = ORIN, channel: Optional[Channel] = JP6, **options: Any):
-    report = doctor.run_doctor(python, platform=platform, channel=channel, **options)
-    evidence = report.to_json()
-    jsonschema.validate(evidence, SCHEMA)
-    json.dumps(evidence)  # serialisable as is
-    return report
+pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
 
 
 def failed(report: doctor.DoctorReport) -> set:

@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from jetson_install import runner
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"

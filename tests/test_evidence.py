@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 
 import jsonschema
 import pytest
-from test_doctor import HOST_PYTHON, make_env
+from support.doctor_env import HOST_PYTHON, make_env
 
 from jetson_install import doctor
 from jetson_install.evidence import schema_errors

@@ -17,61 +17,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import pytest
 from packaging.version import Version
-from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
+from support import VENDOR_TORCH, isolated_env
+from support.installer import Installer
 from support.catalogs import stub_catalog_text
 
 TOP = Path(__file__).resolve().parent.parent
 VENDOR_PACKAGES = {"torch", "torchvision", "torchaudio", "bitsandbytes"}
-
-
-@pytest.fixture
-def stub_catalog(tmp_path: Path, stub_index_dirs) -> Path:
-    """wheels-index.toml with the jp6-cu126 source describing the stub vendor builds."""
-    path = tmp_path / "wheels-index.toml"
-    path.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), stub_index_dirs.vendor))
-    return path
-
-
-@pytest.fixture
-def cli_env(tmp_path: Path, stub_catalog: Path) -> Dict[str, str]:
-    env = isolated_env(tmp_path, fast_fail=True)
-    env["JETSON_INSTALL_WHEELS_INDEX"] = str(stub_catalog)
-    return env
-
-
-class Installer:
-    def __init__(self, venv: Path, env: Dict[str, str], vendor_url: str, public_url: str, source: Path) -> None:
-        self.venv, self.env, self.vendor_url, self.public_url, self.source = venv, env, vendor_url, public_url, source
-
-    def argv(self, source: Optional[Path] = None) -> List[str]:
-        return [
-            sys.executable, "-m", "jetson_install", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
-            "--venv", str(self.venv), "--python", sys.executable, "--vendor-index", self.vendor_url,
-            "--default-index", self.public_url, "--source", str(source or self.source), "--no-verify", "--yes", "--json",
-        ]
-
-    def run(self, source: Optional[Path] = None) -> "tuple[int, dict, str]":
-        result = subprocess.run(self.argv(source), capture_output=True, text=True, env=self.env, timeout=300)
-        data = json.loads(result.stdout) if result.stdout.strip() else {}
-        return result.returncode, data, result.stderr
-
-    def python(self, code: str) -> str:
-        result = subprocess.run([str(self.venv / "bin" / "python"), "-c", code], capture_output=True, text=True,
-                                env=self.env, timeout=60)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip()
-
-    def torch(self) -> str:
-        return self.python("import importlib.metadata as m, torch; print(m.version('torch'), torch.__source_index__)")
-
-
-@pytest.fixture
-def installer(tmp_path: Path, cli_env: Dict[str, str], vendor_index, public_index, obliteratus_source: Path) -> Installer:
-    return Installer(tmp_path / "obl", cli_env, vendor_index.url, public_index.url, obliteratus_source)
 
 
 def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: Installer, vendor_index, public_index) -> None:

@@ -22,7 +22,7 @@ from typing import Dict, List, Tuple
 import pytest
 from support import OBLITERATUS_DEPENDENCIES, build_wheel
 from support.stub_projects import make_obliteratus_source
-from test_install_cli import Installer, cli_env, stub_catalog  # noqa: F401 (fixtures)
+from support.installer import Installer
 
 from jetson_install.progress import format_bytes, format_seconds
 

@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_doctor import JP6, JP6_SOURCE, ORIN, clean_pip_check, make_env, run  # noqa: F401 - autouse fixture
+from support.doctor_env import make_env, run
 from test_plan_cli import plan, plan_json
 
 from jetson_install import doctor
 from jetson_install.errors import BadInput
 from jetson_install.evidence import gate_record, judge
 from jetson_install.preflight import Preflight
+
+pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
 
 CPU_TORCH = {"torch_version": "2.8.0", "torch_cuda": None, "cuda_available": False}
 # What a jp6-cu126 preflight plan carries: the channel's bitsandbytes range, from the default index.

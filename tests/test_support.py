@@ -36,18 +36,6 @@ from support import (
     isolated_env,
     venv_python,
 )
-from support.fixtures import (  # noqa: F401 - fixtures used by name
-    make_venv,
-    obliteratus_git_repo,
-    obliteratus_source,
-    public_index,
-    start_index,
-    stub_index_dirs,
-    tool_env,
-    uv_bin,
-    vendor_constraints,
-    vendor_index,
-)
 
 def _run(argv: Sequence[object], env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, timeout=timeout)

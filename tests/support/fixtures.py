@@ -15,12 +15,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, Dict, Iterator, List
 
 import pytest
 
+from jetson_install import runner
+
 from . import find_uv, isolated_env, venv_python
+from .catalogs import stub_catalog_text
+from .installer import Installer
 from .index_server import LoopbackIndex
 from .stub_projects import (
     VENDOR_PINS,
@@ -42,7 +47,13 @@ __all__ = [
     "tool_env",
     "vendor_constraints",
     "make_venv",
+    "stub_catalog",
+    "cli_env",
+    "installer",
+    "clean_pip_check",
 ]
+
+TOP = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -142,3 +153,42 @@ def make_venv(uv_bin: str, tool_env: dict, public_index: LoopbackIndex) -> Calla
         return Path(path)
 
     return _make
+
+
+@pytest.fixture
+def stub_catalog(tmp_path: Path, stub_index_dirs) -> Path:
+    """wheels-index.toml with the jp6-cu126 source describing the stub vendor builds."""
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), stub_index_dirs.vendor))
+    return path
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path, stub_catalog: Path) -> Dict[str, str]:
+    env = isolated_env(tmp_path, fast_fail=True)
+    env["JETSON_INSTALL_WHEELS_INDEX"] = str(stub_catalog)
+    return env
+
+
+@pytest.fixture
+def installer(tmp_path: Path, cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex,
+              obliteratus_source: Path) -> Installer:
+    return Installer(tmp_path / "obl", cli_env, vendor_index.url, public_index.url, obliteratus_source)
+
+
+@pytest.fixture
+def clean_pip_check(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Replace jetson_install.uv.pip_check (uv is not what these tests exercise); returns the calls."""
+    calls: list = []
+
+    def pip_check(python: str) -> runner.Completed:
+        calls.append(python)
+        return runner.Completed(("uv", "pip", "check"), 0, "", "Checked 4 packages in 1ms\nAll installed packages are compatible\n")
+
+    try:
+        import jetson_install.uv as uv_module
+    except ImportError:
+        uv_module = types.ModuleType("jetson_install.uv")
+        monkeypatch.setitem(sys.modules, "jetson_install.uv", uv_module)
+    monkeypatch.setattr(uv_module, "pip_check", pip_check, raising=False)
+    return calls
