@@ -225,7 +225,8 @@ class Catalog:
             None,
             f"unsupported: L4T {l4t} runs on several SoC families ({', '.join(f for c in in_range for f in c.families)}) "
             "and the device tree does not say which this is",
-            "run on the board itself, or give a root with proc/device-tree/compatible",
+            "run on the board itself, or give a root with proc/device-tree/compatible "
+            "(`jetson-install samples` lists sample roots, e.g. --root sample:agx-thor-jp7.2.1)",
         )
 
 

@@ -249,7 +249,7 @@ def plan_obliteratus(**options: Any) -> None:
     else:
         click.echo(plan_text(the_plan))
         if the_plan.supported:
-            click.echo(f"next: install it: {_next_command('plan', ('obliteratus',), drop=('obliteratus',))}")
+            click.echo(_install_hint(the_plan))
     if not the_plan.supported:
         sys.exit(EXIT_UNSUPPORTED)
 
@@ -538,12 +538,35 @@ def wheelhouse(directory: str, lock_file: str, as_json: bool) -> None:
                "--wheelhouse http://HOST:8000/", err=True)
 
 
-def _next_command(command: str, replacement: tuple, drop: tuple = ()) -> str:
+def _install_hint(the_plan: Any) -> str:
+    """What to run next after a plan, and where: a preview made for another machine says so."""
+    import os
+
+    here = os.uname().machine
+    if the_plan.preflight is not None and here != "aarch64":
+        command = _next_command("plan", ("obliteratus",), drop=("obliteratus",), only_here=("--resolve",))
+        return f"next: on an aarch64 machine (a hosted ARM runner, or the Jetson), install it: {command}"
+    if the_plan.preflight is None and the_plan.platform.arch != here:
+        command = _next_command("plan", ("obliteratus",), drop=("obliteratus",), only_here=("--resolve",),
+                                elsewhere=("--root",))
+        return f"next: on the {the_plan.platform.arch} board itself, install it: {command}"
+    return f"next: install it: {_next_command('plan', ('obliteratus',), drop=('obliteratus',), only_here=('--resolve',))}"
+
+
+def _next_command(command: str, replacement: tuple, drop: tuple = (), only_here: tuple = (),
+                  elsewhere: tuple = ()) -> str:
     """The command the user typed, with `command` (and the words in `drop` right after it)
-    replaced: what to run next with the same options."""
+    replaced, without the flags `only_here` that only it takes, and without the options
+    `elsewhere` (with their values) that only make sense on this machine: what to run next."""
     from jetson_install.fixes import Rerun
 
-    args = list(sys.argv[1:])
+    args: list = []
+    words = iter(sys.argv[1:])
+    for word in words:
+        if word in elsewhere:
+            next(words, None)  # its value
+        elif word not in only_here and word.split("=", 1)[0] not in elsewhere:
+            args.append(word)
     if command in args:
         at = args.index(command)
         end = at + 1 + sum(1 for word in drop if args[at + 1:at + 2] == [word])
@@ -684,13 +707,19 @@ def dockerfile(root: str, l4t: Optional[str], base: Optional[str], output: Optio
     match = load_catalog().match(platform)
     if match.channel is None:
         raise Unsupported(match.reason, fix=match.remedy)
+    if not match.channel.installable:
+        # The image's own install step would refuse the channel: the build could never pass.
+        raise Unsupported(f"unsupported: {match.channel.reason}", fix=match.channel.remedy or None)
     text = dockerfile_text(platform, match.channel, base, str(_rerun_command()))
     if output is None:
         click.echo(text, nl=False)
         return
     _write_output("--output", output, text)
-    click.echo(f"wrote {output} (FROM {base or match.channel.containers[0].image}); "
-               f"build it in {Path(output).absolute().parent}: docker build -t obliteratus-jetson .", err=True)
+    context = Path(output).absolute().parent
+    click.echo(f"wrote {output} (FROM {base or match.channel.containers[0].image}); put "
+               f"jetson_install-{__version__}-py3-none-any.whl beside it (pip wheel --no-deps -w {context} "
+               f"<jetson-install checkout>), then build it there: cd {context} && docker build -t obliteratus-jetson .",
+               err=True)
 
 
 @cli.command("container-entrypoint", context_settings={"ignore_unknown_options": True})
@@ -757,7 +786,7 @@ def _judged(files: tuple, max_age: Optional[float], requirements: tuple = ()) ->
     return [judge(path, data, max_age_days=max_age, requirements=wanted) for path, data in loaded]
 
 
-_MAX_AGE_OPTION = click.option("--max-age", metavar="DAYS", type=float,
+_MAX_AGE_OPTION = click.option("--max-age", metavar="DAYS", type=click.FloatRange(min=0),
                                help="Evidence older than this is stale (default: upstream's maximum_evidence_age_days, 30).")
 
 
@@ -832,9 +861,11 @@ def main(argv: Optional[list] = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        if "--json" in args:
-            _print_json(_error_json(exc.format_message(), "jetson-install --help", EXIT_BAD_INPUT))
-        exc.show()
+        # One line and the help of the command that refused it, like every other bad input.
+        context = getattr(exc, "ctx", None)
+        help_command = f"{context.command_path if context is not None else 'jetson-install'} --help"
+        _report_error(BadInput(exc.format_message(), fix=f"see its options: {help_command}"),
+                      as_json="--json" in args)
         sys.exit(EXIT_BAD_INPUT)
     except click.Abort:
         click.echo("interrupted", err=True)

@@ -225,6 +225,9 @@ def target_requirement(target: Target, with_quantization: bool, source: Optional
                            fix="give the ref once: either in the URL (…@REF) or with --ref")
         return f"{name} @ {url}@{ref}" if ref else f"{name} @ {url}"
     path = Path(source).resolve()
+    if not path.is_dir():
+        raise BadInput(f"--source {source}: no such folder",
+                       fix="pass the OBLITERATUS checkout: git clone https://github.com/elder-plinius/OBLITERATUS")
     if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
         raise BadInput(f"--source {source}: no Python project there (no pyproject.toml)",
                        fix="pass the OBLITERATUS checkout: git clone https://github.com/elder-plinius/OBLITERATUS")
@@ -281,7 +284,10 @@ def make_plan(
         supported, reason = False, (f"unsupported: {target.title} needs Python {target.requires_python}, "
                                     f"and channel {channel.id} wheels are built for Python {channel.python}")
         remedy = "flash JetPack 6.2 (L4T R36.4.3)"
-    if supported and Path(platform.root).resolve() == Path("/") and platform.arch != "aarch64":
+    if preflight and os.uname().machine != "aarch64":
+        warnings.append(f"--preflight installs only on aarch64 machines; this plan is a preview on "
+                        f"{os.uname().machine}")
+    elif supported and Path(platform.root).resolve() == Path("/") and platform.arch != "aarch64":
         supported, reason = False, (f"unsupported: this machine is {platform.arch}, and the JetPack wheels "
                                     "are built for aarch64 (a Jetson)")
         remedy = "run it on the Jetson; to preview here: --root sample:agx-orin-64gb-jp6.2"

@@ -40,6 +40,18 @@ def test_the_dockerfile_builds_on_the_channels_first_image_for_the_detected_rele
     assert 'ENTRYPOINT ["/opt/jetson-install/bin/jetson-install", "container-entrypoint"' in text
     assert "HEALTHCHECK" in text and "start-status" in text
     assert f"FROM {first}" in result.stderr or first in result.stderr
+    # jetson-install is not on the package index: the build takes a wheel, never the bare name.
+    from jetson_install import __version__
+
+    assert f'ARG JETSON_INSTALL="/tmp/jetson-install-build/jetson_install-{__version__}-py3-none-any.whl"' in text
+    assert f"put jetson_install-{__version__}-py3-none-any.whl beside it" in result.stderr
+
+
+def test_an_unsupported_release_gets_no_dockerfile(tmp_path: Path) -> None:
+    result = cli("dockerfile", "--root", "sample:xavier-nx-jp5.1.2", "--output", str(tmp_path / "Dockerfile"))
+    assert result.returncode == 3
+    assert result.stderr.startswith("error: unsupported: JetPack 5 ships Python 3.8")
+    assert not (tmp_path / "Dockerfile").exists()
 
 
 def test_a_channel_without_a_known_image_needs_base() -> None:

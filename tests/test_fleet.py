@@ -236,6 +236,8 @@ def test_the_preflight_workflow_passes_actionlint_and_never_claims_the_gate() ->
     assert result.returncode == 0, result.stdout + result.stderr
     text = workflow.read_text()
     assert "runs-on: ubuntu-24.04-arm" in text and "obliteratus --preflight --l4t" in text
+    # The name is not on the package index: never installed by name, where a squatter could answer.
+    assert 'install --quiet "$JETSON_INSTALL"' in text and "install --quiet jetson-install" not in text
     # The preflight is never the Jetson runtime gate.
     assert "--strict" not in text and "--gate-evidence" not in text and "jetson-runtime.json" not in text
 

@@ -129,7 +129,13 @@ def test_detect_and_plan_say_what_to_run_next() -> None:
     detect = cli("detect", "--root", SAMPLE)
     assert detect.stdout.strip().splitlines()[-1] == f"next: see what an install would do: jetson-install plan obliteratus --root {SAMPLE}"
     plan = cli("plan", "obliteratus", "--root", SAMPLE, "--venv", "/tmp/my envs/obl")
-    assert plan.stdout.strip().splitlines()[-1] == f"next: install it: jetson-install obliteratus --root {SAMPLE} --venv '/tmp/my envs/obl'"
+    if os.uname().machine == "aarch64":
+        assert plan.stdout.strip().splitlines()[-1] == (f"next: install it: jetson-install obliteratus --root {SAMPLE} "
+                                                        "--venv '/tmp/my envs/obl'")
+    else:
+        # A sample root previews the board: the install runs there, where the root is /.
+        assert plan.stdout.strip().splitlines()[-1] == ("next: on the aarch64 board itself, install it: "
+                                                        "jetson-install obliteratus --venv '/tmp/my envs/obl'")
 
 
 def test_the_l4t_help_says_it_overrides_the_release_file() -> None:
@@ -149,3 +155,13 @@ def test_a_dry_run_on_this_machine_refuses_what_the_install_would_refuse() -> No
     result = cli("obliteratus", "--root", "/", "--l4t", "36.4.3", "--dry-run", "--venv", "/tmp/x-never-made")
     assert result.returncode == 3, result.stdout + result.stderr
     assert "the JetPack wheels are built for aarch64" in result.stdout
+
+
+def test_a_usage_error_is_one_line_with_the_commands_help() -> None:
+    result = cli("plan", "obliteratus", "--bogus")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["error: No such option '--bogus'.",
+                                          "  fix: see its options: jetson-install plan obliteratus --help"]
+    negative = cli("evidence", "check", "evidence.json", "--max-age", "-1")
+    assert negative.returncode == 2 and negative.stderr.startswith("error: Invalid value for '--max-age'")
+

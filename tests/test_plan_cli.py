@@ -145,7 +145,7 @@ def test_source_urls(source: str, ref: Optional[str], expected: str) -> None:
 @pytest.mark.parametrize(
     "args, fragment",
     [
-        (["--source", "/nonexistent/checkout"], "no Python project there"),
+        (["--source", "/nonexistent/checkout"], "--source /nonexistent/checkout: no such folder"),
         (["--source", "git+https://github.com/me/OBLITERATUS@v2", "--ref", "v1"], "already names a ref"),
         (["--l4t", "abc"], "--l4t 'abc': not an L4T release"),
     ],

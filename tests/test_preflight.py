@@ -189,3 +189,16 @@ def test_the_strict_gate_refuses_a_preflight_environment_in_one_line(tmp_path: P
     assert result.stderr.splitlines()[0] == (f"error: --strict is the Jetson runtime gate, and {environment} is "
                                              "checked as a preflight (CPU torch, made with --preflight)")
     assert "Traceback" not in result.stderr
+
+
+def test_preflight_fixes_reinstall_the_preflight_never_a_cuda_build(tmp_path: Path) -> None:
+    environment = tmp_path / "env"
+    report = run(make_env(environment, **CPU_TORCH, torch_import_error="libtorch_cpu.so: cannot open shared object file"),
+                 preflight=JP6_PREFLIGHT)
+    fix = report.check("torch-import").fix
+    assert fix == f"jetson-install obliteratus --venv {environment} --preflight --l4t 36.4.3"
+    assert report.check("platform").status == "ok"
+    off_a_jetson = run(make_env(tmp_path / "other", **CPU_TORCH), platform=None, channel=None, preflight=JP6_PREFLIGHT)
+    assert off_a_jetson.check("platform").fix == ("name the Jetson release the preflight is for: "
+                                                  "jetson-install doctor --preflight --l4t 36.4.3")
+

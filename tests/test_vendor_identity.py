@@ -191,3 +191,6 @@ def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_d
     assert resolved["resolution"]["reason"] == f"the preferred set torch=={VENDOR_TORCH} is listed"
     vendor = next(s for s in resolved["steps"] if s["id"] == "vendor")["command"]
     assert any(arg.startswith("torch @ ") and "#sha256=" in arg for arg in vendor)
+    # What to run next is the install, which takes no --resolve.
+    text = subprocess.run(argv[:-1] + ["--resolve"], capture_output=True, text=True, env=env, timeout=60).stdout
+    assert text.strip().splitlines()[-1].endswith(f"jetson-install obliteratus --vendor-index {served.url}")

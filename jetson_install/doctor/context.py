@@ -195,7 +195,12 @@ class Context:
     def reinstall(self) -> str:
         if self.install_command:
             return self.install_command
-        return f"jetson-install obliteratus --venv {self.environment}" + (" --preflight" if self.preflight is not None else "")
+        command = f"jetson-install obliteratus --venv {shlex.quote(self.environment)}"
+        if self.preflight is None:
+            return command
+        # A preflight runs off the Jetson: the release it stands in for goes with it.
+        release = self.platform.l4t if self.platform is not None else None
+        return command + " --preflight" + (f" --l4t {release}" if release else "")
 
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
@@ -304,6 +309,8 @@ class Context:
         )
 
     def torch_install_fix(self) -> str:
+        if self.preflight is not None:
+            return self.reinstall  # CPU builds: never the channel's CUDA ones
         command = self.vendor_install("torch")
         if command:
             return f"{command} (channel {self.channel.id})" if self.channel is not None else command
@@ -312,6 +319,8 @@ class Context:
         return "install a CUDA build of torch that matches this machine's driver, not a CPU-only one"
 
     def bnb_install_fix(self) -> str:
+        if self.preflight is not None:
+            return self.reinstall  # the channel's range, from the default index
         if not self.tegra:
             return (f"{uv_command()} pip install --python {shlex.quote(self.python)} --no-deps --reinstall-package "
                     "bitsandbytes bitsandbytes")
