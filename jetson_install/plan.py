@@ -551,7 +551,10 @@ def _steps(plan: Plan) -> Tuple[Step, ...]:
         steps.append(Step("verify", "check the CPU environment: imports, the bitsandbytes CPU library, OBLITERATUS "
                                     "choosing cpu; keep the evidence (profile preflight)", doctor))
     elif plan.verify:
-        steps.append(Step("verify", "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence", doctor))
+        with_bitsandbytes = f"[{target.quantization_extra}]" in plan.requirement.split(" @ ", 1)[0]
+        proves = ("torch.cuda and bitsandbytes run CUDA kernels" if with_bitsandbytes
+                  else "torch.cuda runs CUDA kernels (this route installs no bitsandbytes)")
+        steps.append(Step("verify", f"prove {proves}; keep the evidence", doctor))
     else:
         # --no-verify skips only what needs the GPU: a CPU-only torch must still never be switched in.
         from jetson_install.doctor import GPU_FREE_CHECKS

@@ -86,7 +86,9 @@ def _set_line(plan: Plan) -> str:
     assert vendor is not None and plan.chosen_set is not None
     policy = ", ".join(s.name for s in vendor.sets)
     pre = "pre-releases count" if vendor.prereleases else "no pre-releases"
-    if plan.resolution is None:
+    if plan.preflight is not None:
+        how = "CPU builds for the preflight, in place of the channel's vendor set"
+    elif plan.resolution is None:
         how = "preferred; `plan --resolve` reads the index"
     else:
         how = plan.resolution.reason

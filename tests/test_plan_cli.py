@@ -245,3 +245,13 @@ def test_jetpack_7_2_on_orin_is_experimental_with_the_sm87_build_and_its_cuda_12
     compile_argv = next(s for s in data["steps"] if s["id"] == "companions")["command"]
     assert "--generate-hashes" in compile_argv
     assert plan_json("--root", "sample:agx-orin-jp7.2.1", "--vendor-fallback")["vendor_index"] == "the default index"
+
+
+def test_the_verify_step_promises_bitsandbytes_only_where_the_route_installs_it() -> None:
+    steps = {step["id"]: step["title"] for step in plan_json("--root", "sample:agx-orin-64gb-jp6.2")["steps"]}
+    assert steps["verify"] == "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence"
+    fallback = {step["id"]: step["title"]
+                for step in plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-fallback")["steps"]}
+    assert fallback["verify"] == ("prove torch.cuda runs CUDA kernels (this route installs no bitsandbytes); "
+                                  "keep the evidence")
+

@@ -50,6 +50,8 @@ def test_preflight_of_a_newer_torch_takes_the_nearest_cpu_build_or_a_named_cpu_i
     assert data["pins"] == {"torch": "2.10.0", "torchvision": "0.25.0"}
     assert "bitsandbytes>=0.48,<0.51" in data["constraints"]
     assert any("no aarch64 CPU build of torch 2.13.0" in w and "--cpu-index URL" in w for w in data["warnings"])
+    text = plan("--root", "sample:agx-thor-jp7.0", "--preflight").stdout
+    assert "set       torch==2.10.0 (CPU builds for the preflight, in place of the channel's vendor set)" in text
     named = plan_json("--root", "sample:agx-thor-jp7.0", "--preflight", "--cpu-index", "https://cpu.example/whl/cpu")
     assert named["pins"]["torch"] == "2.13.0" and not [w for w in named["warnings"] if "CPU build" in w]
     vendor = next(step for step in named["steps"] if step["id"] == "vendor")["command"]
