@@ -165,6 +165,23 @@ def _preflight_platform(options: dict) -> Any:
                                           "(JetPack 6.2; see `jetson-install channels`)") from None
 
 
+def _resolved(the_plan: Any, where: Optional[str], python: str) -> Any:
+    """The plan's vendor set as the index resolves it; an index that does not answer gets the
+    whole commands that go around it (the fallback source, a mirror), as in an install."""
+    from pathlib import Path
+
+    from jetson_install import index
+    from jetson_install.fixes import StepContext, index_down_fix
+
+    try:
+        return index.resolve(the_plan.vendor, where, python)
+    except index.IndexUnreachable as exc:
+        context = StepContext("vendor", _rerun_command(), where, Path(the_plan.venv + ".d"), "",
+                              fallback=the_plan.fallback_location is not None
+                              and the_plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index"))
+        raise index.IndexUnreachable(exc.message, fix=index_down_fix(context)) from None
+
+
 def _python3() -> str:
     """The interpreter an image or a system install carries torch in: python3 on PATH."""
     import shutil
@@ -243,7 +260,7 @@ def plan_obliteratus(**options: Any) -> None:
 
             found = preflight_interpreter(the_plan)
             python_abi = found.abi if found is not None else python_abi
-        the_plan = resolved_plan(the_plan, index.resolve(vendor, where, python_abi or "3"))
+        the_plan = resolved_plan(the_plan, _resolved(the_plan, where, python_abi or "3"))
     if options["as_json"]:
         _print_json(the_plan.to_json())
     else:
@@ -502,7 +519,7 @@ def lock(**options: Any) -> None:
 
     vendor = the_plan.vendor
     where = the_plan.settings.default_index.value if vendor.default_index else vendor.index
-    resolution = index.resolve(vendor, where, target.python)
+    resolution = _resolved(the_plan, where, target.python)
     the_plan = resolved_plan(the_plan, resolution)
     result = make_lock(the_plan.channel.id, target, resolution, where, vendor.companions, the_plan.constraints,
                        the_plan.requirement, the_plan.settings.default_index.value, Path(options["output"]))

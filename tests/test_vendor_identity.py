@@ -174,6 +174,19 @@ def test_channels_check_fails_when_a_preferred_build_is_missing_or_changed(tmp_p
     assert report["ok"] is False and "refusing a different build" in report["lines"][0]
 
 
+def test_plan_resolve_with_an_index_down_gives_whole_commands_around_it(tmp_path: Path) -> None:
+    env = dict(os.environ, NO_PROXY="127.0.0.1", no_proxy="127.0.0.1", XDG_CONFIG_HOME=str(tmp_path))
+    result = subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root",
+                             "sample:agx-orin-64gb-jp6.2", "--vendor-index", "http://127.0.0.1:9/simple", "--resolve"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: the vendor index http://127.0.0.1:9/simple did not answer")
+    assert ("or use a mirror: jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --resolve "
+            "--vendor-index URL") in result.stderr
+    assert ("use the channel's fallback source: jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 "
+            "--resolve --vendor-fallback") in result.stderr
+
+
 def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_dir: Path, start_index) -> None:
     served = start_index(vendor_dir)
     path = tmp_path / "wheels-index.toml"
