@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_lane_arm64 import SAMPLE, TOOL, _environment, arm64_root  # noqa: E402
+from support.arm64_root import SAMPLE, TOOL, arm64_root, chroot_environment  # noqa: E402
 
 
 def median_seconds(root: Path, argv: Sequence[str], repeat: int) -> float:
@@ -27,7 +27,7 @@ def median_seconds(root: Path, argv: Sequence[str], repeat: int) -> float:
         start = time.perf_counter()
         # detect on the Debian root itself exits 3 (no Jetson); the time is what counts.
         subprocess.run(["chroot", str(root), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env=_environment())
+                       env=chroot_environment())
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
@@ -42,7 +42,7 @@ def main() -> None:
         sys.exit(f"no jetson-install in {root}{TOOL}: run tests/setup, then the lane: pytest -m lane tests/test_lane_arm64.py")
     python = f"{TOOL}/bin/python"
     # The tool's own modules compiled once, as an installed wheel has them.
-    subprocess.run(["chroot", str(root), python, "-m", "compileall", "-q", f"{TOOL}/lib"], env=_environment())
+    subprocess.run(["chroot", str(root), python, "-m", "compileall", "-q", f"{TOOL}/lib"], env=chroot_environment())
     median_seconds(root, [python, "-c", "pass"], 1)
     baseline = median_seconds(root, [python, "-c", "pass"], args.repeat)
     print(f"under qemu-user, median of {args.repeat}:")

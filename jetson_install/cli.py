@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from jetson_install.catalog import Channel
+    from jetson_install.identity import Resolution
+    from jetson_install.plan import Plan
+    from jetson_install.platform import Platform
     from jetson_install.preflight import Preflight
 
 ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
@@ -153,7 +156,7 @@ def _build_plan(target: str, options: dict):
     )
 
 
-def _preflight_platform(options: dict) -> Any:
+def _preflight_platform(options: dict) -> Platform:
     """A preflight runs on aarch64 machines that are mostly not Jetsons: there the channel
     comes from --l4t, and the fix for a missing one says so."""
     from jetson_install.errors import NotAJetson
@@ -165,7 +168,7 @@ def _preflight_platform(options: dict) -> Any:
                                           "(JetPack 6.2; see `jetson-install channels`)") from None
 
 
-def _resolved(the_plan: Any, where: Optional[str], python: str) -> Any:
+def _resolved(the_plan: Plan, where: Optional[str], python: str) -> Resolution:
     """The plan's vendor set as the index resolves it; an index that does not answer gets the
     whole commands that go around it (the fallback source, a mirror), as in an install."""
     from pathlib import Path
@@ -555,7 +558,7 @@ def wheelhouse(directory: str, lock_file: str, as_json: bool) -> None:
                "--wheelhouse http://HOST:8000/", err=True)
 
 
-def _install_hint(the_plan: Any) -> str:
+def _install_hint(the_plan: Plan) -> str:
     """What to run next after a plan, and where: a preview made for another machine says so."""
     import os
 

@@ -49,7 +49,7 @@ class Preflight:
     def for_channel(cls, channel: Optional[Channel]) -> "Preflight":
         """`doctor --preflight` on an environment not made with it: the channel's policy."""
         primary = channel.primary if channel is not None else None
-        return cls(None, primary.preferred.specifiers.get("bitsandbytes") if primary is not None else None)
+        return cls(None, _bitsandbytes_policy(primary) if primary is not None else None)
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,12 @@ def cpu_torch(channel_id: str, vendor: VendorSource, cpu_index: Optional[str]) -
     cpu_set = VersionSet({name: f"=={version}" for name, version in family.items()}, preferred.numpy)
     source = VendorSource(cpu_index, (), (cpu_set,), cpu_set, default_index=cpu_index is None,
                           note="CPU builds of the torch family for --preflight")
-    return CpuTorch(source, Preflight(cpu_index, preferred.specifiers.get("bitsandbytes")), tuple(warnings))
+    return CpuTorch(source, Preflight(cpu_index, _bitsandbytes_policy(vendor)), tuple(warnings))
+
+
+def _bitsandbytes_policy(vendor: VendorSource) -> Optional[str]:
+    """The channel's bitsandbytes range, which the preflight takes from the default index."""
+    return vendor.preferred.specifiers.get("bitsandbytes")
 
 
 def require_aarch64() -> None:

@@ -25,6 +25,7 @@ from typing import Dict, Iterator, List
 import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from support.arm64_root import SAMPLE, TOOL, arm64_root, chroot_environment
 from support.lanes import lane_unavailable
 from support.stub_projects import make_obliteratus_source
 
@@ -32,40 +33,15 @@ pytestmark = pytest.mark.lane
 
 TOP = Path(__file__).resolve().parent.parent
 LANE = "aarch64"
-SAMPLE = "sample:agx-orin-64gb-jp6.2"
 # A hosted ARM runner is no Jetson: the preflight names its release, as
 # examples/github/jetson-preflight.yml does.
 RELEASE = ("--l4t", "36.4.3")
-# Inside the root: the tool's own environment, the stand-in source, the installed environment.
-TOOL, SOURCE, ENV = "/lane/tool", "/lane/OBLITERATUS", "/lane/obliteratus"
+# Inside the root: the stand-in source and the installed environment (the tool's: TOOL).
+SOURCE, ENV = "/lane/OBLITERATUS", "/lane/obliteratus"
 # What the stand-in needs: small, so the lane stays within minutes; torch and bitsandbytes
 # are the real aarch64 wheels.
 STANDIN_DEPENDENCIES = ("torch>=2.0", "numpy>=1.24")
 STANDIN_EXTRAS = {"quantization": ("bitsandbytes>=0.46.1",)}
-
-
-def arm64_root() -> Path:
-    """Where tests/setup.d/20-arm64-root keeps the root (the same rule as the script)."""
-    if os.environ.get("JETSON_INSTALL_ARM64_ROOT"):
-        return Path(os.environ["JETSON_INSTALL_ARM64_ROOT"])
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "jetson-install" / "test-lanes" / "arm64-bookworm"
-
-
-def _environment() -> Dict[str, str]:
-    """A user's plain environment inside the root; the host's CA bundle was copied there."""
-    env = {
-        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME": "/root",
-        "LANG": "C.UTF-8",
-        "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
-        "PIP_CERT": "/etc/ssl/certs/ca-certificates.crt",
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    }
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
 
 
 class Arm64Root:
@@ -77,7 +53,7 @@ class Arm64Root:
         """Run argv inside the root (chroot, qemu-user through binfmt) and time it as `step`."""
         started = time.monotonic()
         result = subprocess.run(["chroot", str(self.root), *argv], capture_output=True, text=True,
-                                env=_environment(), timeout=timeout)
+                                env=chroot_environment(), timeout=timeout)
         self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - started, 1)
         return result
 

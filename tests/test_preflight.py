@@ -145,7 +145,7 @@ def test_preflight_doctor_fails_a_bitsandbytes_outside_the_channel_range(tmp_pat
     assert report.check("bnb-library").detail == "bitsandbytes 0.51.0 is outside the channel's range >=0.46.1,<0.51"
 
 
-def _recorded_preflight_environment(tmp_path: Path) -> Path:
+def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An environment as a preflight install leaves it: its plan fingerprint and vendor record."""
     from jetson_install.catalog import load_catalog
     from jetson_install.environment import EnvironmentHome
@@ -158,6 +158,8 @@ def _recorded_preflight_environment(tmp_path: Path) -> Path:
 
     environment = tmp_path / "env"
     make_env(environment, **CPU_TORCH, bnb_load_error="libgomp.so.1: cannot open shared object file")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))  # no user config.toml names an index
+    monkeypatch.delenv("JETSON_INSTALL_CONFIG", raising=False)
     settings = load_index_settings(None, "--vendor-index", None, "--default-index", False)
     the_plan = make_plan(detect(resolve_root("sample:agx-orin-64gb-jp6.2", "--root")), load_catalog(), "obliteratus",
                          settings, environment, preflight=True)
@@ -172,8 +174,9 @@ def _doctor(*args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-def test_doctor_on_a_recorded_preflight_environment_uses_its_profile_and_checks_bitsandbytes(tmp_path: Path) -> None:
-    environment = _recorded_preflight_environment(tmp_path)
+def test_doctor_on_a_recorded_preflight_environment_uses_its_profile_and_checks_bitsandbytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    environment = _recorded_preflight_environment(tmp_path, monkeypatch)
     result = _doctor("--venv", str(environment), "--root", "sample:agx-orin-64gb-jp6.2", "--json")
     evidence = json.loads(result.stdout)
     assert evidence["profile"] == "preflight", result.stderr
@@ -184,8 +187,9 @@ def test_doctor_on_a_recorded_preflight_environment_uses_its_profile_and_checks_
     assert evidence["environment"]["vendor_source"] == "the default index"
 
 
-def test_the_strict_gate_refuses_a_preflight_environment_in_one_line(tmp_path: Path) -> None:
-    environment = _recorded_preflight_environment(tmp_path)
+def test_the_strict_gate_refuses_a_preflight_environment_in_one_line(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    environment = _recorded_preflight_environment(tmp_path, monkeypatch)
     result = _doctor("--venv", str(environment), "--root", "sample:agx-orin-64gb-jp6.2", "--strict")
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == (f"error: --strict is the Jetson runtime gate, and {environment} is "
