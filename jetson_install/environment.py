@@ -31,19 +31,18 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
 from jetson_install.errors import BadInput
-from jetson_install.plan import CONSTRAINTS_FILE, STATE_DIR
+from jetson_install.layout import (
+    COMPLETE_MARK, CONSTRAINTS_FILE, EXCLUDES_FILE, HOME_LOCK, LOCK_FILE, PLAN_FILE, PREVIOUS_FILE, REQUIREMENTS_FILE,
+    STATE_DIR, home_of,
+)
 from jetson_install.redact import redact_data
 
-__all__ = ["EnvironmentHome", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs", "write_constraints",
-           "write_requirements", "protect"]
-
-COMPLETE_MARK = "complete"
-PLAN_FILE = "plan.json"
-PREVIOUS_FILE = "previous"
+__all__ = ["EnvironmentHome", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs",
+           "recorded_lock", "doctor_view", "write_constraints", "write_requirements", "protect"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ class EnvironmentHome:
 
     @property
     def home(self) -> Path:
-        return self.link.with_name(self.link.name + ".d")
+        return home_of(self.link)
 
     def _link_target(self) -> Optional[Path]:
         if not self.link.is_symlink():
@@ -99,13 +98,13 @@ class EnvironmentHome:
 
     def lock(self) -> "_Lock":
         self.home.mkdir(exist_ok=True)
-        return _Lock(self.home / ".lock", self.link)
+        return _Lock(self.home / HOME_LOCK, self.link)
 
     def forget_if_empty(self) -> None:
         """After a failed first install, leave no DIR.d holding only its lock file."""
         if self.link.is_symlink() or self.home.is_symlink() or not self.home.is_dir():
             return
-        if all(entry.name == ".lock" for entry in self.home.iterdir()):
+        if all(entry.name == HOME_LOCK for entry in self.home.iterdir()):
             shutil.rmtree(self.home, ignore_errors=True)
 
     def new_environment_path(self) -> Path:
@@ -114,11 +113,15 @@ class EnvironmentHome:
         _building_mark(path).touch()
         return path
 
-    def mark_complete(self, environment: Path, fingerprint: Dict[str, Any]) -> None:
+    def record_plan(self, environment: Path, fingerprint: Dict[str, Any]) -> None:
+        """Keep the plan an environment is made from in it (before its doctor runs, which reads it)."""
         state = environment / STATE_DIR
+        state.mkdir(parents=True, exist_ok=True)
         # The plan names the indexes: kept redacted, and private to the user all the same.
         write_private(state / PLAN_FILE, json.dumps(redact_data(fingerprint), indent=2, sort_keys=True) + "\n")
-        (state / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+
+    def mark_complete(self, environment: Path) -> None:
+        (environment / STATE_DIR / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
         _building_mark(environment).unlink(missing_ok=True)
 
     def switch_to(self, environment: Path) -> Optional[Path]:
@@ -257,9 +260,6 @@ _FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the en
     set -e {var}
 """
 
-#: Beside the constraints file: the kept packages' names, for uv's UV_EXCLUDE.
-EXCLUDES_FILE = "excludes.txt"
-
 
 def write_private(path: Path, text: str) -> None:
     """Write `text` to a file only its owner can read."""
@@ -310,9 +310,34 @@ def recorded_doctor_inputs(environment: Path, channel: Optional[Channel]
     kept = (recorded_plan(environment) or {}).get("existing")
     if not kept or vendor is None:
         return channel, vendor
-    from jetson_install.container import doctor_view
-
     return doctor_view(channel, ".".join(kept["python_version"].split(".")[:2]), vendor.pins)
+
+
+def doctor_view(channel: Optional[Channel], abi: str, pins: Mapping[str, str]
+                ) -> Tuple[Optional[Channel], VendorSource]:
+    """The channel and source the doctor judges a kept stack against: the interpreter's own
+    Python is the ABI its packages were built for, and their versions are the pins."""
+    return (dataclasses.replace(channel, python=abi) if channel is not None else None), \
+        VendorSource.pinned(None, (), dict(pins))
+
+
+def recorded_lock(environment: Path) -> Optional[Dict[str, Any]]:
+    """The lock an environment was installed from, as the install's evidence names it: where it
+    was read, its sha256, and what it was made for; None when it was not made from a lock."""
+    from jetson_install.identity import read_record
+    from jetson_install.lock_file import parse_lock
+
+    digest = (recorded_plan(environment) or {}).get("lock")
+    record = read_record(environment)
+    if not isinstance(digest, str) or record is None:
+        return None
+    try:
+        lock = parse_lock((environment / STATE_DIR / LOCK_FILE).read_text(encoding="utf-8"), LOCK_FILE)
+    except (OSError, BadInput):
+        return None
+    return {"file": record.resolution.source, "sha256": digest, "channel": lock.channel, "python": lock.python,
+            "arch": lock.arch, "platform": lock.platform, "source_commit": lock.source_commit,
+            "packages": len(lock.entries)}
 
 
 def write_constraints(environment: Path, lines: Sequence[str]) -> Path:
@@ -329,7 +354,7 @@ def write_requirements(environment: Path, lines: Sequence[str]) -> Path:
     """The target's requirements, for a source URL that carries a token: readable by the user only."""
     state = environment / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
-    path = state / "requirements.txt"
+    path = state / REQUIREMENTS_FILE
     write_private(path, "\n".join(lines) + "\n")
     return path
 

@@ -28,6 +28,7 @@ __all__ = [
     "parse_requirement",
     "support_table",
     "gate_record",
+    "gate_record_text",
 ]
 
 DEFAULT_MAX_AGE_DAYS = 30
@@ -261,3 +262,12 @@ def gate_record(report: Mapping[str, Any], exit_code: int, git_sha: str) -> Dict
         "exit_code": exit_code,
         "counts": counts,
     }
+
+
+def gate_record_text(report: Mapping[str, Any], exit_code: int, environ: Mapping[str, str]) -> str:
+    """The gate record as upstream writes it: GITHUB_SHA, or "local" outside Actions, sorted
+    and indented, with URL credentials masked."""
+    from jetson_install.redact import redact_data
+
+    record = gate_record(report, exit_code, environ.get("GITHUB_SHA") or "local")
+    return json.dumps(redact_data(record), indent=2, sort_keys=True) + "\n"

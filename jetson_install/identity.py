@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.errors import JetsonInstallError
+from jetson_install.layout import RECORD_FILE, STATE_DIR
 
 __all__ = [
     "VENDOR_PACKAGES",
@@ -38,13 +39,11 @@ __all__ = [
     "record_built",
     "write_record",
     "record_path",
-    "RECORD_FILE",
+    "installed_versions",
 ]
 
 #: The names only the vendor source may supply; torch's CUDA build is what the rest depends on.
 VENDOR_PACKAGES = ("torch", "torchvision", "torchaudio", "bitsandbytes")
-RECORD_FILE = "vendor.json"
-_STATE_DIR = "jetson-install"  # the same directory plan.STATE_DIR names (plan imports this module)
 
 
 class IdentityMismatch(JetsonInstallError):
@@ -146,24 +145,36 @@ class ListedFile:
 
 @dataclass(frozen=True)
 class ChosenFile:
-    """A vendor file a resolution takes."""
+    """A vendor file a resolution takes; for a source that is not read live, a package may
+    be left to uv within its range (`specifier`), its version known once it is installed."""
 
     name: str
-    version: str
+    version: str  # "" while a range is not resolved yet
     file: str
     url: str
     sha256: Optional[str]
     known: bool  # listed in wheels-index.toml
     cuda: Optional[str] = None
+    specifier: Optional[str] = None  # the set's range, for a package uv resolves in the vendor step
+
+    def requirement(self) -> str:
+        """How the vendor step asks for it: by URL with its sha256, by version, or by range."""
+        if self.url:
+            return f"{self.name} @ {self.url}" + (f"#sha256={self.sha256}" if self.sha256 else "")
+        if self.version:
+            return f"{self.name}=={self.version}"
+        return f"{self.name}{self.specifier or ''}"
 
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "version": self.version, "file": self.file, "url": self.url,
-                "sha256": self.sha256, "known": self.known, "cuda": self.cuda}
+                "sha256": self.sha256, "known": self.known, "cuda": self.cuda, "specifier": self.specifier}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ChosenFile":
+        specifier = data.get("specifier")
         return cls(str(data["name"]), str(data["version"]), str(data["file"]), str(data["url"]),
-                   data.get("sha256"), bool(data.get("known")), data.get("cuda"))
+                   data.get("sha256"), bool(data.get("known")), data.get("cuda"),
+                   specifier if isinstance(specifier, str) else None)
 
 
 @dataclass(frozen=True)
@@ -178,7 +189,14 @@ class Resolution:
 
     @property
     def pins(self) -> Dict[str, str]:
-        return {chosen.name: chosen.version for chosen in self.files}
+        """The exact versions: a range uv has yet to resolve has none."""
+        return {chosen.name: chosen.version for chosen in self.files if chosen.version}
+
+    def with_installed(self, versions: Mapping[str, str]) -> "Resolution":
+        """The resolution with the versions uv took for its ranges, once they are installed."""
+        files = tuple(dataclasses.replace(chosen, version=versions[chosen.name])
+                      if not chosen.version and chosen.name in versions else chosen for chosen in self.files)
+        return dataclasses.replace(self, files=files)
 
     def file(self, name: str) -> Optional[ChosenFile]:
         return next((chosen for chosen in self.files if chosen.name == name), None)
@@ -358,6 +376,22 @@ def installed_package(environment: Path, name: str) -> Optional[InstalledPackage
     return None
 
 
+def installed_versions(environment: Path) -> Dict[str, str]:
+    """Normalized distribution name -> version of what the environment's site-packages holds,
+    read from its dist-info folders (no interpreter started)."""
+    import importlib.metadata
+
+    from packaging.utils import canonicalize_name
+
+    folders = [str(path) for path in environment.glob("lib/python*/site-packages")]
+    found: Dict[str, str] = {}
+    for distribution in importlib.metadata.distributions(path=folders):
+        name = distribution.metadata["Name"]
+        if name:
+            found.setdefault(canonicalize_name(name), distribution.version)
+    return found
+
+
 def installed_torch_cuda(environment: Path) -> Optional[str]:
     """torch.version.cuda as torch/version.py spells it, read without importing torch."""
     for path in environment.glob("lib/python*/site-packages/torch/version.py"):
@@ -409,7 +443,7 @@ class EnvironmentRecord:
 
 
 def record_path(environment: Path) -> Path:
-    return environment / _STATE_DIR / RECORD_FILE
+    return environment / STATE_DIR / RECORD_FILE
 
 
 def write_record(environment: Path, record: EnvironmentRecord) -> Path:

@@ -145,22 +145,29 @@ def resolve(source: VendorSource, index: Optional[str], python: str) -> Resoluti
 
 
 def offline_resolution(source: VendorSource) -> Resolution:
-    """The preferred set as the catalog knows it, for sources that are not read live."""
-    known = {build.name: build for build in source.builds}
+    """The preferred set as the catalog knows it, for sources that are not read live: direct
+    files, or uv's default index, whose files the tool never lists itself. There a package the
+    set gives by a range (Thor's bitsandbytes) is left to uv in the vendor step, and its
+    version is recorded once it is installed."""
+    from packaging.utils import parse_wheel_filename
+
     files = []
     for url in source.wheels:
-        name = url.rsplit("/", 1)[-1]
-        build = next((b for b in source.builds if b.file == unquote(name)), None)
-        from packaging.utils import parse_wheel_filename
-
-        package, version, _, _ = parse_wheel_filename(unquote(name))
-        files.append(ChosenFile(str(package), str(version), unquote(name), url,
-                                build.sha256 if build else None, build is not None, build.cuda if build else None))
+        name = unquote(url.rsplit("/", 1)[-1])
+        build = next((b for b in source.builds if b.file == name), None)
+        package = str(parse_wheel_filename(name)[0])
+        files.append(ChosenFile(package, name.split("-")[1], name, url, build.sha256 if build else None,
+                                build is not None, build.cuda if build else None))
     if not files:
-        for package, version in source.preferred.pins.items():
-            build = known.get(package) if known.get(package) and version in known[package].file else None
+        known = {build.name: build for build in source.builds}
+        pins = source.preferred.pins
+        for package, specifier in source.preferred.specifiers.items():
+            version = pins.get(package, "")
+            found = known.get(package)
+            build = found if found is not None and version and version in found.file else None
             files.append(ChosenFile(package, version, build.file if build else "", "", build.sha256 if build else None,
-                                    build is not None, build.cuda if build else None))
+                                    build is not None, build.cuda if build else None,
+                                    None if version else specifier))
     reason = "the preferred set, as wheels-index.toml records it (this source is not read live)"
     return Resolution(source.location, source.preferred.name, tuple(files), reason)
 

@@ -1,26 +1,27 @@
-"""Plan -> uv steps -> environment: carry out an install plan, transactionally.
+"""Plan -> environment: the executor carries out a plan's steps, in order, transactionally.
 
-Every step works on a new environment beside the user's one; only the last step
-switches the user's path to it. A failed step, a Ctrl-C or a kill leave the
-previous environment exactly as it was.
+Every step works on a new environment beside the user's one, and runs the commands the
+plan shows, with the new environment's path put in for the placeholder; what a step does
+around its commands depends on its kind (the handlers below, and the route's own). Only
+the last step switches the user's path to the new environment. A failed step, a Ctrl-C or
+a kill leave the previous environment exactly as it was.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from jetson_install import container, runner, uv
-from jetson_install.build import bitsandbytes as build_bitsandbytes
+from jetson_install import runner, uv
 from jetson_install.environment import (
-    EnvironmentHome, protect, recorded_plan, recorded_vendor, write_constraints, write_private, write_requirements,
+    EnvironmentHome, protect, recorded_plan, write_constraints, write_private, write_requirements,
 )
-from jetson_install.errors import BadInput, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
+from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
 from jetson_install.fixes import (
     Rerun,
     StepContext,
@@ -31,32 +32,27 @@ from jetson_install.fixes import (
     repository_of,
     vendor_missing_fix,
 )
-from jetson_install.identity import Companion, EnvironmentRecord, read_record, record_built, record_installed
-from jetson_install.interpreters import Interpreter, find_interpreter, inspect_interpreter
-from jetson_install.lock import LOCK_FILE, LockInUse, lock_resolution
-from jetson_install.plan import COMPANIONS_FILE, EVIDENCE_FILE, STATE_DIR, Plan, resolved_plan, with_lock
+from jetson_install.identity import (
+    Companion, EnvironmentRecord, installed_versions, read_record, record_installed,
+)
+from jetson_install.interpreters import Interpreter, choose_interpreter, pip_check
+from jetson_install.layout import (
+    COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, FAILED_EVIDENCE, REQUIREMENTS_FILE, STATE_DIR, state_of,
+)
+from jetson_install.plan import Execution, Plan, resolved_plan
+from jetson_install.process import Completed
 from jetson_install.progress import Display, StepProgress
-from jetson_install.redact import credentials, redact_data
-from jetson_install.runner import Completed
+from jetson_install.redact import redact, redact_data
+from jetson_install.routes.shared import FIX_COMMAND_VARIABLE, PROGRAM, target_lines
 from jetson_install.source_identity import SourceIdentity
+from jetson_install.steps import Step, StepResult
 from jetson_install.uv_errors import read_uv_failure
 
-__all__ = ["StepResult", "InstallResult", "install", "would_change", "preflight_interpreter"]
+__all__ = ["InstallResult", "install", "would_change", "check_before_install", "activate_command",
+           "KEPT_FAILED_EVIDENCE"]
 
 SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class StepResult:
-    id: str
-    status: str  # ok | failed | interrupted
-    seconds: float
-    detail: str = ""
-    downloaded_bytes: int = 0  # the sizes uv announced for the files it downloaded; 0 for cache hits
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"id": self.id, "status": self.status, "seconds": round(self.seconds, 3),
-                "downloaded_bytes": self.downloaded_bytes, "detail": self.detail or None}
+KEPT_FAILED_EVIDENCE = 5
 
 
 @dataclass(frozen=True)
@@ -72,7 +68,7 @@ class InstallResult:
     message: str = ""
     fix: Optional[str] = None
     warnings: Tuple[str, ...] = ()
-    resolved: Optional[Plan] = None  # the plan with the set the index resolved to
+    resolved: Optional[Plan] = None  # the plan as carried out (the set the index resolved to)
 
     @property
     def exit_code(self) -> int:
@@ -90,13 +86,15 @@ class InstallResult:
             "activate": activate_command(self.venv),
             "python": self.interpreter,
             "channel": plan.channel.id if plan.channel else None,
-            "profile": "preflight" if plan.preflight is not None else "jetson",
+            "route": plan.route.name,
+            "profile": plan.route.profile,
             "vendor_index": plan.vendor_location,
             "pins": dict(plan.pins),
             "resolution": plan.resolution.to_json() if plan.resolution else None,
-            "lock": plan.lock.to_json() if plan.lock else None,
+            "lock": plan.route.describe().get("lock"),
             "installed": self.installed,
             "evidence": self.evidence,
+            "plan_steps": [step.to_json() for step in plan.steps],
             "steps": [step.to_json() for step in self.steps],
             "error": {"step": self.failed_step, "message": self.message, "fix": self.fix} if self.failed_step else None,
             "warnings": list(self.warnings),
@@ -107,54 +105,249 @@ def activate_command(venv: str) -> str:
     return f"source {shlex.quote(venv + '/bin/activate')}"
 
 
-class _Run:
-    """The state of one install run: the steps done so far and how to report them."""
+class _Run(Execution):
+    """One install run: the plan as it stands, the steps done so far, and how to report them."""
 
     def __init__(self, plan: Plan, progress: Display, rerun: Rerun) -> None:
-        self.plan = plan
-        self.progress = progress
-        self.rerun = rerun
+        self._plan = plan
+        self.display = progress
+        self.command = rerun
         self.results: List[StepResult] = []
         self.warnings: List[str] = list(plan.warnings)
         self.number = 0
-        self.current: Optional[StepProgress] = None  # the running step, which uv reports its downloads to
+        self._current: Optional[StepProgress] = None
+        self._staging: Optional[Path] = None
+        self.step_id = ""
 
-    def step(self, step_id: str, action: Callable[[], str]) -> None:
+    # -- what a handler may use (plan.Execution) -------------------------------------------------
+    @property
+    def plan(self) -> Plan:
+        return self._plan
+
+    @plan.setter
+    def plan(self, plan: Plan) -> None:
+        self._plan = plan
+
+    @property
+    def staging(self) -> Path:
+        assert self._staging is not None
+        return self._staging
+
+    @property
+    def python(self) -> str:
+        return str(self.staging / "bin" / "python")
+
+    @property
+    def rerun(self) -> Rerun:
+        return self.command
+
+    @property
+    def current(self) -> Optional[StepProgress]:
+        return self._current
+
+    def progress(self, line: str) -> None:
+        self.display(line)
+
+    def run(self, command: Sequence[str], fix: str) -> Completed:
+        """Run one command of the running step as the plan wrote it; uv's warnings become the
+        run's warnings, and a failure the step's, with the fix for its cause."""
+        program = command[0]
+        if program == uv.PROGRAM:
+            result = runner.run_uv(command, indexes=self.plan.indexes, watch=self._current)
+        elif program == PROGRAM:
+            result = runner.run([sys.executable, "-m", "jetson_install", *command[1:]], timeout=3600,
+                                env={FIX_COMMAND_VARIABLE: redact(str(self.rerun))}, on_line=self._forward)
+        else:
+            result = runner.run(command, timeout=3600, on_tick=self._current.tick if self._current else None)
+        if program == uv.PROGRAM:
+            self.outcome(result, fix, _named_index(command))
+        return result
+
+    # -- the run itself ----------------------------------------------------------------------------
+    def start(self, staging: Path) -> None:
+        self._staging = staging
+
+    def step(self, step: Step, action: Callable[[], str]) -> None:
         self.number += 1
-        title = next((s.title for s in self.plan.steps if s.id == step_id), step_id)
-        current = self.current = self.progress.start(step_id, f"[{self.number}/{len(self.plan.steps)}] {step_id}: {title}")
+        self.step_id = step.id
+        current = self._current = self.display.start(
+            step.id, f"[{self.number}/{len(self.plan.steps)}] {step.id}: {step.title}")
         status, detail = "failed", ""
         try:
             detail = action()
             status = "ok"
         except OSError as exc:
-            raise StepFailed(step_id, f"step '{step_id}' failed: {os_error_reason(exc)}",
-                             fix_for_os_error(exc, f"run: {self.rerun}")) from None
+            raise StepFailed(step.id, f"step '{step.id}' failed: {os_error_reason(exc)}",
+                             fix_for_os_error(exc, f"run: {self.command}")) from None
         except KeyboardInterrupt:
             status = "interrupted"
             raise
         finally:
-            self.current = None
-            self.results.append(StepResult(step_id, status, current.elapsed(), detail, current.downloaded_bytes))
-            self.progress.finish(current, status, detail)
+            self._current = None
+            self.results.append(StepResult(step.id, status, current.elapsed(), detail, current.downloaded_bytes))
+            self.display.finish(current, status, detail)
 
-    def uv_step(self, step_id: str, result: Completed, usual_fix: str, index: Optional[str] = None) -> str:
+    def _forward(self, stream: str, line: str) -> None:
+        """What the doctor tells while it works (on stderr) reaches the user as progress."""
+        if stream == "stderr" and line.strip():
+            self.display(line)
+
+    def outcome(self, result: Completed, usual_fix: str, index: Optional[str] = None) -> None:
         """Fail the step with uv's own reason and the fix for that cause; `usual_fix` is the
-        step's fix for a resolution conflict. uv's warnings become the run's warnings."""
+        step's fix for a resolution conflict."""
+        step_id = self.step_id
         self.warnings.extend(f"uv ({step_id}): {warning}" for warning in uv.warnings_in(result)
                              if f"uv ({step_id}): {warning}" not in self.warnings)
         if result.ok:
-            return ""
+            return
         if result.timed_out:
             raise StepFailed(step_id, f"step '{step_id}' failed: uv did not finish in time",
-                             f"check the network and the indexes, then run: {self.rerun}")
+                             f"check the network and the indexes, then run: {self.command}")
         failure = read_uv_failure(result.stderr)
-        context = StepContext(step_id, self.rerun, index, Path(self.plan.venv + ".d"),
-                              repository_of(self.plan.requirement.split(" @ ", 1)[-1]),
-                              fallback=step_id == "vendor" and self.plan.fallback_location is not None
-                              and self.plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index"))
         raise StepFailed(step_id, f"step '{step_id}' failed: {failure.summary}",
-                         fix_for_uv_failure(failure, context, usual_fix))
+                         fix_for_uv_failure(failure, self._context(step_id, index), usual_fix))
+
+    def _context(self, step_id: str, index: Optional[str]) -> StepContext:
+        plan = self.plan
+        return StepContext(step_id, self.command, index, Path(plan.venv + ".d"),
+                           repository_of(plan.requirement.split(" @ ", 1)[-1]),
+                           fallback=step_id == "vendor" and _offers_fallback(plan))
+
+
+def _named_index(command: Sequence[str]) -> Optional[str]:
+    """The index a uv command asks, as its --default-index names it (credentials stay apart)."""
+    for number, part in enumerate(command[:-1]):
+        if part == "--default-index":
+            return command[number + 1].split("=", 1)[-1] if command[number + 1].startswith("private=") \
+                else command[number + 1]
+    return None
+
+
+def _offers_fallback(plan: Plan) -> bool:
+    return plan.route.fallback_location(plan) is not None and \
+        plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")
+
+
+# -- the handlers, by step kind -------------------------------------------------------------------
+
+
+_Handler = Callable[[Step, "_Run"], str]
+
+
+def _interpreter_handlers(interpreter: Interpreter) -> Dict[str, _Handler]:
+    def found(step: Step, run: _Run) -> str:
+        return f"{interpreter.path} (Python {interpreter.version})"
+
+    def venv(step: Step, run: _Run) -> str:
+        run.run(step.argv, f"check that {interpreter.path} can make virtual environments "
+                           f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}")
+        return ""
+
+    return {"interpreter": found, "venv": venv}
+
+
+def _vendor(step: Step, run: _Run) -> str:
+    plan = run.plan
+    assert plan.vendor is not None and plan.resolution is not None
+    pins = ", ".join(f"{name}=={version}" for name, version in plan.pins.items())
+    run.run(step.argv, f"check that {plan.vendor.location} is reachable and carries {pins}; or use another: "
+                       f"{run.rerun.with_option(plan.route.source_option, 'URL')}")
+    record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
+    # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on.
+    resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()})
+    if resolution != plan.resolution:
+        record_installed(run.staging, resolution, (), str(run.rerun))
+        run.plan = resolved_plan(plan, resolution, plan.companions)
+    return ", ".join(f"{name} {package.version}" for name, package in record.installed.items())
+
+
+def _companions(step: Step, run: _Run) -> str:
+    """The runtime wheels the vendor builds need, from the default index by name, hash-checked."""
+    plan = run.plan
+    assert plan.vendor is not None and plan.resolution is not None
+    state = state_of(run.staging)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / COMPANIONS_INPUT).write_text("\n".join(plan.vendor.companions) + "\n")
+    fix = f"check that the default index carries {', '.join(plan.vendor.companions)}, then run: {run.rerun}"
+    compile_, install_ = step.commands
+    run.run(compile_, fix)
+    found = _compiled((state / COMPANIONS_FILE).read_text())
+    run.run(install_, fix)
+    record_installed(run.staging, plan.resolution, found, str(run.rerun))
+    run.plan = resolved_plan(plan, plan.resolution, [f"{c.name}=={c.version}" for c in found])
+    return ", ".join(f"{c.name}=={c.version}" for c in found)
+
+
+def _target(step: Step, run: _Run) -> str:
+    plan = run.plan
+    write_constraints(run.staging, plan.constraints)
+    if str(state_of(run.staging) / REQUIREMENTS_FILE) in step.argv:
+        # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
+        write_requirements(run.staging, target_lines(plan))
+    run.run(step.argv, "a package needs a different torch (or NumPy) than the JetPack build, or an index is "
+                       f"unreachable (see the message); the vendor pins cannot change. Fix the cause, then run: "
+                       f"{run.rerun}")
+    return ""
+
+
+def _protect(step: Step, run: _Run) -> str:
+    return f"constraints kept in {protect(run.staging, list(run.plan.route.kept()))}"
+
+
+def _check(step: Step, run: _Run) -> str:
+    check_command, smoke_command = step.commands
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        smoke_future = pool.submit(runner.run, smoke_command, timeout=300)
+        check = pip_check(run.python, check_command)
+        smoke = smoke_future.result()
+    run.outcome(check, f"resolve the conflict uv pip check names, then run: {run.rerun}")
+    if not smoke.ok:
+        raise StepFailed("check", f"step 'check' failed: {' '.join(run.plan.target.smoke)} -> "
+                                  f"{smoke.last_stderr_line() or 'exit ' + str(smoke.returncode)}",
+                         f"fix the cause above, then run: {run.rerun}")
+    return f"dependencies consistent; {run.plan.target.title} imports (device: {smoke.stdout.strip() or '?'})"
+
+
+def _doctor(step: Step, run: _Run) -> str:
+    """The doctor as the plan wrote it; its evidence decides whether the environment is switched in."""
+    evidence_path = Path(step.argv[step.argv.index("--evidence") + 1])
+    done = run.run(step.argv, "")
+    try:
+        evidence = json.loads(evidence_path.read_text())
+    except (OSError, ValueError):
+        raise StepFailed("verify", f"step 'verify' failed: the doctor wrote no evidence "
+                                   f"({done.last_stderr_line() or 'exit ' + str(done.returncode)})",
+                         f"run it by hand to see why: {shlex.join(step.argv)}") from None
+    partial = "--no-gpu" in step.argv
+    if done.returncode != 0:
+        checks = {check.get("id"): check for check in evidence.get("checks", []) if isinstance(check, dict)}
+        first = checks.get(evidence.get("headline")) or {}
+        detail = f"{first['id']}: {first.get('detail')}" if first else "a required check failed"
+        fixes = [first["fix"]] if first.get("fix") else []
+        if not partial and evidence.get("profile") == "jetson" and first.get("id") not in _gpu_free_checks():
+            fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
+        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(run.staging)})",
+                         "; ".join(fixes) or None)
+    if partial:
+        return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence_path}"
+    if evidence.get("profile") == "preflight":
+        return f"preflight checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence_path}"
+    return f"all required checks passed; evidence in {evidence_path}"
+
+
+def _gpu_free_checks() -> Tuple[str, ...]:
+    # Only on a failure: which checks a --no-verify install also runs, as the doctor defines them.
+    from jetson_install.doctor.run import GPU_FREE_CHECKS
+
+    return GPU_FREE_CHECKS
+
+
+_COMMON: Mapping[str, _Handler] = {
+    "vendor": _vendor, "companions": _companions, "target": _target, "protect": _protect, "check": _check,
+}
+
+
+# -- before anything runs ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -172,11 +365,14 @@ def check_before_install(plan: Plan, dry_run: bool) -> Checked:
     StepFailed (no system Python of the channel's version)."""
     home = EnvironmentHome(Path(plan.venv))
     home.check_usable(create=not dry_run)
-    warnings: List[str] = []
-    interpreter = _interpreter(plan, warnings)
-    if plan.bitsandbytes_build is not None:
-        # Missing build tools are named, with their apt packages, before anything starts.
-        build_bitsandbytes.find_toolchain(build_bitsandbytes.CUDA_HOME, plan.platform.cuda)
+    policy = plan.route.interpreter_policy(plan)
+    interpreter, warnings = choose_interpreter(policy, plan.channel.id if plan.channel else "?")
+    if interpreter is None:
+        wanted = "python3" if policy.python3_fallback else f"Python {policy.abi}"
+        package = "python3 python3-venv" if policy.python3_fallback else f"python{policy.abi} python{policy.abi}-venv"
+        raise StepFailed("interpreter", f"no {wanted} found on this system (searched /usr/bin, /usr/local/bin, PATH)",
+                         f"sudo apt-get install {package}, or pass --python PATH")
+    plan.route.check_tools(plan)
     return Checked(home, interpreter, tuple(warnings))
 
 
@@ -186,7 +382,7 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
     The vendor set is the environment's recorded resolution while the catalog's policy is
     unchanged (no request to any index), else (or with `upgrade`) resolved from the index.
     """
-    assert plan.supported and (plan.vendor is not None or plan.existing is not None)
+    assert plan.supported
     run = _Run(plan, progress, rerun)
     try:
         checked = check_before_install(plan, dry_run=False)
@@ -196,36 +392,34 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
     home = checked.home
     with home.lock():
         try:
-            return _install_locked(plan, home, run, checked.interpreter, progress, rerun, upgrade)
+            return _install_locked(plan, home, run, checked.interpreter, upgrade)
         finally:
             home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
 
 
 def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRecord], upgrade: bool,
-             run: "_Run", interpreter: Interpreter) -> Plan:
-    """The plan with its vendor set: the recorded one while the policy is unchanged, else the index's."""
+             run: _Run, interpreter: Interpreter) -> Plan:
+    """The plan with its vendor set: the route's own files (a lock), the recorded one while the
+    policy is unchanged, else the index's."""
     from jetson_install import index
     from jetson_install.identity import NothingInPolicy
 
-    if plan.vendor is None:  # --use-existing-torch keeps the interpreter's own stack
+    fixed = plan.route.fixed_resolution()
+    if fixed is not None:  # the lock names the vendor files: no index is read
+        return resolved_plan(plan, fixed)
+    if not plan.route.resolves() or plan.vendor is None:
         return plan
-    if plan.lock is not None:  # the lock names the vendor files: no index is read
-        return with_lock(resolved_plan(plan, lock_resolution(plan.lock)), plan.lock)
     recorded = recorded_plan(current) if current is not None else None
     if record is not None and not upgrade and recorded is not None and recorded.get("policy") == plan.vendor.policy():
         run.progress(f"vendor set: {record.resolution.set_name}, as recorded in {current} (no index read; "
                      "--upgrade reads it again)")
         return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
-    vendor_index = plan.settings.default_index.value if plan.vendor.default_index else plan.vendor.index
     try:
-        # A preflight runs on whatever Python the machine has (CPU builds exist for each).
-        python_abi = interpreter.abi if plan.preflight is not None else plan.python_abi
-        resolution = index.resolve(plan.vendor, vendor_index, python_abi or "3")
+        resolution = index.resolve(plan.vendor, plan.vendor_index, plan.route.resolve_python(plan, interpreter.abi))
     except JetsonInstallError as exc:
         # Reading the index is the vendor step's first half: its fixes are the vendor step's.
-        context = StepContext("vendor", run.rerun, vendor_index, Path(plan.venv + ".d"), "",
-                              fallback=plan.fallback_location is not None
-                              and plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index"))
+        context = StepContext("vendor", run.command, plan.vendor_index, Path(plan.venv + ".d"), "",
+                              fallback=_offers_fallback(plan))
         fix = exc.fix
         if isinstance(exc, index.IndexUnreachable):
             fix = index_down_fix(context)
@@ -236,8 +430,8 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
     return resolved_plan(plan, resolution)
 
 
-def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter: Interpreter, progress: Display,
-                    rerun: Rerun, upgrade: bool) -> InstallResult:
+def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: Interpreter,
+                    upgrade: bool) -> InstallResult:
     """The whole install, under the lock on DIR.d."""
     current = home.current()
     record = read_record(current) if current is not None else None
@@ -249,9 +443,9 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
     run.warnings.extend(w for w in plan.warnings if w not in run.warnings)
     fingerprint = _fingerprint(plan, interpreter)
     source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
-    installed = _satisfied(current, fingerprint, source, plan, record, progress) if current is not None else None
+    installed = _satisfied(current, fingerprint, source, plan, record, run.progress) if current is not None else None
     if current is not None and installed is not None:
-        progress(f"{plan.venv} already satisfies the plan; nothing to do")
+        run.progress(f"{plan.venv} already satisfies the plan; nothing to do")
         return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (), installed,
                              _evidence_path(current), warnings=tuple(run.warnings), resolved=plan)
     home.prune(keep=[current, home.previous()])
@@ -259,14 +453,13 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
     if "file://" in source.url:
         source.current()  # a local tree is read before building writes into it
     try:
-        plan, previous = _build(plan, home, staging, interpreter, fingerprint, source, run)
+        previous = _execute(home, staging, interpreter, fingerprint, source, run)
         # From here on the new environment is the user's; nothing may remove it.
         home.prune(keep=[staging, previous])
-        installed = dict(plan.existing.pins if plan.existing else {})
-        installed.update(uv.installed_versions(str(staging / "bin" / "python")))
+        installed = {**run.plan.route.kept(), **installed_versions(staging)}
     except StepFailed as failure:
-        kept = _discard(home, staging, rerun)
-        return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix, kept)
+        kept = _discard(home, staging, run.command)
+        return _failed(run.plan, run, interpreter, "failed", failure.step, failure.message, failure.fix, kept)
     except KeyboardInterrupt:
         step = run.results[-1].id if run.results else "start"
         if home.current() == staging:
@@ -276,239 +469,39 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: "_Run", interpreter:
                 "interrupted", plan.venv, str(staging), interpreter.path, tuple(run.results),
                 failed_step="clean-up", message=f"interrupted after the switch: {plan.venv} is the new environment, "
                                                 "ready to use; old environments are removed by the next run",
-                fix=f"nothing is needed; to finish the clean-up now, run: {rerun}", warnings=tuple(run.warnings))
-        _discard(home, staging, rerun)
-        return _failed(plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
-                       f"run it again: {rerun}")
+                fix=f"nothing is needed; to finish the clean-up now, run: {run.command}", warnings=tuple(run.warnings))
+        _discard(home, staging, run.command)
+        return _failed(run.plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
+                       f"run it again: {run.command}")
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
-                         _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings), resolved=plan)
+                         _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings), resolved=run.plan)
 
 
-def would_change(plan: Plan) -> Tuple[bool, str]:
-    """Whether `install(plan)` would change the environment, and why: the same comparison
-    a real run makes before it decides to do nothing. Reads only (check mode for fleets)."""
-    current = EnvironmentHome(Path(plan.venv)).current()
-    if current is None:
-        return True, f"no environment at {plan.venv} yet"
-    if plan.preflight is not None:
-        interpreter = preflight_interpreter(plan)
-    else:
-        interpreter = inspect_interpreter(plan.interpreter) if plan.interpreter else find_interpreter(plan.python_abi or "")
-    if interpreter is None:
-        return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
-    record = read_record(current)
-    if plan.vendor is not None:
-        if record is None or recorded_plan(current) is None or recorded_plan(current).get("policy") != plan.vendor.policy():
-            return True, f"{current} was made under another vendor policy (sets, preferred set or source)"
-        plan = resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
-    fingerprint = _fingerprint(plan, interpreter)
-    recorded, recorded_source = _recorded(current)
-    if recorded != redact_data(fingerprint):
-        return True, f"{current} was made from a different plan (channel, pins, source, indexes or interpreter)"
-    source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
-    if not source.unchanged_since(recorded_source):
-        return True, f"the source changed since {current} was made"
-    if _satisfied(current, fingerprint, source, plan, record, lambda line: None) is None:
-        return True, f"{current} no longer holds the pinned vendor builds, or uv pip check fails there"
-    return False, f"{plan.venv} already satisfies the plan"
-
-
-KEPT_FAILED_EVIDENCE = 5
-
-
-def _discard(home: EnvironmentHome, staging: Path, rerun: "Rerun") -> Optional[str]:
-    """Remove a half-built environment, keeping its evidence (if the doctor ran) beside it,
-    and the last few of those only. Returns where the evidence was kept."""
-    evidence = staging / STATE_DIR / EVIDENCE_FILE
-    kept: Optional[Path] = None
-    if evidence.is_file():
-        kept = _kept_evidence(staging)
-        kept.write_text(json.dumps(_without_staging_fixes(json.loads(evidence.read_text()), staging, rerun),
-                                   indent=2) + "\n")
-        _rotate_kept_evidence(staging.parent)
-    home.remove(staging)
-    return str(kept) if kept is not None else None
-
-
-def _without_staging_fixes(evidence: Dict[str, Any], staging: Path, rerun: "Rerun") -> Dict[str, Any]:
-    """A fix that acts on the environment being discarded would point at nothing: say to
-    fix the cause and run the install again instead."""
-    for check in evidence.get("checks", []):
-        fix = check.get("fix")
-        if isinstance(fix, str) and str(staging) in fix:
-            check["fix"] = f"fix the cause in the detail, then run the install again: {rerun}"
-    return evidence
-
-
-def _rotate_kept_evidence(directory: Path) -> None:
-    kept = sorted(directory.glob(f"failed-*-{EVIDENCE_FILE}"), key=lambda path: path.stat().st_mtime, reverse=True)
-    for old in kept[KEPT_FAILED_EVIDENCE:]:
-        old.unlink()
-
-
-def _kept_evidence(staging: Path) -> Path:
-    """Where a discarded environment's doctor evidence is kept, beside DIR.d's environments."""
-    return staging.parent / f"failed-{staging.name}-{EVIDENCE_FILE}"
-
-
-def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
-            fix: Optional[str], evidence: Optional[str] = None) -> InstallResult:
-    kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"no environment was made at {plan.venv}"
-    return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),
-                         evidence=evidence, failed_step=step,
-                         message=f"{message} ({kept})", fix=fix or f"fix the cause above, then run: {run.rerun}",
-                         warnings=tuple(run.warnings))
-
-
-def _interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
-    if plan.preflight is not None:
-        return _checked_preflight_interpreter(plan, warnings)
-    if plan.interpreter:
-        found = inspect_interpreter(plan.interpreter)
-        if plan.existing is None and found.abi != plan.python_abi:
-            warnings.append(
-                f"--python {found.path} is Python {found.abi}, but channel {plan.channel.id} wheels are built "
-                f"for Python {plan.python_abi}; the vendor wheels may not install or run"
-            )
-        return found
-    found = find_interpreter(plan.python_abi or "")
-    if found is None:
-        raise StepFailed(
-            "interpreter", f"no Python {plan.python_abi} found on this system (searched /usr/bin, /usr/local/bin, PATH)",
-            f"sudo apt-get install python{plan.python_abi} python{plan.python_abi}-venv, or pass --python PATH",
-        )
-    return found
-
-
-def _checked_preflight_interpreter(plan: Plan, warnings: List[str]) -> Interpreter:
-    """CPU builds exist for every current Python, so a preflight takes the channel's Python
-    where there is one and the system's python3 otherwise (a hosted runner may lack it)."""
-    found = preflight_interpreter(plan)
-    if found is None:
-        raise StepFailed("interpreter", "no python3 found on this system (searched /usr/bin, /usr/local/bin, PATH)",
-                         "sudo apt-get install python3 python3-venv, or pass --python PATH")
-    if found.abi != plan.python_abi:
-        warnings.append(f"preflight with Python {found.abi}; on the Jetson, channel {plan.channel.id} "
-                        f"uses Python {plan.python_abi}")
-    return found
-
-
-def preflight_interpreter(plan: Plan) -> Optional[Interpreter]:
-    """The interpreter a preflight install takes: --python, the channel's Python, else python3."""
-    if plan.interpreter:
-        return inspect_interpreter(plan.interpreter)
-    return find_interpreter(plan.python_abi or "") or _system_python3()
-
-
-def _system_python3() -> Optional[Interpreter]:
-    python3 = shutil.which("python3")
-    if python3 is None:
-        return None
-    try:
-        return inspect_interpreter(python3)
-    except BadInput:
-        return None
-
-
-def _build(plan: Plan, home: EnvironmentHome, staging: Path, interpreter: Interpreter,
-           fingerprint: Dict[str, Any], source: SourceIdentity, run: _Run) -> Tuple[Plan, Optional[Path]]:
-    """Build a new environment and switch the user's path to it; return the plan as carried
-    out (its companions pinned) and the environment it replaced."""
-    python = str(staging / "bin" / "python")
-    default_index = plan.settings.default_index.value
-    run.step("interpreter", lambda: f"{interpreter.path} (Python {interpreter.version})")
-    run.step("environment", lambda: run.uv_step(
-        "environment", uv.create_venv(interpreter.path, str(staging), default_index,
-                                      system_site_packages=plan.existing is not None, watch=run.current,
-                                      seed=plan.lock is None),
-        f"check that {interpreter.path} can make virtual environments "
-        f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}", default_index))
-    if plan.lock is not None:
-        lock_in_use = plan.lock
-        write_constraints(staging, plan.constraints)
-        run.step("lock", lambda: _install_lock(lock_in_use, python, staging, run))
-        if plan.resolution is not None:
-            record_installed(staging, plan.resolution, (), str(run.rerun))
-    elif plan.existing is not None:
-        constraints_path = write_constraints(staging, plan.constraints)
-        stack = plan.existing
-        run.step("resolve", lambda: _resolve_around_kept(plan, stack, python, staging, constraints_path, run))
-        target_argv = uv.no_deps_install_argv(python, str(staging / STATE_DIR / container.TO_INSTALL), default_index)
-    else:
-        vendor, resolution = plan.vendor, plan.resolution
-        assert vendor is not None and resolution is not None
-        vendor_index = default_index if vendor.default_index else vendor.index
-        run.step("vendor", lambda: run.uv_step(
-            "vendor", uv.install(uv.vendor_install_argv(python, vendor_index, bool(vendor.wheels),
-                                                        plan.vendor_requirements), vendor_index, watch=run.current),
-            f"check that {vendor.location} is reachable and carries "
-            f"{', '.join(f'{n}=={v}' for n, v in plan.pins.items())}; or use another: "
-            f"{run.rerun.with_option('--cpu-index' if plan.preflight is not None else '--vendor-index', 'URL')}",
-            vendor.location))
-        companions: List[Companion] = []
-        if vendor.companions:
-            run.step("companions", lambda: _companions(plan, python, staging, companions, run))
-            plan = resolved_plan(plan, resolution, [f"{c.name}=={c.version}" for c in companions])
-            run.plan = plan
-        record_installed(staging, resolution, companions, str(run.rerun))
-        if plan.bitsandbytes_build is not None:
-            run.step("bitsandbytes", lambda: _bitsandbytes(plan, python, staging, run))
-        constraints_path = write_constraints(staging, plan.constraints)
-        requirements = [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items()]
-        if credentials(plan.requirement.split(" @ ", 1)[-1]):
-            # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
-            requirements = ["--requirement", str(write_requirements(staging, requirements))]
-        target_argv = uv.target_install_argv(python, requirements, str(constraints_path), default_index)
-    if plan.lock is None:
-        run.step("target", lambda: run.uv_step(
-            "target", uv.install(target_argv, default_index, watch=run.current),
-            "a package needs a different torch (or NumPy) than the JetPack build, or an index is unreachable "
-            f"(see the message); the vendor pins cannot change. Fix the cause, then run: {run.rerun}", default_index))
-    excludes = list(plan.existing.pins) if plan.existing is not None else []
-    run.step("protect", lambda: f"constraints kept in {protect(staging, excludes)}")
-    run.step("check", lambda: _check(plan, python, run))
-    run.step("verify", lambda: _verify(plan, python, staging, run))
-    home.mark_complete(staging, {**fingerprint, "source": source.current()})
+def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fingerprint: Dict[str, Any],
+             source: SourceIdentity, run: _Run) -> Optional[Path]:
+    """Run the plan's steps into `staging`, then switch the user's path to it; return the
+    environment it replaced. A step may learn what the rest of the plan needs (the versions it
+    installed, the companions' hashes): the rest runs from the plan as it then stands."""
+    run.start(staging)
+    handlers: Dict[str, _Handler] = {**_COMMON, **run.plan.route.handlers(), **_interpreter_handlers(interpreter)}
     previous: List[Optional[Path]] = []
-    run.step("switch", lambda: _switch(home, staging, previous))
-    return plan, previous[0]
 
+    def record_and_doctor(step: Step, execution: _Run) -> str:
+        # The doctor reads what the environment was made from (a kept stack, a preflight profile).
+        home.record_plan(staging, {**_fingerprint(run.plan, interpreter), "source": source.current()})
+        return _doctor(step, execution)
 
-def _companions(plan: Plan, python: str, staging: Path, found: List[Companion], run: _Run) -> str:
-    """The runtime wheels the vendor builds need, from the default index by name, hash-checked."""
-    assert plan.vendor is not None
-    default_index = plan.settings.default_index.value
-    compiled = staging / STATE_DIR / COMPANIONS_FILE
-    compiled.parent.mkdir(parents=True, exist_ok=True)
-    fix = f"check that the default index carries {', '.join(plan.vendor.companions)}, then run: {run.rerun}"
-    run.uv_step("companions", uv.compile_companions(python, plan.vendor.companions, str(compiled), default_index),
-                fix, default_index)
-    found.extend(_compiled(compiled.read_text()))
-    run.uv_step("companions", uv.install(uv.companions_install_argv(python, str(compiled), default_index),
-                                         default_index, watch=run.current), fix, default_index)
-    return ", ".join(f"{c.name}=={c.version}" for c in found)
+    def switch(step: Step, execution: _Run) -> str:
+        home.mark_complete(staging)
+        previous.append(home.switch_to(staging))
+        return f"{home.link} -> {staging}" + (f" (previous kept at {previous[0]})" if previous[0] else "")
 
-
-def _bitsandbytes(plan: Plan, python: str, staging: Path, run: _Run) -> str:
-    """Build bitsandbytes for the device (or take the cached wheel), install it without
-    dependencies, and record it as the environment's vendor build."""
-    planned = plan.bitsandbytes_build
-    assert planned is not None
-    import platformdirs
-
-    toolchain = build_bitsandbytes.find_toolchain(build_bitsandbytes.CUDA_HOME, plan.platform.cuda)
-    jobs = build_bitsandbytes.build_jobs(os.cpu_count() or 1, build_bitsandbytes.available_memory())
-    request = build_bitsandbytes.BuildRequest(planned.source, planned.capability, toolchain, python,
-                                              f"cp{(plan.python_abi or '').replace('.', '')}", jobs)
-    cache = Path(platformdirs.user_cache_dir("jetson-install")) / "builds" / "bitsandbytes"
-    built = build_bitsandbytes.build_wheel(request, cache, run.progress, plan.settings.default_index.value,
-                                           watch=run.current)
-    run.uv_step("bitsandbytes", uv.install(uv.vendor_install_argv(python, None, True, [str(built.path)]), None,
-                                           watch=run.current),
-                f"the wheel {built.path} did not install; remove it to build it again, then run: {run.rerun}")
-    record_built(staging, "bitsandbytes", built.record)
-    how = "from the build cache" if built.reused else f"built in {built.record['seconds']:.0f} s"
-    return f"bitsandbytes {planned.version} for sm_{planned.capability}, {how} ({built.path.name})"
+    handlers.update({"doctor": record_and_doctor, "switch": switch})
+    for number in range(len(run.plan.steps)):
+        step = run.plan.steps[number].bound(run.plan.staging, str(staging))
+        handler = handlers[step.kind]
+        run.step(step, lambda: handler(step, run))
+    return previous[0] if previous else None
 
 
 def _compiled(text: str) -> List[Companion]:
@@ -524,94 +517,44 @@ def _compiled(text: str) -> List[Companion]:
     return companions
 
 
-def _install_lock(lock: "LockInUse", python: str, staging: Path, run: _Run) -> str:
-    """Install exactly the lock's files; the lock stays in the environment as its record."""
-    path = staging / STATE_DIR / LOCK_FILE
-    path.write_text(lock.text, encoding="utf-8")
-    run.uv_step("lock", uv.install(uv.locked_install_argv(python, str(path)), watch=run.current),
-                f"a file of the lock is unreachable or changed (see the message): serve its wheelhouse "
-                f"(jetson-install wheelhouse DIR --lock FILE), then run: {run.rerun}")
-    return f"{len(lock.lock.entries)} files from {lock.location} (sha256 {lock.sha256[:12]}…)"
+# -- the no-op check ----------------------------------------------------------------------------------
 
 
-def _resolve_around_kept(plan: Plan, stack: "container.ExistingStack", python: str, staging: Path,
-                        constraints_path: Path, run: _Run) -> str:
-    """Resolve the target with the kept stack as given, and write what is left to install."""
-    state = staging / STATE_DIR
-    (state / container.GIVEN_FILE).write_text(json.dumps(stack.to_json(), indent=2) + "\n")
-    # Written only for the user to read: a --source URL may carry a token.
-    requirements = write_requirements(staging, [plan.requirement] + container.write_given_wheels(stack, state / "given"))
-    resolution = state / container.RESOLUTION
-    default_index = plan.settings.default_index.value
-    run.uv_step("resolve", uv.pip_compile(uv.compile_argv(python, str(requirements), str(constraints_path),
-                                                          default_index, str(resolution)), default_index,
-                                            watch=run.current),
-                f"a dependency of {plan.target.title} needs another version of a package the interpreter keeps "
-                f"({', '.join(f'{n} {v}' for n, v in stack.pins.items())}), or an index is unreachable (see the "
-                f"message); start from an image whose torch fits, or drop --use-existing-torch. Then run: {run.rerun}",
-                default_index)
-    to_install = container.resolved_requirements(resolution.read_text(), list(stack.pins))
-    write_private(state / container.TO_INSTALL, "\n".join(to_install) + "\n")  # may name a --source token
-    return f"{len(to_install)} packages to install; kept: {', '.join(f'{n} {v}' for n, v in stack.pins.items())}"
-
-
-def _switch(home: EnvironmentHome, staging: Path, previous: List[Optional[Path]]) -> str:
-    previous.append(home.switch_to(staging))
-    return f"{home.link} -> {staging}" + (f" (previous kept at {previous[0]})" if previous[0] else "")
-
-
-def _check(plan: Plan, python: str, run: _Run) -> str:
-    # The target's own smoke command (it must import, even where no GPU is visible) runs
-    # beside `uv pip check`: both only read the environment.
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        smoke_future = pool.submit(runner.run, [python if part == "python" else part for part in plan.target.smoke],
-                                   timeout=300)
-        check = uv.pip_check(python)
-        smoke = smoke_future.result()
-    run.uv_step("check", check, f"resolve the conflict uv pip check names, then run: {run.rerun}")
-    if not smoke.ok:
-        raise StepFailed("check", f"step 'check' failed: {' '.join(plan.target.smoke)} -> "
-                                  f"{smoke.last_stderr_line() or 'exit ' + str(smoke.returncode)}",
-                         f"fix the cause above, then run: {run.rerun}")
-    return f"dependencies consistent; {plan.target.title} imports (device: {smoke.stdout.strip() or '?'})"
-
-
-def _verify(plan: Plan, python: str, staging: Path, run: _Run) -> str:
-    from jetson_install.doctor import GPU_FREE_CHECKS, run_doctor
-
-    evidence = staging / STATE_DIR / EVIDENCE_FILE
-    channel, vendor = plan.channel, recorded_vendor(staging)
-    if plan.existing is not None:
-        channel, vendor = container.doctor_view(plan.channel, plan.existing.abi, plan.pins)
-    only = () if plan.verify else GPU_FREE_CHECKS
-    report = run_doctor(python, platform=plan.platform, channel=channel, vendor=vendor, only=only,
-                        progress=run.progress, install_command=str(run.rerun), preflight=plan.preflight)
-    data = report.to_json()
-    if plan.lock is not None:
-        data["lock"] = plan.lock.to_json()  # which exact files the proven environment holds
-    evidence.write_text(json.dumps(redact_data(data), indent=2) + "\n")
-    if report.exit_code != 0:
-        first = report.check(report.headline) if report.headline else None
-        detail = f"{first.id}: {first.detail}" if first else "a required check failed"
-        fixes = [first.fix] if first and first.fix else []
-        if plan.verify and plan.preflight is None and (first is None or first.id not in GPU_FREE_CHECKS):
-            fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
-        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(staging)})",
-                         "; ".join(fixes) or None)
-    if not plan.verify:
-        return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence}"
-    if plan.preflight is not None:
-        return f"preflight checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence}"
-    return f"all required checks passed; evidence in {evidence}"
+def would_change(plan: Plan) -> Tuple[bool, str]:
+    """Whether `install(plan)` would change the environment, and why: the same comparison
+    a real run makes before it decides to do nothing. Reads only (check mode for fleets)."""
+    current = EnvironmentHome(Path(plan.venv)).current()
+    if current is None:
+        return True, f"no environment at {plan.venv} yet"
+    interpreter, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
+    if interpreter is None:
+        return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
+    record = read_record(current)
+    fixed = plan.route.fixed_resolution()
+    if fixed is not None:
+        plan = resolved_plan(plan, fixed)
+    elif plan.route.resolves() and plan.vendor is not None:
+        recorded = recorded_plan(current)
+        if record is None or recorded is None or recorded.get("policy") != plan.vendor.policy():
+            return True, f"{current} was made under another vendor policy (sets, preferred set or source)"
+        plan = resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
+    fingerprint = _fingerprint(plan, interpreter)
+    recorded_fingerprint, recorded_source = _recorded(current)
+    if recorded_fingerprint != redact_data(fingerprint):
+        return True, f"{current} was made from a different plan (channel, pins, source, indexes or interpreter)"
+    source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
+    if not source.unchanged_since(recorded_source):
+        return True, f"the source changed since {current} was made"
+    if _satisfied(current, fingerprint, source, plan, record, lambda line: None) is None:
+        return True, f"{current} no longer holds the pinned vendor builds, or uv pip check fails there"
+    return False, f"{plan.venv} already satisfies the plan"
 
 
 def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentity, plan: Plan,
                record: Optional[EnvironmentRecord], progress: Callable[[str], None]) -> Optional[Dict[str, str]]:
     """The installed versions when `current` already satisfies the plan, else None."""
     recorded, recorded_source = _recorded(current)
-    if recorded != redact_data(fingerprint):  # recorded redacted (mark_complete)
+    if recorded != redact_data(fingerprint):  # recorded redacted (record_plan)
         return None
     if not source.unchanged_since(recorded_source):
         return None
@@ -622,20 +565,16 @@ def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentit
         if changed:
             progress(f"{current}: {'; '.join(changed)}; building a new environment with the recorded builds")
             return None
-    python = str(current / "bin" / "python")
-    from concurrent.futures import ThreadPoolExecutor
-
     from packaging.version import Version
 
-    # Both uv runs only read the environment: side by side, a no-op re-run waits for one.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        check = pool.submit(uv.pip_check, python)
-        installed = uv.installed_versions(python)
-        # A kept stack is not in the environment itself; its identities are in the fingerprint.
-        for name, version in ({} if plan.existing else plan.pins).items():
-            if name not in installed or Version(installed[name]) != Version(version):
-                return None
-        return installed if check.result().ok else None
+    installed = installed_versions(current)
+    kept = plan.route.kept()  # a kept stack is not in the environment itself; its identities are in the fingerprint
+    for name, version in plan.pins.items():
+        if name not in kept and (name not in installed or Version(installed[name]) != Version(version)):
+            return None
+    if not pip_check(str(current / "bin" / "python")).ok:
+        return None
+    return {**kept, **installed}
 
 
 def _recorded(environment: Path) -> Tuple[Dict[str, Any], Any]:
@@ -654,3 +593,57 @@ def _fingerprint(plan: Plan, interpreter: Interpreter) -> Dict[str, Any]:
 def _evidence_path(environment: Path) -> Optional[str]:
     path = environment / STATE_DIR / EVIDENCE_FILE
     return str(path) if path.is_file() else None
+
+
+# -- after a failure ----------------------------------------------------------------------------------
+
+
+def _discard(home: EnvironmentHome, staging: Path, rerun: Rerun) -> Optional[str]:
+    """Remove a half-built environment, keeping its evidence (if the doctor ran) beside it,
+    and the last few of those only. Returns where the evidence was kept."""
+    evidence = staging / STATE_DIR / EVIDENCE_FILE
+    kept: Optional[Path] = None
+    if evidence.is_file():
+        kept = _kept_evidence(staging)
+        try:
+            data = json.loads(evidence.read_text())
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            write_private(kept, json.dumps(_without_staging_fixes(data, staging, rerun), indent=2) + "\n")
+            _rotate_kept_evidence(staging.parent)
+        else:
+            kept = None
+    home.remove(staging)
+    return str(kept) if kept is not None else None
+
+
+def _without_staging_fixes(evidence: Dict[str, Any], staging: Path, rerun: Rerun) -> Dict[str, Any]:
+    """A fix that acts on the environment being discarded would point at nothing: say to
+    fix the cause and run the install again instead."""
+    for check in evidence.get("checks", []):
+        fix = check.get("fix")
+        if isinstance(fix, str) and str(staging) in fix:
+            check["fix"] = f"fix the cause in the detail, then run the install again: {rerun}"
+    return evidence
+
+
+def _rotate_kept_evidence(directory: Path) -> None:
+    kept = sorted(directory.glob(FAILED_EVIDENCE.format(name="*")), key=lambda path: path.stat().st_mtime,
+                  reverse=True)
+    for old in kept[KEPT_FAILED_EVIDENCE:]:
+        old.unlink()
+
+
+def _kept_evidence(staging: Path) -> Path:
+    """Where a discarded environment's doctor evidence is kept, beside DIR.d's environments."""
+    return staging.parent / FAILED_EVIDENCE.format(name=staging.name)
+
+
+def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
+            fix: Optional[str], evidence: Optional[str] = None) -> InstallResult:
+    kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"no environment was made at {plan.venv}"
+    return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),
+                         evidence=evidence, failed_step=step,
+                         message=f"{message} ({kept})", fix=fix or f"fix the cause above, then run: {run.command}",
+                         warnings=tuple(run.warnings), resolved=plan)

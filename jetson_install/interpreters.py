@@ -1,17 +1,28 @@
-"""Find a system Python whose version matches the channel's ABI (the vendor wheels are
-built for one CPython minor: cp310 on JetPack 6, cp312 on JetPack 7)."""
+"""Interpreters and what their environments hold: find a system Python whose version
+matches the channel's ABI (the vendor wheels are built for one CPython minor: cp310 on
+JetPack 6, cp312 on JetPack 7), the torch stack one carries, and `uv pip check` of one."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from jetson_install import uv
 from jetson_install.errors import BadInput
-from jetson_install.runner import run
+from jetson_install.process import Completed
+from jetson_install.runner import run, run_uv
 
-__all__ = ["Interpreter", "inspect_interpreter", "find_interpreter"]
+if TYPE_CHECKING:
+    from jetson_install.plan import InterpreterPolicy
+    from jetson_install.routes.existing_torch import ExistingStack
+
+__all__ = ["Interpreter", "inspect_interpreter", "find_interpreter", "system_python3", "choose_interpreter",
+           "inspect_stack", "visible_distributions", "sees_parent_environment", "pip_check"]
 
 _VERSION_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 
@@ -57,3 +68,90 @@ def find_interpreter(abi: str) -> Optional[Interpreter]:
         if found.abi == abi:
             return found
     return None
+
+
+def system_python3() -> Optional[Interpreter]:
+    python3 = shutil.which("python3")
+    if python3 is None:
+        return None
+    try:
+        return inspect_interpreter(python3)
+    except BadInput:
+        return None
+
+
+def choose_interpreter(policy: "InterpreterPolicy", channel: str) -> Tuple[Optional[Interpreter], List[str]]:
+    """The interpreter a route's policy takes, and the warnings about it; None: no such Python."""
+    if policy.explicit:
+        found: Optional[Interpreter] = inspect_interpreter(policy.explicit)
+    else:
+        found = find_interpreter(policy.abi or "") or (system_python3() if policy.python3_fallback else None)
+    warnings: List[str] = []
+    if found is not None and policy.warn_other_abi and found.abi != policy.abi:
+        if policy.python3_fallback:
+            warnings.append(f"preflight with Python {found.abi}; on the Jetson, channel {channel} "
+                            f"uses Python {policy.abi}")
+        else:
+            warnings.append(f"--python {found.path} is Python {found.abi}, but channel {channel} wheels are built "
+                            f"for Python {policy.abi}; the vendor wheels may not install or run")
+    return found, warnings
+
+
+# -- what an interpreter's environment has -------------------------------------------------------
+
+_STACK_PROBE = Path(__file__).parent / "probes" / "stack_probe.py"
+
+
+def _run_stack_probe(python: str) -> Dict[str, Any]:
+    completed = run([python, str(_STACK_PROBE)], timeout=120)
+    for line in reversed(completed.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and data.get("probe") == "stack":
+                return data
+    raise BadInput(f"--python {python}: it did not run ({completed.last_stderr_line() or 'no output'})",
+                   fix="pass the interpreter that carries torch, e.g. --python /usr/bin/python3")
+
+
+def inspect_stack(python: str) -> "ExistingStack":
+    """The torch stack `python` sees, read without importing torch."""
+    from jetson_install.routes.existing_torch import STACK_PACKAGES, ExistingStack, StackPackage
+
+    data = _run_stack_probe(python)
+    packages = {}
+    cuda_error = None
+    for name in STACK_PACKAGES:
+        found = data["stack"].get(name)
+        if found:
+            packages[name] = StackPackage(name, found["version"], found["location"], found["record_sha256"],
+                                          found.get("cuda"))
+            if name == "torch":
+                cuda_error = found.get("cuda_error")
+    return ExistingStack(python, data["python"], packages, cuda_error)
+
+
+def visible_distributions(python: str) -> Dict[str, str]:
+    """Normalized name -> version of every distribution `python` can import, parents included."""
+    return dict(_run_stack_probe(python)["distributions"])
+
+
+def sees_parent_environment(python: str) -> bool:
+    """Whether `python` belongs to a venv made with --system-site-packages."""
+    config = Path(python).parent.parent / "pyvenv.cfg"
+    try:
+        text = config.read_text()
+    except OSError:
+        return False
+    return re.search(r"^\s*include-system-site-packages\s*=\s*true\s*$", text, re.M | re.I) is not None
+
+
+def pip_check(python: str, command: Optional[Sequence[str]] = None) -> Completed:
+    """`uv pip check` on `python`'s environment; in a venv that sees its parent's packages,
+    what the parent provides is judged by what the interpreter imports (uv does not see it)."""
+    result = run_uv(command or uv.pip_check_argv(python), timeout=300)
+    if result.ok or result.timed_out or not sees_parent_environment(python):
+        return result
+    return uv.judge_unseen(result, visible_distributions(python))

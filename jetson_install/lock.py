@@ -1,10 +1,9 @@
-"""Locks and wheelhouses: a board's whole environment as one hashed requirements file,
-and every file it names in one folder with a PEP 503 index beside them.
+"""Making a lock: a board's whole environment resolved, on any machine, into one hashed
+requirements file (lock_file.py is its format).
 
-A lock is made on any machine for the board's platform (`make_lock`), installed exactly
-(`uv.locked_install_argv`: hashes required, no resolution) and carried to machines
-without internet as a wheelhouse (`fill_wheelhouse`). The file format's reader and
-writer (`parse_lock`, `render_lock`) and the wheelhouse layout are pure functions.
+A lock is made for the board's platform (`make_lock`), installed exactly (the lock route:
+hashes required, no resolution) and carried to machines without internet as a wheelhouse
+(wheelhouse.py).
 """
 
 from __future__ import annotations
@@ -14,177 +13,26 @@ import re
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from jetson_install import __version__, runner, uv
 from jetson_install.errors import BadInput, StepFailed
+from jetson_install.lock_file import Lock, Locked, render_lock
 from jetson_install.toml_file import load_toml
 
 if TYPE_CHECKING:
     from jetson_install.identity import Resolution
 
-__all__ = [
-    "LOCK_VERSION", "Locked", "Lock", "render_lock", "parse_lock", "read_lock", "python_platform", "target_tags",
-    "pick_file", "entries_from_pylock", "lock_mismatch", "LockTarget", "make_lock", "WHEELHOUSE_LOCK",
-    "relocated", "wheelhouse_pages", "fill_wheelhouse", "LockResult", "LockInUse", "LOCK_FILE", "lock_resolution",
-]
-
-LOCK_VERSION = 1
-#: The lock a wheelhouse carries, beside its files/ and simple/ (the PEP 503 index).
-WHEELHOUSE_LOCK = "lock.txt"
-#: The lock an environment was installed from, in its state directory.
-LOCK_FILE = "lock.txt"
-_FILES = "files"
-_SIMPLE = "simple"
+__all__ = ["python_platform", "target_tags", "pick_file", "entries_from_pylock", "LockTarget", "make_lock",
+           "LockResult"]
 
 # glibc of each Ubuntu release a JetPack is built on, which is the manylinux level its
 # wheels may use (PEP 600): https://packages.ubuntu.com/focal/libc6 (2.31), /jammy/libc6
 # (2.35), /noble/libc6 (2.39); bionic (18.04) has 2.27.
 _UBUNTU_GLIBC = {"18.04": "2_27", "20.04": "2_31", "22.04": "2_35", "24.04": "2_39"}
-
-
-@dataclass(frozen=True)
-class Locked:
-    """One file of the lock: the distribution, where its file is, and its sha256."""
-
-    name: str
-    version: str
-    url: str
-    sha256: str
-    origin: str  # vendor | default | built
-    sdist: bool = False  # a source archive: the board builds it
-
-    @property
-    def filename(self) -> str:
-        return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
-
-    def line(self) -> str:
-        return f"{self.name} @ {self.url} --hash=sha256:{self.sha256}"
-
-
-@dataclass(frozen=True)
-class Lock:
-    channel: str
-    python: str  # "3.10"
-    arch: str  # "aarch64"
-    platform: str  # uv's --python-platform, or "native" for a lock made for an interpreter here
-    source: str  # the OBLITERATUS requirement it was built from
-    source_commit: Optional[str]
-    tool: str
-    entries: Tuple[Locked, ...]
-
-    @property
-    def from_source(self) -> List[str]:
-        """The packages the board has to build from a source archive."""
-        return [entry.name for entry in self.entries if entry.sdist]
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"channel": self.channel, "python": self.python, "arch": self.arch, "platform": self.platform,
-                "source": self.source, "source_commit": self.source_commit, "tool": self.tool,
-                "packages": {entry.name: entry.version for entry in self.entries},
-                "built_from_source_on_the_board": self.from_source}
-
-
-_HEADER_KEYS = ("channel", "python", "arch", "platform", "source", "source-commit", "tool")
-
-
-@dataclass(frozen=True)
-class LockInUse:
-    """The lock an install carries out: where it was read, its digest, and the text to install."""
-
-    lock: Lock
-    location: str
-    sha256: str
-    text: str
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"file": self.location, "sha256": self.sha256, "channel": self.lock.channel,
-                "python": self.lock.python, "arch": self.lock.arch, "platform": self.lock.platform,
-                "source_commit": self.lock.source_commit, "packages": len(self.lock.entries)}
-
-
-def lock_resolution(lock: LockInUse) -> "Resolution":
-    """The vendor set a lock names, as the resolution an install carries out and records."""
-    from jetson_install.identity import ChosenFile, Resolution
-
-    files = tuple(ChosenFile(entry.name, entry.version, entry.filename, entry.url, entry.sha256, known=False)
-                  for entry in lock.lock.entries if entry.origin == "vendor")
-    return Resolution(lock.location, "lock", files, f"the files {lock.location} names")
-
-
-def render_lock(lock: Lock) -> str:
-    """The lock as a hashed requirements file: `pip install --no-deps --require-hashes -r`
-    and `uv pip install --no-deps --require-hashes -r` read it as it is."""
-    lines = [f"# jetson-install lock {LOCK_VERSION}: install with `jetson-install obliteratus --lock FILE`",
-             f"# channel: {lock.channel}", f"# python: {lock.python}", f"# arch: {lock.arch}",
-             f"# platform: {lock.platform}", f"# source: {lock.source}",
-             f"# source-commit: {lock.source_commit or 'none (a local tree without git)'}", f"# tool: {lock.tool}"]
-    for entry in sorted(lock.entries, key=lambda e: e.name):
-        lines.append(f"# {entry.name} {entry.version} from the {entry.origin} "
-                     + ("index, built on the board from source" if entry.sdist else
-                        "build of the source" if entry.origin == "built" else "index"))
-        lines.append(entry.line())
-    return "\n".join(lines) + "\n"
-
-
-_HEADER = re.compile(r"^# (?P<key>[a-z-]+): (?P<value>.*)$")
-_ENTRY_NOTE = re.compile(r"^# (?P<name>\S+) (?P<version>\S+) from the (?P<origin>vendor|default|built) ")
-_LINE = re.compile(r"^(?P<name>[A-Za-z0-9._-]+) @ (?P<url>\S+) --hash=sha256:(?P<sha256>[0-9a-f]{64})$")
-
-
-def parse_lock(text: str, where: str) -> Lock:
-    """A lock from its text; one clear error naming `where` for anything else."""
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith(f"# jetson-install lock {LOCK_VERSION}"):
-        raise BadInput(f"{where} is not a jetson-install lock (version {LOCK_VERSION})",
-                       fix="make one with: jetson-install lock --output FILE")
-    header: Dict[str, str] = {}
-    entries: List[Locked] = []
-    note: Optional[Tuple[str, str, str, bool]] = None
-    for number, line in enumerate(lines[1:], start=2):
-        found = _ENTRY_NOTE.match(line)
-        if found:
-            note = (found.group("name"), found.group("version"), found.group("origin"), "from source" in line)
-            continue
-        found = _HEADER.match(line)
-        if found and not entries and note is None:
-            header[found.group("key")] = found.group("value")
-            continue
-        if not line.strip() or line.startswith("#"):
-            continue
-        found = _LINE.match(line.strip())
-        if not found or note is None or note[0] != found.group("name"):
-            raise BadInput(f"{where}:{number}: not a line of a jetson-install lock: {line.strip()[:120]}",
-                           fix="make the lock again: jetson-install lock --output FILE")
-        entries.append(Locked(found.group("name"), note[1], found.group("url"), found.group("sha256"), note[2], note[3]))
-        note = None
-    missing = [key for key in _HEADER_KEYS if key not in header]
-    if missing:
-        raise BadInput(f"{where} lacks its {', '.join(missing)} line(s)",
-                       fix="make the lock again: jetson-install lock --output FILE")
-    commit = header["source-commit"]
-    return Lock(header["channel"], header["python"], header["arch"], header["platform"], header["source"],
-                None if commit.startswith("none") else commit, header["tool"], tuple(entries))
-
-
-def read_lock(path: Path) -> Lock:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"--lock {path}: {exc.strerror or exc}", fix="pass the file `jetson-install lock` wrote") from None
-    return parse_lock(text, str(path))
-
-
-def lock_mismatch(lock: Lock, channel: Optional[str], python: str, arch: str) -> Optional[str]:
-    """Why `lock` cannot be installed for this channel, Python and architecture, or None."""
-    for what, made_for, here in (("architecture", lock.arch, arch), ("Python", lock.python, python),
-                                 ("channel", lock.channel, channel or "none")):
-        if made_for != here:
-            return f"the lock was made for {what} {made_for}, and this install is for {here}"
-    return None
 
 
 def python_platform(arch: str, ubuntu: Optional[str]) -> str:
@@ -350,7 +198,7 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
     argv = uv.lock_compile_argv(str(inputs), str(constraints_file) if constraints_file else None, index, str(output),
                                 target.python, target.platform if not target.interpreter else None,
                                 target.interpreter, no_deps)
-    result = uv.pip_compile(argv, index)
+    result = runner.run_uv(argv, indexes=[index] if index else [])
     if not result.ok:
         where = index or "uv's default index"
         raise StepFailed(f"resolve ({origin})", f"resolving from the {origin} index ({where}) failed: "
@@ -383,7 +231,8 @@ def _build_target(requirement: str, default_index: Optional[str], out_dir: Path,
     head = runner.run(["git", "-C", str(source), "rev-parse", "HEAD"], timeout=60)
     commit = head.stdout.strip() if head.ok and (source / ".git").exists() else None
     built = work / "wheel"
-    result = uv.build_wheel(sys.executable, str(source), str(built), default_index, isolation=True)
+    result = runner.run_uv(uv.build_wheel_argv(sys.executable, str(source), str(built), default_index, isolation=True),
+                           indexes=[default_index] if default_index else [])
     wheels = sorted(built.glob("*.whl"))
     if not result.ok or not wheels:
         raise StepFailed("build", f"building {source} into a wheel failed: {uv.summarize_failure(result)}",
@@ -401,62 +250,3 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-# --- wheelhouse -------------------------------------------------------------------------------
-
-
-def relocated(lock: Lock, wheelhouse: str) -> Lock:
-    """`lock` with every file taken from a wheelhouse (a folder's file: URL, or where it is
-    served over http) instead of the indexes the lock was made from."""
-    base = wheelhouse.rstrip("/")
-    return replace(lock, entries=tuple(replace(entry, url=f"{base}/{_FILES}/{quote(entry.filename)}")
-                                       for entry in lock.entries))
-
-
-def wheelhouse_pages(lock: Lock) -> Dict[str, str]:
-    """The PEP 503 pages of a wheelhouse (path under simple/ -> html), with sha256 fragments."""
-    projects: Dict[str, List[Locked]] = {}
-    for entry in lock.entries:
-        projects.setdefault(_normalize(entry.name), []).append(entry)
-    pages = {"index.html": _page("Simple index", [(f"{name}/", name) for name in sorted(projects)])}
-    for name, entries in projects.items():
-        pages[f"{name}/index.html"] = _page(
-            f"Links for {name}",
-            [(f"../../{_FILES}/{quote(entry.filename)}#sha256={entry.sha256}", entry.filename) for entry in entries])
-    return pages
-
-
-def _page(title: str, links: Sequence[Tuple[str, str]]) -> str:
-    import html
-
-    body = "\n".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
-    return f"<!DOCTYPE html>\n<html><head><title>{html.escape(title)}</title></head><body>\n{body}\n</body></html>\n"
-
-
-def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
-    """Download every file of `lock` into `directory`/files (checking each sha256), write the
-    PEP 503 index under simple/ and the wheelhouse's own lock.txt. Files already there are kept."""
-    from jetson_install.index import fetch_file
-
-    files = directory / _FILES
-    files.mkdir(parents=True, exist_ok=True)
-    fetched = 0
-    for entry in lock.entries:
-        path = files / entry.filename
-        if path.is_file() and _sha256(path) == entry.sha256:
-            continue
-        partial = path.with_name(path.name + ".part")
-        fetch_file(entry.url, partial)
-        if _sha256(partial) != entry.sha256:
-            partial.unlink()
-            raise StepFailed("download", f"{entry.url} does not have the sha256 the lock names ({entry.sha256})",
-                             "the index changed the file since the lock was made: make the lock again")
-        partial.replace(path)
-        fetched += path.stat().st_size
-    for relative, text in wheelhouse_pages(lock).items():
-        page = directory / _SIMPLE / relative
-        page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_text(text, encoding="utf-8")
-    (directory / WHEELHOUSE_LOCK).write_text(render_lock(lock), encoding="utf-8")
-    return {"schema_version": 1, "command": "wheelhouse", "directory": str(directory), "files": len(lock.entries),
-            "downloaded_bytes": fetched, "index": (directory / _SIMPLE).as_uri(),
-            "lock": str(directory / WHEELHOUSE_LOCK)}

@@ -19,7 +19,7 @@ from jetson_install.errors import BadInput
 from jetson_install.redact import redact
 
 if TYPE_CHECKING:
-    from jetson_install.install import StepResult
+    from jetson_install.steps import StepResult
 
 __all__ = [
     "DOWNLOAD", "DOWNLOADED", "BUILD", "BUILT", "PHASE", "Event", "StepProgress", "Display", "TerminalDisplay",

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence
 
 from jetson_install.platform import Platform
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Catalog, Channel
+    from jetson_install.index import SetReport
     from jetson_install.plan import Plan
 
-__all__ = ["platform_summary", "plan_text", "container_lines", "channels_text", "channels_markdown"]
+__all__ = ["platform_summary", "plan_text", "container_lines", "channels_text", "channels_markdown", "channels_json",
+           "check_lines"]
 
 
 def platform_summary(platform: Platform) -> str:
@@ -51,15 +53,16 @@ def plan_text(plan: Plan) -> str:
     lines += [
         f"  python    {plan.interpreter or plan.python_abi}",
         f"  venv      {plan.venv}",
-        f"  vendor    {plan.vendor_location or 'none'}   ({plan.vendor_label})",
+        f"  vendor    {plan.vendor_location or 'none'}   ({plan.route.vendor_label(plan)})",
         f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
         f"  set       {_set_line(plan)}",
         f"  pins      {' '.join(plan.constraints)}",
         *[f"  cap       {cap}   ({why})" for cap, why in plan.caps],
         f"  source    {plan.requirement}",
     ]
-    if plan.fallback_location:
-        lines.append(f"  fallback  {plan.fallback_location}   (if the vendor source is down: --vendor-fallback)")
+    fallback = plan.route.fallback_location(plan)
+    if fallback:
+        lines.append(f"  fallback  {fallback}   (if the vendor source is down: --vendor-fallback)")
     if plan.vendor and plan.vendor.apt:
         lines.append(f"  apt       sudo apt-get install -y {' '.join(plan.vendor.apt)}   (the vendor wheels need these)")
     if plan.channel is not None:
@@ -67,8 +70,7 @@ def plan_text(plan: Plan) -> str:
     lines.append("steps:")
     for number, step in enumerate(plan.steps, 1):
         lines.append(f"  {number}. {step.id:12} {step.title}")
-        if step.argv:
-            lines.append(f"       $ {_shell_line(step.argv)}")
+        lines.extend(f"       $ {_shell_line(command)}" for command in step.commands)
     lines.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(lines)
 
@@ -86,12 +88,7 @@ def _set_line(plan: Plan) -> str:
     assert vendor is not None and plan.chosen_set is not None
     policy = ", ".join(s.name for s in vendor.sets)
     pre = "pre-releases count" if vendor.prereleases else "no pre-releases"
-    if plan.preflight is not None:
-        how = "CPU builds for the preflight, in place of the channel's vendor set"
-    elif plan.resolution is None:
-        how = "preferred; `plan --resolve` reads the index"
-    else:
-        how = plan.resolution.reason
+    how = plan.route.set_note(plan)
     return f"{plan.chosen_set.name} ({how}); policy: {policy}; {pre}"
 
 
@@ -127,3 +124,22 @@ def _shell_line(argv: Sequence[str]) -> str:
     import shlex
 
     return " ".join(shlex.quote(part) for part in argv)
+
+
+def channels_json(catalog: Catalog) -> List[Dict[str, Any]]:
+    """`channels --json`: each channel with its sources, pins, images and sets."""
+    return [{"id": c.id, "title": c.title, "status": c.status, "reason": c.reason, "python": c.python,
+             "cuda": c.cuda, "vendor_sources": [s.location for s in c.sources], "pins": dict(c.pins),
+             "containers": [image.to_json() for image in c.containers],
+             "preferred": c.primary.preferred.name if c.primary else None,
+             "sets": [s.requirement_lines() for s in c.primary.sets] if c.primary else []}
+            for c in catalog.channels]
+
+
+def check_lines(reports: Sequence[SetReport]) -> List[str]:
+    """`channels --check`: one line per source read, its findings under it."""
+    lines = []
+    for report in reports:
+        lines.append(f"{report.channel:15} {'ok  ' if report.ok else 'FAIL'} {report.index}")
+        lines.extend(f"{'':20} {line}" for line in report.lines)
+    return lines

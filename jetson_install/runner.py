@@ -1,4 +1,5 @@
-"""The one place that starts subprocesses (uv, the target interpreter's probes).
+"""The one place that starts subprocesses (uv, the target interpreter's probes, git, the
+source build's tools).
 
 Every command line is logged before it runs, and each line of its output as the
 child prints it (so the log holds all of it even after a Ctrl-C), while a caller may
@@ -16,10 +17,14 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
-from typing import IO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["Completed", "LineCallback", "TICK_SECONDS", "run", "child_environment"]
+from jetson_install.process import Completed
+
+if TYPE_CHECKING:
+    from jetson_install.progress import StepProgress
+
+__all__ = ["Completed", "LineCallback", "TICK_SECONDS", "run", "run_uv", "uv_binary", "child_environment"]
 
 log = logging.getLogger("jetson_install")
 
@@ -28,23 +33,6 @@ _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "__PYVENV_LAUNCHER__", "VIRTUAL_ENV", "
 #: How often on_tick is called while a child runs: often enough for a live line's clock.
 TICK_SECONDS = 0.25
 LineCallback = Callable[[str, str], None]
-
-
-@dataclass(frozen=True)
-class Completed:
-    argv: tuple
-    returncode: int
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    def last_stderr_line(self) -> str:
-        lines = [line for line in self.stderr.splitlines() if line.strip()]
-        return lines[-1].strip() if lines else ""
 
 
 def child_environment(overrides: Optional[Mapping[str, str]] = None, unset: Sequence[str] = ()) -> dict:
@@ -181,3 +169,37 @@ def _write_input(pipe: IO[bytes], text: str) -> None:
 def _joined(lines: List[str]) -> str:
     # As text mode would give it: universal newlines.
     return "".join(lines).replace("\r\n", "\n").replace("\r", "\n")
+
+
+_FINDING_BINARY = threading.Lock()
+
+
+def uv_binary() -> str:
+    from uv import find_uv_bin
+
+    # find_uv_bin reads sysconfig, whose first read is not thread-safe: two threads at once
+    # got EXE as None ("can only concatenate str (not "NoneType") to str").
+    with _FINDING_BINARY:
+        return find_uv_bin()
+
+
+def run_uv(argv: Sequence[str], *, timeout: Optional[float] = 3600, indexes: Sequence[str] = (),
+           env: Optional[Mapping[str, str]] = None, watch: Optional["StepProgress"] = None) -> Completed:
+    """Run an argv uv.py built, with the uv binary jetson-install ships; `indexes` are the URLs
+    (with any credentials) the argv may name; `watch` (the running step) hears of each download
+    and build as uv announces it."""
+    from jetson_install import uv  # only where uv runs: detection and plans never load it
+
+    overrides, unset = uv.environment_for(indexes, argv)
+    overrides.update(env or {})
+    on_line = on_tick = None
+    if watch is not None:
+        on_tick = watch.tick
+
+        def on_line(stream: str, line: str) -> None:
+            event = uv.read_event(line) if stream == "stderr" else None
+            if event is not None:
+                watch.event(event)
+
+    return run([uv_binary(), *argv[1:]], timeout=timeout, env=overrides, unset=unset, on_line=on_line,
+               on_tick=on_tick)

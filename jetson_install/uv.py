@@ -1,4 +1,5 @@
-"""The one module that invokes uv: it builds every uv argument list and reads uv's output.
+"""The one module that builds uv's argument lists and reads uv's output; it runs nothing
+(runner.run_uv does, with `environment_for` below), so a plan can show exactly what will run.
 
 uv runs with --no-config and with the index variables of the caller's environment
 removed, so only the indexes in the plan are ever asked (a stray UV_EXTRA_INDEX_URL
@@ -11,34 +12,30 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from jetson_install.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event, StepProgress
+from jetson_install.process import Completed
+from jetson_install.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event
 from jetson_install.redact import credentials
-from jetson_install.runner import Completed, run
 
 __all__ = [
-    "uv_binary",
+    "PROGRAM",
+    "environment_for",
     "venv_argv",
     "vendor_install_argv",
     "target_install_argv",
     "pip_check_argv",
+    "pip_list_argv",
     "build_wheel_argv",
-    "build_wheel",
     "compile_argv",
     "no_deps_install_argv",
     "lock_compile_argv",
     "locked_install_argv",
-    "pip_compile",
     "companions_compile_argv",
     "companions_install_argv",
-    "compile_companions",
-    "create_venv",
-    "install",
-    "pip_check",
-    "installed_versions",
     "summarize_failure",
+    "judge_unseen",
+    "read_installed",
     "read_event",
     "parse_size",
     "warnings_in",
@@ -58,18 +55,6 @@ _INDEX_NAME = "private"
 _CREDENTIAL_VARIABLES = ("UV_INDEX_PRIVATE_USERNAME", "UV_INDEX_PRIVATE_PASSWORD")
 
 
-_FINDING_BINARY = threading.Lock()
-
-
-def uv_binary() -> str:
-    from uv import find_uv_bin
-
-    # find_uv_bin reads sysconfig, whose first read is not thread-safe: two threads at once
-    # got EXE as None ("can only concatenate str (not "NoneType") to str").
-    with _FINDING_BINARY:
-        return find_uv_bin()
-
-
 def _index_args(default_index: Optional[str]) -> List[str]:
     if not default_index:
         return []
@@ -77,14 +62,21 @@ def _index_args(default_index: Optional[str]) -> List[str]:
     return ["--default-index", f"{_INDEX_NAME}={secret.url}" if secret else default_index]
 
 
-def _credential_env(index: Optional[str]) -> Dict[str, str]:
-    secret = credentials(index) if index else None
-    if secret is None:
-        return {}
-    env = {_CREDENTIAL_VARIABLES[0]: secret.username}
-    if secret.password is not None:
-        env[_CREDENTIAL_VARIABLES[1]] = secret.password
-    return env
+def environment_for(indexes: Sequence[str], argv: Sequence[str]) -> Tuple[Dict[str, str], Tuple[str, ...]]:
+    """(variables to set, variables to remove) for running `argv`: the caller's index settings
+    removed, and the credentials of the one index among `indexes` (the plan's, with their
+    credentials) that argv names as `private=URL` given to uv out of its command line."""
+    overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    named = next((part.split("=", 1)[1] for part in argv if part.startswith(f"{_INDEX_NAME}=")), None)
+    for index in indexes:
+        secret = credentials(index)
+        if named is None or secret is None or secret.url != named:
+            continue
+        overrides[_CREDENTIAL_VARIABLES[0]] = secret.username
+        if secret.password is not None:
+            overrides[_CREDENTIAL_VARIABLES[1]] = secret.password
+        break
+    return overrides, _SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES
 
 
 def venv_argv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False,
@@ -109,11 +101,11 @@ def vendor_install_argv(python: str, index: Optional[str], no_index: bool, requi
     return argv + list(requirements)
 
 
-def companions_compile_argv(python: str, output: str, default_index: Optional[str]) -> List[str]:
-    """Resolve the companions (read from stdin) on the default index and write them with
-    every file's sha256, so they are installed hash-checked and recorded."""
+def companions_compile_argv(python: str, requirements_file: str, output: str, default_index: Optional[str]) -> List[str]:
+    """Resolve the companions on the default index and write them with every file's sha256,
+    so they are installed hash-checked and recorded."""
     return [PROGRAM, "pip", "compile", "--no-config", "--python", python, "--generate-hashes", "--no-header",
-            "--no-annotate", *_index_args(default_index), "--output-file", output, "-"]
+            "--no-annotate", *_index_args(default_index), "--output-file", output, requirements_file]
 
 
 def companions_install_argv(python: str, compiled: str, default_index: Optional[str]) -> List[str]:
@@ -173,6 +165,10 @@ def pip_check_argv(python: str) -> List[str]:
     return [PROGRAM, "pip", "check", "--no-config", "--python", python]
 
 
+def pip_list_argv(python: str) -> List[str]:
+    return [PROGRAM, "pip", "list", "--no-config", "--python", python, "--format", "json"]
+
+
 def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool) -> List[str]:
     """A wheel of the project in `source`, for `python`; with isolation its build requirements
     come from the default index, without it from `python`'s own environment."""
@@ -183,73 +179,15 @@ def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Opti
     return [*argv, source]
 
 
-def _run_uv(argv: Sequence[str], timeout: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
-            index: Optional[str] = None, watch: Optional[StepProgress] = None, stdin: Optional[str] = None) -> Completed:
-    """Run uv; `watch` (the running step) hears of each download and build as uv announces it."""
-    overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
-    overrides.update(env or {})
-    overrides.update(_credential_env(index))
-    on_line = on_tick = None
-    if watch is not None:
-        on_tick = watch.tick
-
-        def on_line(stream: str, line: str) -> None:
-            event = read_event(line) if stream == "stderr" else None
-            if event is not None:
-                watch.event(event)
-
-    return run([uv_binary(), *argv[1:]], timeout=timeout, env=overrides,
-               unset=_SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES, on_line=on_line, on_tick=on_tick,
-               input_text=stdin)
-
-
-def compile_companions(python: str, requirements: Sequence[str], output: str,
-                       default_index: Optional[str]) -> Completed:
-    return _run_uv(companions_compile_argv(python, output, default_index), timeout=600,
-                   stdin="\n".join(requirements) + "\n", index=default_index)
-
-
-def create_venv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False,
-                watch: Optional[StepProgress] = None, seed: bool = True) -> Completed:
-    return _run_uv(venv_argv(python, path, default_index, system_site_packages, seed), timeout=600,
-                   index=default_index, watch=watch)
-
-
-def install(argv: Sequence[str], index: Optional[str] = None, watch: Optional[StepProgress] = None) -> Completed:
-    """Run an install argv; `index` is the URL (with any credentials) its --default-index came from."""
-    return _run_uv(argv, timeout=3600, index=index, watch=watch)
-
-
-def build_wheel(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool,
-                env: Optional[Mapping[str, str]] = None, watch: Optional[StepProgress] = None) -> Completed:
-    return _run_uv(build_wheel_argv(python, source, out_dir, default_index, isolation), timeout=3600, env=env,
-                   index=default_index, watch=watch)
-
-
-def pip_compile(argv: Sequence[str], index: Optional[str] = None, watch: Optional[StepProgress] = None) -> Completed:
-    """Run a compile argv; `index` and `watch` as for install."""
-    return _run_uv(argv, timeout=3600, index=index, watch=watch)
-
-
-def pip_check(python: str) -> Completed:
-    result = _run_uv(pip_check_argv(python), timeout=300)
-    if result.ok or result.timed_out:
-        return result
-    from jetson_install.container import sees_parent_environment, visible_distributions
-
-    if not sees_parent_environment(python):
-        return result
-    return _judge_unseen(result, visible_distributions(python))
-
-
 _NOT_INSTALLED = re.compile(r"The package `[^`]+` requires `([^`]+)`, but it's not installed")
 
 
-def _judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
+def judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
     """uv does not see a --system-site-packages venv's parent (astral-sh/uv#17215), so it calls
     what the parent provides "not installed": judge those lines against what the interpreter
     itself imports, and keep only the real problems."""
     from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
 
     from jetson_install.versions import satisfies
 
@@ -265,7 +203,7 @@ def _judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
         except InvalidRequirement:
             problems.append(line.strip())
             continue
-        version = visible.get(re.sub(r"[-_.]+", "-", requirement.name).lower())
+        version = visible.get(canonicalize_name(requirement.name))
         if version is not None and (not requirement.specifier or satisfies(version, str(requirement.specifier))):
             provided += 1
         else:
@@ -276,17 +214,17 @@ def _judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
     return Completed(result.argv, 0, f"All installed packages are compatible ({note})\n", "")
 
 
-def installed_versions(python: str) -> Dict[str, str]:
-    """Normalized distribution name -> version, from uv's JSON listing."""
-    result = _run_uv([PROGRAM, "pip", "list", "--no-config", "--python", python, "--format", "json"], timeout=120)
+def read_installed(result: Completed) -> Dict[str, str]:
+    """Normalized distribution name -> version, from `uv pip list --format json`."""
+    from packaging.utils import canonicalize_name
+
     if not result.ok:
         return {}
     try:
         rows = json.loads(result.stdout)
     except ValueError:
         return {}
-    return {re.sub(r"[-_.]+", "-", row["name"]).lower(): row["version"] for row in rows if isinstance(row, dict)}
-
+    return {canonicalize_name(row["name"]): row["version"] for row in rows if isinstance(row, dict)}
 
 
 def summarize_failure(result: Completed) -> str:

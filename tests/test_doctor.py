@@ -271,10 +271,10 @@ def test_desktop_binary_compatibility_but_not_on_tegra() -> None:
 
 
 def test_pip_check_problems_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import jetson_install.uv as uv_module
+    import jetson_install.interpreters as interpreters
 
     broken = runner.Completed(("uv",), 1, "pkgy 1.0 requires torch>=2.6, but 2.8.0 is installed\n", "")
-    monkeypatch.setattr(uv_module, "pip_check", lambda python: broken)
+    monkeypatch.setattr(interpreters, "pip_check", lambda python: broken)
     report = run(make_env(tmp_path / "env"), only=["pip-check"])
     assert [c.id for c in report.checks] == ["pip-check"]
     assert report.check("pip-check").status == "fail"

@@ -14,7 +14,9 @@ from jetson_install import environment as environment_module
 from jetson_install import install as install_module
 from jetson_install.catalog import load_catalog
 from jetson_install.environment import EnvironmentHome
-from jetson_install.plan import STATE_DIR, make_plan
+from jetson_install.fixes import Rerun
+from jetson_install.layout import STATE_DIR
+from jetson_install.planner import make_plan
 from jetson_install.platform import detect
 from jetson_install.samples import resolve_root
 from jetson_install.settings import IndexSettings, Setting
@@ -25,7 +27,8 @@ def built(home: EnvironmentHome) -> Path:
     path = home.new_environment_path()
     (path / "bin").mkdir(parents=True)
     (path / STATE_DIR).mkdir()
-    home.mark_complete(path, {"plan": 1})
+    home.record_plan(path, {"plan": 1})
+    home.mark_complete(path)
     return path
 
 
@@ -103,10 +106,11 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
     home.switch_to(oldest)
     home.switch_to(previous)
 
-    def fake_build(plan, home, staging, interpreter, fingerprint, source, run):  # the real steps need uv and indexes
+    def fake_execute(home, staging, interpreter, fingerprint, source, run):  # the real steps need uv and indexes
         (staging / STATE_DIR).mkdir(parents=True)
-        home.mark_complete(staging, fingerprint)
-        return plan, home.switch_to(staging)
+        home.record_plan(staging, fingerprint)
+        home.mark_complete(staging)
+        return home.switch_to(staging)
 
     def fake_resolve(plan, current, record, upgrade, run, interpreter):  # the preferred set, without reading the index
         from jetson_install.index import offline_resolution
@@ -117,10 +121,10 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
     def rmtree_interrupted(path, ignore_errors=False):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(install_module, "_build", fake_build)
+    monkeypatch.setattr(install_module, "_execute", fake_execute)
     monkeypatch.setattr(install_module, "_resolve", fake_resolve)
     monkeypatch.setattr(environment_module.shutil, "rmtree", rmtree_interrupted)
-    result = install_module.install(plan, progress=lambda line: None, rerun="jetson-install obliteratus")
+    result = install_module.install(plan, progress=lambda line: None, rerun=Rerun(("obliteratus",)))
     assert result.status == "interrupted" and result.exit_code == 130
     new = home.current()
     assert new is not None and result.environment == str(new) and new not in (oldest, previous)

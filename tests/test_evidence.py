@@ -242,7 +242,7 @@ def test_evidence_names_the_commit_a_checkout_source_was_installed_from(
         cli_env: Dict[str, str], tmp_path: Path) -> None:
     import hashlib
 
-    from jetson_install.plan import STATE_DIR
+    from jetson_install.layout import STATE_DIR
 
     python = complete_env(tmp_path / "env")
     commit = "0123456789abcdef0123456789abcdef01234567"

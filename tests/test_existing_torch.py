@@ -21,7 +21,7 @@ import pytest
 from support import isolated_env
 from support.stub_stack import install_stub_stack
 
-from jetson_install import uv
+from jetson_install import runner, uv
 from jetson_install.runner import Completed
 
 BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
@@ -105,7 +105,7 @@ def test_protection_outlives_the_tool_for_pip_and_for_uv(image: Image) -> None:
     pip = subprocess.run([str(image.venv / "bin" / "pip"), "install", "-U", "torch", "--index-url", image.public_url],
                          capture_output=True, text=True, env=image.env, timeout=180)
     assert pip.returncode == 0, pip.stdout + pip.stderr
-    uv_bin = uv.uv_binary()
+    uv_bin = runner.uv_binary()
     script = f'. "{image.venv}/bin/activate" && "{uv_bin}" pip install torch=={KEPT_TORCH} --default-index "{image.public_url}"'
     uv_run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=image.env, timeout=180)
     assert uv_run.returncode == 0, uv_run.stderr
@@ -164,6 +164,6 @@ def _check(stdout: str) -> Completed:
 ])
 def test_uv_pip_check_is_judged_against_what_the_parent_provides(lines: List[str], visible: Dict[str, str], ok: bool,
                                                                  left: List[str]) -> None:
-    judged = uv._judge_unseen(_check("\n".join(["Checked 9 packages"] + lines + ["Found 1 incompatibility"])), visible)
+    judged = uv.judge_unseen(_check("\n".join(["Checked 9 packages"] + lines + ["Found 1 incompatibility"])), visible)
     assert judged.ok == ok
     assert [line for line in judged.stderr.splitlines() if line.startswith("The package")] == left

@@ -23,7 +23,8 @@ from support import PROXY_VARIABLES
 from support.lanes import lane_unavailable
 from support.wheels import build_wheel
 
-from jetson_install.lock import Lock, Locked, parse_lock, render_lock, target_tags
+from jetson_install.lock import target_tags
+from jetson_install.lock_file import Lock, Locked, parse_lock, render_lock
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"

@@ -17,7 +17,7 @@ from test_plan_cli import plan, plan_json
 from jetson_install import doctor
 from jetson_install.errors import BadInput
 from jetson_install.evidence import gate_record, judge
-from jetson_install.preflight import Preflight
+from jetson_install.routes.preflight import Preflight
 
 pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
 
@@ -151,7 +151,7 @@ def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     from jetson_install.environment import EnvironmentHome
     from jetson_install.identity import record_installed
     from jetson_install.index import offline_resolution
-    from jetson_install.plan import make_plan
+    from jetson_install.planner import make_plan
     from jetson_install.platform import detect
     from jetson_install.samples import resolve_root
     from jetson_install.settings import load_index_settings
@@ -165,7 +165,8 @@ def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                          settings, environment, preflight=True)
     assert the_plan.vendor is not None and the_plan.vendor.default_index
     record_installed(environment, offline_resolution(the_plan.vendor), (), "jetson-install obliteratus --preflight")
-    EnvironmentHome(environment).mark_complete(environment, the_plan.fingerprint())
+    EnvironmentHome(environment).record_plan(environment, the_plan.fingerprint())
+    EnvironmentHome(environment).mark_complete(environment)
     return environment
 
 

@@ -121,7 +121,7 @@ def test_lines_arrive_while_the_child_still_runs() -> None:
 
 
 def test_uv_failure_reads_the_same_streamed_as_captured(tmp_path: Path) -> None:
-    argv = [uv.uv_binary(), "pip", "install", "--no-config", "--python", sys.executable, "--no-index",
+    argv = [runner.uv_binary(), "pip", "install", "--no-config", "--python", sys.executable, "--no-index",
             "--dry-run", "no-such-package-anywhere"]
     captured = runner.run(argv, timeout=60)
     streamed_lines: List[str] = []

@@ -44,9 +44,12 @@ def test_uv_gets_credentials_from_its_environment_not_its_command_line() -> None
     argv = uv.vendor_install_argv("/py", f"https://alice:{SECRET}@mirror.example/simple", False, ["torch==2.8.0"])
     assert SECRET not in " ".join(argv) and "alice" not in " ".join(argv)
     assert "private=https://mirror.example/simple" in argv
-    assert uv._credential_env(f"https://alice:{SECRET}@mirror.example/simple") == {
-        "UV_INDEX_PRIVATE_USERNAME": "alice", "UV_INDEX_PRIVATE_PASSWORD": SECRET}
-    assert uv._credential_env("https://mirror.example/simple") == {}
+    index = f"https://alice:{SECRET}@mirror.example/simple"
+    variables, removed = uv.environment_for([index], argv)
+    assert variables["UV_INDEX_PRIVATE_USERNAME"] == "alice" and variables["UV_INDEX_PRIVATE_PASSWORD"] == SECRET
+    assert "UV_INDEX_PRIVATE_PASSWORD" in removed  # never the caller's own
+    plain = uv.environment_for(["https://mirror.example/simple"], uv.vendor_install_argv("/py", "https://mirror.example/simple", False, []))[0]
+    assert "UV_INDEX_PRIVATE_USERNAME" not in plain
 
 
 def run_cli(args, env: Dict[str, str]) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ from jetson_install.versions import satisfies
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
-    from jetson_install.preflight import Preflight
+    from jetson_install.routes.preflight import Preflight
     from jetson_install.platform import Platform
 
 PROBES_DIR = Path(__file__).parent.parent / "probes"
@@ -150,9 +150,9 @@ def _last_json_object(stdout: str, probe: str) -> Dict[str, Any]:
 
 
 def _run_pip_check(python: str) -> runner.Completed:
-    # jetson_install.uv is looked up at call time so that tests can replace it.
-    uv = importlib.import_module("jetson_install.uv")
-    return uv.pip_check(python)
+    # Looked up at call time so that tests can replace it.
+    interpreters = importlib.import_module("jetson_install.interpreters")
+    return interpreters.pip_check(python)
 
 
 
@@ -263,8 +263,7 @@ class Context:
         """The install that rebuilds this environment, where jetson-install can: it remakes an
         environment it made (the pinned tag, the vendor constraints), and refuses to change one
         it did not make, so for that one it makes a new environment beside it."""
-        from jetson_install.environment import COMPLETE_MARK
-        from jetson_install.plan import STATE_DIR
+        from jetson_install.layout import COMPLETE_MARK, STATE_DIR
 
         environment = Path(self.python).parent.parent
         if (environment / STATE_DIR / COMPLETE_MARK).is_file():

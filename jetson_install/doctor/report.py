@@ -88,6 +88,7 @@ class DoctorReport:
             "strict": self.strict,
             "profile": self.profile,
             "status": self.status,
+            "headline": self.headline,
         }
 
 

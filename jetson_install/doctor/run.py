@@ -60,7 +60,7 @@ from jetson_install.errors import BadInput
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
     from jetson_install.platform import Platform
-    from jetson_install.preflight import Preflight
+    from jetson_install.routes.preflight import Preflight
 
 _TORCH_BUILD = ("torch-build",)
 CHECKS: Tuple[CheckSpec, ...] = (

@@ -15,7 +15,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List
 
@@ -178,17 +177,14 @@ def installer(tmp_path: Path, cli_env: Dict[str, str], vendor_index: LoopbackInd
 
 @pytest.fixture
 def clean_pip_check(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Replace jetson_install.uv.pip_check (uv is not what these tests exercise); returns the calls."""
+    """Replace jetson_install.interpreters.pip_check (uv is not what these tests exercise); returns the calls."""
     calls: list = []
 
-    def pip_check(python: str) -> runner.Completed:
+    def pip_check(python: str, command: object = None) -> runner.Completed:
         calls.append(python)
         return runner.Completed(("uv", "pip", "check"), 0, "", "Checked 4 packages in 1ms\nAll installed packages are compatible\n")
 
-    try:
-        import jetson_install.uv as uv_module
-    except ImportError:
-        uv_module = types.ModuleType("jetson_install.uv")
-        monkeypatch.setitem(sys.modules, "jetson_install.uv", uv_module)
-    monkeypatch.setattr(uv_module, "pip_check", pip_check, raising=False)
+    import jetson_install.interpreters as interpreters
+
+    monkeypatch.setattr(interpreters, "pip_check", pip_check)
     return calls

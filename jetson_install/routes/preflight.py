@@ -8,6 +8,7 @@ itself work on aarch64; it never proves that the Jetson GPU works, and its evide
 
 from __future__ import annotations
 
+import dataclasses
 import platform as host_platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +18,16 @@ from packaging.version import InvalidVersion, Version
 
 from jetson_install.catalog import Channel, VendorSource
 from jetson_install.errors import BadInput, CatalogError
-from jetson_install.identity import VersionSet
+from jetson_install.identity import Resolution, VersionSet
+from jetson_install.plan import InterpreterPolicy, Plan
+from jetson_install.routes.download import Checked, DownloadRoute, completed, vendor_steps, vendor_source
+from jetson_install.steps import Step
 from jetson_install.toml_file import load_toml
 
-__all__ = ["Preflight", "CpuTorch", "cpu_torch", "require_aarch64", "TORCH_FAMILY"]
+__all__ = ["Preflight", "PreflightRoute", "CpuTorch", "cpu_torch", "plan_preflight", "require_aarch64",
+           "TORCH_FAMILY"]
 
-DATA_PATH = Path(__file__).with_name("preflight.toml")
+DATA_PATH = Path(__file__).parent.parent / "preflight.toml"
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
 
@@ -50,6 +55,84 @@ class Preflight:
         """`doctor --preflight` on an environment not made with it: the channel's policy."""
         primary = channel.primary if channel is not None else None
         return cls(None, _bitsandbytes_policy(primary) if primary is not None else None)
+
+
+@dataclass(frozen=True)
+class PreflightRoute(DownloadRoute):
+    """CPU builds of the channel's torch family in place of its vendor builds."""
+
+    preflight: Preflight = Preflight(None, None)
+
+    name = "preflight"
+    profile = "preflight"
+    source_option = "--cpu-index"
+    any_aarch64 = True
+
+    @property
+    def what(self) -> str:
+        return "The OBLITERATUS preflight (CPU torch; not Jetson GPU support)"
+
+    def steps(self, plan: Plan) -> Tuple[Step, ...]:
+        return vendor_steps(
+            plan, self, f"install CPU builds of {', '.join(plan.pins)} from {{location}}, without dependencies "
+                        "(preflight: not the Jetson GPU build)",
+            interpreter_note=", else python3 (CPU builds exist for it)",
+            verify_title="check the CPU environment: imports, the bitsandbytes CPU library, OBLITERATUS choosing "
+                         "cpu; keep the evidence (profile preflight)")
+
+    def complete(self, plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Resolution]) -> Plan:
+        # No board build can help a preflight: it installs what the Jetson would, CPU aside.
+        no_bnb = (f"channel {plan.channel.id if plan.channel else '?'} has no bitsandbytes: the preflight installs "
+                  f"{plan.target.title} without its '{plan.target.quantization_extra}' extra, as on the Jetson")
+        # bitsandbytes comes from the default index in the target step, within the channel's range.
+        wanted = self.preflight.bitsandbytes
+        extra = {"bitsandbytes": wanted} if wanted is not None and chosen is not None else {}
+        return completed(plan, self, chosen, resolution, no_bnb, extra)
+
+    def interpreter_policy(self, plan: Plan) -> InterpreterPolicy:
+        # CPU builds exist for every current Python: the channel's Python where there is one,
+        # else the system's python3 (a hosted runner may lack the channel's).
+        return InterpreterPolicy(plan.interpreter, plan.python_abi, python3_fallback=True)
+
+    def resolve_python(self, plan: Plan, interpreter_abi: str) -> str:
+        return interpreter_abi  # a preflight runs on whatever Python the machine has
+
+    def vendor_label(self, plan: Plan) -> str:
+        return "--cpu-index" if self.preflight.cpu_index else "--preflight (uv's default index)"
+
+    def fallback_location(self, plan: Plan) -> Optional[str]:
+        return None
+
+    def set_note(self, plan: Plan) -> str:
+        return "CPU builds for the preflight, in place of the channel's vendor set"
+
+    def doctor_options(self) -> Tuple[str, ...]:
+        return ("--preflight",)
+
+    def facts(self) -> Dict[str, Any]:
+        return {"preflight": self.preflight.to_json()}
+
+    def lock_conflict(self) -> Optional[Tuple[str, str, str]]:
+        return "--preflight", ", the vendor CUDA builds among them", "drop --preflight, or install without the lock"
+
+    def describe(self) -> Dict[str, Any]:
+        return {}
+
+
+def plan_preflight(base: Plan, checked: Checked, cpu_index: Optional[str]) -> Plan:
+    """The preflight's plan: the channel's download plan with CPU builds of its torch family."""
+    warnings = list(checked.warnings)
+    vendor = vendor_source(checked.channel, base.settings, False) if checked.supported else None
+    preflight = Preflight(cpu_index, None)
+    if vendor is not None and checked.channel is not None:
+        cpu = cpu_torch(checked.channel.id, vendor, cpu_index)
+        warnings.extend(cpu.warnings)
+        vendor, preflight = cpu.source, cpu.preflight
+    plan = dataclasses.replace(
+        base, route=PreflightRoute(preflight=preflight), channel=checked.channel, supported=checked.supported,
+        reason=checked.reason, remedy=checked.remedy, python_abi=checked.channel.python if checked.channel else None,
+        vendor=vendor, warnings=tuple(warnings))
+    return plan.route.complete(plan, vendor.preferred if vendor else None, None)
 
 
 @dataclass(frozen=True)

@@ -24,15 +24,17 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from jetson_install import runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.source_identity import BUILD_OUTPUTS, folder_digest
+from jetson_install.steps import Step
 from jetson_install.toml_file import load_toml
 from jetson_install.versions import satisfies
 
 if TYPE_CHECKING:
+    from jetson_install.plan import Execution
     from jetson_install.progress import StepProgress
 
 __all__ = [
@@ -51,6 +53,9 @@ __all__ = [
     "local_source",
     "find_toolchain",
     "build_jobs",
+    "build_commands",
+    "build_step",
+    "run_build_step",
     "build_wheel",
 ]
 
@@ -120,12 +125,7 @@ class BuildRequest:
 
     @property
     def cmake_options(self) -> Tuple[str, ...]:
-        return (
-            "-DCOMPUTE_BACKEND=cuda",
-            f"-DCOMPUTE_CAPABILITY={self.capability}",
-            f"-DCMAKE_CUDA_COMPILER={self.toolchain.nvcc}",
-            "-DCMAKE_BUILD_TYPE=Release",
-        )
+        return cmake_options(self.capability, self.toolchain.nvcc)
 
     def key(self) -> str:
         """Everything that makes two builds' wheels differ; the job count does not."""
@@ -296,6 +296,73 @@ def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int:
 # --------------------------------------------------------------------------- the build
 
 
+#: How the build step's commands name its private work folder and the wheel it makes.
+WORK = "<build>"
+WHEEL = "<wheel>"
+
+
+def build_commands(source: BuildSource, capability: str, cmake: str, nvcc: str, jobs: int, python: str,
+                   default_index: Optional[str], work: str, build_isolation: bool = True) -> List[Tuple[str, ...]]:
+    """Every command a build runs, in order, for a private work folder `work`: fetching a
+    release (a local checkout is copied instead), CMake's configure and compile, and uv
+    packaging the wheel (with BNB_SKIP_CMAKE=1, so it does not build the library again)."""
+    tree = f"{work}/source"
+    commands: List[Tuple[str, ...]] = []
+    if not source.is_local:
+        commands.append(("git", "clone", "--quiet", "--depth", "1", "--branch", str(source.version), source.location,
+                         tree))
+    commands += [
+        (cmake, "-S", tree, "-B", f"{tree}/build", *cmake_options(capability, nvcc)),
+        (cmake, "--build", f"{tree}/build", "--parallel", str(jobs)),
+        tuple(uv.build_wheel_argv(python, tree, f"{work}/wheel", default_index, build_isolation)),
+    ]
+    return commands
+
+
+def cmake_options(capability: str, nvcc: str) -> Tuple[str, ...]:
+    return ("-DCOMPUTE_BACKEND=cuda", f"-DCOMPUTE_CAPABILITY={capability}", f"-DCMAKE_CUDA_COMPILER={nvcc}",
+            "-DCMAKE_BUILD_TYPE=Release")
+
+
+def install_argv(python: str, wheel: str) -> Tuple[str, ...]:
+    return tuple(uv.vendor_install_argv(python, None, True, [wheel]))
+
+
+def build_step(planned: PlannedBuild, python: str, default_index: Optional[str]) -> Step:
+    """The plan's step: the commands a build runs (skipped when the build cache has the wheel),
+    then the install of the wheel, without dependencies."""
+    origin = f"release {planned.version}" if not planned.source.is_local else f"the checkout {planned.source.location}"
+    jobs = build_jobs(os.cpu_count() or 1, available_memory())
+    commands = build_commands(planned.source, planned.capability, "cmake", str(CUDA_HOME / "bin" / "nvcc"), jobs,
+                              python, default_index, WORK)
+    return Step("bitsandbytes", "source-build",
+                f"build bitsandbytes from {origin} for sm_{planned.capability} with {CUDA_HOME}/bin/nvcc into a "
+                f"wheel in {WORK} (or take it from the build cache), and install it without dependencies",
+                (*commands, install_argv(python, WHEEL)))
+
+
+def run_build_step(planned: PlannedBuild, step: Step, run: "Execution") -> str:
+    """Build bitsandbytes for the device (or take the cached wheel), install it without
+    dependencies, and record it as the environment's vendor build."""
+    import platformdirs
+
+    from jetson_install.identity import record_built
+
+    plan = run.plan
+    toolchain = find_toolchain(CUDA_HOME, plan.platform.cuda)
+    compile_ = next(command for command in step.commands if "--parallel" in command)
+    jobs = int(compile_[compile_.index("--parallel") + 1])  # as the plan showed it
+    request = BuildRequest(planned.source, planned.capability, toolchain, run.python,
+                           f"cp{(plan.python_abi or '').replace('.', '')}", jobs)
+    cache = Path(platformdirs.user_cache_dir("jetson-install")) / "builds" / "bitsandbytes"
+    built = build_wheel(request, cache, run.progress, plan.settings.default_index.value, watch=run.current)
+    run.run(install_argv(run.python, str(built.path)),
+            f"the wheel {built.path} did not install; remove it to build it again, then run: {run.rerun}")
+    record_built(run.staging, "bitsandbytes", built.record)
+    how = "from the build cache" if built.reused else f"built in {built.record['seconds']:.0f} s"
+    return f"bitsandbytes {planned.version} for sm_{planned.capability}, {how} ({built.path.name})"
+
+
 def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_index: Optional[str] = None,
                 build_isolation: bool = True, watch: Optional["StepProgress"] = None) -> BuiltWheel:
     """The wheel for `request`: from the cache when an earlier build made it, else built now.
@@ -315,16 +382,21 @@ def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_
     try:
         source = work / "source"
         started = time.monotonic()
-        _fetch(request.source, source)
-        _stage(request, "configure", [request.toolchain.cmake, "-S", str(source), "-B", str(source / "build"),
-                                      *request.cmake_options], progress, started, watch)
-        _stage(request, "compile", [request.toolchain.cmake, "--build", str(source / "build"),
-                                    "--parallel", str(request.jobs)], progress, started, watch)
+        commands = build_commands(request.source, request.capability, request.toolchain.cmake,
+                                  request.toolchain.nvcc, request.jobs, request.python, default_index, str(work),
+                                  build_isolation)
+        if request.source.is_local:
+            _copy_checkout(request.source, source)
+        else:
+            _fetch(request.source, commands.pop(0), source)
+        configure, compile_, package = commands
+        _stage(request, "configure", configure, progress, started, watch)
+        _stage(request, "compile", compile_, progress, started, watch)
         out = work / "wheel"
         # CMake built the library into the source tree already; the packaging step must not
         # build it again (bitsandbytes' setup.py skips CMake under BNB_SKIP_CMAKE).
-        packaged = uv.build_wheel(request.python, str(source), str(out), default_index, build_isolation,
-                                  env={"BNB_SKIP_CMAKE": "1"}, watch=watch)
+        packaged = runner.run_uv(package, indexes=[default_index] if default_index else [],
+                                 env={"BNB_SKIP_CMAKE": "1"}, watch=watch)
         if not packaged.ok:
             raise StepFailed("bitsandbytes", f"packaging the bitsandbytes wheel failed: {uv.summarize_failure(packaged)}",
                              _build_fix(request, build_isolation))
@@ -368,12 +440,12 @@ def _remove_abandoned(cache: Path) -> None:
             pass  # another user's live build
 
 
-def _fetch(source: BuildSource, dest: Path) -> None:
-    if source.is_local:
-        shutil.copytree(source.location, dest, ignore=shutil.ignore_patterns(*BUILD_OUTPUTS, *_BUILT_HERE), symlinks=True)
-        return
-    clone = runner.run(["git", "clone", "--quiet", "--depth", "1", "--branch", str(source.version),
-                        source.location, str(dest)], timeout=1800)
+def _copy_checkout(source: BuildSource, dest: Path) -> None:
+    shutil.copytree(source.location, dest, ignore=shutil.ignore_patterns(*BUILD_OUTPUTS, *_BUILT_HERE), symlinks=True)
+
+
+def _fetch(source: BuildSource, clone_argv: Sequence[str], dest: Path) -> None:
+    clone = runner.run(clone_argv, timeout=1800)
     if not clone.ok:
         raise StepFailed("bitsandbytes", f"cannot fetch bitsandbytes {source.version} from {source.location}: "
                                          f"{clone.last_stderr_line()}",

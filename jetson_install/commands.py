@@ -1,0 +1,329 @@
+"""The commands' work, as plain functions that take what the command line parsed and return
+a result value; cli.py only parses, calls one of these, and renders what it returns.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from jetson_install.errors import BadInput, NotAJetson, Unsupported
+
+if TYPE_CHECKING:
+    from jetson_install.catalog import Catalog, Channel
+    from jetson_install.doctor.report import DoctorReport
+    from jetson_install.evidence import Verdict
+    from jetson_install.fixes import Rerun
+    from jetson_install.index import SetReport
+    from jetson_install.labels import RunnerLabels
+    from jetson_install.lock import LockResult
+    from jetson_install.plan import Plan
+    from jetson_install.platform import Platform
+
+__all__ = ["Given", "PlatformOptions", "InstallOptions", "detect_platform", "platform_and_channel", "make_install_plan",
+           "resolve_plan", "default_venv", "venv_path", "DoctorRun", "doctor", "board_lock", "check_channels",
+           "Dockerfile", "dockerfile", "EntrypointStart", "container_start", "labels", "judged"]
+
+
+@dataclass(frozen=True)
+class Given:
+    """An option's value and where it came from (the flag, or its environment variable)."""
+
+    value: Optional[str]
+    source: str
+
+
+@dataclass(frozen=True)
+class PlatformOptions:
+    root: Given
+    l4t: Given
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    """What `obliteratus`, `plan obliteratus` and `lock` were given."""
+
+    target: str
+    platform: PlatformOptions
+    vendor_index: Given
+    default_index: Given
+    allow_insecure_index: bool = False
+    venv: Optional[str] = None
+    python: Optional[str] = None
+    source: Optional[str] = None
+    ref: Optional[str] = None
+    verify: bool = True
+    fallback: bool = False
+    use_existing_torch: bool = False
+    bitsandbytes: Optional[str] = None
+    preflight: bool = False
+    cpu_index: Optional[str] = None
+
+
+def detect_platform(options: PlatformOptions) -> "Platform":
+    from jetson_install.platform import L4TOverride, detect
+    from jetson_install.samples import resolve_root
+
+    override = L4TOverride(options.l4t.value, options.l4t.source) if options.l4t.value is not None else None
+    return detect(resolve_root(options.root.value or "/", options.root.source), override)
+
+
+def platform_and_channel(options: PlatformOptions) -> Tuple[Optional["Platform"], Optional["Channel"]]:
+    """The platform and its channel, or (None, None) off a Jetson: doctor still checks torch there."""
+    from jetson_install.catalog import load_catalog
+
+    try:
+        platform = detect_platform(options)
+    except NotAJetson:
+        return None, None
+    return platform, load_catalog().match(platform).channel
+
+
+def default_venv(target: str) -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("jetson-install")) / "envs" / target
+
+
+def venv_path(value: str) -> Path:
+    """--venv as typed: an empty value or a control character (a newline from a script) is
+    refused, never read as the default location or written into a path."""
+    if not value.strip():
+        raise BadInput("--venv is empty", fix="give the environment's location, e.g. --venv ~/obliteratus, or drop --venv")
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7f), None)
+    if bad is not None:
+        raise BadInput(f"--venv {value!r} contains the control character {bad!r}",
+                       fix="give a location without control characters (a newline often comes from a script's variable)")
+    return Path(value).expanduser()
+
+
+def make_install_plan(options: InstallOptions) -> "Plan":
+    """The plan for the options: the board's platform (with --preflight, the --l4t release on
+    any aarch64 machine), the index settings and the kept stack, if any."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.planner import make_plan
+    from jetson_install.settings import check_index_url, load_index_settings
+
+    if options.preflight:
+        try:
+            platform = detect_platform(options.platform)
+        except NotAJetson as exc:
+            # A preflight runs on aarch64 machines that are mostly not Jetsons: there the channel
+            # comes from --l4t, and the fix for a missing one says so.
+            raise NotAJetson(exc.message, fix="name the Jetson release to preflight for: --l4t 36.4.3 "
+                                              "(JetPack 6.2; see `jetson-install channels`)") from None
+    else:
+        platform = detect_platform(options.platform)
+    settings = load_index_settings(options.vendor_index.value, options.vendor_index.source,
+                                   options.default_index.value, options.default_index.source,
+                                   options.allow_insecure_index)
+    venv = venv_path(options.venv) if options.venv is not None else default_venv(options.target)
+    existing = None
+    if options.use_existing_torch:
+        from jetson_install.interpreters import inspect_stack
+
+        existing = inspect_stack(options.python or _python3())
+    if options.cpu_index:
+        check_index_url(options.cpu_index, "--cpu-index", options.allow_insecure_index)
+    return make_plan(
+        platform, load_catalog(), options.target, settings, venv.absolute(),
+        interpreter=options.python, source=options.source, ref=options.ref, verify=options.verify,
+        fallback=options.fallback, existing=existing, bitsandbytes=options.bitsandbytes,
+        preflight=options.preflight, cpu_index=options.cpu_index,
+    )
+
+
+def _python3() -> str:
+    """The interpreter an image or a system install carries torch in: python3 on PATH."""
+    import shutil
+
+    found = shutil.which("python3")
+    if found is None:
+        raise BadInput("--use-existing-torch: no python3 on PATH", fix="pass the interpreter that has torch: --python PATH")
+    return found
+
+
+def resolve_plan(plan: "Plan", rerun: "Rerun", python: Optional[str] = None) -> "Plan":
+    """`plan` with the set the vendor index resolves to, for the Python an install would take
+    (or `python`); an index that does not answer gets the whole commands that go around it
+    (the fallback source, a mirror), as in an install."""
+    from jetson_install import index
+    from jetson_install.fixes import StepContext, index_down_fix
+    from jetson_install.plan import resolved_plan
+
+    if not plan.supported or plan.vendor is None or not plan.route.resolves():
+        return plan
+    if python is None:
+        from jetson_install.interpreters import choose_interpreter
+
+        found, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
+        python = plan.route.resolve_python(plan, found.abi if found is not None else (plan.python_abi or "3"))
+    try:
+        return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python))
+    except index.IndexUnreachable as exc:
+        fallback = plan.route.fallback_location(plan) is not None and \
+            plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")
+        context = StepContext("vendor", rerun, plan.vendor_index, Path(plan.venv + ".d"), "", fallback=fallback)
+        raise index.IndexUnreachable(exc.message, fix=index_down_fix(context)) from None
+
+
+@dataclass(frozen=True)
+class DoctorRun:
+    report: "DoctorReport"
+    evidence: Dict[str, Any]  # the report as JSON, with the environment's lock named
+
+
+def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: bool, no_gpu: bool, preflight: bool,
+           progress: Any) -> DoctorRun:
+    """The doctor on the environment of `python`, judged against what it was made with."""
+    from jetson_install import doctor as doctor_module
+    from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
+    from jetson_install.routes.preflight import Preflight
+    from jetson_install.routes.shared import FIX_COMMAND_VARIABLE
+    from jetson_install.source_identity import recorded_commit
+
+    if no_gpu and (only or strict):
+        raise BadInput("--no-gpu selects the checks that need no GPU; --check and --strict select others",
+                       fix="drop --no-gpu, or drop --check/--strict")
+    platform, channel = platform_and_channel(options)
+    environment = Path(python).parent.parent
+    channel, vendor = recorded_doctor_inputs(environment, channel)
+    recorded = recorded_plan(environment) or {}
+    profile = recorded.get("preflight")
+    chosen = Preflight.from_json(profile) if isinstance(profile, dict) else (
+        Preflight.for_channel(channel) if preflight else None)
+    report = doctor_module.run_doctor(
+        python, platform=platform, channel=channel, vendor=vendor,
+        only=doctor_module.GPU_FREE_CHECKS if no_gpu else only, strict=strict, progress=progress,
+        source_commit=recorded_commit(recorded.get("source")), preflight=chosen,
+        install_command=os.environ.get(FIX_COMMAND_VARIABLE) or None)
+    evidence = report.to_json()
+    lock = recorded_lock(environment)
+    if lock is not None:
+        evidence["lock"] = lock  # which exact files the proven environment holds
+    return DoctorRun(report, evidence)
+
+
+def board_lock(options: InstallOptions, python: Optional[str], output: Path, rerun: "Rerun") -> "LockResult":
+    """Resolve the board's whole environment (or, with `python`, this interpreter's) into a lock."""
+    from jetson_install.interpreters import inspect_interpreter
+    from jetson_install.lock import LockTarget, make_lock, python_platform
+
+    plan = make_install_plan(replace(options, venv=None, verify=False, use_existing_torch=False, python=None))
+    if not plan.supported or plan.vendor is None or plan.channel is None:
+        raise Unsupported(plan.reason or "no vendor source for this board", fix=plan.remedy or None)
+    if python:
+        interpreter = inspect_interpreter(python)
+        target = LockTarget(interpreter.abi, os.uname().machine, "native", interpreter.path)
+    else:
+        arch = plan.platform.arch or "aarch64"
+        target = LockTarget(plan.channel.python, arch, python_platform(arch, plan.platform.ubuntu))
+    plan = resolve_plan(plan, rerun, target.python)
+    assert plan.resolution is not None
+    return make_lock(plan.channel.id if plan.channel else "", target, plan.resolution, plan.vendor_index,
+                     plan.vendor.companions if plan.vendor else (), plan.constraints, plan.requirement,
+                     plan.settings.default_index.value, output)
+
+
+def check_channels(catalog: "Catalog", channel_id: Optional[str], vendor_index: Optional[str]) -> List["SetReport"]:
+    """Each installable channel's sources read (or one mirror for each): `channels --check`."""
+    from jetson_install import index
+    from jetson_install.settings import check_index_url
+
+    if channel_id is not None and channel_id not in {c.id for c in catalog.channels}:
+        raise BadInput(f"no channel {channel_id!r} in {catalog.path}", fix="list them: jetson-install channels")
+    if vendor_index:
+        check_index_url(vendor_index, "--vendor-index", allow_insecure=False)
+    reports = []
+    for channel in catalog.channels:
+        if (channel_id and channel.id != channel_id) or not channel.installable:
+            continue
+        for source in channel.sources:
+            if source.index is None:
+                continue
+            reports.append(index.check_source(channel.id, source, vendor_index or source.index, channel.python))
+            if vendor_index:
+                break  # a mirror stands for the channel's first index
+    return reports
+
+
+@dataclass(frozen=True)
+class Dockerfile:
+    text: str
+    base: str
+
+
+def dockerfile(options: PlatformOptions, base: Optional[str], regenerate: str) -> Dockerfile:
+    """The Dockerfile for this board's channel, FROM `base` or the first image known to match."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.container import dockerfile_text
+
+    platform = detect_platform(options)
+    match = load_catalog().match(platform)
+    if match.channel is None:
+        raise Unsupported(match.reason, fix=match.remedy)
+    if not match.channel.installable:
+        # The image's own install step would refuse the channel: the build could never pass.
+        raise Unsupported(f"unsupported: {match.channel.reason}", fix=match.channel.remedy or None)
+    text = dockerfile_text(platform, match.channel, base, regenerate)
+    return Dockerfile(text, base or match.channel.containers[0].image)
+
+
+@dataclass(frozen=True)
+class EntrypointStart:
+    """The entrypoint's verdict: refused (message, fix), or the strict doctor's report."""
+
+    refused: Optional[Tuple[str, str]]
+    l4t: Optional[str] = None
+    report: Optional["DoctorReport"] = None
+
+
+def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
+    """The image's start: refuse a host the image is not built for, else run the strict doctor
+    once, keeping its evidence and status for the HEALTHCHECK."""
+    from jetson_install import doctor as doctor_module
+    from jetson_install.container import START_EVIDENCE, START_STATUS, start_check
+    from jetson_install.environment import recorded_doctor_inputs
+    from jetson_install.redact import redact_data
+
+    status = Path(START_STATUS)
+    status.parent.mkdir(parents=True, exist_ok=True)
+    start = start_check(environ)
+    if start.refused is not None:
+        status.write_text("refused\n")
+        return EntrypointStart(start.refused)
+    channel, vendor = recorded_doctor_inputs(venv, start.channel)
+    report = doctor_module.run_doctor(str(venv / "bin" / "python"), platform=start.platform, channel=channel,
+                                      vendor=vendor, strict=True)
+    import json
+
+    Path(START_EVIDENCE).write_text(json.dumps(redact_data(report.to_json()), indent=2) + "\n")
+    status.write_text(("passed" if report.passed else "failed") + "\n")
+    return EntrypointStart(None, str(start.l4t), report)
+
+
+def judged(files: Sequence[str], max_age: Optional[float], requirements: Sequence[str] = ()) -> List["Verdict"]:
+    """Each evidence file judged; every file is read first: an unreadable one is bad input
+    (exit 2), before any verdict."""
+    from jetson_install.evidence import DEFAULT_MAX_AGE_DAYS, judge, load, parse_requirement
+
+    wanted = [parse_requirement(text) for text in requirements]
+    loaded = [(path, load(path)) for path in files]
+    age = DEFAULT_MAX_AGE_DAYS if max_age is None else max_age
+    return [judge(path, data, max_age_days=age, requirements=wanted) for path, data in loaded]
+
+
+def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Optional[float]) -> "RunnerLabels":
+    """The runner labels for this board; `cuda` only with evidence that proves it (by default
+    the environment's own)."""
+    from jetson_install.labels import runner_labels
+    from jetson_install.layout import EVIDENCE_FILE, STATE_DIR
+
+    platform = detect_platform(options)
+    if evidence_file is None:
+        own = default_venv("obliteratus") / STATE_DIR / EVIDENCE_FILE
+        evidence_file = str(own) if own.is_file() else None
+    verdict = judged((evidence_file,), max_age)[0] if evidence_file else None
+    return runner_labels(platform, verdict)

@@ -1,0 +1,78 @@
+"""Every name jetson-install gives to what it keeps on disk: one place, imported by all.
+
+For --venv DIR:
+
+    DIR                         -> DIR.d/env-<id>  (a symlink: what the user activates)
+    DIR.d/env-<id>/             an environment; its state folder jetson-install/ holds
+                                what the install recorded (names below)
+    DIR.d/.env-<id>.building    marks an environment being built as jetson-install's own
+    DIR.d/.removing-env-<id>    an environment being removed (renamed first)
+    DIR.d/.lock                 held while jetson-install works on DIR
+    DIR.d/previous              the environment to roll back to
+    DIR.d/failed-env-<id>-evidence.json   a discarded environment's doctor evidence
+
+A leaf module: it imports nothing of the project, so every stage may use it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE",
+    "LOCK_FILE", "REQUIREMENTS_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "GIVEN_FILE",
+    "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
+    "FAILED_EVIDENCE", "staging_placeholder", "home_of", "state_of",
+]
+
+#: The state folder inside every environment jetson-install makes.
+STATE_DIR = "jetson-install"
+#: Where a plan's steps name the new environment before it exists: DIR.d/<new>.
+STAGING = "<new>"
+
+# -- in the state folder ------------------------------------------------------------------
+#: What the target installs under, and what pip.conf and the activate scripts keep in force.
+CONSTRAINTS_FILE = "constraints.txt"
+#: The doctor's evidence from the install's verify step.
+EVIDENCE_FILE = "evidence.json"
+#: The plan's fingerprint the environment was made from, and its source's identity.
+PLAN_FILE = "plan.json"
+#: Written last: the environment is complete and may become the user's.
+COMPLETE_MARK = "complete"
+#: What the vendor step installed: files, sha256, wheel tags, RECORD digests, torch's CUDA.
+RECORD_FILE = "vendor.json"
+#: The lock an environment was installed from.
+LOCK_FILE = "lock.txt"
+#: The target's requirements when its source URL carries a token (readable by the user only).
+REQUIREMENTS_FILE = "requirements.txt"
+#: The companions asked for, and as the default index resolved them (with their hashes).
+COMPANIONS_INPUT = "companions.in"
+COMPANIONS_FILE = "companions.txt"
+#: --use-existing-torch: the names uv must leave to the parent interpreter (UV_EXCLUDE),
+#: what was kept, the stand-in wheels handed to the resolver, and what is left to install.
+EXCLUDES_FILE = "excludes.txt"
+GIVEN_FILE = "existing-torch.json"
+GIVEN_WHEELS_DIR = "given"
+KEPT_RESOLUTION_FILE = "resolution.txt"
+TO_INSTALL_FILE = "install.txt"
+
+# -- beside the environments ------------------------------------------------------------------
+HOME_SUFFIX = ".d"
+HOME_LOCK = ".lock"
+PREVIOUS_FILE = "previous"
+#: The evidence kept of an environment the install discarded, by the environment's name.
+FAILED_EVIDENCE = "failed-{name}-" + EVIDENCE_FILE
+
+
+def home_of(venv: Path) -> Path:
+    """DIR.d for DIR: where the real environments are."""
+    return venv.with_name(venv.name + HOME_SUFFIX)
+
+
+def staging_placeholder(venv: str) -> str:
+    """How a plan writes the environment it is about to make: DIR.d/<new>."""
+    return f"{venv}{HOME_SUFFIX}/{STAGING}"
+
+
+def state_of(environment: Path) -> Path:
+    return environment / STATE_DIR

@@ -1,0 +1,150 @@
+"""The lock file format: a board's whole environment as one hashed requirements file.
+
+Pure: a reader and a writer (`parse_lock`, `render_lock`) and what a wheelhouse's lock
+becomes when its files are served from the wheelhouse (`relocated`). Making a lock is
+lock.py's; filling a wheelhouse is wheelhouse.py's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import quote, unquote, urlsplit
+
+from jetson_install.errors import BadInput
+
+__all__ = ["LOCK_VERSION", "WHEELHOUSE_LOCK", "FILES_DIR", "SIMPLE_DIR", "Locked", "Lock", "render_lock", "parse_lock",
+           "read_lock", "lock_mismatch", "relocated"]
+
+LOCK_VERSION = 1
+#: The lock a wheelhouse carries, beside its files/ and simple/ (the PEP 503 index).
+WHEELHOUSE_LOCK = "lock.txt"
+FILES_DIR = "files"
+SIMPLE_DIR = "simple"
+
+
+@dataclass(frozen=True)
+class Locked:
+    """One file of the lock: the distribution, where its file is, and its sha256."""
+
+    name: str
+    version: str
+    url: str
+    sha256: str
+    origin: str  # vendor | default | built
+    sdist: bool = False  # a source archive: the board builds it
+
+    @property
+    def filename(self) -> str:
+        return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
+
+    def line(self) -> str:
+        return f"{self.name} @ {self.url} --hash=sha256:{self.sha256}"
+
+
+@dataclass(frozen=True)
+class Lock:
+    channel: str
+    python: str  # "3.10"
+    arch: str  # "aarch64"
+    platform: str  # uv's --python-platform, or "native" for a lock made for an interpreter here
+    source: str  # the OBLITERATUS requirement it was built from
+    source_commit: Optional[str]
+    tool: str
+    entries: Tuple[Locked, ...]
+
+    @property
+    def from_source(self) -> List[str]:
+        """The packages the board has to build from a source archive."""
+        return [entry.name for entry in self.entries if entry.sdist]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"channel": self.channel, "python": self.python, "arch": self.arch, "platform": self.platform,
+                "source": self.source, "source_commit": self.source_commit, "tool": self.tool,
+                "packages": {entry.name: entry.version for entry in self.entries},
+                "built_from_source_on_the_board": self.from_source}
+
+
+_HEADER_KEYS = ("channel", "python", "arch", "platform", "source", "source-commit", "tool")
+
+
+def render_lock(lock: Lock) -> str:
+    """The lock as a hashed requirements file: `pip install --no-deps --require-hashes -r`
+    and `uv pip install --no-deps --require-hashes -r` read it as it is."""
+    lines = [f"# jetson-install lock {LOCK_VERSION}: install with `jetson-install obliteratus --lock FILE`",
+             f"# channel: {lock.channel}", f"# python: {lock.python}", f"# arch: {lock.arch}",
+             f"# platform: {lock.platform}", f"# source: {lock.source}",
+             f"# source-commit: {lock.source_commit or 'none (a local tree without git)'}", f"# tool: {lock.tool}"]
+    for entry in sorted(lock.entries, key=lambda e: e.name):
+        lines.append(f"# {entry.name} {entry.version} from the {entry.origin} "
+                     + ("index, built on the board from source" if entry.sdist else
+                        "build of the source" if entry.origin == "built" else "index"))
+        lines.append(entry.line())
+    return "\n".join(lines) + "\n"
+
+
+_HEADER = re.compile(r"^# (?P<key>[a-z-]+): (?P<value>.*)$")
+_ENTRY_NOTE = re.compile(r"^# (?P<name>\S+) (?P<version>\S+) from the (?P<origin>vendor|default|built) ")
+_LINE = re.compile(r"^(?P<name>[A-Za-z0-9._-]+) @ (?P<url>\S+) --hash=sha256:(?P<sha256>[0-9a-f]{64})$")
+
+
+def parse_lock(text: str, where: str) -> Lock:
+    """A lock from its text; one clear error naming `where` for anything else."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith(f"# jetson-install lock {LOCK_VERSION}"):
+        raise BadInput(f"{where} is not a jetson-install lock (version {LOCK_VERSION})",
+                       fix="make one with: jetson-install lock --output FILE")
+    header: Dict[str, str] = {}
+    entries: List[Locked] = []
+    note: Optional[Tuple[str, str, str, bool]] = None
+    for number, line in enumerate(lines[1:], start=2):
+        found = _ENTRY_NOTE.match(line)
+        if found:
+            note = (found.group("name"), found.group("version"), found.group("origin"), "from source" in line)
+            continue
+        found = _HEADER.match(line)
+        if found and not entries and note is None:
+            header[found.group("key")] = found.group("value")
+            continue
+        if not line.strip() or line.startswith("#"):
+            continue
+        found = _LINE.match(line.strip())
+        if not found or note is None or note[0] != found.group("name"):
+            raise BadInput(f"{where}:{number}: not a line of a jetson-install lock: {line.strip()[:120]}",
+                           fix="make the lock again: jetson-install lock --output FILE")
+        entries.append(Locked(found.group("name"), note[1], found.group("url"), found.group("sha256"), note[2], note[3]))
+        note = None
+    missing = [key for key in _HEADER_KEYS if key not in header]
+    if missing:
+        raise BadInput(f"{where} lacks its {', '.join(missing)} line(s)",
+                       fix="make the lock again: jetson-install lock --output FILE")
+    commit = header["source-commit"]
+    return Lock(header["channel"], header["python"], header["arch"], header["platform"], header["source"],
+                None if commit.startswith("none") else commit, header["tool"], tuple(entries))
+
+
+def read_lock(path: Path) -> Lock:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"--lock {path}: {exc.strerror or exc}", fix="pass the file `jetson-install lock` wrote") from None
+    return parse_lock(text, str(path))
+
+
+def lock_mismatch(lock: Lock, channel: Optional[str], python: str, arch: str) -> Optional[str]:
+    """Why `lock` cannot be installed for this channel, Python and architecture, or None."""
+    for what, made_for, here in (("architecture", lock.arch, arch), ("Python", lock.python, python),
+                                 ("channel", lock.channel, channel or "none")):
+        if made_for != here:
+            return f"the lock was made for {what} {made_for}, and this install is for {here}"
+    return None
+
+
+def relocated(lock: Lock, wheelhouse: str) -> Lock:
+    """`lock` with every file taken from a wheelhouse (a folder's file: URL, or where it is
+    served over http) instead of the indexes the lock was made from."""
+    base = wheelhouse.rstrip("/")
+    return replace(lock, entries=tuple(replace(entry, url=f"{base}/{FILES_DIR}/{quote(entry.filename)}")
+                                       for entry in lock.entries))

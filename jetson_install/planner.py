@@ -1,0 +1,135 @@
+"""Platform + catalog + the user's options -> Plan: picks the route and makes its steps.
+
+Planning changes nothing and reads no index: `plan` prints the plan, `obliteratus` carries
+it out. Each route's planning lives in its own module (routes/); this module checks the
+options against each other, reads the target's source, and hands over.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from jetson_install.catalog import Catalog, Target
+from jetson_install.errors import BadInput
+from jetson_install.plan import Plan, Route
+from jetson_install.platform import Platform
+from jetson_install.routes.download import check_channel, plan_download
+from jetson_install.routes.existing_torch import plan_existing
+from jetson_install.routes.preflight import plan_preflight
+from jetson_install.settings import IndexSettings
+
+if TYPE_CHECKING:
+    from jetson_install.routes.existing_torch import ExistingStack
+
+__all__ = ["make_plan", "target_requirement", "check_git_ref"]
+
+_ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
+# git check-ref-format's rules (https://git-scm.com/docs/git-check-ref-format), plus '@' and
+# '#', which split a direct reference's URL, and a leading '-', which git would take as an option.
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\@#]")
+
+
+def check_git_ref(ref: str) -> None:
+    """Refuse what is not a git branch, tag or commit name, before anything runs."""
+    problem = None
+    if not ref:
+        problem = "is empty"
+    elif _REF_FORBIDDEN.search(ref):
+        character = _REF_FORBIDDEN.search(ref).group()  # type: ignore[union-attr]
+        problem = f"contains {character!r}, which no git ref name has"
+    elif ref.startswith(("-", "/", ".")) or ref.endswith(("/", ".", ".lock")) or ".." in ref or "//" in ref \
+            or "/." in ref:
+        problem = "is not a valid git ref name"
+    if problem:
+        raise BadInput(f"--ref {ref!r} {problem}",
+                       fix="give a tag, branch or commit, e.g. --ref v0.1.3 (see: git ls-remote --tags REPOSITORY)")
+
+
+def target_requirement(target: Target, with_quantization: bool, source: Optional[str], ref: Optional[str]) -> str:
+    """A direct-reference requirement: the target is never resolved by name from an index,
+    where its name is an empty placeholder (obliteratus 0.0.1's METADATA: "Reserved name placeholder.
+    No functionality.")."""
+    if ref is not None:
+        check_git_ref(ref)
+    extras = f"[{target.quantization_extra}]" if with_quantization else ""
+    name = f"{target.distribution}{extras}"
+    if source is None:
+        return f"{name} @ git+{target.git}@{ref or target.ref}"
+    if "://" in source:
+        if source.endswith(_ARCHIVE_SUFFIXES):
+            if ref:
+                raise BadInput(f"--ref {ref}: a ref needs a git source, and {source} is an archive",
+                               fix="drop --ref, or pass the repository URL as --source")
+            return f"{name} @ {source}"
+        url = source if source.startswith("git+") else f"git+{source}"
+        if ref and "@" in url.split("://", 1)[1].split("/", 1)[-1]:
+            raise BadInput(f"--source {source} already names a ref, and --ref {ref} names another",
+                           fix="give the ref once: either in the URL (…@REF) or with --ref")
+        return f"{name} @ {url}@{ref}" if ref else f"{name} @ {url}"
+    path = Path(source).resolve()
+    if not path.is_dir():
+        raise BadInput(f"--source {source}: no such folder",
+                       fix="pass the OBLITERATUS checkout: git clone https://github.com/elder-plinius/OBLITERATUS")
+    if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
+        raise BadInput(f"--source {source}: no Python project there (no pyproject.toml)",
+                       fix="pass the OBLITERATUS checkout: git clone https://github.com/elder-plinius/OBLITERATUS")
+    if ref:
+        return f"{name} @ git+{path.as_uri()}@{ref}"
+    return f"{name} @ {path.as_uri()}"
+
+
+
+def make_plan(
+    platform: Platform,
+    catalog: Catalog,
+    target_id: str,
+    settings: IndexSettings,
+    venv: Path,
+    interpreter: Optional[str] = None,
+    source: Optional[str] = None,
+    ref: Optional[str] = None,
+    verify: bool = True,
+    fallback: bool = False,
+    existing: Optional["ExistingStack"] = None,
+    bitsandbytes: Optional[str] = None,
+    preflight: bool = False,
+    cpu_index: Optional[str] = None,
+) -> Plan:
+    """`existing`: the interpreter's stack to keep (--use-existing-torch); `bitsandbytes` is
+    --bitsandbytes' value (build, build=VERSION or build=PATH), if given; `preflight` puts CPU
+    builds of torch (from `cpu_index`, else the default index) in place of the vendor builds."""
+    target = catalog.targets[target_id]
+    choice = None
+    if bitsandbytes is not None:
+        from jetson_install.source_build.bitsandbytes import parse_choice
+
+        choice = parse_choice(bitsandbytes) or ""
+    if choice is not None and existing is not None:
+        raise BadInput("--bitsandbytes build and --use-existing-torch were both given",
+                       fix="keep the image's stack as it is, or build bitsandbytes for a downloaded torch: use one")
+    if preflight and (existing is not None or choice is not None):
+        other = "--use-existing-torch" if existing is not None else "--bitsandbytes build"
+        raise BadInput(f"--preflight and {other} were both given",
+                       fix=f"use one: --preflight installs CPU torch and needs no GPU build; drop {other}")
+    if cpu_index is not None and not preflight:
+        raise BadInput("--cpu-index is only for --preflight", fix="add --preflight, or drop --cpu-index")
+    if preflight and fallback:
+        raise BadInput("--preflight and --vendor-fallback were both given: a preflight takes CPU builds, not a "
+                       "vendor source", fix="drop --vendor-fallback (an index of CPU builds: --cpu-index URL)")
+    if preflight and settings.vendor_index.source == "--vendor-index":
+        raise BadInput("--preflight and --vendor-index were both given: a preflight takes CPU builds, not the "
+                       "vendor builds", fix="drop --vendor-index (an index of CPU builds: --cpu-index URL)")
+    base = Plan(route=Route(), target=target, platform=platform, channel=None, supported=False, reason="", remedy="",
+                python_abi=None, interpreter=interpreter, venv=str(venv), vendor=None, settings=settings,
+                requirement=target_requirement(target, False, source, ref), constraints=(), steps=(), verify=verify)
+    match = catalog.match(platform)
+    if existing is not None:
+        return plan_existing(base, existing, match.channel, match.reason, match.remedy)
+    checked = check_channel(platform, match.channel, match.reason, match.remedy, target,
+                            preview=preflight and os.uname().machine != "aarch64")
+    if preflight:
+        return plan_preflight(base, checked, cpu_index)
+    return plan_download(base, checked, fallback, choice)

@@ -1,0 +1,84 @@
+"""The steps every route shares, built from the plan: its environment, the target's install,
+the protection, the checks, the doctor and the switch."""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from jetson_install import uv
+from jetson_install.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, REQUIREMENTS_FILE, STATE_DIR
+from jetson_install.plan import Plan
+from jetson_install.redact import credentials
+from jetson_install.steps import Step
+
+__all__ = ["PROGRAM", "FIX_COMMAND_VARIABLE", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
+           "protect_step",
+           "check_step", "verify_step", "switch_step"]
+
+#: How the steps name this tool (the executor runs the same interpreter and package).
+PROGRAM = "jetson-install"
+#: How an install tells its verify step's doctor the command that makes the environment
+#: again (the doctor's fixes then say how to run the install differently).
+FIX_COMMAND_VARIABLE = "JETSON_INSTALL_FIX_COMMAND"
+
+
+def python_of(plan: Plan) -> str:
+    return f"{plan.staging}/bin/python"
+
+
+def state_of(plan: Plan) -> str:
+    return f"{plan.staging}/{STATE_DIR}"
+
+
+def environment_step(plan: Plan, interpreter: str, title: str, system_site_packages: bool = False,
+                     seed: bool = True) -> Step:
+    return Step("environment", "venv", title,
+                (tuple(uv.venv_argv(interpreter, plan.staging, plan.settings.default_index.value,
+                                    system_site_packages=system_site_packages, seed=seed)),))
+
+
+def target_lines(plan: Plan) -> List[str]:
+    """The target and the vendor packages its set pins exactly: those are asked for again
+    (NVIDIA's pre-release torch would not meet a dependency's `torch>=2.5` otherwise); a range
+    is pinned by the constraints alone."""
+    exact = plan.chosen_set.pins if plan.chosen_set is not None else plan.pins
+    return [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items() if name in exact]
+
+
+def target_requirements(plan: Plan) -> Tuple[str, ...]:
+    """What the target step gives uv: a --source URL with a token goes to uv in a file only
+    the user can read (the target step writes it), never on its command line."""
+    if credentials(plan.requirement.split(" @ ", 1)[-1]):
+        return ("--requirement", f"{state_of(plan)}/{REQUIREMENTS_FILE}")
+    return tuple(target_lines(plan))
+
+
+def target_step(plan: Plan) -> Step:
+    return Step("target", "target", f"install {plan.target.title} from its source under the vendor constraints",
+                (tuple(uv.target_install_argv(python_of(plan), target_requirements(plan),
+                                              f"{state_of(plan)}/{CONSTRAINTS_FILE}",
+                                              plan.settings.default_index.value)),))
+
+
+def protect_step(title: str) -> Step:
+    return Step("protect", "protect", title)
+
+
+def check_step(plan: Plan, title: str) -> Step:
+    """uv pip check and the target's own smoke command (it must import, even where no GPU is
+    visible), which run side by side: both only read the environment."""
+    python = python_of(plan)
+    smoke = tuple(python if part == "python" else part for part in plan.target.smoke)
+    return Step("check", "check", title, (tuple(uv.pip_check_argv(python)), smoke))
+
+
+def verify_step(plan: Plan, title: str, options: Sequence[str] = ()) -> Step:
+    """The doctor on the new environment, as `jetson-install doctor` runs it, keeping its
+    evidence in the environment; with --no-verify only the checks that need no GPU."""
+    command = (PROGRAM, "doctor", "--python", python_of(plan), "--evidence", f"{state_of(plan)}/{EVIDENCE_FILE}",
+               *plan.doctor_platform_args, *options, *(() if plan.verify else ("--no-gpu",)))
+    return Step("verify", "doctor", title, (command,))
+
+
+def switch_step(plan: Plan) -> Step:
+    return Step("switch", "switch", f"switch {plan.venv} to the new environment in one atomic rename")

@@ -1,0 +1,73 @@
+"""A step of a plan: what it is for, and the exact command lines it runs.
+
+A plan's steps are the program the install carries out: the executor runs each step's
+commands as they are written here, with the new environment's path put in for the
+placeholder (DIR.d/<new>) and each program name (uv, jetson-install, cmake) replaced by the
+binary found at run time. `plan` and `--dry-run` print the same steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Tuple
+
+__all__ = ["Step", "StepResult", "KINDS", "Command"]
+
+Command = Tuple[str, ...]
+
+#: What the executor does around a step's commands, by kind (install.py's handlers):
+KINDS = (
+    "interpreter",  # check the interpreter the install found; no command
+    "venv",  # make the new environment
+    "vendor",  # install the vendor builds, then record what was installed
+    "companions",  # resolve the companions with their hashes, then install them
+    "source-build",  # build a package on this machine (or take it from the build cache), install it
+    "target",  # install the target under the environment's constraints
+    "resolve-kept",  # resolve the target around a kept torch stack (--use-existing-torch)
+    "lock",  # install exactly a lock's files
+    "protect",  # keep the constraints in force after jetson-install exits; no command
+    "check",  # uv pip check and the target's smoke command, side by side
+    "doctor",  # the doctor on the new environment, keeping its evidence
+    "switch",  # point DIR at the new environment; no command
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    kind: str
+    title: str
+    commands: Tuple[Command, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown step kind {self.kind!r}")
+
+    @property
+    def argv(self) -> Command:
+        """The step's first command (the only one, for most steps)."""
+        return self.commands[0] if self.commands else ()
+
+    def bound(self, placeholder: str, staging: str) -> "Step":
+        """The step as it runs: the new environment's path in place of the placeholder."""
+        commands = tuple(tuple(part.replace(placeholder, staging) for part in command) for command in self.commands)
+        return Step(self.id, self.kind, self.title, commands)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "title": self.title, "command": list(self.argv) or None,
+                "commands": [list(command) for command in self.commands]}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """How one step of a run went."""
+
+    id: str
+    status: str  # ok | failed | interrupted
+    seconds: float
+    detail: str = ""
+    downloaded_bytes: int = 0  # the sizes uv announced for the files it downloaded; 0 for cache hits
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"id": self.id, "status": self.status, "seconds": round(self.seconds, 3),
+                "downloaded_bytes": self.downloaded_bytes, "detail": self.detail or None}

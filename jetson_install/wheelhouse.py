@@ -1,0 +1,74 @@
+"""A wheelhouse: every file of a lock in one folder, with a PEP 503 index beside them and
+the lock itself, so boards without internet (or a whole fleet, over http) install from it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+from urllib.parse import quote
+
+from packaging.utils import canonicalize_name
+
+from jetson_install.errors import StepFailed
+from jetson_install.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, Lock, Locked, render_lock
+
+__all__ = ["wheelhouse_pages", "fill_wheelhouse"]
+
+
+def wheelhouse_pages(lock: Lock) -> Dict[str, str]:
+    """The PEP 503 pages of a wheelhouse (path under simple/ -> html), with sha256 fragments."""
+    projects: Dict[str, List[Locked]] = {}
+    for entry in lock.entries:
+        projects.setdefault(canonicalize_name(entry.name), []).append(entry)
+    pages = {"index.html": _page("Simple index", [(f"{name}/", name) for name in sorted(projects)])}
+    for name, entries in projects.items():
+        pages[f"{name}/index.html"] = _page(
+            f"Links for {name}",
+            [(f"../../{FILES_DIR}/{quote(entry.filename)}#sha256={entry.sha256}", entry.filename) for entry in entries])
+    return pages
+
+
+def _page(title: str, links: Sequence[Tuple[str, str]]) -> str:
+    import html
+
+    body = "\n".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
+    return f"<!DOCTYPE html>\n<html><head><title>{html.escape(title)}</title></head><body>\n{body}\n</body></html>\n"
+
+
+def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
+    """Download every file of `lock` into `directory`/files (checking each sha256), write the
+    PEP 503 index under simple/ and the wheelhouse's own lock.txt. Files already there are kept."""
+    from jetson_install.index import fetch_file
+
+    files = directory / FILES_DIR
+    files.mkdir(parents=True, exist_ok=True)
+    fetched = 0
+    for entry in lock.entries:
+        path = files / entry.filename
+        if path.is_file() and _sha256(path) == entry.sha256:
+            continue
+        partial = path.with_name(path.name + ".part")
+        fetch_file(entry.url, partial)
+        if _sha256(partial) != entry.sha256:
+            partial.unlink()
+            raise StepFailed("download", f"{entry.url} does not have the sha256 the lock names ({entry.sha256})",
+                             "the index changed the file since the lock was made: make the lock again")
+        partial.replace(path)
+        fetched += path.stat().st_size
+    for relative, text in wheelhouse_pages(lock).items():
+        page = directory / SIMPLE_DIR / relative
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(text, encoding="utf-8")
+    (directory / WHEELHOUSE_LOCK).write_text(render_lock(lock), encoding="utf-8")
+    return {"schema_version": 1, "command": "wheelhouse", "directory": str(directory), "files": len(lock.entries),
+            "downloaded_bytes": fetched, "index": (directory / SIMPLE_DIR).as_uri(),
+            "lock": str(directory / WHEELHOUSE_LOCK)}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
