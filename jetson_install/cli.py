@@ -268,7 +268,7 @@ def obliteratus(**given: Any) -> None:
         the_plan = with_lock(the_plan, read_lock_in_use(given["lock_file"], given["wheelhouse"], the_plan))
     if given["dry_run"] or not the_plan.supported:
         if given["dry_run"] and the_plan.supported:
-            _dry_run_warnings(the_plan)
+            the_plan = _dry_run(the_plan)
         data: Dict[str, Any] = the_plan.to_json()
         if given["dry_run"] and the_plan.supported and given["as_json"]:
             from jetson_install.install import would_change
@@ -306,18 +306,23 @@ def obliteratus(**given: Any) -> None:
     _exit_if(result.exit_code)
 
 
-def _dry_run_warnings(the_plan: "Plan") -> None:
-    """What the install would check before its first step, said by a dry run too."""
+def _dry_run(the_plan: "Plan") -> "Plan":
+    """What the install would check before its first step, said by a dry run too; the plan
+    then names the interpreter the install would take."""
     from jetson_install.errors import StepFailed
     from jetson_install.install import check_before_install
+    from jetson_install.plan import with_interpreter
 
     try:
-        for warning in check_before_install(the_plan, dry_run=True).warnings:
-            click.echo(f"warning: {warning}", err=True)
+        checked = check_before_install(the_plan, dry_run=True)
     except StepFailed as failure:
         # Not bad input: the preview still shows what would run where a Python is found.
         click.echo(f"warning: the install would stop at step '{failure.step}': {failure.message}; "
                    f"fix: {failure.fix}", err=True)
+        return the_plan
+    for warning in checked.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return with_interpreter(the_plan, checked.interpreter.path)
 
 
 @cli.command("lock")

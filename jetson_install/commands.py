@@ -180,7 +180,7 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
     """The doctor on the environment of `python`, judged against what it was made with."""
     from jetson_install import doctor as doctor_module
     from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
-    from jetson_install.routes.preflight import Preflight
+    from jetson_install.doctor.profiles import profile_from_record
     from jetson_install.routes.shared import FIX_COMMAND_VARIABLE
     from jetson_install.source_identity import recorded_commit
 
@@ -191,13 +191,10 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
     environment = Path(python).parent.parent
     channel, vendor = recorded_doctor_inputs(environment, channel)
     recorded = recorded_plan(environment) or {}
-    profile = recorded.get("preflight")
-    chosen = Preflight.from_json(profile) if isinstance(profile, dict) else (
-        Preflight.for_channel(channel) if preflight else None)
     report = doctor_module.run_doctor(
         python, platform=platform, channel=channel, vendor=vendor,
         only=doctor_module.GPU_FREE_CHECKS if no_gpu else only, strict=strict, progress=progress,
-        source_commit=recorded_commit(recorded.get("source")), preflight=chosen,
+        source_commit=recorded_commit(recorded.get("source")), profile=profile_from_record(recorded, channel, preflight),
         install_command=os.environ.get(FIX_COMMAND_VARIABLE) or None)
     evidence = report.to_json()
     lock = recorded_lock(environment)

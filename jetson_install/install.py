@@ -9,6 +9,7 @@ a kill leave the previous environment exactly as it was.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -39,7 +40,7 @@ from jetson_install.interpreters import Interpreter, choose_interpreter, pip_che
 from jetson_install.layout import (
     COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, FAILED_EVIDENCE, REQUIREMENTS_FILE, STATE_DIR, state_of,
 )
-from jetson_install.plan import Execution, Plan, resolved_plan
+from jetson_install.plan import Execution, Plan, resolved_plan, with_interpreter
 from jetson_install.process import Completed
 from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import redact, redact_data
@@ -164,6 +165,12 @@ class _Run(Execution):
         return result
 
     # -- the run itself ----------------------------------------------------------------------------
+    def learned(self, plan: Plan) -> None:
+        """What a step learned (the versions it installed, the companions' hashes) becomes the
+        plan the rest of the run carries out; the steps already run stay as they ran."""
+        done = self.plan.steps[:self.number]
+        self.plan = dataclasses.replace(plan, steps=done + plan.steps[len(done):])
+
     def start(self, staging: Path) -> None:
         self._staging = staging
 
@@ -257,7 +264,7 @@ def _vendor(step: Step, run: _Run) -> str:
     resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()})
     if resolution != plan.resolution:
         record_installed(run.staging, resolution, (), str(run.rerun))
-        run.plan = resolved_plan(plan, resolution, plan.companions)
+        run.learned(resolved_plan(plan, resolution, plan.companions))
     return ", ".join(f"{name} {package.version}" for name, package in record.installed.items())
 
 
@@ -274,7 +281,7 @@ def _companions(step: Step, run: _Run) -> str:
     found = _compiled((state / COMPANIONS_FILE).read_text())
     run.run(install_, fix)
     record_installed(run.staging, plan.resolution, found, str(run.rerun))
-    run.plan = resolved_plan(plan, plan.resolution, [f"{c.name}=={c.version}" for c in found])
+    run.learned(resolved_plan(plan, plan.resolution, [f"{c.name}=={c.version}" for c in found]))
     return ", ".join(f"{c.name}=={c.version}" for c in found)
 
 
@@ -342,8 +349,17 @@ def _gpu_free_checks() -> Tuple[str, ...]:
     return GPU_FREE_CHECKS
 
 
+def _source_build(step: Step, run: _Run) -> str:
+    from jetson_install.source_build.build import run_build_step
+
+    planned = run.plan.route.planned_build()
+    assert planned is not None
+    return run_build_step(planned, step, run)
+
+
 _COMMON: Mapping[str, _Handler] = {
-    "vendor": _vendor, "companions": _companions, "target": _target, "protect": _protect, "check": _check,
+    "vendor": _vendor, "companions": _companions, "source-build": _source_build, "target": _target,
+    "protect": _protect, "check": _check,
 }
 
 
@@ -372,7 +388,12 @@ def check_before_install(plan: Plan, dry_run: bool) -> Checked:
         package = "python3 python3-venv" if policy.python3_fallback else f"python{policy.abi} python{policy.abi}-venv"
         raise StepFailed("interpreter", f"no {wanted} found on this system (searched /usr/bin, /usr/local/bin, PATH)",
                          f"sudo apt-get install {package}, or pass --python PATH")
-    plan.route.check_tools(plan)
+    if plan.route.planned_build() is not None:
+        from jetson_install.source_build.build import find_toolchain
+        from jetson_install.source_build.bitsandbytes import CUDA_HOME
+
+        # Missing build tools are named, with their apt packages, before anything starts.
+        find_toolchain(CUDA_HOME, plan.platform.cuda)
     return Checked(home, interpreter, tuple(warnings))
 
 
@@ -389,6 +410,7 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
     except StepFailed as failure:
         return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
     run.warnings.extend(checked.warnings)
+    plan = run.plan = with_interpreter(plan, checked.interpreter.path)
     home = checked.home
     with home.lock():
         try:

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     from jetson_install.fixes import Rerun
     from jetson_install.process import Completed
     from jetson_install.progress import StepProgress
+    from jetson_install.source_build.bitsandbytes import PlannedBuild
 
-__all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "resolved_plan", "Execution", "Handler"]
+__all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "with_interpreter", "resolved_plan", "Execution",
+           "Handler"]
 
 SCHEMA_VERSION = 1
 
@@ -158,8 +160,9 @@ class Route:
         """(option, why, fix) when the route cannot carry out a lock instead, else None."""
         return None
 
-    def check_tools(self, plan: "Plan") -> None:
-        """Refuse, before anything starts, what the route's steps would miss on this machine."""
+    def planned_build(self) -> Optional["PlannedBuild"]:
+        """What the route builds on this machine (--bitsandbytes build), if anything."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -292,6 +295,12 @@ class Plan:
         }
         data.update(self.route.describe())
         return data
+
+
+def with_interpreter(plan: Plan, path: str) -> Plan:
+    """The plan once the install has found its interpreter: the steps name it."""
+    plan = dataclasses.replace(plan, interpreter=path)
+    return dataclasses.replace(plan, steps=plan.route.steps(plan)) if plan.supported else plan
 
 
 def resolved_plan(plan: Plan, resolution: Resolution, companions: Sequence[str] = ()) -> Plan:

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 from support.lanes import lane_unavailable
+from support.planned import assert_ran_as_planned
 
 from jetson_install import runner
 from jetson_install.source_build import bitsandbytes as build
+from jetson_install.source_build import build as building
 from jetson_install.errors import BadInput, StepFailed
 
 STANDIN = Path(__file__).parent / "resources" / "bitsandbytes-standin"
@@ -61,7 +63,7 @@ def test_missing_tools_are_named_with_their_apt_packages_before_anything_starts(
                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(BadInput) as missing:
-        build.find_toolchain(tmp_path / "cuda-12.6", "12.6")
+        building.find_toolchain(tmp_path / "cuda-12.6", "12.6")
     assert "cmake, a C++ compiler and make, nvcc" in str(missing.value)
     assert missing.value.fix == "sudo apt-get install cmake build-essential cuda-nvcc-12-6"
 
@@ -86,17 +88,17 @@ def test_a_checkouts_identity_ignores_build_outputs(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the real pipeline (lane)
 
 
-def _toolchain() -> build.Toolchain:
+def _toolchain() -> building.Toolchain:
     if not shutil.which("cmake") or not shutil.which("c++"):
         lane_unavailable("source-build", "cmake or a C++ compiler is missing (tests/setup.d/40-build-tools installs them)")
     if not os.access(CUDA_HOME / "bin" / "nvcc", os.X_OK):
         lane_unavailable("source-build", f"no nvcc at {CUDA_HOME}/bin/nvcc (set CUDA_HOME to a CUDA toolkit)")
-    return build.find_toolchain(CUDA_HOME, None)
+    return building.find_toolchain(CUDA_HOME, None)
 
 
-def _request(source: build.BuildSource, capability: str = "87") -> build.BuildRequest:
+def _request(source: build.BuildSource, capability: str = "87") -> building.BuildRequest:
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    return build.BuildRequest(source, capability, _toolchain(), sys.executable, tag, jobs=2)
+    return building.BuildRequest(source, capability, _toolchain(), sys.executable, tag, jobs=2)
 
 
 @pytest.fixture
@@ -111,7 +113,7 @@ def test_builds_a_wheel_for_sm87_with_nvcc_then_reuses_it(checkout: Path, tmp_pa
     request = _request(build.local_source(checkout))
     cache = tmp_path / "cache"
     said: list = []
-    built = build.build_wheel(request, cache, said.append)
+    built = building.build_wheel(request, cache, said.append)
     assert not built.reused
     with zipfile.ZipFile(built.path) as wheel:
         libraries = [n for n in wheel.namelist() if n.startswith("bitsandbytes/libbitsandbytes_cuda")]
@@ -123,21 +125,21 @@ def test_builds_a_wheel_for_sm87_with_nvcc_then_reuses_it(checkout: Path, tmp_pa
     # The build ran in a private copy: the user's checkout holds no build output.
     assert not (checkout / "build").exists() and not list(checkout.rglob("libbitsandbytes*"))
     again: list = []
-    reused = build.build_wheel(request, cache, again.append)
+    reused = building.build_wheel(request, cache, again.append)
     assert reused.reused and reused.path == built.path and reused.sha256 == built.sha256
     assert again == [f"      bitsandbytes for sm_87 from the build cache ({built.path.name})"]
-    assert json.loads((built.path.parent / build.RECORD_FILE).read_text())["sha256"] == built.sha256
+    assert json.loads((built.path.parent / building.RECORD_FILE).read_text())["sha256"] == built.sha256
 
 
 @pytest.mark.lane
 def test_another_capability_or_a_changed_source_is_a_cache_miss(checkout: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    first = build.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
+    first = building.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
     for_xavier = _request(build.local_source(checkout), capability="72")
     assert for_xavier.key() != _request(build.local_source(checkout)).key()
     (checkout / "csrc" / "pythonInterface.cpp").write_text('extern "C" int cget_version() { return 4903; }\n')
     changed = _request(build.local_source(checkout))
-    rebuilt = build.build_wheel(changed, cache, lambda line: None)
+    rebuilt = building.build_wheel(changed, cache, lambda line: None)
     assert not rebuilt.reused and rebuilt.path.parent != first.path.parent
 
 
@@ -155,10 +157,10 @@ def test_an_interrupted_build_leaves_no_half_wheel(checkout: Path, tmp_path: Pat
 
     monkeypatch.setattr(runner, "run", interrupted_compile)
     with pytest.raises(KeyboardInterrupt):
-        build.build_wheel(request, cache, lambda line: None)
+        building.build_wheel(request, cache, lambda line: None)
     assert list(cache.iterdir()) == []
     monkeypatch.setattr(runner, "run", real_run)
-    assert not build.build_wheel(request, cache, lambda line: None).reused
+    assert not building.build_wheel(request, cache, lambda line: None).reused
 
 
 @pytest.mark.lane
@@ -167,10 +169,10 @@ def test_a_killed_builds_work_folder_and_a_damaged_entry_do_not_survive(checkout
     cache = tmp_path / "cache"
     abandoned = cache / ".building-999999999-x"  # no such process: a build killed with -9
     (abandoned / "wheel").mkdir(parents=True)
-    built = build.build_wheel(request, cache, lambda line: None)
+    built = building.build_wheel(request, cache, lambda line: None)
     assert not abandoned.exists()
     built.path.write_bytes(b"damaged")
-    rebuilt = build.build_wheel(request, tmp_path / "cache", lambda line: None)
+    rebuilt = building.build_wheel(request, tmp_path / "cache", lambda line: None)
     assert not rebuilt.reused and zipfile.is_zipfile(rebuilt.path)
 
 
@@ -179,7 +181,7 @@ def test_a_compile_error_names_its_cause_and_caches_nothing(checkout: Path, tmp_
     (checkout / "csrc" / "ops.cu").write_text("this is not CUDA\n")
     cache = tmp_path / "cache"
     with pytest.raises(StepFailed, match="bitsandbytes compile failed: .*error"):
-        build.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
+        building.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
     assert [p.name for p in cache.iterdir()] == []
 
 
@@ -232,6 +234,7 @@ def test_the_install_builds_bitsandbytes_records_it_and_a_second_environment_reu
     result = subprocess.run(installer.argv() + build, capture_output=True, text=True, env=installer.env, timeout=600)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
+    assert_ran_as_planned(data)  # cmake and uv as the plan's bitsandbytes step shows them
     assert "bitsandbytes" in [step["id"] for step in data["steps"]]
     assert "bitsandbytes" not in vendor_index.requested_projects()  # built, never downloaded
     library = installer.python("import bitsandbytes, pathlib; print(sorted(p.name for p in "

@@ -27,6 +27,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from support.arm64_root import SAMPLE, TOOL, arm64_root, chroot_environment
 from support.lanes import lane_unavailable
+from support.planned import assert_ran_as_planned
 from support.stub_projects import make_obliteratus_source
 
 pytestmark = pytest.mark.lane
@@ -150,6 +151,9 @@ def test_preflight_install_with_real_aarch64_wheels(arm64: Arm64Root) -> None:
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     data = json.loads(result.stdout)
     assert data["status"] == "installed" and data["profile"] == "preflight"
+    # The preflight's steps ran as its plan shows them (the log is read inside the root).
+    programs = {"uv": f"{TOOL}/bin/uv", "jetson-install": f"{TOOL}/bin/python -m jetson_install"}
+    assert_ran_as_planned(data, programs, log=arm64.root / data["log"].lstrip("/"))
     assert data["installed"]["torch"] == "2.8.0"
     # The channel's bitsandbytes range, from the default index (its aarch64 wheel has a CPU library).
     assert Version(data["installed"]["bitsandbytes"]) in SpecifierSet(">=0.46.1,<0.51")

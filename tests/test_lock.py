@@ -21,6 +21,7 @@ from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
 from support.catalogs import stub_catalog_text
 from support import PROXY_VARIABLES
 from support.lanes import lane_unavailable
+from support.planned import assert_ran_as_planned
 from support.wheels import build_wheel
 
 from jetson_install.lock import target_tags
@@ -153,6 +154,7 @@ def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
     result = jetson_install(cli_env, *argv)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
+    assert_ran_as_planned(data)
     assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "lock", "protect", "check", "verify", "switch"]
     assert data["lock"]["file"] == f"{house.as_uri()}/lock.txt"
     assert data["installed"]["torch"].startswith("2.5.0a0")

@@ -17,13 +17,13 @@ from test_plan_cli import plan, plan_json
 from jetson_install import doctor
 from jetson_install.errors import BadInput
 from jetson_install.evidence import gate_record, judge
-from jetson_install.routes.preflight import Preflight
+from jetson_install.doctor.profiles import PreflightProfile
 
 pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
 
 CPU_TORCH = {"torch_version": "2.8.0", "torch_cuda": None, "cuda_available": False}
 # What a jp6-cu126 preflight plan carries: the channel's bitsandbytes range, from the default index.
-JP6_PREFLIGHT = Preflight(None, ">=0.46.1,<0.51")
+JP6_PREFLIGHT = PreflightProfile(">=0.46.1,<0.51")
 
 
 def test_preflight_plan_takes_cpu_builds_of_the_channel_torch_with_its_pins_and_constraints() -> None:
@@ -105,7 +105,7 @@ def test_preflight_install_refuses_other_machines_in_one_line(tmp_path: Path) ->
 
 
 def test_preflight_doctor_expects_cpu_and_its_pass_is_not_a_jetson_pass(tmp_path: Path) -> None:
-    report = run(make_env(tmp_path / "env", **CPU_TORCH), preflight=JP6_PREFLIGHT)
+    report = run(make_env(tmp_path / "env", **CPU_TORCH), profile=JP6_PREFLIGHT)
     statuses = {check.id: check.status for check in report.checks}
     assert statuses == {
         "platform": "ok", "python-abi": "ok", "torch-import": "ok", "torch-build": "ok",
@@ -123,24 +123,24 @@ def test_preflight_doctor_expects_cpu_and_its_pass_is_not_a_jetson_pass(tmp_path
     # Neither the runtime gate nor `evidence check` takes it for Jetson evidence.
     assert gate_record(evidence, report.exit_code, "local")["status"] == "failed"
     with pytest.raises(BadInput, match="--strict is the Jetson runtime gate"):
-        run(make_env(tmp_path / "strict", **CPU_TORCH), preflight=JP6_PREFLIGHT, strict=True)
+        run(make_env(tmp_path / "strict", **CPU_TORCH), profile=JP6_PREFLIGHT, strict=True)
     assert not judge("preflight.json", evidence).ok
 
 
 def test_preflight_doctor_fails_a_cuda_torch_and_a_bitsandbytes_library_that_cannot_load(tmp_path: Path) -> None:
-    cuda = run(make_env(tmp_path / "cuda"), preflight=JP6_PREFLIGHT)
+    cuda = run(make_env(tmp_path / "cuda"), profile=JP6_PREFLIGHT)
     assert cuda.check("torch-build").status == "fail"
     assert "the preflight expects a CPU build" in cuda.check("torch-build").detail
     assert cuda.check("obliteratus").status == "fail"
     libgomp = run(make_env(tmp_path / "gomp", **CPU_TORCH,
                            bnb_load_error="libgomp.so.1: cannot open shared object file: No such file or directory"),
-                  preflight=JP6_PREFLIGHT)
+                  profile=JP6_PREFLIGHT)
     assert libgomp.check("bnb-library").fix == "sudo apt-get install libgomp1"
     assert libgomp.headline == "bnb-library"
 
 
 def test_preflight_doctor_fails_a_bitsandbytes_outside_the_channel_range(tmp_path: Path) -> None:
-    report = run(make_env(tmp_path / "env", **CPU_TORCH, bnb_version="0.51.0"), preflight=JP6_PREFLIGHT)
+    report = run(make_env(tmp_path / "env", **CPU_TORCH, bnb_version="0.51.0"), profile=JP6_PREFLIGHT)
     assert report.check("bnb-library").status == "fail"
     assert report.check("bnb-library").detail == "bitsandbytes 0.51.0 is outside the channel's range >=0.46.1,<0.51"
 
@@ -201,11 +201,11 @@ def test_the_strict_gate_refuses_a_preflight_environment_in_one_line(tmp_path: P
 def test_preflight_fixes_reinstall_the_preflight_never_a_cuda_build(tmp_path: Path) -> None:
     environment = tmp_path / "env"
     report = run(make_env(environment, **CPU_TORCH, torch_import_error="libtorch_cpu.so: cannot open shared object file"),
-                 preflight=JP6_PREFLIGHT)
+                 profile=JP6_PREFLIGHT)
     fix = report.check("torch-import").fix
     assert fix == f"jetson-install obliteratus --venv {environment} --preflight --l4t 36.4.3"
     assert report.check("platform").status == "ok"
-    off_a_jetson = run(make_env(tmp_path / "other", **CPU_TORCH), platform=None, channel=None, preflight=JP6_PREFLIGHT)
+    off_a_jetson = run(make_env(tmp_path / "other", **CPU_TORCH), platform=None, channel=None, profile=JP6_PREFLIGHT)
     assert off_a_jetson.check("platform").fix == ("name the Jetson release the preflight is for: "
                                                   "jetson-install doctor --preflight --l4t 36.4.3")
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jetson_install.source_identity import SourceIdentity, folder_digest
+from jetson_install.source_identity import SourceIdentity
+from jetson_install.source_tree import folder_digest
 
 
 def build_outputs(tree: Path) -> None:

@@ -17,8 +17,8 @@ from jetson_install.doctor.report import (
     evidence_schema,
     render_lines,
 )
-from jetson_install.doctor.results import CheckResult, CheckSpec
-from jetson_install.doctor.run import CHECKS, GPU_FREE_CHECKS, headline, list_checks, run_doctor
+from jetson_install.doctor.results import CheckResult
+from jetson_install.doctor.run import CHECKS, CheckSpec, GPU_FREE_CHECKS, headline, list_checks, run_doctor
 
 __all__ = [
     "SCHEMA_VERSION",

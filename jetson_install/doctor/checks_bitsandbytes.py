@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from jetson_install.doctor.context import Context, uv_command
 from jetson_install.doctor.missing_libraries import missing_library
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
-from jetson_install.versions import satisfies
 
 
 def check_bnb_library(ctx: Context) -> Verdict:
-    source = ctx.source
-    if ctx.preflight is not None:
-        # The preflight takes the channel's bitsandbytes range from the default index, apart
-        # from its CPU torch set.
-        if ctx.channel is not None and ctx.preflight.bitsandbytes is None:
-            return NOT_APPLICABLE, (f"channel {ctx.channel.id} has no bitsandbytes: the preflight installs "
-                                    "OBLITERATUS without its quantization extra, as on the Jetson"), None
-    elif (ctx.channel is not None and source is not None and "bitsandbytes" not in source.preferred.specifiers
-            and ctx.recorded_build("bitsandbytes") is None):
-        return NOT_APPLICABLE, (f"no Jetson bitsandbytes build for channel {ctx.channel.id}: OBLITERATUS is installed "
-                      "without its quantization extra"), None
+    moot = ctx.profile.bitsandbytes_moot(ctx)
+    if moot is not None:
+        return NOT_APPLICABLE, moot, None
     data = ctx.bnb.data
     if data.get("import_error"):
         error = data["import_error"]
@@ -39,8 +30,9 @@ def check_bnb_library(ctx: Context) -> Verdict:
     if missing is not None and missing.fix:
         # Whatever the backend, a library that cannot load names the package it lacks.
         return FAIL, f"bitsandbytes {version} could not load its native library: {error.splitlines()[0]}", missing.fix
-    if ctx.preflight is not None:
-        return _preflight_library(ctx, library, version)
+    own = ctx.profile.bitsandbytes_library(ctx, library, version)
+    if own is not None:
+        return own
     if backend != "CUDA":
         # bitsandbytes picks its library from torch (bitsandbytes/cextension.py, https://github.com/bitsandbytes-foundation/bitsandbytes); with
         # a torch that sees no CUDA even a good build loads its CPU library or a mock.
@@ -59,22 +51,6 @@ def check_bnb_library(ctx: Context) -> Verdict:
         return OK, f"bitsandbytes {version}, backend CUDA, loaded {library['file']}", None
     detail = f"bitsandbytes {version} loaded {library['file'] or library['class']} (backend {backend})"
     return FAIL, detail + ", not its CUDA library", ctx.bnb_install_fix()
-
-
-def _preflight_library(ctx: Context, library: Mapping[str, Any], version: Optional[str]) -> Verdict:
-    """With a CPU torch, a good bitsandbytes loads its CPU library (BNBNativeLibrary)."""
-    wanted = ctx.preflight.bitsandbytes if ctx.preflight is not None else None
-    if wanted and version and not satisfies(version, wanted):
-        return (FAIL, f"bitsandbytes {version} is outside the channel's range {wanted}",
-                f"{ctx.reinstall} (the constraints keep bitsandbytes{wanted})")
-    if library.get("class") == "BNBNativeLibrary" and library.get("file"):
-        return OK, f"bitsandbytes {version} loaded its CPU library {library['file']}, as the preflight expects", None
-    if library.get("class") == "ErrorHandlerMockBNBNativeLibrary":
-        reason = (library.get("error") or "no reason recorded").strip().splitlines()
-        return FAIL, f"bitsandbytes {version} failed to load its CPU library: {reason[0] if reason else ''}", \
-            ctx.bnb_install_fix()
-    return (FAIL, f"bitsandbytes {version} loaded {library.get('file') or library.get('class')}; the preflight "
-                  "expects its CPU library", ctx.bnb_install_fix())
 
 
 def _kernel_fault_fix(ctx: Context, message: str) -> str:
@@ -111,13 +87,13 @@ def _kernel_verdict(ctx: Context, names: Sequence[str]) -> Verdict:
 
 
 def check_bnb_kernels(ctx: Context) -> Verdict:
-    if ctx.preflight is not None:
+    if ctx.profile.gpu_unchecked() is not None:
         return NOT_APPLICABLE, "preflight: the CUDA kernels are checked only by the Jetson profile", None
     return _kernel_verdict(ctx, ("nf4", "linear4bit"))
 
 
 def check_bnb_int8(ctx: Context) -> Verdict:
-    if ctx.preflight is not None:
+    if ctx.profile.gpu_unchecked() is not None:
         return NOT_APPLICABLE, "preflight: the CUDA kernels are checked only by the Jetson profile", None
     capability = ctx.capability
     # LLM.int8() needs compute capability 7.5+ (docs/source/installation.mdx, https://github.com/bitsandbytes-foundation/bitsandbytes).

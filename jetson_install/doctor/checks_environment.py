@@ -17,11 +17,9 @@ def check_obliteratus(ctx: Context) -> Verdict:
         return FAIL, f"OBLITERATUS does not import: {section['error']}", install
     if section.get("error"):
         return FAIL, f"obliteratus.device.get_device('auto') failed: {section['error']}", install
-    if ctx.preflight is not None:
-        if section["device"] != "cpu":
-            return (FAIL, f"obliteratus.device.get_device('auto') answers {section['device']!r}; with the "
-                          "preflight's CPU torch it must answer 'cpu'", install)
-        return OK, "OBLITERATUS imports; get_device('auto') answers 'cpu', as the preflight expects", None
+    own = ctx.profile.obliteratus_device(section["device"], install)
+    if own is not None:
+        return own
     if section["device"] != "cuda":
         # OBLITERATUS only asks torch.cuda.is_available() (obliteratus/device.py,
         # https://github.com/elder-plinius/OBLITERATUS).

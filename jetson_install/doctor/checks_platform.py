@@ -13,10 +13,7 @@ from jetson_install.doctor.results import FAIL, OK, WARN, Verdict
 
 def check_platform(ctx: Context) -> Verdict:
     platform = ctx.platform
-    fix = "run doctor on the Jetson itself; detection reads /etc/nv_tegra_release and the device tree"
-    if ctx.preflight is not None:
-        # A preflight runs off the Jetson by design: it needs the release it stands in for.
-        fix = "name the Jetson release the preflight is for: jetson-install doctor --preflight --l4t 36.4.3"
+    fix = ctx.profile.platform_fix()
     if platform is None:
         return WARN, "platform not detected: not a Jetson", fix
     if not platform.jetson:

@@ -81,8 +81,9 @@ def check_torch_build(ctx: Context) -> Verdict:
         if record.torch_cuda and cuda != record.torch_cuda:
             return (FAIL, f"torch {raw} reports CUDA {cuda}, the installed build {record.torch_cuda}",
                     _repair(record))
-    if ctx.preflight is not None:
-        return _preflight_build(ctx, raw, cuda)
+    own = ctx.profile.torch_build(ctx, raw, cuda)
+    if own is not None:
+        return own
     if (version.local and "cpu" in version.local) or not cuda:
         return FAIL, f"torch {raw} is a CPU-only build (torch.version.cuda is {cuda})", ctx.torch_wrong_build_fix(raw)
     pin = ctx.source.pins.get("torch") if ctx.source is not None else None
@@ -114,19 +115,10 @@ def _repair(record: EnvironmentRecord) -> str:
     return f"{record.repair or 'jetson-install obliteratus'} (rebuilds the environment with the recorded vendor builds)"
 
 
-def _preflight_build(ctx: Context, raw: str, cuda: Optional[str]) -> Verdict:
-    """The preflight installs CPU builds: a CUDA build there means its pins went wrong."""
-    if cuda:
-        return FAIL, f"torch {raw} is a CUDA {cuda} build; the preflight expects a CPU build", ctx.reinstall
-    pin = ctx.source.pins.get("torch") if ctx.source is not None else None
-    if pin and not satisfies(raw, f"=={pin}"):
-        return FAIL, f"torch {raw} is not the preflight's pin ({pin})", ctx.reinstall
-    return OK, f"torch {raw}, a CPU build, as the preflight expects" + (f" (pin {pin})" if pin else ""), None
-
-
 def check_cuda_available(ctx: Context) -> Verdict:
-    if ctx.preflight is not None:
-        return NOT_APPLICABLE, "preflight: a CPU build of torch; the GPU is checked only by the Jetson profile", None
+    unchecked = ctx.profile.gpu_unchecked()
+    if unchecked is not None:
+        return NOT_APPLICABLE, unchecked, None
     section = ctx.torch.section("cuda")
     if section is None:
         return FAIL, ctx.torch.failure(), ctx.torch_install_fix()

@@ -14,11 +14,11 @@ from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
 from jetson_install import runner
+from jetson_install.doctor.profiles import JETSON, Profile
 from jetson_install.versions import satisfies
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
-    from jetson_install.routes.preflight import Preflight
     from jetson_install.platform import Platform
 
 PROBES_DIR = Path(__file__).parent.parent / "probes"
@@ -185,7 +185,7 @@ class Context:
     # How to make this environment again: the install's own command line while an install
     # verifies its new environment (which is discarded if the checks fail), else one for it.
     install_command: Optional[str] = None
-    preflight: Optional["Preflight"] = None  # the profile of --preflight environments: CPU torch
+    profile: Profile = JETSON  # what the environment is expected to be (the preflight's: CPU torch)
 
     @property
     def environment(self) -> str:
@@ -195,12 +195,7 @@ class Context:
     def reinstall(self) -> str:
         if self.install_command:
             return self.install_command
-        command = f"jetson-install obliteratus --venv {shlex.quote(self.environment)}"
-        if self.preflight is None:
-            return command
-        # A preflight runs off the Jetson: the release it stands in for goes with it.
-        release = self.platform.l4t if self.platform is not None else None
-        return command + " --preflight" + (f" --l4t {release}" if release else "")
+        return f"jetson-install obliteratus --venv {shlex.quote(self.environment)}" + self.profile.reinstall_options(self)
 
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
@@ -270,7 +265,7 @@ class Context:
             # Through DIR.d/env-<id> directly, the user's path is DIR.
             home = environment.parent
             link = home.with_name(home.name[: -len(".d")]) if home.name.endswith(".d") else environment
-            return f"jetson-install obliteratus --venv {shlex.quote(str(link))}" + (" --preflight" if self.preflight is not None else "")
+            return f"jetson-install obliteratus --venv {shlex.quote(str(link))}" + self.profile.reinstall_options(self)
         new = shlex.quote(f"{environment}-jetson-install")
         return (f"jetson-install obliteratus --venv {new} (a new environment: jetson-install changes only "
                 f"environments it made)")
@@ -308,8 +303,9 @@ class Context:
         )
 
     def torch_install_fix(self) -> str:
-        if self.preflight is not None:
-            return self.reinstall  # CPU builds: never the channel's CUDA ones
+        own = self.profile.reinstall_fix(self)
+        if own is not None:
+            return own
         command = self.vendor_install("torch")
         if command:
             return f"{command} (channel {self.channel.id})" if self.channel is not None else command
@@ -318,8 +314,9 @@ class Context:
         return "install a CUDA build of torch that matches this machine's driver, not a CPU-only one"
 
     def bnb_install_fix(self) -> str:
-        if self.preflight is not None:
-            return self.reinstall  # the channel's range, from the default index
+        own = self.profile.reinstall_fix(self)
+        if own is not None:
+            return own
         if not self.tegra:
             return (f"{uv_command()} pip install --python {shlex.quote(self.python)} --no-deps --reinstall-package "
                     "bitsandbytes bitsandbytes")

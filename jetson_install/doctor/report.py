@@ -12,6 +12,7 @@ from jetson_install.catalog import DEFAULT_INDEX_LABEL
 from jetson_install.doctor.checks_kernels import KERNEL_SECTIONS, PASSED, kernel_status
 from jetson_install.doctor.checks_torch import torch_missing_library
 from jetson_install.doctor.context import Context
+from jetson_install.doctor.profiles import JETSON, Profile
 from jetson_install.doctor.results import (
     FAIL,
     NOT_APPLICABLE,
@@ -40,7 +41,7 @@ class DoctorReport:
     checks: Tuple[CheckResult, ...]
     strict: bool = False
     headline: Optional[str] = None  # the id of the most fundamental failing check: fix it first
-    profile: str = "jetson"  # "preflight": CPU builds on any aarch64 machine, never Jetson evidence
+    profile: Profile = JETSON  # the preflight's: CPU builds on any aarch64 machine, never Jetson evidence
 
     @property
     def passed(self) -> bool:
@@ -66,7 +67,7 @@ class DoctorReport:
         (a runtime gate, a support table) takes it for Jetson GPU evidence."""
         if not self.passed:
             return "failed"
-        return "preflight-passed" if self.profile == "preflight" else "passed"
+        return self.profile.passed_status
 
     def check(self, check_id: str) -> CheckResult:
         for result in self.checks:
@@ -86,7 +87,7 @@ class DoctorReport:
             "runtime": dict(self.runtime),
             "checks": [check.to_json() for check in self.checks],
             "strict": self.strict,
-            "profile": self.profile,
+            "profile": self.profile.name,
             "status": self.status,
             "headline": self.headline,
         }
@@ -110,9 +111,9 @@ def render_lines(report: DoctorReport) -> List[str]:
             failed = ", ".join(f"{c.id} ({c.status})" for c in report.not_passed) or "no check ran"
             lines.append(f"Strict gate failed: {failed} ({tally}).")
         return lines
-    if report.passed and report.profile == "preflight":
-        lines.append(f"Preflight passed ({tally}): the environment installs and imports on aarch64 with CPU torch;"
-                     " this is not evidence that the Jetson GPU works.")
+    own = report.profile.passed_line(tally) if report.passed else None
+    if own is not None:
+        lines.append(own)
     elif report.passed:
         lines.append(f"All required checks passed ({tally}).")
     else:

@@ -1,12 +1,9 @@
-"""What one check concludes: a status, one line of detail, the fix; and what each check needs."""
+"""What one check concludes: a status, one line of detail, the fix."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
-
-if TYPE_CHECKING:
-    from jetson_install.doctor.context import Context
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 # A check the channel has no use for (no bitsandbytes build; 8-bit below capability 7.5):
@@ -15,7 +12,6 @@ NOT_APPLICABLE = "not_applicable"
 STATUS_MARKS = {OK: "✓", WARN: "!", FAIL: "✗", SKIP: "-", NOT_APPLICABLE: "·"}
 
 Verdict = Tuple[str, str, Optional[str]]  # status, detail, fix
-Evaluator = Callable[["Context"], Verdict]
 
 
 @dataclass(frozen=True)
@@ -36,16 +32,3 @@ class CheckResult:
             "detail": self.detail,
             "fix": self.fix,
         }
-
-
-@dataclass(frozen=True)
-class CheckSpec:
-    id: str
-    title: str
-    required: bool
-    probe: str  # "host" | "torch" | "bitsandbytes" | "uv": what must run for the check
-    evaluate: Evaluator = field(repr=False, compare=False)
-    needs: Tuple[str, ...] = ()  # checks that must be ok (or warn) for this one to mean anything
-    # Checks whose failure also makes this one fail (a CPU-only torch sees no CUDA): when both
-    # fail, theirs is the problem to name first.
-    explained_by: Tuple[str, ...] = ()

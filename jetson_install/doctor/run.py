@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass, field
 import os
 import re
 import shutil
@@ -39,6 +40,7 @@ from jetson_install.doctor.checks_torch import (
     check_torch_import,
 )
 from jetson_install.doctor.conform import conform
+from jetson_install.doctor.profiles import JETSON, Profile
 from jetson_install.doctor.context import (
     Context,
     ProbeOutcome,
@@ -54,13 +56,29 @@ from jetson_install.doctor.report import (
     _torch_evidence,
     evidence_schema,
 )
-from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, CheckSpec
+from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, Verdict
 from jetson_install.errors import BadInput
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
     from jetson_install.platform import Platform
-    from jetson_install.routes.preflight import Preflight
+
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """What one check needs and how it judges the probes' findings."""
+
+    id: str
+    title: str
+    required: bool
+    probe: str  # "host" | "torch" | "bitsandbytes" | "uv": what must run for the check
+    evaluate: Callable[[Context], Verdict] = field(repr=False, compare=False)
+    needs: Tuple[str, ...] = ()  # checks that must be ok (or warn) for this one to mean anything
+    # Checks whose failure also makes this one fail (a CPU-only torch sees no CUDA): when both
+    # fail, theirs is the problem to name first.
+    explained_by: Tuple[str, ...] = ()
+
 
 _TORCH_BUILD = ("torch-build",)
 CHECKS: Tuple[CheckSpec, ...] = (
@@ -99,14 +117,6 @@ _BY_ID = {spec.id: spec for spec in CHECKS}
 # What an install checks even with --no-verify (image builds without GPU access): these need
 # no GPU, and a CPU-only or other-CUDA torch must not reach the user's environment.
 GPU_FREE_CHECKS = ("python-abi", "torch-import", "torch-build")
-# The preflight profile judges these against CPU builds: its titles say so, in the report
-# and in the evidence, so that nothing reads a CPU pass as a GPU one.
-PREFLIGHT_TITLES = {
-    "platform": "platform read (preflight: any aarch64 machine)",
-    "torch-build": "torch is a CPU build (preflight)",
-    "bnb-library": "bitsandbytes loaded its CPU library (preflight)",
-    "obliteratus": "OBLITERATUS uses cpu (preflight)",
-}
 
 
 def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:
@@ -188,7 +198,7 @@ def run_doctor(
     progress: Optional[Callable[[str], None]] = None,
     source_commit: Optional[str] = None,
     install_command: Optional[str] = None,
-    preflight: Optional["Preflight"] = None,
+    profile: Profile = JETSON,
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
@@ -196,8 +206,8 @@ def run_doctor(
     A probe busy for more than a couple of seconds tells ``progress`` what it waits for.
     ``install_command``: the command line of an install verifying the environment it is
     building; fixes then say how to run that install differently, since a failed one
-    discards the environment. ``preflight``: the profile of ``--preflight`` environments,
-    which expects CPU builds and runs nothing on a GPU.
+    discards the environment. ``profile``: what the environment is expected to be (the
+    preflight's expects CPU builds and runs nothing on a GPU).
 
     Raises BadInput only when the interpreter does not exist, a check id is unknown, or the
     strict gate is asked of the preflight profile.
@@ -205,12 +215,10 @@ def run_doctor(
     if strict and only:
         raise BadInput("--strict runs every check; --check selects only some",
                        fix="drop --check (or --strict)")
-    if strict and preflight is not None:
-        # The gate is Jetson GPU evidence; a preflight's CPU torch can never give it.
-        raise BadInput(f"--strict is the Jetson runtime gate, and {Path(python).parent.parent} is checked as a "
-                       "preflight (CPU torch, made with --preflight)",
-                       fix="make the Jetson environment on the Jetson: jetson-install obliteratus --venv DIR; "
-                           "or check the preflight without --strict")
+    refusal = profile.strict_refusal() if strict else None
+    if refusal is not None:
+        raise BadInput(f"--strict is the Jetson runtime gate, and {Path(python).parent.parent} {refusal[0]}",
+                       fix=refusal[1])
     interpreter = _resolve_interpreter(python)
     selected = _with_prerequisites(only)
     probes_needed = {spec.probe for spec in selected}
@@ -236,11 +244,11 @@ def run_doctor(
             pip_check=pip_future.result() if pip_future else None,
             source_commit=source_commit,
             install_command=install_command,
-            preflight=preflight,
+            profile=profile,
         )
     results: Dict[str, CheckResult] = {}
     for spec in selected:
-        results[spec.id] = _evaluate(spec, ctx, results, PREFLIGHT_TITLES if preflight is not None else {})
+        results[spec.id] = _evaluate(spec, ctx, results, profile)
     return DoctorReport(
         python=interpreter,
         generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -252,7 +260,7 @@ def run_doctor(
         checks=tuple(results.values()),
         strict=strict,
         headline=getattr(headline(tuple(results.values())), "id", None),
-        profile="preflight" if preflight is not None else "jetson",
+        profile=profile,
     )
 
 
@@ -273,8 +281,7 @@ def _safe_pip_check(python: str) -> runner.Completed:
         return runner.Completed(("uv", "pip", "check"), 127, "", f"{type(exc).__name__}: {exc}")
 
 
-def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult],
-              titles: Mapping[str, str]) -> CheckResult:
+def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult], profile: Profile) -> CheckResult:
     blockers = [earlier[need] for need in spec.needs if earlier[need].status in (FAIL, SKIP)]
     moot = [earlier[need] for need in spec.needs if earlier[need].status == NOT_APPLICABLE]
     if moot:
@@ -288,5 +295,5 @@ def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult],
             status = FAIL
             detail = f"doctor could not evaluate this check: {type(exc).__name__}: {exc}"
             fix = "report this as a jetson-install bug, with `jetson-install doctor --json` attached"
-    return CheckResult(spec.id, titles.get(spec.id, spec.title), status, detail, fix if status != OK else None,
+    return CheckResult(spec.id, profile.title(spec.id, spec.title), status, detail, fix if status != OK else None,
                        spec.required)

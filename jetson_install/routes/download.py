@@ -9,7 +9,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import uv
 from jetson_install.catalog import Channel, Target, VendorSource
@@ -17,15 +17,14 @@ from jetson_install.constraints import constraint_lines
 from jetson_install.errors import BadInput
 from jetson_install.identity import Resolution, VersionSet
 from jetson_install.layout import COMPANIONS_FILE, COMPANIONS_INPUT
-from jetson_install.plan import Execution, Handler, Plan, Route
+from jetson_install.plan import Plan, Route
 from jetson_install.platform import Platform
 from jetson_install.routes import shared
 from jetson_install.settings import IndexSettings
+from jetson_install.source_build.bitsandbytes import PlannedBuild, build_step, plan_build
 from jetson_install.steps import Step
 from jetson_install.versions import satisfies
 
-if TYPE_CHECKING:
-    from jetson_install.source_build.bitsandbytes import PlannedBuild
 
 __all__ = ["DownloadRoute", "Checked", "check_channel", "vendor_source", "plan_download", "with_extra"]
 
@@ -36,7 +35,7 @@ class DownloadRoute(Route):
     bitsandbytes built on the board in place of the vendor's."""
 
     choice: Optional[str] = None  # --bitsandbytes build[=X]: "" for the default release, else X
-    build: Optional["PlannedBuild"] = None  # what that choice builds, for the plan's torch
+    build: Optional[PlannedBuild] = None  # what that choice builds, for the plan's torch
 
     def steps(self, plan: Plan) -> Tuple[Step, ...]:
         return vendor_steps(plan, self, "install the vendor builds from {location} only, without dependencies")
@@ -48,8 +47,6 @@ class DownloadRoute(Route):
         """The route once the set's torch is known: the build it needs is planned for it."""
         if self.choice is None:
             return self
-        from jetson_install.source_build.bitsandbytes import plan_build
-
         return dataclasses.replace(self, build=plan_build(self.choice or None, torch, plan.platform.compute_capability))
 
     def extra_pins(self) -> Dict[str, str]:
@@ -61,15 +58,8 @@ class DownloadRoute(Route):
     def describe(self) -> Dict[str, Any]:
         return {"bitsandbytes_build": self.build.to_json() if self.build else None}
 
-    def handlers(self) -> Mapping[str, Handler]:
-        return {"source-build": _build_bitsandbytes}
-
-    def check_tools(self, plan: Plan) -> None:
-        if self.build is not None:
-            from jetson_install.source_build.bitsandbytes import CUDA_HOME, find_toolchain
-
-            # Missing build tools are named, with their apt packages, before anything starts.
-            find_toolchain(CUDA_HOME, plan.platform.cuda)
+    def planned_build(self) -> Optional[PlannedBuild]:
+        return self.build
 
     def lock_conflict(self) -> Optional[Tuple[str, str, str]]:
         if self.choice is None:
@@ -239,8 +229,6 @@ def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpre
                                               default_index)),
              tuple(uv.companions_install_argv(python, f"{state}/{COMPANIONS_FILE}", default_index)))))
     if route.build is not None:
-        from jetson_install.source_build.bitsandbytes import build_step
-
         steps.append(build_step(route.build, python, plan.settings.default_index.value))
     steps += [
         shared.target_step(plan),
@@ -261,11 +249,3 @@ def _verify_title(plan: Plan) -> str:
     proves = ("torch.cuda and bitsandbytes run CUDA kernels" if with_bitsandbytes
               else "torch.cuda runs CUDA kernels (this route installs no bitsandbytes)")
     return f"prove {proves}; keep the evidence"
-
-
-def _build_bitsandbytes(step: Step, run: Execution) -> str:
-    from jetson_install.source_build.bitsandbytes import run_build_step
-
-    route = run.plan.route
-    assert isinstance(route, DownloadRoute) and route.build is not None
-    return run_build_step(route.build, step, run)

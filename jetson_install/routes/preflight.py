@@ -12,11 +12,11 @@ import dataclasses
 import platform as host_platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
-from jetson_install.catalog import Channel, VendorSource
+from jetson_install.catalog import VendorSource
 from jetson_install.errors import BadInput, CatalogError
 from jetson_install.identity import Resolution, VersionSet
 from jetson_install.plan import InterpreterPolicy, Plan
@@ -42,19 +42,6 @@ class Preflight:
 
     def to_json(self) -> Dict[str, Any]:
         return {"cpu_index": self.cpu_index, "bitsandbytes": self.bitsandbytes}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Preflight":
-        """What an environment recorded (its plan.json) it was made with."""
-        cpu_index, bitsandbytes = data.get("cpu_index"), data.get("bitsandbytes")
-        return cls(cpu_index if isinstance(cpu_index, str) else None,
-                   bitsandbytes if isinstance(bitsandbytes, str) else None)
-
-    @classmethod
-    def for_channel(cls, channel: Optional[Channel]) -> "Preflight":
-        """`doctor --preflight` on an environment not made with it: the channel's policy."""
-        primary = channel.primary if channel is not None else None
-        return cls(None, _bitsandbytes_policy(primary) if primary is not None else None)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Build bitsandbytes from source for one device's exact compute capability, once, and reuse it.
+"""Plan a build of bitsandbytes from source for one device's exact compute capability.
 
 bitsandbytes' own aarch64 wheels carry sm_75/80/90 (and sm_110 with CUDA 13) but never sm_87,
 and on JetPack 6 they fail with "named symbol not found"; its installation guide documents an
@@ -6,36 +6,24 @@ on-device source build for Jetson instead:
 https://github.com/bitsandbytes-foundation/bitsandbytes/blob/main/docs/source/installation.mdx
 (`cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY=87 -S . && make -j4 && pip install .`).
 
-The build runs in a private copy of the source (CMake writes the library into the source's
-`bitsandbytes/` folder), and the finished wheel is moved into the per-user cache in one rename,
-under a key of everything that makes two builds differ: an interrupted build leaves no wheel,
-and a second environment, or a re-run, reuses the first build.
+Pure: which release (or checkout) to build, for which capability, and the exact commands the
+build runs (the plan's bitsandbytes step shows them); build.py runs them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
-import shutil
-import tempfile
-import time
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from jetson_install import runner, uv
-from jetson_install.errors import BadInput, StepFailed
-from jetson_install.source_identity import BUILD_OUTPUTS, folder_digest
+from jetson_install import uv
+from jetson_install.errors import BadInput
+from jetson_install.source_tree import folder_digest
 from jetson_install.steps import Step
 from jetson_install.toml_file import load_toml
 from jetson_install.versions import satisfies
-
-if TYPE_CHECKING:
-    from jetson_install.plan import Execution
-    from jetson_install.progress import StepProgress
 
 __all__ = [
     "Release",
@@ -43,30 +31,27 @@ __all__ = [
     "PlannedBuild",
     "parse_choice",
     "plan_build",
-    "Toolchain",
-    "BuildRequest",
-    "BuiltWheel",
     "load_releases",
     "default_release",
     "find_release",
     "release_source",
     "local_source",
-    "find_toolchain",
     "build_jobs",
     "build_commands",
     "build_step",
-    "run_build_step",
-    "build_wheel",
+    "cmake_options",
+    "install_argv",
+    "CUDA_HOME",
+    "BUILT_HERE",
 ]
 
 RELEASES_FILE = Path(__file__).with_name("bitsandbytes-releases.toml")
-RECORD_FILE = "build.json"
 # About 2 GB of memory per compiler job: `make -j6` runs out of memory on the 8 GB Orin Nano,
 # `-j4` is the documented maximum there (bitsandbytes-foundation/bitsandbytes#1218).
 MEMORY_PER_JOB = 2 * 2**30
 # Beyond any project's build outputs, a local checkout may hold CMake's and a library built
 # earlier by hand, which must not slip into a wheel built for another capability.
-_BUILT_HERE = ("libbitsandbytes*", "CMakeCache.txt", "CMakeFiles")
+BUILT_HERE = ("libbitsandbytes*", "CMakeCache.txt", "CMakeFiles")
 Progress = Callable[[str], None]
 
 
@@ -103,48 +88,6 @@ class PlannedBuild:
 
     def to_json(self) -> Dict[str, Any]:
         return {"version": self.version, "source": self.source.to_json(), "capability": self.capability}
-
-
-@dataclass(frozen=True)
-class Toolchain:
-    cmake: str
-    compiler: str
-    make: str
-    nvcc: str
-    cuda: str  # the toolkit's major.minor, as nvcc reports it
-
-
-@dataclass(frozen=True)
-class BuildRequest:
-    source: BuildSource
-    capability: str  # "87": what COMPUTE_CAPABILITY wants
-    toolchain: Toolchain
-    python: str  # the interpreter the wheel is for
-    python_tag: str  # "cp310"
-    jobs: int
-
-    @property
-    def cmake_options(self) -> Tuple[str, ...]:
-        return cmake_options(self.capability, self.toolchain.nvcc)
-
-    def key(self) -> str:
-        """Everything that makes two builds' wheels differ; the job count does not."""
-        facts = {
-            "source": self.source.identity,
-            "cuda": self.toolchain.cuda,
-            "capability": self.capability,
-            "python": self.python_tag,
-            "options": [option for option in self.cmake_options if "CMAKE_CUDA_COMPILER" not in option],
-        }
-        return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:24]
-
-
-@dataclass(frozen=True)
-class BuiltWheel:
-    path: Path
-    sha256: str
-    reused: bool  # taken from the cache, not built by this run
-    record: Dict[str, Any]  # what was built, from what, for which capability (the evidence's `build`)
 
 
 # --------------------------------------------------------------------------- releases
@@ -194,7 +137,7 @@ def local_source(path: Path) -> BuildSource:
         raise BadInput(f"{path} is not a bitsandbytes checkout (no CMakeLists.txt and bitsandbytes/ there)",
                        fix="git clone https://github.com/bitsandbytes-foundation/bitsandbytes, "
                            "then pass that folder: --bitsandbytes build=/path/to/bitsandbytes")
-    return BuildSource(str(path.resolve()), None, "sha256:" + folder_digest(path, _BUILT_HERE))
+    return BuildSource(str(path.resolve()), None, "sha256:" + folder_digest(path, BUILT_HERE))
 
 
 def parse_choice(text: str) -> Optional[str]:
@@ -240,41 +183,6 @@ def _checkout_version(path: Path) -> str:
 
 #: JetPack's own CUDA toolkit; the build uses it, not a toolkit from a Python package.
 CUDA_HOME = Path("/usr/local/cuda")
-
-
-def find_toolchain(cuda_home: Path, cuda_version: Optional[str]) -> Toolchain:
-    """The build tools, all named at once with their apt packages when any is missing, before
-    anything starts."""
-    missing = []
-    cmake, make = shutil.which("cmake"), shutil.which("make")
-    compiler = shutil.which("c++") or shutil.which("g++")
-    if not cmake:
-        missing.append(("cmake", "cmake"))
-    if not make or not compiler:
-        missing.append(("a C++ compiler and make", "build-essential"))
-    nvcc_path = cuda_home / "bin" / "nvcc"
-    nvcc = str(nvcc_path) if os.access(nvcc_path, os.X_OK) else None
-    if nvcc is None:
-        # JetPack's CUDA compiler is the cuda-nvcc-X-Y package of its toolkit
-        # (https://docs.nvidia.com/cuda/cuda-installation-guide-linux/#meta-packages).
-        package = f"cuda-nvcc-{cuda_version.replace('.', '-')}" if cuda_version else "cuda-nvcc-<major>-<minor>"
-        missing.append((f"nvcc ({nvcc_path})", package))
-    if missing:
-        names = ", ".join(name for name, _ in missing)
-        packages = " ".join(package for _, package in missing)
-        raise BadInput(f"building bitsandbytes needs {names}, which this machine lacks",
-                       fix=f"sudo apt-get install {packages}")
-    assert cmake and make and compiler and nvcc
-    return Toolchain(cmake, compiler, make, nvcc, _nvcc_version(nvcc))
-
-
-def _nvcc_version(nvcc: str) -> str:
-    completed = runner.run([nvcc, "--version"], timeout=60)
-    match = re.search(r"release (\d+\.\d+)", completed.stdout)
-    if not completed.ok or not match:
-        raise BadInput(f"{nvcc} --version did not say its release: {completed.last_stderr_line() or completed.stdout[-200:]}",
-                       fix="reinstall JetPack's CUDA toolkit: sudo apt-get install nvidia-jetpack")
-    return match.group(1)
 
 
 def build_jobs(cpus: int, memory_bytes: int) -> int:
@@ -341,167 +249,3 @@ def build_step(planned: PlannedBuild, python: str, default_index: Optional[str])
                 (*commands, install_argv(python, WHEEL)))
 
 
-def run_build_step(planned: PlannedBuild, step: Step, run: "Execution") -> str:
-    """Build bitsandbytes for the device (or take the cached wheel), install it without
-    dependencies, and record it as the environment's vendor build."""
-    import platformdirs
-
-    from jetson_install.identity import record_built
-
-    plan = run.plan
-    toolchain = find_toolchain(CUDA_HOME, plan.platform.cuda)
-    compile_ = next(command for command in step.commands if "--parallel" in command)
-    jobs = int(compile_[compile_.index("--parallel") + 1])  # as the plan showed it
-    request = BuildRequest(planned.source, planned.capability, toolchain, run.python,
-                           f"cp{(plan.python_abi or '').replace('.', '')}", jobs)
-    cache = Path(platformdirs.user_cache_dir("jetson-install")) / "builds" / "bitsandbytes"
-    built = build_wheel(request, cache, run.progress, plan.settings.default_index.value, watch=run.current)
-    run.run(install_argv(run.python, str(built.path)),
-            f"the wheel {built.path} did not install; remove it to build it again, then run: {run.rerun}")
-    record_built(run.staging, "bitsandbytes", built.record)
-    how = "from the build cache" if built.reused else f"built in {built.record['seconds']:.0f} s"
-    return f"bitsandbytes {planned.version} for sm_{planned.capability}, {how} ({built.path.name})"
-
-
-def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_index: Optional[str] = None,
-                build_isolation: bool = True, watch: Optional["StepProgress"] = None) -> BuiltWheel:
-    """The wheel for `request`: from the cache when an earlier build made it, else built now.
-
-    Raises StepFailed (naming the failed stage and its last output line) when the build fails;
-    nothing is left in the cache then, nor after an interrupt.
-    """
-    final = cache / request.key()
-    reused = _cached(final)
-    if reused is not None:
-        progress(f"      bitsandbytes for sm_{request.capability} from the build cache ({reused.path.name})")
-        return reused
-    cache.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(cache)
-    shutil.rmtree(final, ignore_errors=True)  # a damaged entry is rebuilt, never installed
-    work = Path(tempfile.mkdtemp(prefix=f".building-{os.getpid()}-", dir=cache))
-    try:
-        source = work / "source"
-        started = time.monotonic()
-        commands = build_commands(request.source, request.capability, request.toolchain.cmake,
-                                  request.toolchain.nvcc, request.jobs, request.python, default_index, str(work),
-                                  build_isolation)
-        if request.source.is_local:
-            _copy_checkout(request.source, source)
-        else:
-            _fetch(request.source, commands.pop(0), source)
-        configure, compile_, package = commands
-        _stage(request, "configure", configure, progress, started, watch)
-        _stage(request, "compile", compile_, progress, started, watch)
-        out = work / "wheel"
-        # CMake built the library into the source tree already; the packaging step must not
-        # build it again (bitsandbytes' setup.py skips CMake under BNB_SKIP_CMAKE).
-        packaged = runner.run_uv(package, indexes=[default_index] if default_index else [],
-                                 env={"BNB_SKIP_CMAKE": "1"}, watch=watch)
-        if not packaged.ok:
-            raise StepFailed("bitsandbytes", f"packaging the bitsandbytes wheel failed: {uv.summarize_failure(packaged)}",
-                             _build_fix(request, build_isolation))
-        wheel = _the_wheel(out, request)
-        record = _record(request, wheel, time.monotonic() - started)
-        (out / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        try:
-            os.rename(out, final)
-        except OSError:
-            if _cached(final) is None:  # not a concurrent build that finished first
-                raise
-        progress(f"      built {wheel.name} for sm_{request.capability} in {record['seconds']:.0f} s")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    built = _cached(final)
-    assert built is not None
-    return BuiltWheel(built.path, built.sha256, False, built.record)
-
-
-def _cached(folder: Path) -> Optional[BuiltWheel]:
-    try:
-        record = json.loads((folder / RECORD_FILE).read_text())
-        wheel = folder / record["wheel"]
-        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if digest != record.get("sha256"):
-        return None
-    return BuiltWheel(wheel, digest, True, record)
-
-
-def _remove_abandoned(cache: Path) -> None:
-    """Work folders of builds whose process is gone (killed, or the machine rebooted)."""
-    for folder in cache.glob(".building-*"):
-        try:
-            pid = int(folder.name.split("-")[1])
-            os.kill(pid, 0)
-        except (ValueError, IndexError, ProcessLookupError):
-            shutil.rmtree(folder, ignore_errors=True)
-        except PermissionError:
-            pass  # another user's live build
-
-
-def _copy_checkout(source: BuildSource, dest: Path) -> None:
-    shutil.copytree(source.location, dest, ignore=shutil.ignore_patterns(*BUILD_OUTPUTS, *_BUILT_HERE), symlinks=True)
-
-
-def _fetch(source: BuildSource, clone_argv: Sequence[str], dest: Path) -> None:
-    clone = runner.run(clone_argv, timeout=1800)
-    if not clone.ok:
-        raise StepFailed("bitsandbytes", f"cannot fetch bitsandbytes {source.version} from {source.location}: "
-                                         f"{clone.last_stderr_line()}",
-                         "on a board without internet, clone it elsewhere and pass the folder: "
-                         "--bitsandbytes build=/path/to/bitsandbytes")
-    head = runner.run(["git", "-C", str(dest), "rev-parse", "HEAD"], timeout=60).stdout.strip()
-    if head != source.identity:
-        raise StepFailed("bitsandbytes", f"the tag {source.version} of {source.location} points to {head[:12]}, "
-                                         f"not to the release commit {source.identity[:12]}",
-                         "a moved release tag is not built; report it, or build a checked checkout by path: "
-                         "--bitsandbytes build=/path/to/bitsandbytes")
-
-
-def _stage(request: BuildRequest, stage: str, argv: Sequence[str], progress: Progress, started: float,
-           watch: Optional["StepProgress"]) -> None:
-    what = f"bitsandbytes {stage} (sm_{request.capability}, {request.jobs} job(s))"
-    progress(f"      {what}; {time.monotonic() - started:.0f} s elapsed")
-    if watch is not None:
-        watch.phase = what  # the step's live line shows it with the elapsed time
-    completed = runner.run(argv, timeout=4 * 3600, on_tick=watch.tick if watch is not None else None)
-    if not completed.ok:
-        output = [line for line in (completed.stdout + "\n" + completed.stderr).splitlines() if line.strip()]
-        cause = next((line.strip() for line in output if "error" in line.lower()), output[-1] if output else "")
-        raise StepFailed("bitsandbytes", f"bitsandbytes {stage} failed: {cause}", _build_fix(request, True))
-
-
-def _build_fix(request: BuildRequest, build_isolation: bool) -> str:
-    if not build_isolation:
-        return ("install bitsandbytes' build requirements into the environment first "
-                "(scikit-build-core, setuptools>=77), or build with isolation from an index")
-    return (f"check the build log above; fewer jobs need less memory (this run used {request.jobs}); "
-            "or install without bitsandbytes")
-
-
-def _the_wheel(out: Path, request: BuildRequest) -> Path:
-    wheels = sorted(out.glob("bitsandbytes-*.whl"))
-    if len(wheels) != 1:
-        raise StepFailed("bitsandbytes", f"packaging made {len(wheels)} bitsandbytes wheels in {out}, not one",
-                         "report this as a jetson-install bug")
-    with zipfile.ZipFile(wheels[0]) as archive:
-        libraries = [name for name in archive.namelist() if re.search(r"libbitsandbytes_cuda\d+\.so$", name)]
-    if not libraries:
-        raise StepFailed("bitsandbytes", f"{wheels[0].name} has no CUDA library (libbitsandbytes_cuda*.so)",
-                         _build_fix(request, True))
-    return wheels[0]
-
-
-def _record(request: BuildRequest, wheel: Path, seconds: float) -> Dict[str, Any]:
-    return {
-        "built": True,
-        "wheel": wheel.name,
-        "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
-        "source": request.source.to_json(),
-        "capability": request.capability,
-        "cuda": request.toolchain.cuda,
-        "python_tag": request.python_tag,
-        "cmake_options": [o for o in request.cmake_options if "CMAKE_CUDA_COMPILER" not in o],
-        "seconds": round(seconds, 1),
-    }

@@ -1,0 +1,82 @@
+"""What the install ran, against what its plan said it would run.
+
+An install's JSON result carries the plan it carried out (`plan_steps`: every command, with
+the placeholder DIR.d/<new> for the environment it made) and the log it wrote (every command
+line the runner started). The two must be the same list: the plan is the program.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from jetson_install import runner
+
+__all__ = ["host_programs", "planned_commands", "logged_commands", "assert_ran_as_planned", "assert_vendor_set_pinned"]
+
+
+#: What a source build's steps name by placeholder: its private work folder and its wheel.
+_BUILD_PLACEHOLDERS = ("<build>", "<wheel>")
+
+
+def host_programs() -> Dict[str, str]:
+    """How a plan names a program, and the binary an install on this machine runs for it."""
+    return {"uv": runner.uv_binary(), "jetson-install": f"{sys.executable} -m jetson_install",
+            "cmake": shutil.which("cmake") or "cmake"}
+
+
+def planned_commands(result: Dict[str, Any], programs: Optional[Mapping[str, str]] = None) -> List[str]:
+    """The commands of the plan the install carried out, as they ran (the programs it names
+    put in; the new environment's own python, the smoke command's, left out)."""
+    placeholder = f"{result['venv']}.d/<new>"
+    programs = programs or host_programs()
+    commands = []
+    for step in result["plan_steps"]:
+        for command in step["commands"]:
+            if command[0] not in programs:
+                continue
+            parts = [programs[command[0]]] + [part.replace(placeholder, result["environment"]) for part in command[1:]]
+            commands.append(" ".join(parts))
+    return commands
+
+
+def logged_commands(log: Path, programs: Optional[Mapping[str, str]] = None) -> List[str]:
+    """The command lines of those programs the install's log says it started, in order."""
+    started = tuple((programs or host_programs()).values())
+    found = []
+    for line in log.read_text().splitlines():
+        _, marker, command = line.partition(" DEBUG run: ")
+        if marker and command.startswith(started):
+            found.append(command)
+    return found
+
+
+def _same(planned: str, ran: str) -> bool:
+    """Equal, where a source build's placeholders stand for the paths it chose at run time."""
+    pattern = re.escape(planned)
+    for placeholder in _BUILD_PLACEHOLDERS:
+        pattern = pattern.replace(re.escape(placeholder), r"\S+")
+    return re.fullmatch(pattern, ran) is not None
+
+
+def assert_ran_as_planned(result: Dict[str, Any], programs: Optional[Mapping[str, str]] = None,
+                          log: Optional[Path] = None) -> None:
+    """`log`: where the log is read from here (inside a root the install ran in)."""
+    assert result["status"] == "installed", result.get("error")
+    planned = planned_commands(result, programs)
+    logged = logged_commands(log or Path(result["log"]), programs)
+    same = len(planned) == len(logged) and all(_same(p, r) for p, r in zip(planned, logged))
+    assert planned and same, "\nplanned:\n  " + "\n  ".join(planned) + "\nran:\n  " + "\n  ".join(logged)
+
+
+def assert_vendor_set_pinned(environment: Path, packages: List[str]) -> Dict[str, str]:
+    """Every vendor package of the set is pinned to one exact version in the environment's
+    constraints (what pip.conf and UV_CONSTRAINT keep in force); returns the pins."""
+    lines = (environment / "jetson-install" / "constraints.txt").read_text().split()
+    pins = dict(line.split("==", 1) for line in lines if "==" in line)
+    missing = [name for name in packages if name not in pins]
+    assert not missing, f"not pinned in constraints.txt: {missing} ({lines})"
+    return {name: pins[name] for name in packages}

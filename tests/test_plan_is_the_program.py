@@ -1,0 +1,127 @@
+"""The plan is the program: an install runs exactly the commands its plan shows.
+
+Each route's install is run against loopback indexes and its log compared with the plan it
+carried out (tests/support/planned.py); the routes whose lanes need more than this machine
+(the kept torch, locks, the bitsandbytes build, the preflight) assert the same in their own
+test modules. The plan `plan --resolve` prints is the one the install then runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+from support import VENDOR_PINS, isolated_env
+from support.catalogs import stub_catalog_text
+from support.installer import Installer
+from support.planned import assert_ran_as_planned, assert_vendor_set_pinned, planned_commands
+from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
+from support.wheels import build_wheel
+
+TOP = Path(__file__).resolve().parent.parent
+THOR = "sample:agx-thor-jp7.2.1"
+
+
+def _plan(install_argv: List[str], env: Dict[str, str], *extra: str) -> Dict[str, Any]:
+    """What `plan obliteratus` says for the same options as the install's."""
+    at = install_argv.index("obliteratus")
+    argv = [*install_argv[:at], "plan", *[a for a in install_argv[at:] if a != "--yes"], *extra]
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _commands(steps: List[Dict[str, Any]]) -> List[List[List[str]]]:
+    return [step["commands"] for step in steps]
+
+
+def test_the_download_route_runs_its_plan_and_pins_the_whole_vendor_set(installer: Installer) -> None:
+    resolved = _plan(installer.argv(), installer.env, "--resolve")
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert_ran_as_planned(data)
+    # What `plan --resolve` showed is what ran: the same steps and commands.
+    assert _commands(resolved["steps"]) == _commands(data["plan_steps"])
+    pins = assert_vendor_set_pinned(installer.venv, list(VENDOR_PINS))
+    assert pins == VENDOR_PINS
+
+
+def test_the_companions_step_runs_both_commands_it_shows(tmp_path: Path, private_index_dirs, start_index,
+                                                          obliteratus_source: Path) -> None:
+    companion = "nvidia-cuda-runtime-cu12"
+    build_wheel(private_index_dirs.public, companion, "12.9.79", source_index="public")
+    catalog = tmp_path / "companions-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
+                                         companions=(f"{companion}==12.9.79",)))
+    env = isolated_env(tmp_path, fast_fail=True)
+    env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+    vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public)
+    installer = Installer(tmp_path / "obl", env, vendor.url, public.url, obliteratus_source)
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert_ran_as_planned(data)
+    companions = next(step for step in data["plan_steps"] if step["id"] == "companions")
+    assert [command[:3] for command in companions["commands"]] == [["uv", "pip", "compile"], ["uv", "pip", "install"]]
+    assert any("pip compile" in command for command in planned_commands(data))
+
+
+def test_thor_plans_bitsandbytes_in_its_vendor_step_with_and_without_resolving() -> None:
+    # uv's own default index is never listed by the tool: `plan --resolve` takes the set as the
+    # catalog records it, and both leave the range to uv in the vendor step.
+    argv = [sys.executable, "-m", "jetson_install", "obliteratus", "--root", THOR, "--json"]
+    env = isolated_env(Path("/nonexistent"), fast_fail=True)
+    plain, resolved = _plan(argv, env), _plan(argv, env, "--resolve")
+    vendor = next(step for step in plain["steps"] if step["id"] == "vendor")
+    assert vendor["command"][-1] == "bitsandbytes>=0.48,<0.51" and vendor["command"][-3] == "torch==2.13.0"
+    assert _commands(plain["steps"]) == _commands(resolved["steps"])
+    assert "bitsandbytes>=0.48,<0.51" in plain["constraints"]
+
+
+def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_checks_it(
+        tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path, monkeypatch, capsys) -> None:
+    # Thor's vendor set comes from uv's default index, which the tool never lists itself: its
+    # bitsandbytes range is resolved by uv in the vendor step and pinned once installed. Here
+    # the loopback index stands in for uv's default, read only by uv (the install runs
+    # in-process, with the tool's own listing of it turned off).
+    from jetson_install import index
+    from jetson_install.cli import main
+
+    public_dir = private_index_dirs.public
+    for old in public_dir.glob("torch-*.whl"):
+        old.unlink()
+    build_wheel(public_dir, "torch", "2.13.0", requires=_TORCH_REQUIRES, requires_python=">=3.8",
+                modules=_torch_modules(True, "13.0"), init_body=_TORCH_INIT_BODY, source_index="public")
+    build_wheel(public_dir, "torchvision", "0.28.0", requires=("torch==2.13.0",), source_index="public")
+    public = start_index(public_dir)
+    env = isolated_env(tmp_path, fast_fail=True)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(index, "resolve", lambda source, where, python: index.offline_resolution(source))
+    venv = tmp_path / "obl"
+    argv = ["obliteratus", "--root", THOR, "--venv", str(venv), "--python", sys.executable, "--default-index",
+            public.url, "--source", str(obliteratus_source), "--no-verify", "--yes", "--json"]
+    try:
+        main(argv)
+    except SystemExit as exit:
+        assert exit.code == 0, capsys.readouterr().err
+    data = json.loads(capsys.readouterr().out)
+    assert_ran_as_planned(data)
+    vendor = next(step for step in data["plan_steps"] if step["id"] == "vendor")
+    assert vendor["command"][-1] == "bitsandbytes>=0.48,<0.51"
+    pins = assert_vendor_set_pinned(venv, ["torch", "torchvision", "bitsandbytes"])
+    assert pins == {"torch": "2.13.0", "torchvision": "0.28.0", "bitsandbytes": "0.49.0"}
+    assert data["installed"]["bitsandbytes"] == "0.49.0"
+    record = json.loads((venv / "jetson-install" / "vendor.json").read_text())
+    assert record["resolution"]["files"][-1]["version"] == "0.49.0" and "bitsandbytes" in record["installed"]
+    # Inside the environment, another bitsandbytes is refused, as for every pinned vendor build.
+    refused = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index",
+                              "--dry-run", "bitsandbytes==0.46.1"], capture_output=True, text=True, env=env, timeout=120)
+    assert refused.returncode != 0 and "bitsandbytes" in refused.stderr + refused.stdout
+    # The doctor judges bitsandbytes as a vendor build here, never "installed without its extra".
+    doctor = subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--venv", str(venv),
+                             "--root", THOR, "--json"], capture_output=True, text=True, env=env, timeout=300)
+    checks = {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}
+    assert checks["bnb-library"]["status"] != "not_applicable", checks["bnb-library"]
