@@ -152,7 +152,8 @@ def test_preflight_install_with_real_aarch64_wheels(arm64: Arm64Root) -> None:
     data = json.loads(result.stdout)
     assert data["status"] == "installed" and data["profile"] == "preflight"
     # The preflight's steps ran as its plan shows them (the log is read inside the root).
-    programs = {"uv": f"{TOOL}/bin/uv", "jetson-install": f"{TOOL}/bin/python -m jetson_install"}
+    python = (arm64.root / TOOL.lstrip("/") / "bin" / "jetson-install").read_text().splitlines()[0][2:]  # its #!
+    programs = {"uv": f"{TOOL}/bin/uv", "jetson-install": f"{python} -m jetson_install"}
     assert_ran_as_planned(data, programs, log=arm64.root / data["log"].lstrip("/"))
     assert data["installed"]["torch"] == "2.8.0"
     # The channel's bitsandbytes range, from the default index (its aarch64 wheel has a CPU library).
