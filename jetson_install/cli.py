@@ -175,9 +175,10 @@ def _resolved(the_plan: Plan, where: Optional[str], python: str) -> Resolution:
 
     from jetson_install import index
     from jetson_install.fixes import StepContext, index_down_fix
+    from jetson_install.platform_data import ubuntu_glibc
 
     try:
-        return index.resolve(the_plan.vendor, where, python)
+        return index.resolve(the_plan.vendor, where, python, ubuntu_glibc(the_plan.platform.ubuntu))
     except index.IndexUnreachable as exc:
         context = StepContext("vendor", _rerun_command(), where, Path(the_plan.venv + ".d"), "",
                               fallback=the_plan.fallback_location is not None
@@ -312,6 +313,7 @@ def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bo
 
 def _check_channels(catalog: Any, channel_id: Optional[str], vendor_index: Optional[str], as_json: bool) -> None:
     from jetson_install import index
+    from jetson_install.platform_data import major_glibc
     from jetson_install.settings import check_index_url
 
     if vendor_index:
@@ -323,7 +325,8 @@ def _check_channels(catalog: Any, channel_id: Optional[str], vendor_index: Optio
         for source in channel.sources:
             if source.index is None:
                 continue
-            reports.append(index.check_source(channel.id, source, vendor_index or source.index, channel.python))
+            reports.append(index.check_source(channel.id, source, vendor_index or source.index, channel.python,
+                                              major_glibc(channel.l4t_from[0])))
             if vendor_index:
                 break  # a mirror stands for the channel's first index
     if as_json:
@@ -505,7 +508,8 @@ def lock(**options: Any) -> None:
 
     from jetson_install.errors import Unsupported
     from jetson_install.interpreters import inspect_interpreter
-    from jetson_install.lock import LockTarget, make_lock, python_platform
+    from jetson_install.lock import LockTarget, make_lock
+    from jetson_install.platform_data import ubuntu_glibc
 
     options.update(venv=None, no_verify=True, use_existing_torch=False)
     the_plan = _build_plan("obliteratus", {**options, "python": None})
@@ -513,10 +517,10 @@ def lock(**options: Any) -> None:
         raise Unsupported(the_plan.reason or "no vendor source for this board", fix=the_plan.remedy or None)
     if options["python"]:
         interpreter = inspect_interpreter(options["python"])
-        target = LockTarget(interpreter.abi, os.uname().machine, "native", interpreter.path)
+        target = LockTarget(interpreter.abi, os.uname().machine, None, interpreter.path)
     else:
         arch = the_plan.platform.arch or "aarch64"
-        target = LockTarget(the_plan.channel.python, arch, python_platform(arch, the_plan.platform.ubuntu))
+        target = LockTarget(the_plan.channel.python, arch, ubuntu_glibc(the_plan.platform.ubuntu))
     from jetson_install import index
     from jetson_install.plan import resolved_plan
 

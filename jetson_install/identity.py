@@ -15,9 +15,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.errors import JetsonInstallError
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
 
 __all__ = [
     "VENDOR_PACKAGES",
@@ -32,7 +35,6 @@ __all__ = [
     "IdentityMismatch",
     "NothingInPolicy",
     "choose_set",
-    "target_tags",
     "installed_package",
     "read_record",
     "record_built",
@@ -193,29 +195,6 @@ class Resolution:
                    str(data.get("reason", "")), tuple(data.get("warnings", ())))
 
 
-def target_tags(python: str, machine: str = "aarch64") -> List[Any]:
-    """The wheel tags a CPython `python` ("3.10") on Linux `machine` installs, best first."""
-    from packaging import tags
-
-    version = tuple(int(part) for part in python.split("."))
-    platforms = [f"manylinux_2_{minor}_{machine}" for minor in range(39, 16, -1)]
-    platforms += [f"manylinux2014_{machine}", f"linux_{machine}"]
-    return list(tags.cpython_tags(version, platforms=platforms)) + list(
-        tags.compatible_tags(version, platforms=platforms))
-
-
-def _wheel_fits(filename: str, allowed: Sequence[Any]) -> Optional[int]:
-    """The rank of the wheel's best tag among `allowed` (lower is better), or None."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    try:
-        _, _, _, file_tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        return None
-    ranks = [allowed.index(tag) for tag in file_tags if tag in allowed]
-    return min(ranks) if ranks else None
-
-
 def choose_set(
     source: str,
     sets: Sequence[VersionSet],
@@ -223,7 +202,7 @@ def choose_set(
     prereleases: bool,
     builds: Sequence[KnownBuild],
     listings: Mapping[str, Sequence[ListedFile]],
-    tags: Sequence[Any],
+    tags: Sequence["Tag"],
 ) -> Resolution:
     """The preferred set when the index lists all of it, else the newest complete set.
 
@@ -276,9 +255,11 @@ def _versions(files: Sequence[ListedFile]) -> List[str]:
 
 
 def _complete(source: str, version_set: VersionSet, prereleases: bool, known: Mapping[str, KnownBuild],
-              listings: Mapping[str, Sequence[ListedFile]], tags: Sequence[Any]) -> Optional[List[ChosenFile]]:
+              listings: Mapping[str, Sequence[ListedFile]], tags: Sequence["Tag"]) -> Optional[List[ChosenFile]]:
     from packaging.utils import parse_wheel_filename
     from packaging.version import Version
+
+    from jetson_install.tags import wheel_rank
 
     chosen: List[ChosenFile] = []
     for package in version_set.specifiers:
@@ -286,7 +267,7 @@ def _complete(source: str, version_set: VersionSet, prereleases: bool, known: Ma
         for listed in listings.get(package, ()):
             if listed.yanked or not listed.filename.endswith(".whl"):
                 continue
-            rank = _wheel_fits(listed.filename, tags)
+            rank = wheel_rank(listed.filename, tags)
             version = str(parse_wheel_filename(listed.filename)[1])
             if rank is None or not version_set.allows(package, version, prereleases):
                 continue

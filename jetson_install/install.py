@@ -206,6 +206,7 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
     """The plan with its vendor set: the recorded one while the policy is unchanged, else the index's."""
     from jetson_install import index
     from jetson_install.identity import NothingInPolicy
+    from jetson_install.platform_data import ubuntu_glibc
 
     if plan.vendor is None:  # --use-existing-torch keeps the interpreter's own stack
         return plan
@@ -220,7 +221,7 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
     try:
         # A preflight runs on whatever Python the machine has (CPU builds exist for each).
         python_abi = interpreter.abi if plan.preflight is not None else plan.python_abi
-        resolution = index.resolve(plan.vendor, vendor_index, python_abi or "3")
+        resolution = index.resolve(plan.vendor, vendor_index, python_abi or "3", ubuntu_glibc(plan.platform.ubuntu))
     except JetsonInstallError as exc:
         # Reading the index is the vendor step's first half: its fixes are the vendor step's.
         context = StepContext("vendor", run.rerun, vendor_index, Path(plan.venv + ".d"), "",

@@ -21,14 +21,16 @@ from urllib.parse import quote, unquote, urlsplit
 
 from jetson_install import __version__, runner, uv
 from jetson_install.errors import BadInput, StepFailed
+from jetson_install.tags import python_platform, wheel_rank, wheel_tags
 from jetson_install.toml_file import load_toml
 
 if TYPE_CHECKING:
+    from packaging.tags import Tag
+
     from jetson_install.identity import Resolution
 
 __all__ = [
-    "LOCK_VERSION", "Locked", "Lock", "render_lock", "parse_lock", "read_lock", "python_platform", "target_tags",
-    "pick_file", "entries_from_pylock", "lock_mismatch", "LockTarget", "make_lock", "WHEELHOUSE_LOCK",
+    "LOCK_VERSION", "Locked", "Lock", "render_lock", "parse_lock", "read_lock", "pick_file", "entries_from_pylock", "lock_mismatch", "LockTarget", "make_lock", "WHEELHOUSE_LOCK",
     "relocated", "wheelhouse_pages", "fill_wheelhouse", "LockResult", "LockInUse", "LOCK_FILE", "lock_resolution",
 ]
 
@@ -39,11 +41,6 @@ WHEELHOUSE_LOCK = "lock.txt"
 LOCK_FILE = "lock.txt"
 _FILES = "files"
 _SIMPLE = "simple"
-
-# glibc of each Ubuntu release a JetPack is built on, which is the manylinux level its
-# wheels may use (PEP 600): https://packages.ubuntu.com/focal/libc6 (2.31), /jammy/libc6
-# (2.35), /noble/libc6 (2.39); bionic (18.04) has 2.27.
-_UBUNTU_GLIBC = {"18.04": "2_27", "20.04": "2_31", "22.04": "2_35", "24.04": "2_39"}
 
 
 @dataclass(frozen=True)
@@ -187,40 +184,15 @@ def lock_mismatch(lock: Lock, channel: Optional[str], python: str, arch: str) ->
     return None
 
 
-def python_platform(arch: str, ubuntu: Optional[str]) -> str:
-    """uv's --python-platform for a board: its architecture at its Ubuntu's manylinux level."""
-    glibc = _UBUNTU_GLIBC.get(ubuntu or "")
-    if glibc is None:
-        raise BadInput(f"no manylinux level known for Ubuntu {ubuntu or '(unknown)'}",
-                       fix="give a root whose etc/os-release names its Ubuntu, or --l4t with a JetPack 6/7 release")
-    return f"{arch}-manylinux_{glibc}"
-
-
-def target_tags(python: str, platform: str) -> List[str]:
-    """The wheel tags a `platform` (as python_platform gives it) accepts, most specific first."""
-    from packaging import tags
-
-    arch, _, level = platform.partition("-manylinux_")
-    major, minor = (int(part) for part in level.split("_"))
-    platforms = [f"manylinux_{major}_{m}_{arch}" for m in range(minor, 16, -1)] + [f"manylinux2014_{arch}",
-                                                                                   f"linux_{arch}"]
-    version = tuple(int(part) for part in python.split("."))
-    found = list(tags.cpython_tags(version, platforms=platforms)) + list(tags.compatible_tags(version, platforms=platforms))
-    return [str(tag) for tag in found]
-
-
-def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence[str]]) -> Optional[Tuple[str, str, bool]]:
+def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence["Tag"]]) -> Optional[Tuple[str, str, bool]]:
     """(url, sha256, is_sdist) of the file a pylock.toml package entry installs from: the
     wheel whose tag ranks best in `accepted` (None: the only wheel uv listed), else its sdist."""
-    from packaging.utils import parse_wheel_filename
-
     best: Optional[Tuple[int, str, str]] = None
     for wheel in package.get("wheels", []):
         name = unquote(urlsplit(wheel["url"]).path.rsplit("/", 1)[-1])
-        ranks = [accepted.index(str(tag)) for tag in parse_wheel_filename(name)[3] if str(tag) in accepted] \
-            if accepted is not None else [0]
-        if ranks and (best is None or min(ranks) < best[0]):
-            best = (min(ranks), wheel["url"], wheel["hashes"]["sha256"])
+        rank = wheel_rank(name, accepted) if accepted is not None else 0
+        if rank is not None and (best is None or rank < best[0]):
+            best = (rank, wheel["url"], wheel["hashes"]["sha256"])
     if best is not None:
         return best[1], best[2], False
     sdist = package.get("sdist")
@@ -229,7 +201,7 @@ def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence[str]]) -> 
     return None
 
 
-def entries_from_pylock(path: Path, origin: str, accepted: Optional[Sequence[str]],
+def entries_from_pylock(path: Path, origin: str, accepted: Optional[Sequence["Tag"]],
                         skip: Sequence[str] = ()) -> List[Locked]:
     """The lock entries of a resolution uv wrote as pylock.toml (PEP 751)."""
     entries = []
@@ -251,16 +223,26 @@ def _normalize(name: str) -> str:
 
 @dataclass(frozen=True)
 class LockTarget:
-    """What a lock is made for: a board's platform, or (with --python) an interpreter here."""
+    """What a lock is made for: a board's platform (its Python, architecture and glibc), or
+    (with --python) an interpreter here."""
 
     python: str
     arch: str
-    platform: str  # uv's --python-platform, or "native"
+    glibc: Optional[str]  # "2.35"; None for an interpreter here
     interpreter: Optional[str] = None
 
     @property
-    def accepted(self) -> Optional[List[str]]:
-        return None if self.interpreter else target_tags(self.python, self.platform)
+    def platform(self) -> str:
+        """uv's --python-platform, or "native" for an interpreter here."""
+        if self.interpreter or self.glibc is None:
+            return "native"
+        return python_platform(self.arch, self.glibc)
+
+    @property
+    def accepted(self) -> Optional[List["Tag"]]:
+        if self.interpreter or self.glibc is None:
+            return None
+        return wheel_tags(self.python, self.arch, self.glibc)
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple
 
+from jetson_install.errors import BadInput
 from jetson_install.release_files import L4T
 from jetson_install.toml_file import load_toml
 
-__all__ = ["Soc", "MajorFacts", "PlatformData", "platform_data"]
+__all__ = ["Soc", "MajorFacts", "PlatformData", "platform_data", "ubuntu_glibc", "major_glibc"]
 
 DATA_FILE = Path(__file__).with_name("platform-data.toml")
 
@@ -45,6 +46,7 @@ class PlatformData:
     majors: Mapping[int, MajorFacts]
     releases: Mapping[L4T, str]
     modules: Mapping[str, str]
+    glibc: Mapping[str, str]  # Ubuntu release -> its glibc, "22.04" -> "2.35"
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,4 +63,19 @@ def platform_data(path: Path = DATA_FILE) -> PlatformData:
     for key, jetpack in raw["releases"].items():
         major, minor, patch = (int(part) for part in key.split("."))
         releases[L4T(major, minor, patch)] = jetpack
-    return PlatformData(socs, majors, releases, dict(raw["modules"]))
+    return PlatformData(socs, majors, releases, dict(raw["modules"]), dict(raw["glibc"]))
+
+
+def ubuntu_glibc(ubuntu: Optional[str]) -> str:
+    """The glibc of a board's Ubuntu, which is the newest manylinux level its wheels may use."""
+    glibc = platform_data().glibc.get(ubuntu or "")
+    if glibc is None:
+        raise BadInput(f"no manylinux level known for Ubuntu {ubuntu or '(unknown)'}",
+                       fix="give a root whose etc/os-release names its Ubuntu, or --l4t with a JetPack 6/7 release")
+    return glibc
+
+
+def major_glibc(major: int) -> str:
+    """The glibc of the Ubuntu an L4T major ships (what a channel is built for, where no board is read)."""
+    facts = platform_data().majors.get(major)
+    return ubuntu_glibc(facts.ubuntu if facts is not None else None)
