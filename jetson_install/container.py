@@ -220,13 +220,15 @@ def _write_metadata_wheel(path: Path, name: str, version: str) -> None:
 
 def resolved_requirements(compiled: str, kept: Sequence[str]) -> List[str]:
     """The lines of `uv pip compile` output that are to be installed: all but the kept stack."""
+    from packaging.utils import canonicalize_name
+
     lines = []
     for line in compiled.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         name = re.split(r"[\s=<>!~;@\[]", line, maxsplit=1)[0]
-        if re.sub(r"[-_.]+", "-", name).lower() not in kept:
+        if canonicalize_name(name) not in kept:
             lines.append(line)
     return lines
 

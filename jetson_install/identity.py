@@ -57,10 +57,6 @@ class NothingInPolicy(JetsonInstallError):
     """No set the source declares is complete on the index."""
 
 
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 @dataclass(frozen=True)
 class KnownBuild:
     """One vendor wheel as the public record knows it."""
@@ -324,10 +320,12 @@ def _dist_infos(environment: Path) -> Iterable[Path]:
 
 def installed_package(environment: Path, name: str) -> Optional[InstalledPackage]:
     """Read `name`'s dist-info in the environment (a file read: the tool never imports torch)."""
-    wanted = _normalize(name)
+    from packaging.utils import canonicalize_name
+
+    wanted = canonicalize_name(name)
     for dist_info in _dist_infos(environment):
         dist_name, _, version = dist_info.name[: -len(".dist-info")].partition("-")
-        if _normalize(dist_name) != wanted:
+        if canonicalize_name(dist_name) != wanted:
             continue
         try:
             wheel = (dist_info / "WHEEL").read_text(encoding="utf-8", errors="replace")

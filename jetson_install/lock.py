@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
+from packaging.utils import canonicalize_name
+
 from jetson_install import __version__, runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.tags import python_platform, wheel_rank, wheel_tags
@@ -206,7 +208,7 @@ def entries_from_pylock(path: Path, origin: str, accepted: Optional[Sequence["Ta
     """The lock entries of a resolution uv wrote as pylock.toml (PEP 751)."""
     entries = []
     for package in load_toml(path).get("packages", []):
-        name = _normalize(package["name"])
+        name = canonicalize_name(package["name"])
         if name in skip:
             continue
         picked = pick_file(package, accepted)
@@ -215,10 +217,6 @@ def entries_from_pylock(path: Path, origin: str, accepted: Optional[Sequence["Ta
                              "check that the index carries a wheel for the board (aarch64) or a source archive")
         entries.append(Locked(name, package["version"], picked[0], picked[1], origin, picked[2]))
     return entries
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -304,7 +302,7 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
             fetch_file(chosen.url, copy)
             sha256 = _sha256(copy)
             copy.unlink()
-        entries.append(Locked(_normalize(chosen.name), chosen.version, chosen.url.split("#", 1)[0], sha256, "vendor"))
+        entries.append(Locked(canonicalize_name(chosen.name), chosen.version, chosen.url.split("#", 1)[0], sha256, "vendor"))
     if by_version:
         entries += _resolve(work, "vendor", by_version, None, vendor_index, target, no_deps=True)
     return entries
@@ -398,7 +396,7 @@ def wheelhouse_pages(lock: Lock) -> Dict[str, str]:
     """The PEP 503 pages of a wheelhouse (path under simple/ -> html), with sha256 fragments."""
     projects: Dict[str, List[Locked]] = {}
     for entry in lock.entries:
-        projects.setdefault(_normalize(entry.name), []).append(entry)
+        projects.setdefault(canonicalize_name(entry.name), []).append(entry)
     pages = {"index.html": _page("Simple index", [(f"{name}/", name) for name in sorted(projects)])}
     for name, entries in projects.items():
         pages[f"{name}/index.html"] = _page(

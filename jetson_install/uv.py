@@ -250,6 +250,7 @@ def _judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
     what the parent provides "not installed": judge those lines against what the interpreter
     itself imports, and keep only the real problems."""
     from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
 
     from jetson_install.versions import satisfies
 
@@ -265,7 +266,7 @@ def _judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
         except InvalidRequirement:
             problems.append(line.strip())
             continue
-        version = visible.get(re.sub(r"[-_.]+", "-", requirement.name).lower())
+        version = visible.get(canonicalize_name(requirement.name))
         if version is not None and (not requirement.specifier or satisfies(version, str(requirement.specifier))):
             provided += 1
         else:
@@ -278,6 +279,8 @@ def _judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
 
 def installed_versions(python: str) -> Dict[str, str]:
     """Normalized distribution name -> version, from uv's JSON listing."""
+    from packaging.utils import canonicalize_name
+
     result = _run_uv([PROGRAM, "pip", "list", "--no-config", "--python", python, "--format", "json"], timeout=120)
     if not result.ok:
         return {}
@@ -285,7 +288,7 @@ def installed_versions(python: str) -> Dict[str, str]:
         rows = json.loads(result.stdout)
     except ValueError:
         return {}
-    return {re.sub(r"[-_.]+", "-", row["name"]).lower(): row["version"] for row in rows if isinstance(row, dict)}
+    return {canonicalize_name(row["name"]): row["version"] for row in rows if isinstance(row, dict)}
 
 
 
