@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, FrozenSet, Mapping, Optional, Tuple
 
 from jetson_install.errors import BadInput
 from jetson_install.release_files import L4T
@@ -20,7 +20,8 @@ DATA_FILE = Path(__file__).with_name("platform-data.toml")
 class Soc:
     name: str
     family: str
-    compute_capability: str
+    compute_capability: str  # "8.7"
+    tegra_cuda: bool  # a JetPack gives it L4T's own CUDA (not only JetPack 7's SBSA CUDA)
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,21 @@ class PlatformData:
     modules: Mapping[str, str]
     glibc: Mapping[str, str]  # Ubuntu release -> its glibc, "22.04" -> "2.35"
 
+    @property
+    def tegra_capabilities(self) -> FrozenSet[Tuple[int, int]]:
+        """The compute capabilities of the GPUs with L4T's own CUDA: no other GPU has them."""
+        found = set()
+        for soc in self.socs.values():
+            if soc.tegra_cuda:
+                major, minor = soc.compute_capability.split(".")
+                found.add((int(major), int(minor)))
+        return frozenset(found)
+
 
 @functools.lru_cache(maxsize=None)
 def platform_data(path: Path = DATA_FILE) -> PlatformData:
     raw = load_toml(path)
-    socs = {name: Soc(name, entry["family"], entry["compute_capability"]) for name, entry in raw["socs"].items()}
+    socs = {name: Soc(name, entry["family"], entry["compute_capability"], entry["tegra_cuda"]) for name, entry in raw["socs"].items()}
     majors: Dict[int, MajorFacts] = {}
     for key, entry in raw["majors"].items():
         cuda = tuple(sorted((int(minor), version) for minor, version in entry.get("cuda", {}).items()))
