@@ -21,8 +21,9 @@ from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from jetson_install import __version__, runner, uv
+from jetson_install import __version__, git, uv
 from jetson_install.errors import BadInput, StepFailed
+from jetson_install.redact import redact
 from jetson_install.tags import python_platform, wheel_rank, wheel_tags
 from jetson_install.toml_file import load_toml
 
@@ -345,14 +346,14 @@ def _build_target(requirement: str, default_index: Optional[str], out_dir: Path,
     if url.startswith("git+"):
         repository, _, ref = url[len("git+"):].rpartition("@") if "@" in url.split("://", 1)[1] else (url[4:], "", "")
         checkout = work / "source"
-        clone = runner.run(["git", "clone", "--quiet", repository, str(checkout)], timeout=600)
+        clone = git.clone(repository, checkout, timeout=600)
         if not clone.ok:
-            raise StepFailed("build", f"git clone {repository} failed: {clone.last_stderr_line()}",
+            raise StepFailed("build", f"git clone {redact(repository)} failed: {clone.last_stderr_line()}",
                              "check the --source URL and the network, then run the lock again")
         if ref:
-            switched = runner.run(["git", "-C", str(checkout), "checkout", "--quiet", ref], timeout=120)
+            switched = git.checkout(checkout, ref)
             if not switched.ok:
-                raise StepFailed("build", f"{repository} has no ref {ref}: {switched.last_stderr_line()}",
+                raise StepFailed("build", f"{redact(repository)} has no ref {ref}: {switched.last_stderr_line()}",
                                  "pass a tag, branch or commit the repository has: --ref REF")
         source = checkout
     elif url.startswith("file://"):
@@ -360,8 +361,7 @@ def _build_target(requirement: str, default_index: Optional[str], out_dir: Path,
     else:
         raise BadInput(f"a lock builds the source once from git or a checkout, and {url} is an archive",
                        fix="pass the repository URL or a checkout as --source")
-    head = runner.run(["git", "-C", str(source), "rev-parse", "HEAD"], timeout=60)
-    commit = head.stdout.strip() if head.ok and (source / ".git").exists() else None
+    commit = git.head_commit(source) if (source / ".git").exists() else None
     built = work / "wheel"
     result = uv.build_wheel(sys.executable, str(source), str(built), default_index, isolation=True)
     wheels = sorted(built.glob("*.whl"))

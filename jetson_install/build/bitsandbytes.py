@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
-from jetson_install import runner, uv
+from jetson_install import git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.source_identity import BUILD_OUTPUTS, folder_digest
 from jetson_install.toml_file import load_toml
@@ -372,14 +372,13 @@ def _fetch(source: BuildSource, dest: Path) -> None:
     if source.is_local:
         shutil.copytree(source.location, dest, ignore=shutil.ignore_patterns(*BUILD_OUTPUTS, *_BUILT_HERE), symlinks=True)
         return
-    clone = runner.run(["git", "clone", "--quiet", "--depth", "1", "--branch", str(source.version),
-                        source.location, str(dest)], timeout=1800)
+    clone = git.clone(source.location, dest, timeout=1800, branch=str(source.version), shallow=True)
     if not clone.ok:
         raise StepFailed("bitsandbytes", f"cannot fetch bitsandbytes {source.version} from {source.location}: "
                                          f"{clone.last_stderr_line()}",
                          "on a board without internet, clone it elsewhere and pass the folder: "
                          "--bitsandbytes build=/path/to/bitsandbytes")
-    head = runner.run(["git", "-C", str(dest), "rev-parse", "HEAD"], timeout=60).stdout.strip()
+    head = git.head_commit(dest) or "no commit"
     if head != source.identity:
         raise StepFailed("bitsandbytes", f"the tag {source.version} of {source.location} points to {head[:12]}, "
                                          f"not to the release commit {source.identity[:12]}",
