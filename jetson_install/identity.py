@@ -356,7 +356,7 @@ class EnvironmentRecord:
     repair: str
     companions: Tuple[Companion, ...] = ()
     schema_version: int = field(default=1)
-    # Packages built on this machine (jetson_install/build/): what was built, from what, for which GPU.
+    # Packages built on this machine (jetson_install/source_build/): what was built, from what, for which GPU.
     built: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install import container, runner, uv
-from jetson_install.build import bitsandbytes as build_bitsandbytes
+from jetson_install.source_build import bitsandbytes as build_bitsandbytes
 from jetson_install.environment import (
     EnvironmentHome, protect, recorded_plan, recorded_vendor, write_constraints, write_private, write_requirements,
 )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install import uv
-from jetson_install.build.bitsandbytes import CUDA_HOME, PlannedBuild, parse_choice, plan_build
+from jetson_install.source_build.bitsandbytes import CUDA_HOME, PlannedBuild, parse_choice, plan_build
 from jetson_install.catalog import Catalog, Channel, Target, VendorSource
 from jetson_install.constraints import constraint_lines
 from jetson_install.container import RESOLUTION, TO_INSTALL, ExistingStack, judge_stack

@@ -1,4 +1,4 @@
-"""Building bitsandbytes from source for the device's exact capability (jetson_install/build/).
+"""Building bitsandbytes from source for the device's exact capability (jetson_install/source_build/).
 
 The lane tests run the real pipeline (cmake, the C++ compiler, nvcc for sm_87, uv packaging the
 wheel) on a stand-in source tree with bitsandbytes' build interface, since these machines cannot
@@ -18,7 +18,7 @@ import pytest
 from support.lanes import lane_unavailable
 
 from jetson_install import runner
-from jetson_install.build import bitsandbytes as build
+from jetson_install.source_build import bitsandbytes as build
 from jetson_install.errors import BadInput, StepFailed
 
 STANDIN = Path(__file__).parent / "resources" / "bitsandbytes-standin"
