@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from jetson_install.errors import CatalogError
 from jetson_install.identity import VENDOR_PACKAGES, KnownBuild, VersionSet
 from jetson_install.platform import Platform
-from jetson_install.toml_file import load_toml
+from jetson_install.toml_file import TomlData
 
 __all__ = ["VendorSource", "CompanionFloor", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "DEFAULT_INDEX_LABEL",
            "load_catalog", "default_catalog_path"]
@@ -254,10 +254,7 @@ def default_catalog_path() -> Path:
 
 @functools.lru_cache(maxsize=None)
 def load_catalog(path: Optional[Path] = None) -> Catalog:
-    path = path or default_catalog_path()
-    raw = load_toml(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return _Loader(path, lines).catalog(raw)
+    return _Loader(path or default_catalog_path()).catalog()
 
 
 _CHANNEL_KEYS = {
@@ -271,34 +268,19 @@ _TARGET_KEYS = {
 }
 
 
-class _Loader:
-    def __init__(self, path: Path, lines: Sequence[str]) -> None:
-        self.path = path
-        self.lines = lines
-        self.headers = [i for i, line in enumerate(lines) if line.strip() == "[[channels]]"]
-        self.source_headers = [i for i, line in enumerate(lines) if line.strip() == "[[channels.sources]]"]
+class _Loader(TomlData):
+    """`fail`'s `start` is the header line of the table being read (TomlData); `near`, the text
+    of the offending entry inside an array (a file name, a set's torch), so the line is the
+    entry's own, not the array's first."""
 
-    # -- error reporting -------------------------------------------------
-    def _line(self, key: str, start: int) -> int:
-        pattern = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
-        for number in range(start, len(self.lines)):
-            if pattern.match(self.lines[number]):
-                return number + 1
-        return start + 1
-
-    def fail(self, where: str, key: str, problem: str, start: int = 0, near: str = "") -> CatalogError:
-        """`near`: text of the offending entry inside an array (a file name, a set's torch), so
-        the line is the entry's own, not the array's first."""
-        line = self._line(key, start)
-        if near:
-            line = next((n + 1 for n in range(line - 1, len(self.lines)) if near in self.lines[n]), line)
-        return CatalogError(
-            f"{self.path}:{line}: {where}: key '{key}' {problem}",
-            fix=f"edit {self.path.name} line {line}, then check it: jetson-install channels",
-        )
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, "jetson-install channels")
+        self.headers = [self.header("channels", n) for n in range(self.count("channels"))]
+        self.source_headers = [self.header("channels.sources", n) for n in range(self.count("channels.sources"))]
 
     # -- structure -------------------------------------------------------
-    def catalog(self, raw: Dict[str, Any]) -> Catalog:
+    def catalog(self) -> Catalog:
+        raw = self.data
         if raw.get("schema_version") != 2:
             raise self.fail("top level", "schema_version", "must be 2 (sets, preferred and builds per source)")
         channels_raw = raw.get("channels")
@@ -307,7 +289,7 @@ class _Loader:
         channels: List[Channel] = []
         source_counter = 0
         for number, entry in enumerate(channels_raw):
-            start = self.headers[number] if number < len(self.headers) else 0
+            start = self.headers[number] if number < len(self.headers) else -1
             channel, used = self.channel(entry, start, source_counter)
             source_counter += used
             channels.append(channel)
@@ -475,7 +457,7 @@ class _Loader:
             name = parse_wheel_filename(file)[0] if isinstance(file, str) else None
         except InvalidWheelFilename:
             name = None
-        if name is None:
+        if name is None or not isinstance(file, str):
             raise self.fail(where, "builds", f"has file {file!r}, which is not a wheel file name", start, near)
         sha256, prefix = entry.get("sha256"), entry.get("sha256_prefix")
         if sha256 is not None and not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)):
@@ -520,7 +502,7 @@ class _Loader:
         return value
 
     def target(self, name: str, entry: Any) -> Target:
-        start = next((i for i, line in enumerate(self.lines) if line.strip() == f"[targets.{name}]"), 0)
+        start = self.header(f"targets.{name}")
         where = f"target {name!r}"
         if not isinstance(entry, dict):
             raise self.fail(where, name, "must be a table", start)
@@ -592,7 +574,7 @@ class _Loader:
     def check_unique_and_disjoint(self, channels: List[Channel]) -> None:
         seen: Dict[str, int] = {}
         for index, channel in enumerate(channels):
-            start = self.headers[index] if index < len(self.headers) else 0
+            start = self.headers[index] if index < len(self.headers) else -1
             if channel.id in seen:
                 raise self.fail(f"channel {channel.id!r}", "id", "is used by two channels", start)
             seen[channel.id] = index

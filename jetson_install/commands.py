@@ -152,6 +152,7 @@ def resolve_plan(plan: "Plan", rerun: "Rerun", python: Optional[str] = None) -> 
     from jetson_install import index
     from jetson_install.fixes import StepContext, index_down_fix
     from jetson_install.plan import resolved_plan
+    from jetson_install.platform_data import ubuntu_glibc
 
     if not plan.supported or plan.vendor is None or not plan.route.resolves():
         return plan
@@ -161,7 +162,8 @@ def resolve_plan(plan: "Plan", rerun: "Rerun", python: Optional[str] = None) -> 
         found, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
         python = plan.route.resolve_python(plan, found.abi if found is not None else (plan.python_abi or "3"))
     try:
-        return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python))
+        return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python,
+                                                 ubuntu_glibc(plan.platform.ubuntu)))
     except index.IndexUnreachable as exc:
         fallback = plan.route.fallback_location(plan) is not None and \
             plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")
@@ -206,17 +208,18 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
 def board_lock(options: InstallOptions, python: Optional[str], output: Path, rerun: "Rerun") -> "LockResult":
     """Resolve the board's whole environment (or, with `python`, this interpreter's) into a lock."""
     from jetson_install.interpreters import inspect_interpreter
-    from jetson_install.lock import LockTarget, make_lock, python_platform
+    from jetson_install.lock import LockTarget, make_lock
+    from jetson_install.platform_data import ubuntu_glibc
 
     plan = make_install_plan(replace(options, venv=None, verify=False, use_existing_torch=False, python=None))
     if not plan.supported or plan.vendor is None or plan.channel is None:
         raise Unsupported(plan.reason or "no vendor source for this board", fix=plan.remedy or None)
     if python:
         interpreter = inspect_interpreter(python)
-        target = LockTarget(interpreter.abi, os.uname().machine, "native", interpreter.path)
+        target = LockTarget(interpreter.abi, os.uname().machine, None, interpreter.path)
     else:
         arch = plan.platform.arch or "aarch64"
-        target = LockTarget(plan.channel.python, arch, python_platform(arch, plan.platform.ubuntu))
+        target = LockTarget(plan.channel.python, arch, ubuntu_glibc(plan.platform.ubuntu))
     plan = resolve_plan(plan, rerun, target.python)
     assert plan.resolution is not None
     return make_lock(plan.channel.id if plan.channel else "", target, plan.resolution, plan.vendor_index,
@@ -227,6 +230,7 @@ def board_lock(options: InstallOptions, python: Optional[str], output: Path, rer
 def check_channels(catalog: "Catalog", channel_id: Optional[str], vendor_index: Optional[str]) -> List["SetReport"]:
     """Each installable channel's sources read (or one mirror for each): `channels --check`."""
     from jetson_install import index
+    from jetson_install.platform_data import major_glibc
     from jetson_install.settings import check_index_url
 
     if channel_id is not None and channel_id not in {c.id for c in catalog.channels}:
@@ -240,7 +244,8 @@ def check_channels(catalog: "Catalog", channel_id: Optional[str], vendor_index: 
         for source in channel.sources:
             if source.index is None:
                 continue
-            reports.append(index.check_source(channel.id, source, vendor_index or source.index, channel.python))
+            reports.append(index.check_source(channel.id, source, vendor_index or source.index, channel.python,
+                                              major_glibc(channel.l4t_from[0])))
             if vendor_index:
                 break  # a mirror stands for the channel's first index
     return reports

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from jetson_install import schema
 from jetson_install.errors import BadInput
 
 __all__ = [
@@ -71,71 +71,8 @@ def load(path: str) -> Dict[str, Any]:
 
 
 def schema_errors(evidence: Any) -> List[str]:
-    """Where ``evidence`` breaks evidence.schema.json, as 'path: problem' strings.
-
-    The tool does not depend on jsonschema; this validates the subset of JSON Schema the
-    file uses (type, const, enum, pattern, minimum, minLength, required, properties,
-    additionalProperties, items, if/then), and a test holds it to jsonschema's answers.
-    """
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    errors: List[str] = []
-    _validate(evidence, schema, "$", errors)
-    return errors
-
-
-_TYPES = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-}
-
-
-def _validate(value: Any, schema: Mapping[str, Any], where: str, errors: List[str]) -> None:
-    kinds = schema.get("type")
-    if kinds is not None:
-        kinds = [kinds] if isinstance(kinds, str) else kinds
-        if not any(_TYPES[kind](value) for kind in kinds):
-            errors.append(f"{where}: expected {' or '.join(kinds)}, found {json.dumps(value)[:40]}")
-            return
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{where}: must be {json.dumps(schema['const'])}, found {json.dumps(value)[:40]}")
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{where}: must be one of {', '.join(json.dumps(v) for v in schema['enum'])}")
-    if isinstance(value, str):
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            errors.append(f"{where}: {value!r} does not match {schema['pattern']}")
-        if len(value) < schema.get("minLength", 0):
-            errors.append(f"{where}: must not be empty")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < schema.get("minimum", value):
-        errors.append(f"{where}: must be at least {schema['minimum']}")
-    if isinstance(value, list) and "items" in schema:
-        for number, item in enumerate(value):
-            _validate(item, schema["items"], f"{where}[{number}]", errors)
-    if isinstance(value, dict):
-        for key in schema.get("required", ()):
-            if key not in value:
-                errors.append(f"{where}: missing {key}")
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            if key in properties:
-                _validate(item, properties[key], f"{where}.{key}", errors)
-            elif extra is False:
-                errors.append(f"{where}: unexpected key {key}")
-            elif isinstance(extra, dict):
-                _validate(item, extra, f"{where}.{key}", errors)
-    if "if" in schema and not _first_error(value, schema["if"]):
-        _validate(value, schema.get("then", {}), where, errors)
-
-
-def _first_error(value: Any, schema: Mapping[str, Any]) -> bool:
-    errors: List[str] = []
-    _validate(value, schema, "$", errors)
-    return bool(errors)
+    """Where ``evidence`` breaks evidence.schema.json, as 'path: problem' strings."""
+    return schema.errors(evidence, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
 
 def parse_requirement(text: str) -> Tuple[str, str]:

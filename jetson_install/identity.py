@@ -15,10 +15,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.errors import JetsonInstallError
 from jetson_install.layout import RECORD_FILE, STATE_DIR
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
 
 __all__ = [
     "VENDOR_PACKAGES",
@@ -33,7 +36,6 @@ __all__ = [
     "IdentityMismatch",
     "NothingInPolicy",
     "choose_set",
-    "target_tags",
     "installed_package",
     "read_record",
     "record_built",
@@ -52,10 +54,6 @@ class IdentityMismatch(JetsonInstallError):
 
 class NothingInPolicy(JetsonInstallError):
     """No set the source declares is complete on the index."""
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -211,29 +209,6 @@ class Resolution:
                    str(data.get("reason", "")), tuple(data.get("warnings", ())))
 
 
-def target_tags(python: str, machine: str = "aarch64") -> List[Any]:
-    """The wheel tags a CPython `python` ("3.10") on Linux `machine` installs, best first."""
-    from packaging import tags
-
-    version = tuple(int(part) for part in python.split("."))
-    platforms = [f"manylinux_2_{minor}_{machine}" for minor in range(39, 16, -1)]
-    platforms += [f"manylinux2014_{machine}", f"linux_{machine}"]
-    return list(tags.cpython_tags(version, platforms=platforms)) + list(
-        tags.compatible_tags(version, platforms=platforms))
-
-
-def _wheel_fits(filename: str, allowed: Sequence[Any]) -> Optional[int]:
-    """The rank of the wheel's best tag among `allowed` (lower is better), or None."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    try:
-        _, _, _, file_tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        return None
-    ranks = [allowed.index(tag) for tag in file_tags if tag in allowed]
-    return min(ranks) if ranks else None
-
-
 def choose_set(
     source: str,
     sets: Sequence[VersionSet],
@@ -241,7 +216,7 @@ def choose_set(
     prereleases: bool,
     builds: Sequence[KnownBuild],
     listings: Mapping[str, Sequence[ListedFile]],
-    tags: Sequence[Any],
+    tags: Sequence["Tag"],
 ) -> Resolution:
     """The preferred set when the index lists all of it, else the newest complete set.
 
@@ -294,9 +269,11 @@ def _versions(files: Sequence[ListedFile]) -> List[str]:
 
 
 def _complete(source: str, version_set: VersionSet, prereleases: bool, known: Mapping[str, KnownBuild],
-              listings: Mapping[str, Sequence[ListedFile]], tags: Sequence[Any]) -> Optional[List[ChosenFile]]:
+              listings: Mapping[str, Sequence[ListedFile]], tags: Sequence["Tag"]) -> Optional[List[ChosenFile]]:
     from packaging.utils import parse_wheel_filename
     from packaging.version import Version
+
+    from jetson_install.tags import wheel_rank
 
     chosen: List[ChosenFile] = []
     for package in version_set.specifiers:
@@ -304,7 +281,7 @@ def _complete(source: str, version_set: VersionSet, prereleases: bool, known: Ma
         for listed in listings.get(package, ()):
             if listed.yanked or not listed.filename.endswith(".whl"):
                 continue
-            rank = _wheel_fits(listed.filename, tags)
+            rank = wheel_rank(listed.filename, tags)
             version = str(parse_wheel_filename(listed.filename)[1])
             if rank is None or not version_set.allows(package, version, prereleases):
                 continue
@@ -361,10 +338,12 @@ def _dist_infos(environment: Path) -> Iterable[Path]:
 
 def installed_package(environment: Path, name: str) -> Optional[InstalledPackage]:
     """Read `name`'s dist-info in the environment (a file read: the tool never imports torch)."""
-    wanted = _normalize(name)
+    from packaging.utils import canonicalize_name
+
+    wanted = canonicalize_name(name)
     for dist_info in _dist_infos(environment):
         dist_name, _, version = dist_info.name[: -len(".dist-info")].partition("-")
-        if _normalize(dist_name) != wanted:
+        if canonicalize_name(dist_name) != wanted:
             continue
         try:
             wheel = (dist_info / "WHEEL").read_text(encoding="utf-8", errors="replace")
@@ -411,7 +390,7 @@ class EnvironmentRecord:
     repair: str
     companions: Tuple[Companion, ...] = ()
     schema_version: int = field(default=1)
-    # Packages built on this machine (jetson_install/build/): what was built, from what, for which GPU.
+    # Packages built on this machine (jetson_install/source_build/): what was built, from what, for which GPU.
     built: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:

@@ -17,8 +17,9 @@ from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from jetson_install.catalog import VendorSource
 from jetson_install.errors import JetsonInstallError, StepFailed
-from jetson_install.identity import ChosenFile, ListedFile, Resolution, choose_set, target_tags
+from jetson_install.identity import ChosenFile, ListedFile, Resolution, choose_set
 from jetson_install.redact import credentials, redact
+from jetson_install.tags import wheel_tags
 
 __all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "project_files", "resolve", "SetReport", "check_source",
            "fetch_file", "fetch_text"]
@@ -28,6 +29,8 @@ __all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "project_files
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 15.0
 _PEP691 = "application/vnd.pypi.simple.v1+json"
+#: The vendor builds are for Jetson boards, and a preflight runs only on aarch64 (preflight.require_aarch64).
+_ARCH = "aarch64"
 
 
 class IndexUnreachable(JetsonInstallError):
@@ -132,8 +135,9 @@ def _listings(source: VendorSource, index: str) -> Dict[str, List[ListedFile]]:
     return {name: project_files(index, name) for name in names}
 
 
-def resolve(source: VendorSource, index: Optional[str], python: str) -> Resolution:
-    """Resolve `source`'s sets against `index` (its own, or a mirror) for CPython `python`.
+def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str) -> Resolution:
+    """Resolve `source`'s sets against `index` (its own, or a mirror) for CPython `python` on a
+    board with `glibc` ("2.35": its Ubuntu's, platform_data.ubuntu_glibc).
 
     A source of direct wheel URLs, or the default index when no URL for it was given
     (uv's own default is not read here), resolves to its preferred set without a request.
@@ -141,7 +145,7 @@ def resolve(source: VendorSource, index: Optional[str], python: str) -> Resoluti
     if index is None:
         return offline_resolution(source)
     return choose_set(_without_credentials(index), source.sets, source.preferred, source.prereleases, source.builds,
-                      _listings(source, index), target_tags(python))
+                      _listings(source, index), wheel_tags(python, _ARCH, glibc))
 
 
 def offline_resolution(source: VendorSource) -> Resolution:
@@ -182,7 +186,7 @@ class SetReport:
     lines: Tuple[str, ...]
 
 
-def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str) -> SetReport:
+def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str) -> SetReport:
     from jetson_install.identity import IdentityMismatch, NothingInPolicy, _complete
 
     where = index or source.location
@@ -192,7 +196,7 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
         listings = _listings(source, index)
     except IndexUnreachable as exc:
         return SetReport(channel_id, where, False, (exc.message,))
-    tags = target_tags(python)
+    tags = wheel_tags(python, _ARCH, glibc)
     known = {build.file: build for build in source.builds}
     lines: List[str] = []
     ok = True

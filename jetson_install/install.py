@@ -425,6 +425,7 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
     policy is unchanged, else the index's."""
     from jetson_install import index
     from jetson_install.identity import NothingInPolicy
+    from jetson_install.platform_data import ubuntu_glibc
 
     fixed = plan.route.fixed_resolution()
     if fixed is not None:  # the lock names the vendor files: no index is read
@@ -437,7 +438,8 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
                      "--upgrade reads it again)")
         return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
     try:
-        resolution = index.resolve(plan.vendor, plan.vendor_index, plan.route.resolve_python(plan, interpreter.abi))
+        resolution = index.resolve(plan.vendor, plan.vendor_index, plan.route.resolve_python(plan, interpreter.abi),
+                                   ubuntu_glibc(plan.platform.ubuntu))
     except JetsonInstallError as exc:
         # Reading the index is the vendor step's first half: its fixes are the vendor step's.
         context = StepContext("vendor", run.command, plan.vendor_index, Path(plan.venv + ".d"), "",

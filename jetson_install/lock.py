@@ -18,57 +18,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
-from jetson_install import __version__, runner, uv
+from packaging.utils import canonicalize_name
+
+from jetson_install import __version__, git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.lock_file import Lock, Locked, render_lock
+from jetson_install.redact import redact
+from jetson_install.tags import python_platform, wheel_rank, wheel_tags
 from jetson_install.toml_file import load_toml
 
 if TYPE_CHECKING:
+    from packaging.tags import Tag
+
     from jetson_install.identity import Resolution
 
-__all__ = ["python_platform", "target_tags", "pick_file", "entries_from_pylock", "LockTarget", "make_lock",
-           "LockResult"]
+__all__ = ["pick_file", "entries_from_pylock", "LockTarget", "make_lock", "LockResult"]
 
-# glibc of each Ubuntu release a JetPack is built on, which is the manylinux level its
-# wheels may use (PEP 600): https://packages.ubuntu.com/focal/libc6 (2.31), /jammy/libc6
-# (2.35), /noble/libc6 (2.39); bionic (18.04) has 2.27.
-_UBUNTU_GLIBC = {"18.04": "2_27", "20.04": "2_31", "22.04": "2_35", "24.04": "2_39"}
-
-
-def python_platform(arch: str, ubuntu: Optional[str]) -> str:
-    """uv's --python-platform for a board: its architecture at its Ubuntu's manylinux level."""
-    glibc = _UBUNTU_GLIBC.get(ubuntu or "")
-    if glibc is None:
-        raise BadInput(f"no manylinux level known for Ubuntu {ubuntu or '(unknown)'}",
-                       fix="give a root whose etc/os-release names its Ubuntu, or --l4t with a JetPack 6/7 release")
-    return f"{arch}-manylinux_{glibc}"
-
-
-def target_tags(python: str, platform: str) -> List[str]:
-    """The wheel tags a `platform` (as python_platform gives it) accepts, most specific first."""
-    from packaging import tags
-
-    arch, _, level = platform.partition("-manylinux_")
-    major, minor = (int(part) for part in level.split("_"))
-    platforms = [f"manylinux_{major}_{m}_{arch}" for m in range(minor, 16, -1)] + [f"manylinux2014_{arch}",
-                                                                                   f"linux_{arch}"]
-    version = tuple(int(part) for part in python.split("."))
-    found = list(tags.cpython_tags(version, platforms=platforms)) + list(tags.compatible_tags(version, platforms=platforms))
-    return [str(tag) for tag in found]
-
-
-def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence[str]]) -> Optional[Tuple[str, str, bool]]:
+def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence["Tag"]]) -> Optional[Tuple[str, str, bool]]:
     """(url, sha256, is_sdist) of the file a pylock.toml package entry installs from: the
     wheel whose tag ranks best in `accepted` (None: the only wheel uv listed), else its sdist."""
-    from packaging.utils import parse_wheel_filename
-
     best: Optional[Tuple[int, str, str]] = None
     for wheel in package.get("wheels", []):
         name = unquote(urlsplit(wheel["url"]).path.rsplit("/", 1)[-1])
-        ranks = [accepted.index(str(tag)) for tag in parse_wheel_filename(name)[3] if str(tag) in accepted] \
-            if accepted is not None else [0]
-        if ranks and (best is None or min(ranks) < best[0]):
-            best = (min(ranks), wheel["url"], wheel["hashes"]["sha256"])
+        rank = wheel_rank(name, accepted) if accepted is not None else 0
+        if rank is not None and (best is None or rank < best[0]):
+            best = (rank, wheel["url"], wheel["hashes"]["sha256"])
     if best is not None:
         return best[1], best[2], False
     sdist = package.get("sdist")
@@ -77,12 +51,12 @@ def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence[str]]) -> 
     return None
 
 
-def entries_from_pylock(path: Path, origin: str, accepted: Optional[Sequence[str]],
+def entries_from_pylock(path: Path, origin: str, accepted: Optional[Sequence["Tag"]],
                         skip: Sequence[str] = ()) -> List[Locked]:
     """The lock entries of a resolution uv wrote as pylock.toml (PEP 751)."""
     entries = []
     for package in load_toml(path).get("packages", []):
-        name = _normalize(package["name"])
+        name = canonicalize_name(package["name"])
         if name in skip:
             continue
         picked = pick_file(package, accepted)
@@ -93,22 +67,28 @@ def entries_from_pylock(path: Path, origin: str, accepted: Optional[Sequence[str
     return entries
 
 
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 @dataclass(frozen=True)
 class LockTarget:
-    """What a lock is made for: a board's platform, or (with --python) an interpreter here."""
+    """What a lock is made for: a board's platform (its Python, architecture and glibc), or
+    (with --python) an interpreter here."""
 
     python: str
     arch: str
-    platform: str  # uv's --python-platform, or "native"
+    glibc: Optional[str]  # "2.35"; None for an interpreter here
     interpreter: Optional[str] = None
 
     @property
-    def accepted(self) -> Optional[List[str]]:
-        return None if self.interpreter else target_tags(self.python, self.platform)
+    def platform(self) -> str:
+        """uv's --python-platform, or "native" for an interpreter here."""
+        if self.interpreter or self.glibc is None:
+            return "native"
+        return python_platform(self.arch, self.glibc)
+
+    @property
+    def accepted(self) -> Optional[List["Tag"]]:
+        if self.interpreter or self.glibc is None:
+            return None
+        return wheel_tags(self.python, self.arch, self.glibc)
 
 
 @dataclass(frozen=True)
@@ -170,7 +150,7 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
             fetch_file(chosen.url, copy)
             sha256 = _sha256(copy)
             copy.unlink()
-        entries.append(Locked(_normalize(chosen.name), chosen.version, chosen.url.split("#", 1)[0], sha256, "vendor"))
+        entries.append(Locked(canonicalize_name(chosen.name), chosen.version, chosen.url.split("#", 1)[0], sha256, "vendor"))
     if by_version:
         entries += _resolve(work, "vendor", by_version, None, vendor_index, target, no_deps=True)
     return entries
@@ -213,14 +193,14 @@ def _build_target(requirement: str, default_index: Optional[str], out_dir: Path,
     if url.startswith("git+"):
         repository, _, ref = url[len("git+"):].rpartition("@") if "@" in url.split("://", 1)[1] else (url[4:], "", "")
         checkout = work / "source"
-        clone = runner.run(["git", "clone", "--quiet", repository, str(checkout)], timeout=600)
+        clone = git.clone(repository, checkout, timeout=600)
         if not clone.ok:
-            raise StepFailed("build", f"git clone {repository} failed: {clone.last_stderr_line()}",
+            raise StepFailed("build", f"git clone {redact(repository)} failed: {clone.last_stderr_line()}",
                              "check the --source URL and the network, then run the lock again")
         if ref:
-            switched = runner.run(["git", "-C", str(checkout), "checkout", "--quiet", ref], timeout=120)
+            switched = git.checkout(checkout, ref)
             if not switched.ok:
-                raise StepFailed("build", f"{repository} has no ref {ref}: {switched.last_stderr_line()}",
+                raise StepFailed("build", f"{redact(repository)} has no ref {ref}: {switched.last_stderr_line()}",
                                  "pass a tag, branch or commit the repository has: --ref REF")
         source = checkout
     elif url.startswith("file://"):
@@ -228,8 +208,7 @@ def _build_target(requirement: str, default_index: Optional[str], out_dir: Path,
     else:
         raise BadInput(f"a lock builds the source once from git or a checkout, and {url} is an archive",
                        fix="pass the repository URL or a checkout as --source")
-    head = runner.run(["git", "-C", str(source), "rev-parse", "HEAD"], timeout=60)
-    commit = head.stdout.strip() if head.ok and (source / ".git").exists() else None
+    commit = git.head_commit(source) if (source / ".git").exists() else None
     built = work / "wheel"
     result = runner.run_uv(uv.build_wheel_argv(sys.executable, str(source), str(built), default_index, isolation=True),
                            indexes=[default_index] if default_index else [])

@@ -238,8 +238,9 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
         l4t = dpkg_l4t
         sources["l4t"] = DPKG_STATUS
         if release_l4t is not None and release_l4t != dpkg_l4t:
-            # apt upgrades move the package while the release file can lag
-            # (platform-detection.md F7, §7 item 14): the package wins.
+            # apt upgrades move the package while the release file can lag (jtop showed L4T 32.5.1,
+            # then 32.5.2 after an apt upgrade: nvidia-jetson-tx2/L4T.md in
+            # https://github.com/pokusew/ros-setup): the package wins.
             warnings.append(
                 f"{RELEASE_FILE} says {release_l4t} but nvidia-l4t-core is {dpkg_l4t}; using {dpkg_l4t}"
             )

@@ -57,18 +57,16 @@ def _read_config(path: Path) -> Dict[str, Any]:
             raise BadInput(f"{path}: is not a file (the configuration must be a TOML file)",
                            fix=f"remove or rename {path}, then write the settings into a file of that name")
         return {}
-    from jetson_install.toml_file import load_toml
+    from jetson_install.toml_file import TomlData
 
-    raw = load_toml(path)
-    for key, value in raw.items():
-        if key not in CONFIG_KEYS:
-            raise BadInput(
-                f"{path}: unknown key '{key}' (known: {', '.join(CONFIG_KEYS)})", fix=f"remove '{key}' from {path}"
-            )
-        expected = bool if key == "allow_insecure_index" else str
-        if not isinstance(value, expected):
-            raise BadInput(f"{path}: '{key}' must be a {expected.__name__}", fix=f"edit '{key}' in {path}")
-    return raw
+    file = TomlData(path, "jetson-install plan obliteratus")
+    file.unknown("config", file.data, CONFIG_KEYS, "a setting")
+    for key, value in file.data.items():
+        if key == "allow_insecure_index" and not isinstance(value, bool):
+            raise file.fail("config", key, "must be true or false")
+        if key != "allow_insecure_index" and not isinstance(value, str):
+            raise file.fail("config", key, 'must be a URL in quotes, like "https://mirror.example/simple"')
+    return file.data
 
 
 def load_index_settings(

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
-from jetson_install import runner
-from jetson_install.redact import credentials
+from jetson_install import git
 from jetson_install.source_tree import file_digest, folder_digest, is_build_output
 
 __all__ = ["SourceIdentity", "recorded_commit", "split_git_url"]
@@ -25,15 +24,10 @@ __all__ = ["SourceIdentity", "recorded_commit", "split_git_url"]
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _git(directory: Path, *args: str) -> Optional[str]:
-    result = runner.run(["git", "-C", str(directory), *args], timeout=60)
-    return result.stdout if result.ok else None
-
-
 def _checkout_identity(root: Path) -> Optional[Dict[str, str]]:
     """Commit + digest of the working tree's differences from it, or None when git cannot say."""
-    commit = _git(root, "rev-parse", "--verify", "HEAD")
-    status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames") if commit else None
+    commit = git.head_commit(root)
+    status = git.changes(root) if commit else None
     if commit is None or status is None:
         return None
     digest = hashlib.sha256()
@@ -42,7 +36,7 @@ def _checkout_identity(root: Path) -> Optional[Dict[str, str]]:
         if not is_build_output(relative):
             digest.update(code.encode() + b" ")
             file_digest(digest, root, relative)
-    return {"kind": "git-checkout", "commit": commit.strip(), "changes": digest.hexdigest()}
+    return {"kind": "git-checkout", "commit": commit, "changes": digest.hexdigest()}
 
 
 def _local_identity(root: Path) -> Dict[str, str]:
@@ -63,25 +57,12 @@ def split_git_url(url: str) -> Tuple[str, Optional[str]]:
     return bare, None
 
 
-def _git_environment(url: str) -> Tuple[str, Dict[str, str]]:
-    """The URL without its credentials, and the environment that gives them back to git
-    (url.<with>.insteadOf), so a token is never on a command line."""
-    secret = credentials(url)
-    if secret is None:
-        return url, {}
-    return secret.url, {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"url.{url}.insteadOf",
-                        "GIT_CONFIG_VALUE_0": secret.url}
-
-
 def _remote_ref(url: str, ref: Optional[str]) -> Dict[str, str]:
     """One `git ls-remote`: whether `ref` is a tag or a branch, and its commit."""
-    plain, env = _git_environment(url)
     wanted = ref or "HEAD"
-    result = runner.run(["git", "ls-remote", "--", plain, wanted], timeout=120,
-                        env={"GIT_TERMINAL_PROMPT": "0", **env})
-    if not result.ok:
+    refs = git.remote_refs(url, wanted)
+    if refs is None:
         return {"kind": "unknown"}
-    refs = [line.split("\t", 1) for line in result.stdout.splitlines() if "\t" in line]
     tags = [commit for commit, name in refs if name in (f"refs/tags/{wanted}", f"refs/tags/{wanted}^{{}}")]
     if tags:
         return {"kind": "tag", "commit": tags[-1]}  # the peeled commit of an annotated tag comes last

@@ -540,6 +540,17 @@ def test_orin_capability_counts_as_tegra_even_without_a_detected_platform(tmp_pa
     assert "no sm_87 kernels" in report.check("cuda-arch").detail
 
 
+def test_only_capabilities_of_gpus_with_l4t_cuda_count_as_tegra_without_a_detected_platform(tmp_path: Path) -> None:
+    """platform-data.toml says which: Orin's sm_87 does (bitsandbytes is built on the device),
+    Thor's sm_110 does not (it has only JetPack 7's SBSA CUDA, whose wheels carry sm_110)."""
+    orin = run(make_env(tmp_path / "orin", bnb_library="cpu"), platform=None, channel=None)
+    assert "cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY=87" in orin.check("bnb-library").fix
+    thor = run(make_env(tmp_path / "thor", bnb_library="cpu", capability=[11, 0], arch_list=CUDA13_ARCH_LIST),
+               platform=None, channel=None)
+    fix = thor.check("bnb-library").fix
+    assert "--reinstall-package bitsandbytes bitsandbytes" in fix and "cmake" not in fix
+
+
 def test_arch_specific_ptx_does_not_run_on_other_devices() -> None:
     assert doctor.arch_support((8, 7), ["compute_86a"], tegra=True)[0] is False
     assert doctor.arch_support((8, 7), ["compute_80"], tegra=True)[0] is True

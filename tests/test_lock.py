@@ -24,8 +24,8 @@ from support.lanes import lane_unavailable
 from support.planned import assert_ran_as_planned
 from support.wheels import build_wheel
 
-from jetson_install.lock import target_tags
 from jetson_install.lock_file import Lock, Locked, parse_lock, render_lock
+from jetson_install.tags import wheel_tags
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
@@ -175,7 +175,7 @@ def test_the_lock_format_reads_back_what_it_wrote() -> None:
     lock = Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus @ git+x@v1", "c0ffee", "1.0",
                 (entry,))
     assert parse_lock(render_lock(lock), "x") == lock
-    accepted = target_tags("3.10", "aarch64-manylinux_2_35")
+    accepted = [str(tag) for tag in wheel_tags("3.10", "aarch64", "2.35")]
     assert "cp310-cp310-manylinux_2_35_aarch64" in accepted and "cp310-cp310-linux_aarch64" in accepted
     assert not any(tag.endswith(("manylinux_2_39_aarch64", "x86_64")) for tag in accepted)
 
@@ -215,7 +215,7 @@ def test_registry_lane_locks_obliteratus_0_1_2_for_the_board(board_indexes, tmp_
     assert {name for name, entry in files.items() if entry.origin == "vendor"} == set(VENDOR_PINS)
     assert {"transformers", "accelerate", "scikit-learn", "pandas", "matplotlib", "numpy"} <= set(files)
     assert files["numpy"].version.startswith("1.")  # the vendor builds' numpy<2
-    accepted = target_tags("3.10", "aarch64-manylinux_2_35")
+    accepted = [str(tag) for tag in wheel_tags("3.10", "aarch64", "2.35")]
     for entry in lock.entries:
         if entry.origin == "default" and not entry.sdist:
             from packaging.utils import parse_wheel_filename

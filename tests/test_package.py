@@ -59,7 +59,8 @@ def test_the_wheel_carries_the_data_the_tool_reads_and_nothing_of_the_checkout(d
     _, names = wheel_metadata(dists["wheel"])
     for needed in ("jetson_install/wheels-index.toml", "jetson_install/platform-data.toml",
                    "jetson_install/evidence.schema.json", "jetson_install/probes/torch_probe.py",
-                   "jetson_install/probes/bnb_probe.py"):
+                   "jetson_install/probes/bnb_probe.py", "jetson_install/preflight.toml",
+                   "jetson_install/source_build/bitsandbytes.py", "jetson_install/source_build/bitsandbytes-releases.toml"):
         assert needed in names, needed
     assert any(name.startswith("jetson_install/samples/agx-orin-64gb-jp6.2/") for name in names)
     assert not [name for name in names if name.startswith(("tests/", "bench/", "constraints/", "docs/"))]

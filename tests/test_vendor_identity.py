@@ -51,7 +51,7 @@ def vendor_dir(private_index_dirs) -> Path:
 def test_the_preferred_set_is_taken_when_listed(tmp_path: Path, vendor_dir: Path, start_index, pep691: bool) -> None:
     served = start_index(vendor_dir, pep691=pep691)
     source = source_for(tmp_path, vendor_dir, sets=[VENDOR_PINS, OLDER])
-    resolution = index.resolve(source, served.url, "3.10")
+    resolution = index.resolve(source, served.url, "3.10", "2.35")
     assert resolution.pins == VENDOR_PINS
     assert resolution.reason == f"the preferred set torch=={VENDOR_TORCH} is listed"
     torch = resolution.file("torch")
@@ -64,7 +64,7 @@ def test_newest_complete_set_within_policy_when_the_preferred_is_missing(tmp_pat
                                                                           start_index) -> None:
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, sets=[MISSING, OLDER, INCOMPLETE], preferred="2.7.0")
-    resolution = index.resolve(source, served.url, "3.10")
+    resolution = index.resolve(source, served.url, "3.10", "2.35")
     # 2.9.0 has no torchvision or torchaudio there: an incomplete set is skipped, not half-installed.
     assert resolution.set_name == "torch==2.6.0"
     assert resolution.pins["torchvision"] == "0.21.0"
@@ -76,7 +76,7 @@ def test_an_unlisted_build_is_accepted_with_a_warning_and_recorded_as_unknown(tm
                                                                             start_index) -> None:
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, known=("torchvision", "torchaudio", "bitsandbytes"))
-    resolution = index.resolve(source, served.url, "3.10")
+    resolution = index.resolve(source, served.url, "3.10", "2.35")
     torch = resolution.file("torch")
     assert not torch.known and torch.sha256 and torch.cuda is None
     assert any(w.startswith(torch.file) and "not a build wheels-index.toml lists" in w and torch.sha256 in w
@@ -87,7 +87,7 @@ def test_nothing_in_policy_says_what_the_index_has(tmp_path: Path, vendor_dir: P
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, sets=[MISSING], preferred="2.7.0")
     with pytest.raises(NothingInPolicy) as caught:
-        index.resolve(source, served.url, "3.10")
+        index.resolve(source, served.url, "3.10", "2.35")
     assert "lists no complete set within policy (torch==2.7.0)" in caught.value.message
     assert "torch: " in caught.value.message and "2.9.0" in caught.value.message
     assert "--vendor-index URL" in caught.value.fix and "--vendor-fallback" in caught.value.fix
@@ -100,7 +100,7 @@ def test_a_pre_release_does_not_count_unless_the_source_says_so(tmp_path: Path, 
     path = tmp_path / "wheels-index.toml"
     path.write_text(text.replace("prereleases = true\nsets", "sets", 1))
     source = load_catalog(path).channel("jp6-cu126").primary
-    assert index.resolve(source, served.url, "3.10").set_name == "torch==2.6.0"
+    assert index.resolve(source, served.url, "3.10", "2.35").set_name == "torch==2.6.0"
     assert not source.prereleases
 
 
@@ -116,7 +116,7 @@ def test_another_file_under_a_recorded_name_is_refused_naming_both(tmp_path: Pat
     shutil.copyfile(rebuilt, tampered)
     served = start_index(vendor_dir, pep691=prefix)
     with pytest.raises(IdentityMismatch) as caught:
-        index.resolve(source, served.url, "3.10")
+        index.resolve(source, served.url, "3.10", "2.35")
     message = caught.value.message
     assert tampered.name in message and served.url in message
     assert (recorded.sha256_prefix if prefix else recorded.sha256) in message
@@ -128,7 +128,7 @@ def test_an_unreachable_index_is_one_line_fast_with_the_fallback_and_mirror(tmp_
     source = source_for(tmp_path, vendor_dir)
     started = time.monotonic()
     with pytest.raises(index.IndexUnreachable) as caught:
-        index.resolve(source, "http://127.0.0.1:9/simple", "3.10")
+        index.resolve(source, "http://127.0.0.1:9/simple", "3.10", "2.35")
     assert time.monotonic() - started < 5
     assert "http://127.0.0.1:9/simple did not answer" in caught.value.message
     assert f"{index.CONNECT_TIMEOUT:g} s to connect" in caught.value.message
@@ -207,3 +207,64 @@ def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_d
     # What to run next is the install, which takes no --resolve.
     text = subprocess.run(argv[:-1] + ["--resolve"], capture_output=True, text=True, env=env, timeout=60).stdout
     assert text.strip().splitlines()[-1].endswith(f"jetson-install obliteratus --vendor-index {served.url}")
+
+
+# --- the board's glibc decides which manylinux wheels count --------------------------------------
+
+NEWER = {"torch": "2.7.0", "torchvision": "0.22.0", "torchaudio": "2.7.0"}
+
+
+@pytest.fixture
+def manylinux_dir(tmp_path: Path) -> Path:
+    """torch 2.7.0 only as a manylinux_2_39 wheel (Ubuntu 24.04's glibc), torch 2.6.0 as a
+    manylinux_2_35 one (22.04's); their torchvision and torchaudio install anywhere."""
+    directory = tmp_path / "manylinux"
+    build_wheel(directory, "torch", NEWER["torch"], tag="cp310-cp310-manylinux_2_39_aarch64")
+    build_wheel(directory, "torch", OLDER["torch"], tag="cp310-cp310-manylinux_2_35_aarch64")
+    for name in ("torchvision", "torchaudio"):
+        build_wheel(directory, name, NEWER[name])
+        build_wheel(directory, name, OLDER[name])
+    return directory
+
+
+def board_glibc(sample: str) -> str:
+    from jetson_install.platform import detect
+    from jetson_install.platform_data import ubuntu_glibc
+    from jetson_install.samples import resolve_root
+
+    return ubuntu_glibc(detect(resolve_root(f"sample:{sample}")).ubuntu)
+
+
+def test_a_jetpack_6_resolution_refuses_a_manylinux_2_39_wheel_and_a_jetpack_7_one_takes_it(
+        tmp_path: Path, manylinux_dir: Path, start_index) -> None:
+    served = start_index(manylinux_dir)
+    older = {k: v for k, v in OLDER.items() if k != "bitsandbytes"}
+    source = source_for(tmp_path, manylinux_dir, sets=[NEWER, older], preferred="2.7.0")
+    assert board_glibc("agx-orin-64gb-jp6.2") == "2.35" and board_glibc("agx-thor-jp7.0") == "2.39"
+    jetpack6 = index.resolve(source, served.url, "3.10", board_glibc("agx-orin-64gb-jp6.2"))
+    assert jetpack6.set_name == "torch==2.6.0"
+    assert jetpack6.file("torch").file == "torch-2.6.0-cp310-cp310-manylinux_2_35_aarch64.whl"
+    assert "the preferred set torch==2.7.0 is not complete on the index" in jetpack6.reason
+    jetpack7 = index.resolve(source, served.url, "3.10", board_glibc("agx-thor-jp7.0"))
+    assert jetpack7.set_name == "torch==2.7.0"
+    assert jetpack7.file("torch").file == "torch-2.7.0-cp310-cp310-manylinux_2_39_aarch64.whl"
+
+
+def test_plan_resolve_and_channels_check_use_the_jetpack_6_glibc(tmp_path: Path, manylinux_dir: Path,
+                                                                  start_index) -> None:
+    served = start_index(manylinux_dir)
+    older = {k: v for k, v in OLDER.items() if k != "bitsandbytes"}
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(stub_catalog_text(REAL, manylinux_dir, sets=[NEWER, older], preferred="2.7.0"))
+    env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(path), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1",
+               XDG_CONFIG_HOME=str(tmp_path))
+    planned = subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root",
+                              "sample:agx-orin-64gb-jp6.2", "--vendor-index", served.url, "--resolve", "--json"],
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["resolution"]["set"] == "torch==2.6.0"
+    # No board here: the channel's glibc comes from its L4T major's Ubuntu in platform-data.toml.
+    checked = channels_check(tmp_path, manylinux_dir, "jp6-cu126", "--vendor-index", served.url,
+                             sets=[NEWER, older], preferred="2.7.0")
+    assert checked.returncode == 1
+    assert "preferred set torch==2.7.0: missing" in checked.stdout

@@ -14,6 +14,7 @@ from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
 from jetson_install import runner
+from jetson_install.platform_data import platform_data
 from jetson_install.doctor.profiles import JETSON, Profile
 from jetson_install.versions import satisfies
 
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
     from jetson_install.platform import Platform
 
 PROBES_DIR = Path(__file__).parent.parent / "probes"
-
-# Compute capabilities that only Jetson iGPUs have: Nano/TX1, TX2, Xavier, Orin
-# (TEGRA_CUDA_ARCHITECTURE in conf/machine/include/tegra*.inc, https://github.com/OE4T/meta-tegra).
-TEGRA_CAPABILITIES = frozenset({(5, 3), (6, 2), (7, 2), (8, 7)})
 
 
 def uv_command() -> str:
@@ -223,9 +220,9 @@ class Context:
 
     @property
     def tegra(self) -> bool:
-        # These capabilities exist only on Jetson iGPUs (TEGRA_CAPABILITIES above), so they
-        # count as Tegra even where the platform was not detected (a container, a bare root).
-        if self.capability in TEGRA_CAPABILITIES:
+        # These capabilities exist only on Jetson iGPUs with L4T's CUDA (platform-data.toml), so
+        # they count as Tegra even where the platform was not detected (a container, a bare root).
+        if self.capability in platform_data().tegra_capabilities:
             return True
         return self.platform is not None and self.platform.jetson and self.platform.kind != "sbsa"
 

@@ -21,7 +21,7 @@ from typing import (
     Tuple,
 )
 
-from jetson_install import runner
+from jetson_install import runner, schema
 from jetson_install.doctor.checks_bitsandbytes import (
     check_bnb_int8,
     check_bnb_kernels,
@@ -39,7 +39,6 @@ from jetson_install.doctor.checks_torch import (
     check_torch_build,
     check_torch_import,
 )
-from jetson_install.doctor.conform import conform
 from jetson_install.doctor.profiles import JETSON, Profile
 from jetson_install.doctor.context import (
     Context,
@@ -271,7 +270,7 @@ def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, section: 
         built = build(ctx)
     except (AttributeError, KeyError, TypeError, ValueError):
         built = {}
-    return conform(built, evidence_schema()["properties"][section])
+    return schema.conform(built, evidence_schema()["properties"][section])
 
 
 def _safe_pip_check(python: str) -> runner.Completed:

@@ -54,7 +54,7 @@ def probe_library(torch):
     # Read the instance dict, not attributes: these classes' __getattr__ turns any
     # unknown name into a native-function stub.
     fields = vars(lib)
-    path = getattr(fields.get("_lib"), "_name", None)  # lib._lib._name is the loaded .so (§3.5)
+    path = getattr(fields.get("_lib"), "_name", None)  # lib._lib._name: the loaded .so (cextension.py)
     error = fields.get("error_msg")
     report["backend"] = getattr(cextension, "BNB_BACKEND", None)
     report["library"] = {

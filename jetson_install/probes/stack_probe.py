@@ -18,6 +18,8 @@ STACK = ("torch", "torchvision", "torchaudio", "bitsandbytes", "numpy")
 
 
 def normalize(name):
+    # PEP 503's rule, as packaging.utils.canonicalize_name spells it for the tool itself: this
+    # probe runs on the target's interpreter, which need not have packaging.
     return re.sub(r"[-_.]+", "-", name).lower()
 
 

@@ -22,7 +22,7 @@ from jetson_install.identity import Resolution, VersionSet
 from jetson_install.plan import InterpreterPolicy, Plan
 from jetson_install.routes.download import Checked, DownloadRoute, completed, vendor_steps, vendor_source
 from jetson_install.steps import Step
-from jetson_install.toml_file import load_toml
+from jetson_install.toml_file import TomlData
 
 __all__ = ["Preflight", "PreflightRoute", "CpuTorch", "cpu_torch", "plan_preflight", "require_aarch64",
            "TORCH_FAMILY"]
@@ -132,11 +132,21 @@ class CpuTorch:
 
 
 def _newest_default_index_cpu() -> Dict[str, str]:
-    data = load_toml(DATA_PATH).get("newest_default_index_cpu")
-    if not isinstance(data, dict) or not all(isinstance(data.get(name), str) for name in TORCH_FAMILY):
-        raise CatalogError(f"{DATA_PATH}: [newest_default_index_cpu] needs torch, torchvision and torchaudio versions",
-                           fix=f"restore {DATA_PATH} from the jetson-install release")
-    return {name: data[name] for name in TORCH_FAMILY}
+    file = TomlData(DATA_PATH, "jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --preflight")
+    table_name = "newest_default_index_cpu"
+    file.unknown("top level", file.data, (table_name,), "a table of preflight.toml")
+    start = file.header(table_name)
+    where = f"[{table_name}]"
+    table = file.table("top level", file.data.get(table_name), table_name)
+    file.unknown(where, table, TORCH_FAMILY, "a package of the torch family", start)
+    versions = {}
+    for name in TORCH_FAMILY:
+        versions[name] = file.string(where, table, name, start, shape='a release, like "2.10.0"')
+        try:
+            Version(versions[name])
+        except InvalidVersion:
+            raise file.fail(where, name, f"has {versions[name]!r}, which is not a version", start) from None
+    return versions
 
 
 def _release(version: str) -> str:

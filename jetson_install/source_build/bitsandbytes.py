@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from jetson_install import uv
+from jetson_install import git, uv
 from jetson_install.errors import BadInput
 from jetson_install.source_tree import folder_digest
 from jetson_install.steps import Step
-from jetson_install.toml_file import load_toml
+from jetson_install.toml_file import TomlData
 from jetson_install.versions import satisfies
 
 __all__ = [
@@ -94,10 +94,42 @@ class PlannedBuild:
 
 
 def load_releases(path: Path = RELEASES_FILE) -> Tuple[Tuple[Release, ...], str]:
-    """The buildable releases, newest first, and the repository they are tags of."""
-    data = load_toml(path)
-    releases = tuple(Release(str(r["version"]), str(r["commit"]), str(r["torch"])) for r in data["releases"])
-    return releases, str(data["repository"])
+    """The buildable releases, newest first, and the repository they are tags of; a mistake
+    in the file (a key, a commit, the order) is one CatalogError naming its line."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    file = TomlData(path, "jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --bitsandbytes build")
+    data = file.data
+    file.unknown("top level", data, ("repository", "releases"), "a key of the releases file")
+    repository = file.string("top level", data, "repository", pattern=r"https://\S+",
+                             shape="the repository's https:// URL")
+    entries = data.get("releases")
+    if not isinstance(entries, list) or not entries or not all(isinstance(entry, dict) for entry in entries):
+        raise file.fail("top level", "releases", "must be one or more [[releases]] tables")
+    releases: List[Release] = []
+    for number, entry in enumerate(entries):
+        start = file.header("releases", number)
+        version = file.string("release", entry, "version", start, shape='the release tag, like "0.49.2"')
+        where = f"release {version}"
+        try:
+            parsed = Version(version)
+        except InvalidVersion:
+            raise file.fail(where, "version", f"has {version!r}, which is not a version", start) from None
+        file.unknown(where, entry, ("version", "commit", "torch"), "a release key", start)
+        commit = file.string(where, entry, "commit", start, pattern="[0-9a-f]{40}",
+                             shape="the full commit the tag points to, 40 lowercase hex digits")
+        torch = file.string(where, entry, "torch", start, shape='the torch range of its pyproject.toml, like ">=2.4,<3"')
+        try:
+            SpecifierSet(torch)
+        except InvalidSpecifier:
+            raise file.fail(where, "torch", f"has {torch!r}, which is not a version range like \">=2.4,<3\"",
+                            start) from None
+        if releases and parsed >= Version(releases[-1].version):
+            raise file.fail(where, "version", f"comes after {releases[-1].version}: releases are listed newest first",
+                            start)
+        releases.append(Release(version, commit, torch))
+    return tuple(releases), repository
 
 
 def default_release(torch_version: str, releases: Sequence[Release]) -> Release:
@@ -217,8 +249,7 @@ def build_commands(source: BuildSource, capability: str, cmake: str, nvcc: str, 
     tree = f"{work}/source"
     commands: List[Tuple[str, ...]] = []
     if not source.is_local:
-        commands.append(("git", "clone", "--quiet", "--depth", "1", "--branch", str(source.version), source.location,
-                         tree))
+        commands.append(tuple(git.clone_argv(source.location, tree, str(source.version), shallow=True)))
     commands += [
         (cmake, "-S", tree, "-B", f"{tree}/build", *cmake_options(capability, nvcc)),
         (cmake, "--build", f"{tree}/build", "--parallel", str(jobs)),

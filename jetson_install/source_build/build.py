@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
-from jetson_install import runner, uv
+from jetson_install import git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.source_build.bitsandbytes import (
     BUILT_HERE, CUDA_HOME, BuildSource, PlannedBuild, build_commands, cmake_options, install_argv,
@@ -163,7 +163,8 @@ def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_
         if request.source.is_local:
             _copy_checkout(request.source, source)
         else:
-            _fetch(request.source, commands.pop(0), source)
+            commands.pop(0)  # the clone: git.py runs it, its credentials kept off the command line
+            _fetch(request.source, source)
         configure, compile_, package = commands
         _stage(request, "configure", configure, progress, started, watch)
         _stage(request, "compile", compile_, progress, started, watch)
@@ -219,14 +220,14 @@ def _copy_checkout(source: BuildSource, dest: Path) -> None:
     shutil.copytree(source.location, dest, ignore=shutil.ignore_patterns(*BUILD_OUTPUTS, *BUILT_HERE), symlinks=True)
 
 
-def _fetch(source: BuildSource, clone_argv: Sequence[str], dest: Path) -> None:
-    clone = runner.run(clone_argv, timeout=1800)
+def _fetch(source: BuildSource, dest: Path) -> None:
+    clone = git.clone(source.location, dest, timeout=1800, branch=str(source.version), shallow=True)
     if not clone.ok:
         raise StepFailed("bitsandbytes", f"cannot fetch bitsandbytes {source.version} from {source.location}: "
                                          f"{clone.last_stderr_line()}",
                          "on a board without internet, clone it elsewhere and pass the folder: "
                          "--bitsandbytes build=/path/to/bitsandbytes")
-    head = runner.run(["git", "-C", str(dest), "rev-parse", "HEAD"], timeout=60).stdout.strip()
+    head = git.head_commit(dest) or "no commit"
     if head != source.identity:
         raise StepFailed("bitsandbytes", f"the tag {source.version} of {source.location} points to {head[:12]}, "
                                          f"not to the release commit {source.identity[:12]}",

@@ -146,7 +146,8 @@ _TORCH_INIT_BODY = "from . import cuda, version  # noqa: F401\nversion.__version
 
 
 def _bnb_modules(cuda: bool) -> Dict[str, str]:
-    # Mirrors the attributes a doctor reads (reference §3.5): BNB_BACKEND and lib's class.
+    # Mirrors the attributes a doctor reads (bitsandbytes/cextension.py in
+    # https://github.com/bitsandbytes-foundation/bitsandbytes): BNB_BACKEND and lib's class.
     body = textwrap.dedent(
         '''\
         import torch
@@ -317,7 +318,8 @@ def make_public_index_files(dest: Path, *, seed_wheels: bool = True) -> List[Pat
             )
         )
     out.append(_packaging_wheel(dest))
-    # The squatted PyPI placeholder (reference §2): empty module, no deps.
+    # The package index's placeholder of the name (`pip index versions obliteratus` lists only
+    # 0.0.1, as wheels-index.toml says): an empty module, no dependencies.
     out.append(
         build_wheel(
             dest, "obliteratus", "0.0.1", requires_python=">=3.7", source_index="squatted",

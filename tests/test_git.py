@@ -1,0 +1,113 @@
+"""git through one module: a URL's token reaches the server, never git's command line or the log."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import subprocess
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+
+from jetson_install import git
+from jetson_install.source_identity import SourceIdentity
+
+TOKEN = "ghp-s3cret-token"
+
+
+def run_git(*args: str) -> str:
+    return subprocess.run(["git", *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Tuple[Path, str]:
+    """A bare repository with one tagged commit, ready for git's dumb http protocol; and the tag's commit."""
+    work = tmp_path / "work"
+    work.mkdir()
+    run_git("-C", str(work), "init", "--quiet", "--initial-branch=main")
+    (work / "README").write_text("hello\n")
+    run_git("-C", str(work), "add", "README")
+    run_git("-C", str(work), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "--quiet", "-m", "one")
+    run_git("-C", str(work), "tag", "v1")
+    served = tmp_path / "served"
+    served.mkdir()
+    bare = served / "repo.git"
+    run_git("clone", "--quiet", "--bare", str(work), str(bare))
+    run_git("-C", str(bare), "update-server-info")
+    return bare, run_git("-C", str(work), "rev-parse", "v1")
+
+
+class _Guarded(SimpleHTTPRequestHandler):
+    """Serves the folder only with HTTP Basic credentials a user:token or token-only URL gives."""
+
+    accepted = {"Basic " + base64.b64encode(f"user:{TOKEN}".encode()).decode(),
+                "Basic " + base64.b64encode(f"{TOKEN}:".encode()).decode()}
+    seen: List[str] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        if self.headers.get("Authorization") not in self.accepted:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="test"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server(repository: Tuple[Path, str]) -> Iterator[str]:
+    handler = partial(_Guarded, directory=str(repository[0].parent))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/repo.git"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("userinfo", [f"user:{TOKEN}", TOKEN])
+def test_a_token_in_the_url_clones_and_stays_off_the_command_line_and_the_log(
+        server: str, repository: Tuple[Path, str], tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        userinfo: str) -> None:
+    caplog.set_level(logging.DEBUG, logger="jetson_install")
+    url = server.replace("http://", f"http://{userinfo}@")
+    destination = tmp_path / "clone"
+    cloned = git.clone(url, destination, timeout=60)
+    assert cloned.ok, cloned.stderr
+    assert (destination / "README").read_text() == "hello\n"
+    assert git.head_commit(destination) == repository[1]
+    assert TOKEN not in " ".join(cloned.argv) and server in cloned.argv
+    assert caplog.records and not any(TOKEN in record.getMessage() for record in caplog.records)
+    assert TOKEN not in (destination / ".git" / "config").read_text()  # the remote is the bare URL
+
+
+def test_a_branch_or_tag_is_found_with_the_token_kept_out_of_git_ls_remotes_argv(
+        server: str, repository: Tuple[Path, str], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="jetson_install")
+    identity = SourceIdentity("git+" + server.replace("http://", f"http://user:{TOKEN}@") + "@v1").current()
+    assert identity == {"kind": "tag", "commit": repository[1]}
+    assert any("ls-remote" in record.getMessage() for record in caplog.records)
+    assert not any(TOKEN in record.getMessage() for record in caplog.records)
+
+
+def test_without_the_token_git_fails_at_once_instead_of_asking(server: str, tmp_path: Path) -> None:
+    cloned = git.clone(server, tmp_path / "clone", timeout=60)
+    assert not cloned.ok and not cloned.timed_out
+    assert git.remote_refs(server.replace("http://", "http://user:wrong@"), "v1") is None
+
+
+def test_a_shallow_clone_of_a_tag_is_at_the_tags_commit(repository: Tuple[Path, str], tmp_path: Path) -> None:
+    destination = tmp_path / "shallow"
+    cloned = git.clone(repository[0].as_uri(), destination, timeout=60, branch="v1", shallow=True)
+    assert cloned.ok, cloned.stderr
+    assert git.head_commit(destination) == repository[1]
+    assert run_git("-C", str(destination), "rev-list", "--count", "HEAD") == "1"
+    assert git.head_commit(tmp_path) is None  # not a checkout
