@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jetson_install.container import resolved_requirements
+from jetson_install.routes.existing_torch import resolved_requirements
 from jetson_install.identity import installed_package
 
 PACKAGE = Path(__file__).resolve().parent.parent / "jetson_install"

@@ -99,7 +99,7 @@ def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_ch
     env = isolated_env(tmp_path, fast_fail=True)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(index, "resolve", lambda source, where, python: index.offline_resolution(source))
+    monkeypatch.setattr(index, "resolve", lambda source, where, python, glibc: index.offline_resolution(source))
     venv = tmp_path / "obl"
     argv = ["obliteratus", "--root", THOR, "--venv", str(venv), "--python", sys.executable, "--default-index",
             public.url, "--source", str(obliteratus_source), "--no-verify", "--yes", "--json"]
