@@ -281,7 +281,7 @@ def recorded_plan(environment: Path) -> Optional[Dict[str, Any]]:
 def recorded_vendor(environment: Path) -> Optional[VendorSource]:
     """The vendor builds an environment was made with (its vendor record), so a later doctor
     checks against what was installed, also when that was the fallback source."""
-    from jetson_install.identity import read_record
+    from jetson_install.record import read_record
 
     record = read_record(environment)
     if record is None:
@@ -324,7 +324,7 @@ def doctor_view(channel: Optional[Channel], abi: str, pins: Mapping[str, str]
 def recorded_lock(environment: Path) -> Optional[Dict[str, Any]]:
     """The lock an environment was installed from, as the install's evidence names it: where it
     was read, its sha256, and what it was made for; None when it was not made from a lock."""
-    from jetson_install.identity import read_record
+    from jetson_install.record import read_record
     from jetson_install.lock_file import parse_lock
 
     digest = (recorded_plan(environment) or {}).get("lock")

@@ -17,7 +17,8 @@ from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from jetson_install.catalog import VendorSource
 from jetson_install.errors import JetsonInstallError, StepFailed
-from jetson_install.identity import ChosenFile, ListedFile, Resolution, choose_set
+from jetson_install.identity import ChosenFile, ListedFile, Resolution
+from jetson_install.resolve import choose_set
 from jetson_install.redact import credentials, redact
 from jetson_install.tags import wheel_tags
 
@@ -187,7 +188,8 @@ class SetReport:
 
 
 def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str) -> SetReport:
-    from jetson_install.identity import IdentityMismatch, NothingInPolicy, _complete
+    from jetson_install.identity import IdentityMismatch, NothingInPolicy
+    from jetson_install.resolve import complete_set
 
     where = index or source.location
     if index is None:
@@ -201,7 +203,7 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
     lines: List[str] = []
     ok = True
     try:
-        preferred = _complete(where, source.preferred, source.prereleases, known, listings, tags)
+        preferred = complete_set(where, source.preferred, source.prereleases, known, listings, tags)
     except IdentityMismatch as exc:
         return SetReport(channel_id, where, False, (f"preferred set {source.preferred.name}: {exc.message}",))
     if preferred is None:
@@ -218,7 +220,7 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
         if version_set is source.preferred:
             continue
         try:
-            found = _complete(where, version_set, source.prereleases, known, listings, tags)
+            found = complete_set(where, version_set, source.prereleases, known, listings, tags)
         except (IdentityMismatch, NothingInPolicy) as exc:
             lines.append(f"set {version_set.name}: {exc.message}")
             continue

@@ -33,9 +33,8 @@ from jetson_install.fixes import (
     repository_of,
     vendor_missing_fix,
 )
-from jetson_install.identity import (
-    Companion, EnvironmentRecord, installed_versions, read_record, record_installed,
-)
+from jetson_install.identity import Companion
+from jetson_install.record import EnvironmentRecord, installed_versions, read_record, record_installed
 from jetson_install.interpreters import Interpreter, choose_interpreter, pip_check
 from jetson_install.layout import (
     COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, FAILED_EVIDENCE, REQUIREMENTS_FILE, STATE_DIR, state_of,

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from jetson_install.routes.existing_torch import resolved_requirements
-from jetson_install.identity import installed_package
+from jetson_install.record import installed_package
 
 PACKAGE = Path(__file__).resolve().parent.parent / "jetson_install"
 

@@ -149,7 +149,7 @@ def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     """An environment as a preflight install leaves it: its plan fingerprint and vendor record."""
     from jetson_install.catalog import load_catalog
     from jetson_install.environment import EnvironmentHome
-    from jetson_install.identity import record_installed
+    from jetson_install.record import record_installed
     from jetson_install.index import offline_resolution
     from jetson_install.planner import make_plan
     from jetson_install.platform import detect

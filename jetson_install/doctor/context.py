@@ -197,7 +197,7 @@ class Context:
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
         capability), or None when it was downloaded or the environment recorded nothing."""
-        from jetson_install.identity import read_record
+        from jetson_install.record import read_record
 
         record = read_record(Path(self.python).parent.parent)
         build = record.built.get(name) if record is not None else None

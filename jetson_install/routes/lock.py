@@ -165,7 +165,7 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
 def _install_lock(step: Step, run: Execution) -> str:
     """Install exactly the lock's files; the lock stays in the environment as its record."""
     from jetson_install.environment import write_constraints
-    from jetson_install.identity import record_installed
+    from jetson_install.record import record_installed
 
     route = run.plan.route
     assert isinstance(route, LockRoute)

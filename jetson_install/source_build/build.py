@@ -121,7 +121,7 @@ def run_build_step(planned: PlannedBuild, step: Step, run: "Execution") -> str:
     dependencies, and record it as the environment's vendor build."""
     import platformdirs
 
-    from jetson_install.identity import record_built
+    from jetson_install.record import record_built
 
     plan = run.plan
     toolchain = find_toolchain(CUDA_HOME, plan.platform.cuda)

@@ -1,0 +1,179 @@
+"""What an install put in an environment, kept in its state folder (vendor.json), and how
+the environment's packages are read back (their dist-info folders: no interpreter started).
+
+The record names each vendor file, its sha256, wheel tags and RECORD digest, torch's CUDA
+version and the companions, so a later swap of the same version is seen by the doctor and
+repaired by a re-run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from jetson_install.errors import JetsonInstallError
+from jetson_install.identity import Companion, Resolution
+from jetson_install.layout import RECORD_FILE, STATE_DIR
+
+__all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "installed_versions", "installed_torch_cuda",
+           "read_record", "write_record", "record_path", "record_built", "record_installed"]
+
+
+@dataclass(frozen=True)
+class InstalledPackage:
+    """A distribution as it sits in site-packages: its wheel tag and its RECORD's digest."""
+
+    name: str
+    version: str
+    tags: Tuple[str, ...]
+    record_digest: str
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"version": self.version, "tags": list(self.tags), "record_sha256": self.record_digest}
+
+
+def _dist_infos(environment: Path) -> Iterable[Path]:
+    return environment.glob("lib/python*/site-packages/*.dist-info")
+
+
+def installed_package(environment: Path, name: str) -> Optional[InstalledPackage]:
+    """Read `name`'s dist-info in the environment (a file read: the tool never imports torch)."""
+    from packaging.utils import canonicalize_name
+
+    wanted = canonicalize_name(name)
+    for dist_info in _dist_infos(environment):
+        dist_name, _, version = dist_info.name[: -len(".dist-info")].partition("-")
+        if canonicalize_name(dist_name) != wanted:
+            continue
+        try:
+            wheel = (dist_info / "WHEEL").read_text(encoding="utf-8", errors="replace")
+            record = (dist_info / "RECORD").read_bytes()
+        except OSError:
+            return InstalledPackage(name, version, (), "missing")
+        tags = tuple(line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:"))
+        return InstalledPackage(name, version, tags, hashlib.sha256(record).hexdigest())
+    return None
+
+
+def installed_versions(environment: Path) -> Dict[str, str]:
+    """Normalized distribution name -> version of what the environment's site-packages holds,
+    read from its dist-info folders (no interpreter started)."""
+    import importlib.metadata
+
+    from packaging.utils import canonicalize_name
+
+    folders = [str(path) for path in environment.glob("lib/python*/site-packages")]
+    found: Dict[str, str] = {}
+    for distribution in importlib.metadata.distributions(path=folders):
+        name = distribution.metadata["Name"]
+        if name:
+            found.setdefault(canonicalize_name(name), distribution.version)
+    return found
+
+
+def installed_torch_cuda(environment: Path) -> Optional[str]:
+    """torch.version.cuda as torch/version.py spells it, read without importing torch."""
+    for path in environment.glob("lib/python*/site-packages/torch/version.py"):
+        match = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", path.read_text(errors="replace"), re.M)
+        return match.group(1) if match else None
+    return None
+
+
+@dataclass(frozen=True)
+class EnvironmentRecord:
+    """What the install put in an environment: the resolution, each vendor package as
+    installed, torch's CUDA version, the companions, and the command that repairs it."""
+
+    resolution: Resolution
+    installed: Mapping[str, InstalledPackage]
+    torch_cuda: Optional[str]
+    repair: str
+    companions: Tuple[Companion, ...] = ()
+    schema_version: int = field(default=1)
+    # Packages built on this machine (jetson_install/source_build/): what was built, from what, for which GPU.
+    built: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "resolution": self.resolution.to_json(),
+            "installed": {name: package.to_json() for name, package in self.installed.items()},
+            "torch_cuda": self.torch_cuda,
+            "companions": [companion.to_json() for companion in self.companions],
+            "repair": self.repair,
+            "built": {name: dict(build) for name, build in self.built.items()},
+        }
+
+    def differences(self, environment: Path) -> List[str]:
+        """How the environment's vendor packages differ from what was installed; empty when intact."""
+        problems = []
+        for name, recorded in self.installed.items():
+            now = installed_package(environment, name)
+            file = self.resolution.file(name)
+            label = file.file if file else name
+            if now is None:
+                problems.append(f"{name} is gone (installed: {label})")
+            elif now.version != recorded.version or now.tags != recorded.tags:
+                problems.append(f"{name} {now.version} ({', '.join(now.tags) or 'no tag'}) replaced {label}")
+            elif now.record_digest != recorded.record_digest:
+                problems.append(f"{name} {now.version} has another RECORD than the installed {label} "
+                                "(reinstalled from another file)")
+        return problems
+
+
+def record_path(environment: Path) -> Path:
+    return environment / STATE_DIR / RECORD_FILE
+
+
+def write_record(environment: Path, record: EnvironmentRecord) -> Path:
+    path = record_path(environment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record.to_json(), indent=2) + "\n")
+    return path
+
+
+def read_record(environment: Path) -> Optional[EnvironmentRecord]:
+    """The record an install left in `environment`, or None (not made by jetson-install, or unreadable)."""
+    try:
+        data = json.loads(record_path(environment).read_text())
+        installed = {
+            name: InstalledPackage(name, str(item["version"]), tuple(item["tags"]), str(item["record_sha256"]))
+            for name, item in data["installed"].items()
+        }
+        companions = tuple(Companion(str(c["name"]), str(c["version"]), tuple(c["hashes"])) for c in data["companions"])
+        return EnvironmentRecord(Resolution.from_json(data["resolution"]), installed, data.get("torch_cuda"),
+                                 str(data.get("repair", "")), companions, built=dict(data.get("built", {})))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def record_built(environment: Path, name: str, build: Mapping[str, Any]) -> None:
+    """Add a package built on this machine to the environment's record, like a vendor build:
+    its wheel tag and RECORD digest (so a swap is seen), and what it was built from."""
+    record = read_record(environment)
+    package = installed_package(environment, name)
+    if record is None or package is None:
+        raise JetsonInstallError(f"{name} was built but is not recorded in {environment}",
+                                 fix="report this as a jetson-install bug")
+    write_record(environment, dataclasses.replace(record, installed={**record.installed, name: package},
+                                                  built={**record.built, name: dict(build)}))
+
+
+def record_installed(environment: Path, resolution: Resolution, companions: Sequence[Companion],
+                     repair: str) -> EnvironmentRecord:
+    """Read back what the vendor step installed and keep it beside the environment's constraints."""
+    installed = {}
+    for chosen in resolution.files:
+        package = installed_package(environment, chosen.name)
+        if package is not None:
+            installed[chosen.name] = package
+    torch = resolution.file("torch")
+    cuda = (torch.cuda if torch else None) or installed_torch_cuda(environment)
+    record = EnvironmentRecord(resolution, installed, cuda, repair, tuple(companions))
+    write_record(environment, record)
+    return record
