@@ -10,7 +10,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from jetson_install import uv
 from jetson_install.errors import BadInput
@@ -18,8 +18,23 @@ from jetson_install.process import Completed
 from jetson_install.runner import run, run_uv
 
 if TYPE_CHECKING:
-    from jetson_install.plan import InterpreterPolicy
-    from jetson_install.routes.existing_torch import ExistingStack
+    from jetson_install.stack import ExistingStack
+
+
+class Policy(Protocol):
+    """Which Python to take (plan.InterpreterPolicy, which the route makes)."""
+
+    @property
+    def explicit(self) -> Optional[str]: ...
+
+    @property
+    def abi(self) -> Optional[str]: ...
+
+    @property
+    def python3_fallback(self) -> bool: ...
+
+    @property
+    def warn_other_abi(self) -> bool: ...
 
 __all__ = ["Interpreter", "inspect_interpreter", "find_interpreter", "system_python3", "choose_interpreter",
            "inspect_stack", "visible_distributions", "sees_parent_environment", "pip_check"]
@@ -80,7 +95,7 @@ def system_python3() -> Optional[Interpreter]:
         return None
 
 
-def choose_interpreter(policy: "InterpreterPolicy", channel: str) -> Tuple[Optional[Interpreter], List[str]]:
+def choose_interpreter(policy: Policy, channel: str) -> Tuple[Optional[Interpreter], List[str]]:
     """The interpreter a route's policy takes, and the warnings about it; None: no such Python."""
     if policy.explicit:
         found: Optional[Interpreter] = inspect_interpreter(policy.explicit)
@@ -118,7 +133,7 @@ def _run_stack_probe(python: str) -> Dict[str, Any]:
 
 def inspect_stack(python: str) -> "ExistingStack":
     """The torch stack `python` sees, read without importing torch."""
-    from jetson_install.routes.existing_torch import STACK_PACKAGES, ExistingStack, StackPackage
+    from jetson_install.stack import STACK_PACKAGES, ExistingStack, StackPackage
 
     data = _run_stack_probe(python)
     packages = {}

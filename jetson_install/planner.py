@@ -22,7 +22,7 @@ from jetson_install.routes.preflight import plan_preflight
 from jetson_install.settings import IndexSettings
 
 if TYPE_CHECKING:
-    from jetson_install.routes.existing_torch import ExistingStack
+    from jetson_install.stack import ExistingStack
 
 __all__ = ["make_plan", "target_requirement", "check_git_ref"]
 

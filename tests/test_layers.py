@@ -1,0 +1,107 @@
+"""The layers of docs/architecture.md hold: every import (function-level and TYPE_CHECKING
+ones included) points to the same layer or a lower one, no import cycle exists, and the
+stages that change nothing load nothing that runs a process."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Set, Tuple
+
+TOP = Path(__file__).resolve().parent.parent
+PACKAGE = TOP / "jetson_install"
+
+
+def _modules() -> Dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(TOP).with_suffix("").parts)
+        found[name[: -len(".__init__")] if name.endswith(".__init__") else name] = path
+    return found
+
+
+def _imports(modules: Dict[str, Path]) -> Set[Tuple[str, str]]:
+    """(importer, imported) for every import of a project module, wherever it is written."""
+    edges = set()
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            edges.update((name, target) for target in targets if target in modules and target != name)
+    return edges
+
+
+def _layer_table() -> Dict[str, int]:
+    """Entry (a module or package, without the `jetson_install.` prefix) -> layer."""
+    table = {}
+    text = (TOP / "docs" / "architecture.md").read_text()
+    for number, modules in re.findall(r"^\| (\d+) \| [^|]+ \| ([^|]+) \|$", text, re.M):
+        for entry in re.findall(r"`([^`]+)`", modules):
+            table[entry] = int(number)
+    assert table, "docs/architecture.md has no layer table"
+    return table
+
+
+def _layer(module: str, table: Dict[str, int]) -> int:
+    short = module[len("jetson_install."):] if module != "jetson_install" else module
+    parts = short.split(".")
+    for length in range(len(parts), 0, -1):  # the most specific entry
+        entry = ".".join(parts[:length])
+        if entry in table:
+            return table[entry]
+    raise AssertionError(f"{module} is in no layer of docs/architecture.md")
+
+
+def test_every_import_points_down_the_layers() -> None:
+    modules, table = _modules(), _layer_table()
+    upward = [f"{importer} (layer {_layer(importer, table)}) imports {imported} (layer {_layer(imported, table)})"
+              for importer, imported in sorted(_imports(modules))
+              if _layer(imported, table) > _layer(importer, table)]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycle() -> None:
+    modules = _modules()
+    graph: Dict[str, List[str]] = {name: [] for name in modules}
+    for importer, imported in _imports(modules):
+        graph[importer].append(imported)
+    state: Dict[str, int] = {}
+    cycle: List[str] = []
+
+    def visit(name: str, path: List[str]) -> bool:
+        state[name] = 1
+        for other in graph[name]:
+            if state.get(other) == 1:
+                cycle.extend(path[path.index(other):] + [name, other] if other in path else [name, other])
+                return True
+            if other not in state and visit(other, path + [name]):
+                return True
+        state[name] = 2
+        return False
+
+    assert not any(visit(name, []) for name in sorted(modules) if name not in state), " -> ".join(cycle)
+
+
+def test_every_table_entry_names_a_module() -> None:
+    modules = {name[len("jetson_install."):] if name != "jetson_install" else name for name in _modules()}
+    stale = [entry for entry in _layer_table() if entry not in modules]
+    assert not stale, f"docs/architecture.md names modules that do not exist: {stale}"
+
+
+def test_planning_loads_nothing_that_runs_a_process_reads_an_index_or_runs_the_doctor() -> None:
+    # What `plan obliteratus` needs, imported in a fresh interpreter: uv.py and git.py build
+    # command lines there, and only runner.py (which they do not import) starts them.
+    heavy = ("jetson_install.runner", "jetson_install.index", "jetson_install.interpreters", "jetson_install.install",
+             "jetson_install.doctor", "jetson_install.source_build.build", "requests")
+    code = ("import sys; import jetson_install.planner, jetson_install.render; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout
