@@ -8,30 +8,24 @@ detection modules only (never requests, never anything that runs uv).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import click
 
 from jetson_install import __version__
+from jetson_install.cli_options import INSTALL_OPTIONS, with_options as _with
 from jetson_install.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, JetsonInstallError
 
 if TYPE_CHECKING:
     from jetson_install.commands import Given, InstallOptions, PlatformOptions
     from jetson_install.fixes import Rerun
-    from jetson_install.plan import Plan
 
-ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
 _ENVIRONMENT = {"root": "JETSON_INSTALL_ROOT", "l4t": "JETSON_L4T_VERSION", "vendor_index": "JETSON_INSTALL_VENDOR_INDEX",
                 "default_index": "JETSON_INSTALL_DEFAULT_INDEX"}
 
 
-def _root_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    command = click.option(
-        "--l4t", "l4t", metavar="VERSION", envvar="JETSON_L4T_VERSION",
-        help="Use this L4T release (e.g. 36.4.3) instead of what the root's files say "
-             "(for containers whose release file is empty or missing).",
-    )(command)
-    return click.option("--root", default="/", envvar="JETSON_INSTALL_ROOT", metavar="DIR", help=ROOT_HELP)(command)
+_root_options = _with("l4t", "root")
+_install_options = _with(*INSTALL_OPTIONS)
 
 
 def _given(name: str, value: Optional[str]) -> "Given":
@@ -49,16 +43,10 @@ def _platform_options(root: str, l4t: Optional[str]) -> "PlatformOptions":
     return PlatformOptions(_given("root", root), _given("l4t", l4t))
 
 
-def _json_text(data: Any) -> str:
-    import json
-
-    from jetson_install.redact import redact_data
-
-    return json.dumps(redact_data(data), indent=2) + "\n"
-
-
 def _print_json(data: Any) -> None:
-    click.echo(_json_text(data), nl=False)
+    from jetson_install.render import json_text
+
+    click.echo(json_text(data), nl=False)
 
 
 def _exit_if(code: int) -> None:
@@ -91,7 +79,7 @@ def detect(root: str, l4t: Optional[str], as_json: bool) -> None:
     from jetson_install.render import platform_summary
 
     click.echo(platform_summary(platform))
-    click.echo(f"next: see what an install would do: {_next_command('detect', ('plan', 'obliteratus'))}")
+    click.echo(f"next: see what an install would do: {_rerun_command().replaced('detect', ('plan', 'obliteratus'))}")
 
 
 @cli.command()
@@ -101,39 +89,6 @@ def samples() -> None:
 
     for name in sample_names():
         click.echo(f"sample:{name}")
-
-
-def _install_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON result object on stdout."),
-        click.option("--no-verify", is_flag=True,
-                     help="Skip the doctor's GPU checks (for image builds without GPU access); torch is still checked."),
-        click.option("--cpu-index", metavar="URL",
-                     help="With --preflight: an index with CPU builds of the channel's torch version."),
-        click.option("--preflight", is_flag=True,
-                     help="Any aarch64 machine: the channel's environment with CPU torch, checked for CPU; "
-                          "never Jetson GPU evidence."),
-        click.option("--ref", metavar="REF", help="Git tag, branch or commit of the source."),
-        click.option("--source", metavar="PATH|URL", help="Install OBLITERATUS from this checkout or git URL."),
-        click.option("--allow-insecure-index", is_flag=True, help="Accept plain-http indexes on remote hosts."),
-        click.option("--vendor-fallback", is_flag=True,
-                     help="Use the channel's documented fallback vendor source (when the first is down)."),
-        click.option("--default-index", metavar="URL", envvar="JETSON_INSTALL_DEFAULT_INDEX",
-                     help="Replace the general index (default: uv's own)."),
-        click.option("--vendor-index", metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
-                     help="Replace the channel's vendor index (a mirror of the same builds)."),
-        click.option("--python", "python", metavar="PATH", help="Use this interpreter (default: a system Python of the channel's version)."),
-        click.option("--use-existing-torch", is_flag=True,
-                     help="Keep the CUDA torch the interpreter already has (an L4T PyTorch image, a system install); "
-                          "download no vendor build."),
-        click.option("--venv", metavar="DIR", help="Environment location (default: a per-user data directory)."),
-        click.option("--bitsandbytes", "bitsandbytes", metavar="build[=VERSION|PATH]",
-                     help="Build bitsandbytes on this board for its GPU (where no Jetson build exists): the newest "
-                          "release this torch accepts, a release, or a local checkout; cached per user."),
-    ]
-    for option in options:
-        command = option(command)
-    return _root_options(command)
 
 
 def _options(target: str, given: Dict[str, Any]) -> "InstallOptions":
@@ -172,7 +127,9 @@ def plan_obliteratus(**given: Any) -> None:
     else:
         click.echo(plan_text(the_plan))
         if the_plan.supported:
-            click.echo(_install_hint(the_plan))
+            from jetson_install.render import install_hint
+
+            click.echo(install_hint(the_plan, _rerun_command()))
     _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
 
 
@@ -203,14 +160,10 @@ def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bo
         else:
             click.echo("\n".join(check_lines(reports)))
         _exit_if(0 if all(report.ok for report in reports) else EXIT_FAILED)
-    elif markdown:
-        click.echo(channels_markdown(catalog))
     elif as_json:
         _print_json(channels_json(catalog))
     else:
-        click.echo(channels_text(catalog))
-        click.echo(f"{catalog.path}: valid, {len(catalog.channels)} channels "
-                   f"({sum(1 for c in catalog.channels if c.installable)} installable)")
+        click.echo(channels_markdown(catalog) if markdown else channels_text(catalog))
 
 
 @cli.command()
@@ -222,26 +175,9 @@ def constraints(write: bool, directory: str) -> None:
     Exits 1 when a file is out of date. An installed jetson-install needs none of these
     files: every environment it makes carries its own constraints file.
     """
-    from pathlib import Path
+    from jetson_install.commands import constraint_files
 
-    from jetson_install.catalog import load_catalog
-    from jetson_install.constraints import stale_files, write_files
-
-    catalog = load_catalog()
-    target = Path(directory)
-    if write:
-        for name in write_files(catalog, target):
-            click.echo(f"wrote {target / name}")
-        return
-    if not target.is_dir():
-        raise BadInput(f"--dir {directory}: no such directory (`constraints` is a maintainer command for a "
-                       "checkout of jetson-install; an installed one needs no constraints/ folder)",
-                       fix="run it at the top of a jetson-install checkout, or pass --dir DIR")
-    stale = stale_files(catalog, target)
-    if stale:
-        raise JetsonInstallError(f"out of date in {target}: {', '.join(stale)}",
-                                 fix=f"jetson-install constraints --write --dir {directory}")
-    click.echo(f"{target}: up to date with {catalog.path}")
+    click.echo("\n".join(constraint_files(directory, write)))
 
 
 @cli.command("obliteratus")
@@ -253,93 +189,40 @@ def constraints(write: bool, directory: str) -> None:
 @click.option("--wheelhouse", metavar="DIR|URL", help="Install the lock of this wheelhouse from it, with no other network.")
 def obliteratus(**given: Any) -> None:
     """Install OBLITERATUS with the JetPack torch kept in place, then prove it works."""
-    from jetson_install.commands import make_install_plan
+    from jetson_install.commands import install_plan, preview
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.render import plan_text
 
-    if given["preflight"]:
-        from jetson_install.routes.preflight import require_aarch64
-
-        require_aarch64()  # before anything else: no plan made here could run
-    the_plan = make_install_plan(_options("obliteratus", given))
-    if the_plan.supported and (given["lock_file"] or given["wheelhouse"]):
-        from jetson_install.routes.lock import read_lock_in_use, with_lock
-
-        the_plan = with_lock(the_plan, read_lock_in_use(given["lock_file"], given["wheelhouse"], the_plan))
+    the_plan = install_plan(_options("obliteratus", given), given["lock_file"], given["wheelhouse"])
     if given["dry_run"] or not the_plan.supported:
-        if given["dry_run"] and the_plan.supported:
-            the_plan = _dry_run(the_plan)
-        data: Dict[str, Any] = the_plan.to_json()
-        if given["dry_run"] and the_plan.supported and given["as_json"]:
-            from jetson_install.install import would_change
-
-            data["would_change"], data["would_change_reason"] = would_change(the_plan)
-        if given["as_json"]:
-            _print_json(data)
-        else:
-            click.echo(plan_text(the_plan))
+        the_plan, data, warnings = preview(the_plan, given["dry_run"], given["as_json"])
+        click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
+        _print_json(data) if given["as_json"] else click.echo(plan_text(the_plan))
         _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
         return
     if not given["yes"] and sys.stdin.isatty() and not given["as_json"]:
         click.echo(plan_text(the_plan), err=True)
         if not click.confirm("Proceed?", default=True, err=True):
             sys.exit(EXIT_INTERRUPTED)
-    from jetson_install.install import activate_command, install
+    from jetson_install.install import install
     from jetson_install.logs import start_log
-    from jetson_install.progress import display_for, steps_summary
+    from jetson_install.progress import display_for
+    from jetson_install.render import install_lines
 
     log_file = start_log("obliteratus")
     result = install(the_plan, progress=display_for(sys.stderr), rerun=_rerun_command(), upgrade=given["upgrade"])
     if given["as_json"]:
         _print_json({**result.to_json(the_plan), "log": str(log_file)})
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    if result.steps:
-        click.echo(f"steps: {steps_summary(result.steps)}", err=True)
-    if result.failed_step:
-        click.echo(f"error: {result.message}\n  fix: {result.fix}\n  log: {log_file}", err=True)
-    else:
-        verb = "is already up to date" if result.status == "unchanged" else "is ready"
-        click.echo(f"{the_plan.route.what} {verb} in {result.venv}\n  activate: {activate_command(result.venv)}", err=True)
-        if result.evidence:
-            click.echo(f"  evidence: {result.evidence}", err=True)
+    click.echo("\n".join(install_lines(result, the_plan, log_file)), err=True)
     _exit_if(result.exit_code)
 
 
-def _dry_run(the_plan: "Plan") -> "Plan":
-    """What the install would check before its first step, said by a dry run too; the plan
-    then names the interpreter the install would take."""
-    from jetson_install.errors import StepFailed
-    from jetson_install.install import check_before_install
-    from jetson_install.plan import with_interpreter
-
-    try:
-        checked = check_before_install(the_plan, dry_run=True)
-    except StepFailed as failure:
-        # Not bad input: the preview still shows what would run where a Python is found.
-        click.echo(f"warning: the install would stop at step '{failure.step}': {failure.message}; "
-                   f"fix: {failure.fix}", err=True)
-        return the_plan
-    for warning in checked.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    return with_interpreter(the_plan, checked.interpreter.path)
-
-
 @cli.command("lock")
-@_root_options
+@_with("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "ref", "source", "python",
+       "l4t", "root", python={"help": "Lock for this interpreter on this machine instead of the board's platform."},
+       vendor_fallback={"help": "Lock the channel's documented fallback vendor source."})
 @click.option("--output", "-o", default="obliteratus.lock", show_default=True, metavar="FILE",
               help="Write the lock here; the built OBLITERATUS wheel goes beside it.")
-@click.option("--python", "python", metavar="PATH",
-              help="Lock for this interpreter on this machine instead of the board's platform.")
-@click.option("--source", metavar="PATH|URL", help="Build OBLITERATUS from this checkout or git URL.")
-@click.option("--ref", metavar="REF", help="Git tag, branch or commit of the source.")
-@click.option("--vendor-index", metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
-              help="Replace the channel's vendor index (a mirror of the same builds).")
-@click.option("--default-index", metavar="URL", envvar="JETSON_INSTALL_DEFAULT_INDEX",
-              help="Replace the general index (default: uv's own).")
-@click.option("--allow-insecure-index", is_flag=True, help="Accept plain-http indexes on remote hosts.")
-@click.option("--vendor-fallback", is_flag=True, help="Lock the channel's documented fallback vendor source.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON result object on stdout.")
 def lock(**given: Any) -> None:
     """Resolve a board's whole environment into a hashed lock, on any machine."""
     from pathlib import Path
@@ -347,15 +230,11 @@ def lock(**given: Any) -> None:
     from jetson_install.commands import board_lock
 
     result = board_lock(_options("obliteratus", given), given["python"], Path(given["output"]), _rerun_command())
+    from jetson_install.render import lock_lines
+
     if given["as_json"]:
         _print_json(result.to_json())
-    built = result.lock.from_source
-    click.echo(f"locked {len(result.lock.entries)} files for {result.lock.arch}/Python {result.lock.python} "
-               f"(channel {result.lock.channel}) in {result.path}", err=True)
-    click.echo(f"  OBLITERATUS wheel: {result.wheel} (commit {result.lock.source_commit or 'none'})", err=True)
-    if built:
-        click.echo(f"  built from source on the board: {', '.join(built)}", err=True)
-    click.echo(f"  install: jetson-install obliteratus --lock {result.path}", err=True)
+    click.echo("\n".join(lock_lines(result)), err=True)
 
 
 @cli.command("wheelhouse")
@@ -368,58 +247,20 @@ def wheelhouse(directory: str, lock_file: str, as_json: bool) -> None:
     from pathlib import Path
 
     from jetson_install.lock_file import read_lock
+    from jetson_install.render import wheelhouse_lines
     from jetson_install.wheelhouse import fill_wheelhouse
 
     result = fill_wheelhouse(read_lock(Path(lock_file)), Path(directory).absolute())
     if as_json:
         _print_json(result)
-    click.echo(f"{result['files']} files in {result['directory']} ({result['downloaded_bytes']} bytes downloaded)",
-               err=True)
-    click.echo(f"  install offline: jetson-install obliteratus --wheelhouse {result['directory']}", err=True)
-    click.echo(f"  serve to a fleet: python3 -m http.server --directory {result['directory']}, then "
-               "--wheelhouse http://HOST:8000/", err=True)
-
-
-def _install_hint(the_plan: "Plan") -> str:
-    """What to run next after a plan, and where: a preview made for another machine says so."""
-    import os
-
-    here = os.uname().machine
-    command = _next_command("plan", ("obliteratus",), drop=("obliteratus",), only_here=("--resolve",))
-    if the_plan.route.any_aarch64 and here != "aarch64":
-        return f"next: on an aarch64 machine (a hosted ARM runner, or the Jetson), install it: {command}"
-    if not the_plan.route.any_aarch64 and the_plan.platform.arch != here:
-        command = _next_command("plan", ("obliteratus",), drop=("obliteratus",), only_here=("--resolve",),
-                                elsewhere=("--root",))
-        return f"next: on the {the_plan.platform.arch} board itself, install it: {command}"
-    return f"next: install it: {command}"
-
-
-def _next_command(command: str, replacement: Tuple[str, ...], drop: Tuple[str, ...] = (),
-                  only_here: Tuple[str, ...] = (), elsewhere: Tuple[str, ...] = ()) -> str:
-    """The command the user typed, with `command` (and the words in `drop` right after it)
-    replaced, without the flags `only_here` that only it takes, and without the options
-    `elsewhere` (with their values) that only make sense on this machine: what to run next."""
-    from jetson_install.fixes import Rerun
-
-    args: List[str] = []
-    words = iter(sys.argv[1:])
-    for word in words:
-        if word in elsewhere:
-            next(words, None)  # its value
-        elif word not in only_here and word.split("=", 1)[0] not in elsewhere:
-            args.append(word)
-    if command in args:
-        at = args.index(command)
-        end = at + 1 + sum(1 for word in drop if args[at + 1:at + 2] == [word])
-        args[at:end] = replacement
-    return str(Rerun(tuple(args)))
+    click.echo("\n".join(wheelhouse_lines(result)), err=True)
 
 
 def _rerun_command() -> "Rerun":
+    """The command as the user gave it (main's arguments), to run again with changes."""
     from jetson_install.fixes import Rerun
 
-    return Rerun(tuple(sys.argv[1:]))
+    return Rerun(tuple(click.get_current_context().find_root().obj or ()))
 
 
 @cli.command()
@@ -440,40 +281,21 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
            evidence: Optional[str], only: Tuple[str, ...], no_gpu: bool, list_checks: bool, strict: bool,
            gate_evidence: Optional[str], preflight: bool) -> None:
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
-    import os
-    from pathlib import Path
-
     from jetson_install import commands
-    from jetson_install.outputs import check_output_directory, write_output
 
     if list_checks:
         from jetson_install.doctor import list_checks as checks_listed
+        from jetson_install.render import check_list
 
-        checks = checks_listed()
         if as_json:
-            _print_json([{"id": check_id, "title": title, "required": required} for check_id, title, required in checks])
+            _print_json([{"id": check_id, "title": title, "required": required}
+                         for check_id, title, required in checks_listed()])
         else:
-            click.echo("\n".join(f"{check_id:14} {'required' if required else 'optional':9} {title}"
-                                 for check_id, title, required in checks))
+            click.echo(check_list(checks_listed()))
         return
-    if venv and python:
-        raise BadInput("--venv and --python were both given", fix="pass only one of them")
-    home = commands.venv_path(venv) if venv is not None else commands.default_venv("obliteratus")
-    interpreter = python or str(home / "bin" / "python")
-    if not python and not Path(interpreter).exists():
-        raise BadInput(f"no environment at {Path(interpreter).parent.parent}",
-                       fix="pass --venv DIR or --python PATH, or install first: jetson-install obliteratus")
-    for option, path in (("--evidence", evidence), ("--gate-evidence", gate_evidence)):
-        if path:
-            check_output_directory(option, path)
-    run = commands.doctor(interpreter, _platform_options(root, l4t), only, strict or bool(gate_evidence), no_gpu,
-                          preflight, progress=lambda line: click.echo(line, err=True))
-    if evidence:
-        write_output("--evidence", evidence, _json_text(run.evidence))
-    if gate_evidence:
-        from jetson_install.evidence import gate_record_text
-
-        write_output("--gate-evidence", gate_evidence, gate_record_text(run.evidence, run.report.exit_code, os.environ))
+    run = commands.doctor(commands.doctor_interpreter(venv, python), _platform_options(root, l4t), only,
+                          strict or bool(gate_evidence), no_gpu, preflight, evidence, gate_evidence,
+                          progress=lambda line: click.echo(line, err=True))
     if as_json:
         _print_json(run.evidence)
     else:
@@ -515,23 +337,10 @@ def container_entrypoint(venv: str, command: Tuple[str, ...]) -> None:
     from pathlib import Path
 
     from jetson_install.commands import container_start
-    from jetson_install.container import START_EVIDENCE
-    from jetson_install.errors import EXIT_UNSUPPORTED
 
     start = container_start(Path(venv), os.environ)
-    if start.refused is not None:
-        click.echo(f"error: {start.refused[0]}\n  fix: {start.refused[1]}", err=True)
-        sys.exit(EXIT_UNSUPPORTED)
-    report = start.report
-    assert report is not None
-    if not report.passed:
-        from jetson_install.doctor import render_lines
-
-        click.echo("\n".join(render_lines(report)), err=True)
-        click.echo(f"error: the strict doctor did not pass on this device (evidence: {START_EVIDENCE})", err=True)
-        sys.exit(report.exit_code)
-    click.echo(f"jetson-install: host L4T R{start.l4t} matches the image; strict doctor passed "
-               f"(evidence: {START_EVIDENCE})", err=True)
+    click.echo("\n".join(start.lines), err=True)
+    _exit_if(start.exit_code)
     if command:
         os.execvp(command[0], list(command))
 
@@ -606,7 +415,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 def _run(args: List[str]) -> int:
     as_json = "--json" in args
     try:
-        cli.main(args=args, prog_name="jetson-install", standalone_mode=False)
+        cli.main(args=args, prog_name="jetson-install", standalone_mode=False, obj=list(args))
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from jetson_install.platform import Platform
 
 __all__ = ["Given", "PlatformOptions", "InstallOptions", "detect_platform", "platform_and_channel", "make_install_plan",
-           "resolve_plan", "default_venv", "venv_path", "DoctorRun", "doctor", "board_lock", "check_channels",
+           "resolve_plan", "install_plan", "preview", "dry_run", "default_venv", "venv_path", "DoctorRun", "doctor_interpreter", "doctor",
+           "board_lock", "check_channels", "constraint_files",
            "Dockerfile", "dockerfile", "EntrypointStart", "container_start", "labels", "judged"]
 
 
@@ -177,15 +178,34 @@ class DoctorRun:
     evidence: Dict[str, Any]  # the report as JSON, with the environment's lock named
 
 
+def doctor_interpreter(venv: Optional[str], python: Optional[str]) -> str:
+    """The interpreter `doctor` checks: --python, else the environment's (--venv, else the default one)."""
+    if venv and python:
+        raise BadInput("--venv and --python were both given", fix="pass only one of them")
+    if python:
+        return python
+    interpreter = (venv_path(venv) if venv is not None else default_venv("obliteratus")) / "bin" / "python"
+    if not interpreter.exists():
+        raise BadInput(f"no environment at {interpreter.parent.parent}",
+                       fix="pass --venv DIR or --python PATH, or install first: jetson-install obliteratus")
+    return str(interpreter)
+
+
 def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: bool, no_gpu: bool, preflight: bool,
-           progress: Any) -> DoctorRun:
-    """The doctor on the environment of `python`, judged against what it was made with."""
+           evidence_file: Optional[str], gate_file: Optional[str], progress: Any) -> DoctorRun:
+    """The doctor on the environment of `python`, judged against what it was made with; its
+    evidence (and the gate record) written where asked."""
+    from jetson_install.outputs import check_output_directory, write_output
+    from jetson_install.render import json_text
     from jetson_install import doctor as doctor_module
     from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
     from jetson_install.doctor.profiles import profile_from_record
     from jetson_install.routes.shared import FIX_COMMAND_VARIABLE
     from jetson_install.source_identity import recorded_commit
 
+    for option, path in (("--evidence", evidence_file), ("--gate-evidence", gate_file)):
+        if path:
+            check_output_directory(option, path)
     if no_gpu and (only or strict):
         raise BadInput("--no-gpu selects the checks that need no GPU; --check and --strict select others",
                        fix="drop --no-gpu, or drop --check/--strict")
@@ -202,7 +222,78 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
     lock = recorded_lock(environment)
     if lock is not None:
         evidence["lock"] = lock  # which exact files the proven environment holds
+    if evidence_file:
+        write_output("--evidence", evidence_file, json_text(evidence))
+    if gate_file:
+        from jetson_install.evidence import gate_record_text
+
+        write_output("--gate-evidence", gate_file, gate_record_text(evidence, report.exit_code, os.environ))
     return DoctorRun(report, evidence)
+
+
+def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: Optional[str]) -> "Plan":
+    """The plan `obliteratus` carries out: the options' plan, or a lock's (--lock, --wheelhouse)."""
+    if options.preflight:
+        from jetson_install.routes.preflight import require_aarch64
+
+        require_aarch64()  # before anything else: no plan made here could run
+    plan = make_install_plan(options)
+    if plan.supported and (lock_file or wheelhouse):
+        from jetson_install.routes.lock import read_lock_in_use, with_lock
+
+        plan = with_lock(plan, read_lock_in_use(lock_file, wheelhouse, plan))
+    return plan
+
+
+def preview(plan: "Plan", dry_run_asked: bool, as_json: bool) -> Tuple["Plan", Dict[str, Any], List[str]]:
+    """What `--dry-run` (or an unsupported platform) shows instead of installing: the plan (as
+    JSON, with whether the install would change anything), and the warnings of its checks."""
+    if not (dry_run_asked and plan.supported):
+        return plan, plan.to_json(), []
+    from jetson_install.install import would_change
+
+    plan, warnings = dry_run(plan)
+    data = plan.to_json()
+    if as_json:
+        data["would_change"], data["would_change_reason"] = would_change(plan)
+    return plan, data, warnings
+
+
+def dry_run(plan: "Plan") -> Tuple["Plan", List[str]]:
+    """What the install would check before its first step, said by a dry run too (warnings);
+    the plan then names the interpreter the install would take."""
+    from jetson_install.errors import StepFailed
+    from jetson_install.install import check_before_install
+    from jetson_install.plan import with_interpreter
+
+    try:
+        checked = check_before_install(plan, dry_run=True)
+    except StepFailed as failure:
+        # Not bad input: the preview still shows what would run where a Python is found.
+        return plan, [f"the install would stop at step '{failure.step}': {failure.message}; fix: {failure.fix}"]
+    return with_interpreter(plan, checked.interpreter.path), list(checked.warnings)
+
+
+def constraint_files(directory: str, write: bool) -> List[str]:
+    """`constraints`: check (or rewrite) constraints/<channel>.txt against wheels-index.toml."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.constraints import stale_files, write_files
+
+    catalog = load_catalog()
+    target = Path(directory)
+    if write:
+        return [f"wrote {target / name}" for name in write_files(catalog, target)]
+    if not target.is_dir():
+        raise BadInput(f"--dir {directory}: no such directory (`constraints` is a maintainer command for a "
+                       "checkout of jetson-install; an installed one needs no constraints/ folder)",
+                       fix="run it at the top of a jetson-install checkout, or pass --dir DIR")
+    stale = stale_files(catalog, target)
+    if stale:
+        from jetson_install.errors import JetsonInstallError
+
+        raise JetsonInstallError(f"out of date in {target}: {', '.join(stale)}",
+                                 fix=f"jetson-install constraints --write --dir {directory}")
+    return [f"{target}: up to date with {catalog.path}"]
 
 
 def board_lock(options: InstallOptions, python: Optional[str], output: Path, rerun: "Rerun") -> "LockResult":
@@ -275,11 +366,10 @@ def dockerfile(options: PlatformOptions, base: Optional[str], regenerate: str) -
 
 @dataclass(frozen=True)
 class EntrypointStart:
-    """The entrypoint's verdict: refused (message, fix), or the strict doctor's report."""
+    """The entrypoint's verdict: what it says on stderr, and the exit code (0: start the command)."""
 
-    refused: Optional[Tuple[str, str]]
-    l4t: Optional[str] = None
-    report: Optional["DoctorReport"] = None
+    lines: Tuple[str, ...]
+    exit_code: int
 
 
 def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
@@ -288,22 +378,27 @@ def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
     from jetson_install import doctor as doctor_module
     from jetson_install.container import START_EVIDENCE, START_STATUS, start_check
     from jetson_install.environment import recorded_doctor_inputs
-    from jetson_install.redact import redact_data
+
+    from jetson_install.errors import EXIT_UNSUPPORTED
 
     status = Path(START_STATUS)
     status.parent.mkdir(parents=True, exist_ok=True)
     start = start_check(environ)
     if start.refused is not None:
         status.write_text("refused\n")
-        return EntrypointStart(start.refused)
+        return EntrypointStart((f"error: {start.refused[0]}", f"  fix: {start.refused[1]}"), EXIT_UNSUPPORTED)
     channel, vendor = recorded_doctor_inputs(venv, start.channel)
     report = doctor_module.run_doctor(str(venv / "bin" / "python"), platform=start.platform, channel=channel,
                                       vendor=vendor, strict=True)
-    import json
+    from jetson_install.render import json_text
 
-    Path(START_EVIDENCE).write_text(json.dumps(redact_data(report.to_json()), indent=2) + "\n")
+    Path(START_EVIDENCE).write_text(json_text(report.to_json()))
     status.write_text(("passed" if report.passed else "failed") + "\n")
-    return EntrypointStart(None, str(start.l4t), report)
+    if not report.passed:
+        return EntrypointStart((*doctor_module.render_lines(report), "error: the strict doctor did not pass on this "
+                                f"device (evidence: {START_EVIDENCE})"), report.exit_code)
+    return EntrypointStart((f"jetson-install: host L4T R{start.l4t} matches the image; strict doctor passed "
+                            f"(evidence: {START_EVIDENCE})",), 0)
 
 
 def judged(files: Sequence[str], max_age: Optional[float], requirements: Sequence[str] = ()) -> List["Verdict"]:

@@ -11,7 +11,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from jetson_install.source_identity import split_git_url
 from jetson_install.uv_errors import UvFailure
@@ -44,6 +44,24 @@ class Rerun:
 
     def with_flag(self, flag: str) -> "Rerun":
         return self if flag in self.argv else Rerun(self.argv + (flag,))
+
+    def replaced(self, command: str, replacement: Tuple[str, ...], drop: Tuple[str, ...] = (),
+                 only_here: Tuple[str, ...] = (), elsewhere: Tuple[str, ...] = ()) -> "Rerun":
+        """What to run next: this command with `command` (and the words in `drop` right after
+        it) replaced, without the flags `only_here` that only it takes, and without the options
+        `elsewhere` (with their values) that only make sense on this machine."""
+        args: List[str] = []
+        words = iter(self.argv)
+        for word in words:
+            if word in elsewhere:
+                next(words, None)  # its value
+            elif word not in only_here and word.split("=", 1)[0] not in elsewhere:
+                args.append(word)
+        if command in args:
+            at = args.index(command)
+            end = at + 1 + sum(1 for word in drop if args[at + 1:at + 2] == [word])
+            args[at:end] = replacement
+        return Rerun(tuple(args))
 
     def __str__(self) -> str:
         # A placeholder the user replaces (URL, TAG) stays readable, unquoted.

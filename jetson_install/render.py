@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
 from jetson_install.platform import Platform
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from jetson_install.catalog import Catalog, Channel
+    from jetson_install.fixes import Rerun
     from jetson_install.index import SetReport
+    from jetson_install.install import InstallResult
+    from jetson_install.lock import LockResult
     from jetson_install.plan import Plan
 
-__all__ = ["platform_summary", "plan_text", "container_lines", "channels_text", "channels_markdown", "channels_json",
-           "check_lines"]
+__all__ = ["json_text", "platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines",
+           "container_lines", "channels_text", "channels_markdown", "channels_json", "check_lines", "check_list"]
 
 
 def platform_summary(platform: Platform) -> str:
@@ -102,6 +107,8 @@ def channels_text(catalog: Catalog) -> str:
         if channel.primary:
             lines.append(f"{'':15} {channel.primary.location}")
         lines += [f"{'':15} image {image.image}" for image in channel.containers]
+    lines.append(f"{catalog.path}: valid, {len(catalog.channels)} channels "
+                 f"({sum(1 for c in catalog.channels if c.installable)} installable)")
     return "\n".join(lines)
 
 
@@ -126,6 +133,15 @@ def _shell_line(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(part) for part in argv)
 
 
+def json_text(data: Any) -> str:
+    """What --json prints: indented, with URL credentials masked."""
+    import json
+
+    from jetson_install.redact import redact_data
+
+    return json.dumps(redact_data(data), indent=2) + "\n"
+
+
 def channels_json(catalog: Catalog) -> List[Dict[str, Any]]:
     """`channels --json`: each channel with its sources, pins, images and sets."""
     return [{"id": c.id, "title": c.title, "status": c.status, "reason": c.reason, "python": c.python,
@@ -143,3 +159,56 @@ def check_lines(reports: Sequence[SetReport]) -> List[str]:
         lines.append(f"{report.channel:15} {'ok  ' if report.ok else 'FAIL'} {report.index}")
         lines.extend(f"{'':20} {line}" for line in report.lines)
     return lines
+
+
+def install_hint(plan: Plan, typed: Rerun) -> str:
+    """What to run next after a plan, and where: a preview made for another machine says so."""
+    import os
+
+    here = os.uname().machine
+    command = typed.replaced("plan", ("obliteratus",), drop=("obliteratus",), only_here=("--resolve",))
+    if plan.route.any_aarch64 and here != "aarch64":
+        return f"next: on an aarch64 machine (a hosted ARM runner, or the Jetson), install it: {command}"
+    if not plan.route.any_aarch64 and plan.platform.arch != here:
+        command = typed.replaced("plan", ("obliteratus",), drop=("obliteratus",), only_here=("--resolve",),
+                                 elsewhere=("--root",))
+        return f"next: on the {plan.platform.arch} board itself, install it: {command}"
+    return f"next: install it: {command}"
+
+
+def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
+    """The end of an install, on stderr: warnings, each step's time, and how it went."""
+    from jetson_install.install import activate_command
+    from jetson_install.progress import steps_summary
+
+    lines = [f"warning: {warning}" for warning in result.warnings]
+    if result.steps:
+        lines.append(f"steps: {steps_summary(result.steps)}")
+    if result.failed_step:
+        return lines + [f"error: {result.message}", f"  fix: {result.fix}", f"  log: {log}"]
+    verb = "is already up to date" if result.status == "unchanged" else "is ready"
+    lines += [f"{plan.route.what} {verb} in {result.venv}", f"  activate: {activate_command(result.venv)}"]
+    return lines + ([f"  evidence: {result.evidence}"] if result.evidence else [])
+
+
+def lock_lines(result: LockResult) -> List[str]:
+    lock = result.lock
+    lines = [f"locked {len(lock.entries)} files for {lock.arch}/Python {lock.python} (channel {lock.channel}) in "
+             f"{result.path}", f"  OBLITERATUS wheel: {result.wheel} (commit {lock.source_commit or 'none'})"]
+    if lock.from_source:
+        lines.append(f"  built from source on the board: {', '.join(lock.from_source)}")
+    return lines + [f"  install: jetson-install obliteratus --lock {result.path}"]
+
+
+def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
+    where = result["directory"]
+    return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
+            f"  install offline: jetson-install obliteratus --wheelhouse {where}",
+            f"  serve to a fleet: python3 -m http.server --directory {where}, then --wheelhouse http://HOST:8000/"]
+
+
+def check_list(checks: Sequence[Tuple[str, str, bool]]) -> str:
+    """`doctor --list-checks`: each check's id, whether it is required, and its title."""
+    width = max(len(check_id) for check_id, _, _ in checks) + 2
+    return "\n".join(f"{check_id:{width}}{'required' if required else 'optional':10}{title}"
+                     for check_id, title, required in checks)
