@@ -475,7 +475,7 @@ class _Loader:
             name = parse_wheel_filename(file)[0] if isinstance(file, str) else None
         except InvalidWheelFilename:
             name = None
-        if name is None:
+        if name is None or not isinstance(file, str):
             raise self.fail(where, "builds", f"has file {file!r}, which is not a wheel file name", start, near)
         sha256, prefix = entry.get("sha256"), entry.get("sha256_prefix")
         if sha256 is not None and not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)):

@@ -157,9 +157,9 @@ def offline_resolution(source: VendorSource) -> Resolution:
         files.append(ChosenFile(str(package), str(version), unquote(name), url,
                                 build.sha256 if build else None, build is not None, build.cuda if build else None))
     if not files:
-        for package, version in source.preferred.pins.items():
-            build = known.get(package) if known.get(package) and version in known[package].file else None
-            files.append(ChosenFile(package, version, build.file if build else "", "", build.sha256 if build else None,
+        for project, pinned in source.preferred.pins.items():
+            build = known.get(project) if known.get(project) and pinned in known[project].file else None
+            files.append(ChosenFile(project, pinned, build.file if build else "", "", build.sha256 if build else None,
                                     build is not None, build.cuda if build else None))
     reason = "the preferred set, as wheels-index.toml records it (this source is not read live)"
     return Resolution(source.location, source.preferred.name, tuple(files), reason)
