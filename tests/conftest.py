@@ -1,5 +1,6 @@
 import os
 from pathlib import Path
+import pytest
 
 from support.fixtures import *  # noqa: F401,F403
 
@@ -7,3 +8,27 @@ from support.fixtures import *  # noqa: F401,F403
 _REAL_TORCH_PYTHON = Path(__file__).resolve().parent.parent / ".venv-real-torch" / "bin" / "python"
 if _REAL_TORCH_PYTHON.exists():
     os.environ.setdefault("JETSON_INSTALL_REAL_TORCH_PYTHON", str(_REAL_TORCH_PYTHON))
+
+# Variables of this test suite, not of the tool (which never reads them): where a lane's
+# prepared inputs are.
+SUITE_VARIABLES = ("JETSON_INSTALL_REAL_TORCH_PYTHON", "JETSON_INSTALL_ARM64_ROOT")
+# The per-user folders platformdirs, uv, pip and git find through these on Linux.
+_USER_FOLDERS = {"HOME": "home", "XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_CACHE_HOME": "cache",
+                 "XDG_STATE_HOME": "state"}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_from_the_developer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test sees the developer's JETSON_* variables (the README documents several), nor
+    their configuration, data, caches or logs: each test gets empty per-user folders of its own.
+
+    A lane keeps the real per-user folders: its prepared roots and images are cached there."""
+    for name in list(os.environ):
+        if name.startswith("JETSON_") and name not in SUITE_VARIABLES:
+            monkeypatch.delenv(name)
+    if request.node.get_closest_marker("lane") is None:
+        user = tmp_path_factory.mktemp("user")
+        for variable, folder in _USER_FOLDERS.items():
+            (user / folder).mkdir()
+            monkeypatch.setenv(variable, str(user / folder))

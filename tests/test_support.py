@@ -366,3 +366,16 @@ def test_uv_constraint_env_splits_on_spaces_file_uri_works(installed_venv: Path,
     broken = _run(base, dict(tool_env, VIRTUAL_ENV=str(installed_venv), UV_CONSTRAINT=str(spaced)))
     assert broken.returncode != 0 and "not found" in broken.stderr.lower()
     assert _planned_torch(_run(base, dict(tool_env, VIRTUAL_ENV=str(installed_venv), UV_CONSTRAINT=spaced.as_uri()))) == []
+
+
+def test_a_test_sees_neither_the_developers_jetson_variables_nor_their_user_folders(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    import platformdirs
+    from conftest import SUITE_VARIABLES
+
+    assert [name for name in os.environ if name.startswith("JETSON_") and name not in SUITE_VARIABLES] == []
+    base = tmp_path_factory.getbasetemp().resolve()
+    for folder in (platformdirs.user_config_dir("jetson-install"), platformdirs.user_data_dir("jetson-install"),
+                   platformdirs.user_cache_dir("jetson-install"), platformdirs.user_log_dir("jetson-install"),
+                   str(Path.home()), os.path.expanduser("~")):
+        assert base in Path(folder).resolve().parents, folder
