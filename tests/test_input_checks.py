@@ -138,8 +138,26 @@ def test_detect_and_plan_say_what_to_run_next() -> None:
                                                         "jetson-install obliteratus --venv '/tmp/my envs/obl'")
 
 
-def test_the_l4t_help_says_it_overrides_the_release_file() -> None:
-    assert "instead of what the root's files say" in " ".join(cli("detect", "--help").stdout.split())
+def option_help(help_text: str, option: str) -> str:
+    """The help click prints for one option: its line and the lines indented under it."""
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(option + " "))
+    entry = [lines[start]]
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    for line in lines[start + 1:]:
+        if not line.strip() or len(line) - len(line.lstrip()) <= indent:
+            break
+        entry.append(line)
+    return " ".join(" ".join(entry).split())
+
+
+@pytest.mark.parametrize("command", [("detect",), ("plan", "obliteratus"), ("obliteratus",), ("doctor",),
+                                     ("dockerfile",), ("labels",), ("lock",)])
+def test_the_l4t_help_says_it_overrides_the_release_file(command: tuple) -> None:
+    shown = cli(*command, "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert option_help(shown.stdout, "--l4t").startswith("--l4t VERSION Use this L4T release (e.g. 36.4.3) instead "
+                                                         "of what the root's files say")
 
 
 def test_constraints_outside_a_checkout_says_it_is_a_maintainer_command(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ expected.json: the fields `detect --json` must report, or the error it must give
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,21 @@ def test_board(board: str) -> None:
 
 
 def test_every_board_folder_has_expectations() -> None:
+    """Each folder pins what detection must make of it (a release, or an error and its words),
+    holds captured files to make it from, says in its name the release it reports, and is
+    described in PROVENANCE.md."""
+    provenance = (BOARDS / "PROVENANCE.md").read_text()
     for name in BOARD_NAMES:
-        assert (BOARDS / name / "expected.json").is_file(), name
+        expected = expected_for(name)
+        if "error" in expected:
+            assert {"exit_code", "message_contains"} <= set(expected) and expected["message_contains"], name
+        else:
+            assert {"l4t", "jetpack"} <= set(expected), name
+            named = re.findall(r"r(\d+)\.(\d+)(?:\.(\d+))?", name)
+            if named:  # the last release in the name, as an upgrade's folder names from-to
+                assert expected["l4t"] == "{}.{}.{}".format(named[-1][0], named[-1][1], named[-1][2] or 0), name
+        assert [path for path in (BOARDS / name).rglob("*") if path.is_file() and path.name != "expected.json"], name
+        assert re.search(r"(^|[\s,|])" + re.escape(name) + r"([\s,|]|$)", provenance, re.M), name
 
 
 def test_override_wins_for_an_empty_container_release_file() -> None:
