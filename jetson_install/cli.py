@@ -874,7 +874,9 @@ def main(argv: Optional[list] = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     from jetson_install.redact import RedactingStream
 
-    # Every line printed, from any command or error path, has URL credentials masked.
+    # Every line printed, from any command or error path, has URL credentials masked; the
+    # streams are put back after, for a caller that runs main() in its own process.
+    streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
         cli.main(args=args, prog_name="jetson-install", standalone_mode=False)
@@ -902,6 +904,8 @@ def main(argv: Optional[list] = None) -> None:
         _report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, "run the command again")),
                       as_json="--json" in args)
         sys.exit(EXIT_FAILED)
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 def _error_json(message: str, fix: Optional[str], exit_code: int) -> dict:
