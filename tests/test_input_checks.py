@@ -5,26 +5,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
+from support.cli import CliResult, run_cli
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
 
-def cli(*args: str, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("JETSON_")}
-    full_env["XDG_CONFIG_HOME"] = tempfile.mkdtemp()  # no user config.toml
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True,
-                          env=full_env, timeout=60, cwd=cwd)
+def cli(*args: str, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None) -> CliResult:
+    return run_cli(*args, env=dict(os.environ, **(env or {})), cwd=cwd)
 
 
-def one_error(result: subprocess.CompletedProcess) -> str:
+def one_error(result: CliResult) -> str:
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
