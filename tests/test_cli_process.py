@@ -97,3 +97,19 @@ def test_the_catalog_follows_its_variable_within_one_process(tmp_path: Path, mon
     assert load_catalog() is real
     channels = run_cli("channels", "--json", env=dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(edited)))
     assert "jp6-edited" in {channel["id"] for channel in json.loads(channels.stdout)}
+
+
+def test_an_in_process_install_leaves_this_process_as_it_found_it(installer) -> None:
+    import logging
+
+    logger = logging.getLogger("jetson_install")
+
+    def state() -> tuple:
+        return (list(logger.handlers), logger.level, dict(os.environ), os.getcwd(), list(sys.argv),
+                (sys.stdin, sys.stdout, sys.stderr))
+
+    before = state()
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert Path(data["log"]).read_text().count("run: ") >= 3  # the install logged, through a handler now gone
+    assert state() == before
