@@ -1,5 +1,6 @@
 import os
 from pathlib import Path
+
 import pytest
 
 from support.fixtures import *  # noqa: F401,F403
@@ -12,6 +13,11 @@ if _REAL_TORCH_PYTHON.exists():
 # Variables of this test suite, not of the tool (which never reads them): where a lane's
 # prepared inputs are.
 SUITE_VARIABLES = ("JETSON_INSTALL_REAL_TORCH_PYTHON", "JETSON_INSTALL_ARM64_ROOT")
+# Module-level code and module or session fixtures run before any test's own fixture: the
+# developer's JETSON_* variables are gone for the whole session, and each test starts
+# without any (below), whatever an earlier one set.
+for _name in [name for name in os.environ if name.startswith("JETSON_") and name not in SUITE_VARIABLES]:
+    del os.environ[_name]
 # The per-user folders platformdirs, uv, pip and git find through these on Linux.
 _USER_FOLDERS = {"HOME": "home", "XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_CACHE_HOME": "cache",
                  "XDG_STATE_HOME": "state"}
