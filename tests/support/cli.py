@@ -67,8 +67,7 @@ def _clear_caches() -> None:
                     value.cache_clear()
 
 
-def run_cli(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str, Path, None] = None,
-            input: str = "") -> CliResult:
+def run_cli(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str, Path, None] = None) -> CliResult:
     """`jetson-install ARGS`, with `env` as its whole environment (default: this process's)."""
     from jetson_install.cli import main
 
@@ -86,7 +85,7 @@ def run_cli(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str,
         if cwd is not None:
             os.chdir(cwd)
         sys.argv = ["jetson-install", *args]
-        sys.stdin = io.TextIOWrapper(io.BytesIO(input.encode("utf-8")), encoding="utf-8")
+        sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
         sys.stdout, sys.stderr = stdout, stderr
         try:
             main(list(args))
