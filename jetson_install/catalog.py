@@ -252,9 +252,14 @@ def default_catalog_path() -> Path:
     raise CatalogError(f"wheels-index.toml is missing from {here}", fix="reinstall: pipx reinstall jetson-install")
 
 
-@functools.lru_cache(maxsize=None)
 def load_catalog(path: Optional[Path] = None) -> Catalog:
-    return _Loader(path or default_catalog_path()).catalog()
+    # Cached per file, not per call: the default follows JETSON_INSTALL_WHEELS_INDEX.
+    return _load_catalog(path or default_catalog_path())
+
+
+@functools.lru_cache(maxsize=None)
+def _load_catalog(path: Path) -> Catalog:
+    return _Loader(path).catalog()
 
 
 _CHANNEL_KEYS = {

@@ -13,7 +13,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, TextIO
 
 from jetson_install.errors import BadInput
 from jetson_install.redact import redact
@@ -91,7 +91,7 @@ class StepProgress:
         return "; ".join(parts) or "working"
 
 
-def _names(names: Sequence[str], shown: int = 3) -> str:
+def _names(names: Iterable[str], shown: int = 3) -> str:
     listed = list(names)
     more = f" and {len(listed) - shown} more" if len(listed) > shown else ""
     return ", ".join(listed[:shown]) + more

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import zipfile
@@ -55,8 +56,19 @@ def test_jobs_are_bounded_by_memory_as_well_as_cores() -> None:
     assert build.build_jobs(12, 1 * gib) == 1
 
 
-def test_available_memory_is_read_from_this_machines_procfs() -> None:
-    assert build.available_memory() > 64 * 2**20
+def test_available_memory_is_read_from_this_machines_procfs(tmp_path: Path) -> None:
+    procfs = Path("/proc/meminfo").read_text()
+    line = re.search(r"^MemAvailable:\s+(\d+) kB", procfs, re.M)
+    assert line, procfs
+    available = int(line.group(1)) * 1024
+    # This machine's own file, read back exactly; procfs itself moves between two reads.
+    (tmp_path / "meminfo").write_text(procfs)
+    assert build.available_memory(tmp_path / "meminfo") == available
+    assert abs(build.available_memory() - available) < available / 4
+    # Where it cannot be read, or has no MemAvailable (kernels before 3.14): one job's worth.
+    (tmp_path / "old-meminfo").write_text(re.sub(r"^MemAvailable:.*\n", "", procfs, flags=re.M))
+    assert build.available_memory(tmp_path / "old-meminfo") == build.MEMORY_PER_JOB
+    assert build.available_memory(tmp_path / "missing") == build.MEMORY_PER_JOB
 
 
 def test_missing_tools_are_named_with_their_apt_packages_before_anything_starts(tmp_path: Path,
@@ -187,20 +199,17 @@ def test_a_compile_error_names_its_cause_and_caches_nothing(checkout: Path, tmp_
 
 # --------------------------------------------------------------------------- through `jetson-install obliteratus`
 
+from support.cli import run_cli  # noqa: E402
 from support.installer import Installer  # noqa: E402
 
 
 def test_the_plan_proposes_a_build_where_the_channel_has_no_jetson_bitsandbytes() -> None:
-    import subprocess
-
     # JetPack 6.0 (CUDA 12.2): no Jetson bitsandbytes build exists, and its torch 2.4.0a0 takes 0.49.
-    argv = [sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root", "sample:orin-nano-jp6.1",
-            "--l4t", "36.3.0", "--json"]
-    data = json.loads(subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout)
+    args = ["plan", "obliteratus", "--root", "sample:orin-nano-jp6.1", "--l4t", "36.3.0", "--json"]
+    data = json.loads(run_cli(*args).stdout)
     assert data["channel"] == "jp6.0" and "bitsandbytes" not in data["pins"]
     assert any("--bitsandbytes build builds it on this board for sm_87" in w for w in data["warnings"])
-    built = json.loads(subprocess.run(argv + ["--bitsandbytes", "build"], capture_output=True, text=True,
-                                      timeout=60).stdout)
+    built = json.loads(run_cli(*args, "--bitsandbytes", "build").stdout)
     assert built["bitsandbytes_build"]["version"] == "0.49.2"
     assert built["bitsandbytes_build"]["source"]["identity"] == "f0e6ca31b32c4744a9cee4e31610b25796cbf778"
     assert "bitsandbytes==0.49.2" in built["constraints"]
@@ -210,11 +219,8 @@ def test_the_plan_proposes_a_build_where_the_channel_has_no_jetson_bitsandbytes(
 
 def test_a_dry_run_names_missing_build_tools_before_anything_starts(installer: Installer,
                                                                     tmp_path: Path) -> None:
-    import subprocess
-
     env = dict(installer.env, PATH=str(tmp_path / "empty-path"))
-    result = subprocess.run(installer.argv() + ["--bitsandbytes", f"build={STANDIN}", "--dry-run"],
-                            capture_output=True, text=True, env=env, timeout=120)
+    result = run_cli(*installer.args(), "--bitsandbytes", f"build={STANDIN}", "--dry-run", env=env)
     if result.returncode == 0:
         pytest.skip("this machine's /usr/local/cuda has nvcc, and cmake and make were found elsewhere")
     error = json.loads(result.stdout)["error"]

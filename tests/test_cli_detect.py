@@ -8,15 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import run_cli
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
-
-
-def run_cli(*args: str, env: dict = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jetson_install", *args],
-        capture_output=True, text=True, env=env, timeout=60,
-    )
 
 
 def test_detect_json_on_a_sample_root() -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+from support.cli import run_cli
 
 from jetson_install.catalog import load_catalog
 from jetson_install.constraints import expected_files, stale_files
@@ -23,13 +23,11 @@ def test_constraints_pin_vendor_packages_exactly() -> None:
 
 
 def test_the_command_round_trips(tmp_path: Path) -> None:
-    write = subprocess.run([sys.executable, "-m", "jetson_install", "constraints", "--write", "--dir", str(tmp_path)],
-                           capture_output=True, text=True)
+    write = run_cli("constraints", "--write", "--dir", str(tmp_path))
     assert write.returncode == 0, write.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (TOP / "constraints").iterdir())
     (tmp_path / "jp6-cu126.txt").write_text("torch==2.9.0\n")
-    check = subprocess.run([sys.executable, "-m", "jetson_install", "constraints", "--dir", str(tmp_path)],
-                           capture_output=True, text=True)
+    check = run_cli("constraints", "--dir", str(tmp_path))
     assert check.returncode == 1
     assert "jp6-cu126.txt" in check.stderr and "constraints --write" in check.stderr
 
@@ -37,8 +35,7 @@ def test_the_command_round_trips(tmp_path: Path) -> None:
 def test_write_never_touches_files_it_did_not_write(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("rich\n")
     (tmp_path / "jp6-cu126.txt").write_text("my own pins\n")
-    result = subprocess.run([sys.executable, "-m", "jetson_install", "constraints", "--write", "--dir", str(tmp_path)],
-                            capture_output=True, text=True)
+    result = run_cli("constraints", "--write", "--dir", str(tmp_path))
     assert result.returncode == 2
     assert "was not written by jetson-install" in result.stderr
     assert (tmp_path / "requirements.txt").read_text() == "rich\n"
@@ -48,6 +45,5 @@ def test_write_never_touches_files_it_did_not_write(tmp_path: Path) -> None:
 def test_write_into_a_file_is_bad_input(tmp_path: Path) -> None:
     target = tmp_path / "a-file"
     target.write_text("")
-    result = subprocess.run([sys.executable, "-m", "jetson_install", "constraints", "--write", "--dir", str(target)],
-                            capture_output=True, text=True)
+    result = run_cli("constraints", "--write", "--dir", str(target))
     assert result.returncode == 2 and "is not a directory" in result.stderr and "Traceback" not in result.stderr

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-from jetson_install import doctor, runner
+from jetson_install import doctor, runner, uv
 from jetson_install.catalog import Channel, VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.platform import Platform
 from jetson_install.release_files import L4T
+from support.cli import CliResult, run_cli
 from support.doctor_env import HOST_PYTHON, HOST_TAG, JP6, JP6_SOURCE, ORIN, SCHEMA, make_env, run
 
 pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
+REAL_PIP_CHECK = uv.pip_check
 
 
 def failed(report: doctor.DoctorReport) -> set:
@@ -297,10 +298,9 @@ def test_missing_interpreter_and_unknown_check_are_bad_input(tmp_path: Path) -> 
 
 
 def test_list_checks_and_human_rendering(tmp_path: Path) -> None:
-    listed = doctor.list_checks()
-    assert [row[0] for row in listed] == [spec.id for spec in doctor.CHECKS]
-    assert all(isinstance(required, bool) for _, _, required in listed)
     report = run(make_env(tmp_path / "env", bnb_library="cpu"))
+    # `doctor --list-checks` lists what a run checks: each check, in the order run, as titled and weighed there.
+    assert doctor.list_checks() == [(check.id, check.title, check.required) for check in report.checks]
     lines = doctor.render_lines(report)
     assert lines[0].startswith("✓ ") and "[platform]" in lines[0]
     failing = next(i for i, line in enumerate(lines) if line.startswith("✗ ") and "[bnb-library]" in line)
@@ -556,9 +556,10 @@ def test_arch_specific_ptx_does_not_run_on_other_devices() -> None:
     assert doctor.arch_support((8, 7), ["compute_80"], tegra=True)[0] is True
 
 
-def run_doctor_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jetson_install", "doctor", *args],
-                          capture_output=True, text=True, timeout=120)
+def run_doctor_cli(*args: str) -> CliResult:
+    with pytest.MonkeyPatch.context() as patch:  # as a user runs it: with the real `uv pip check`
+        patch.setattr(uv, "pip_check", REAL_PIP_CHECK)
+        return run_cli("doctor", *args)
 
 
 def test_cli_json_evidence_and_exit_code(tmp_path: Path) -> None:

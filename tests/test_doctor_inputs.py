@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from support.cli import CliResult, run_cli
 
 from jetson_install import runner
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
 
-def doctor(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JETSON_")}
-    return subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--root", SAMPLE, *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+def doctor(*args: str) -> CliResult:
+    return run_cli("doctor", "--root", SAMPLE, *args)
 
 
 def test_a_program_that_is_not_python_is_refused(tmp_path: Path) -> None:

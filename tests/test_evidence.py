@@ -9,13 +9,13 @@ from __future__ import annotations
 import copy
 import datetime
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
 import jsonschema
 import pytest
+from support import isolated_env
+from support.cli import CliResult, run_cli
 from support.doctor_env import HOST_PYTHON, make_env
 
 from jetson_install import doctor
@@ -33,16 +33,14 @@ def cli_env(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, str]:
     jp6 = text.index('id = "jp6-cu126"')
     text = text[:jp6] + text[jp6:].replace('python = "3.10"', f'python = "{HOST_PYTHON}"', 1)
     (base / "wheels-index.toml").write_text(text)
-    import os
-
-    env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(base / "wheels-index.toml"), HOME=str(base))
+    # Made before each test's own isolation (a module fixture): isolated here.
+    env = isolated_env(base, {"JETSON_INSTALL_WHEELS_INDEX": str(base / "wheels-index.toml")})
     env.pop("GITHUB_SHA", None)
     return env
 
 
-def jetson_install(env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+def jetson_install(env: Dict[str, str], *args: str) -> CliResult:
+    return run_cli(*args, env=env)
 
 
 def complete_env(root: Path, **changes: Any) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from support.cli import run_cli
 from support import isolated_env
 from support.planned import assert_ran_as_planned
 from support.stub_stack import install_stub_stack
@@ -42,8 +43,7 @@ class Image:
         install_stub_stack(self.user_site, self.packages, **dict({"torch_version": KEPT_TORCH}, **scenario))
 
     def cli(self, *args: str) -> Tuple[int, Dict[str, Any], str]:
-        argv = [sys.executable, "-m", "jetson_install", *args]
-        result = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=300)
+        result = run_cli(*args, env=self.env)
         data = json.loads(result.stdout) if result.stdout.strip().startswith("{") else {}
         return result.returncode, data, result.stderr
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support import isolated_env
+from support.cli import CliResult, run_cli
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
 
-def plan_with(url: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root", SAMPLE,
-                           "--vendor-index", url], capture_output=True, text=True, env=isolated_env(tmp_path), timeout=60)
+def plan_with(url: str, tmp_path: Path) -> CliResult:
+    return run_cli("plan", "obliteratus", "--root", SAMPLE, "--vendor-index", url, env=isolated_env(tmp_path))
 
 
 @pytest.mark.parametrize("url, said", [

@@ -5,26 +5,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
+from support.cli import CliResult, run_cli
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
 
-def cli(*args: str, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("JETSON_")}
-    full_env["XDG_CONFIG_HOME"] = tempfile.mkdtemp()  # no user config.toml
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True,
-                          env=full_env, timeout=60, cwd=cwd)
+def cli(*args: str, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None) -> CliResult:
+    return run_cli(*args, env=dict(os.environ, **(env or {})), cwd=cwd)
 
 
-def one_error(result: subprocess.CompletedProcess) -> str:
+def one_error(result: CliResult) -> str:
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -138,8 +133,26 @@ def test_detect_and_plan_say_what_to_run_next() -> None:
                                                         "jetson-install obliteratus --venv '/tmp/my envs/obl'")
 
 
-def test_the_l4t_help_says_it_overrides_the_release_file() -> None:
-    assert "instead of what the root's files say" in " ".join(cli("detect", "--help").stdout.split())
+def option_help(help_text: str, option: str) -> str:
+    """The help click prints for one option: its line and the lines indented under it."""
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(option + " "))
+    entry = [lines[start]]
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    for line in lines[start + 1:]:
+        if not line.strip() or len(line) - len(line.lstrip()) <= indent:
+            break
+        entry.append(line)
+    return " ".join(" ".join(entry).split())
+
+
+@pytest.mark.parametrize("command", [("detect",), ("plan", "obliteratus"), ("obliteratus",), ("doctor",),
+                                     ("dockerfile",), ("labels",), ("lock",)])
+def test_the_l4t_help_says_it_overrides_the_release_file(command: tuple) -> None:
+    shown = cli(*command, "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert option_help(shown.stdout, "--l4t").startswith("--l4t VERSION Use this L4T release (e.g. 36.4.3) instead "
+                                                         "of what the root's files say")
 
 
 def test_constraints_outside_a_checkout_says_it_is_a_maintainer_command(tmp_path: Path) -> None:

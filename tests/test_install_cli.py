@@ -22,6 +22,7 @@ from typing import Dict, Optional
 import pytest
 from packaging.version import Version
 from support import VENDOR_TORCH, isolated_env
+from support.cli import run_cli
 from support.installer import Installer
 from support.catalogs import stub_catalog_text
 
@@ -64,8 +65,8 @@ def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:
 
 def test_dry_run_json_says_whether_the_install_would_change_anything(installer: Installer, tmp_path: Path) -> None:
     def dry_run(source: Optional[Path] = None) -> dict:
-        argv = [arg for arg in installer.argv(source) if arg != "--yes"] + ["--dry-run"]
-        result = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=120)
+        args = [arg for arg in installer.args(source) if arg != "--yes"] + ["--dry-run"]
+        result = run_cli(*args, env=installer.env)
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
@@ -191,9 +192,9 @@ def test_existing_foreign_directory_is_never_touched(installer: Installer) -> No
 
 
 def test_unsupported_platform_exits_3_without_touching_anything(installer: Installer) -> None:
-    argv = installer.argv()
-    argv[argv.index("sample:agx-orin-64gb-jp6.2")] = "sample:xavier-nx-jp5.1.2"
-    result = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=60)
+    args = installer.args()
+    args[args.index("sample:agx-orin-64gb-jp6.2")] = "sample:xavier-nx-jp5.1.2"
+    result = run_cli(*args, env=installer.env)
     assert result.returncode == 3
     assert json.loads(result.stdout)["supported"] is False
     assert not installer.venv.exists()
@@ -203,10 +204,9 @@ def test_pinned_git_source_installs_and_a_space_in_the_path_keeps_protection(
     installer: Installer, obliteratus_git_repo: Path, tmp_path: Path
 ) -> None:
     installer.venv = tmp_path / "with space" / "obl"
-    argv = installer.argv()
-    argv[argv.index("--source") + 1] = obliteratus_git_repo.as_uri()
-    argv += ["--ref", "v0.1.3"]
-    result = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=300)
+    args = installer.args()
+    args[args.index("--source") + 1] = obliteratus_git_repo.as_uri()
+    result = run_cli(*args, "--ref", "v0.1.3", env=installer.env)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["status"] == "installed"
     assert installer.python("import obliteratus; print(obliteratus.__version__)") == "0.1.3"
@@ -224,9 +224,9 @@ def test_pinned_git_source_installs_and_a_space_in_the_path_keeps_protection(
 def test_a_tag_that_does_not_exist_is_named_with_the_command_that_lists_the_tags(
     installer: Installer, obliteratus_git_repo: Path
 ) -> None:
-    argv = installer.argv()
-    argv[argv.index("--source") + 1] = obliteratus_git_repo.as_uri()
-    result = subprocess.run(argv + ["--ref", "v9"], capture_output=True, text=True, env=installer.env, timeout=300)
+    args = installer.args()
+    args[args.index("--source") + 1] = obliteratus_git_repo.as_uri()
+    result = run_cli(*args, "--ref", "v9", env=installer.env)
     assert result.returncode == 1, result.stderr
     error = json.loads(result.stdout)["error"]
     assert error["step"] == "target" and "no branch, tag or commit 'v9'" in error["message"]
@@ -248,8 +248,7 @@ def test_a_vendor_index_that_is_down_offers_the_channels_fallback(installer: Ins
 def test_failed_verification_keeps_the_old_environment_and_the_evidence(installer: Installer) -> None:
     assert installer.run()[0] == 0
     before = os.readlink(installer.venv)
-    argv = [arg for arg in installer.argv() if arg != "--no-verify"]
-    result = subprocess.run(argv, capture_output=True, text=True, env=installer.env, timeout=300)
+    result = run_cli(*[arg for arg in installer.args() if arg != "--no-verify"], env=installer.env)
     assert result.returncode == 1
     data = json.loads(result.stdout)
     assert data["error"]["step"] == "verify"
@@ -370,11 +369,11 @@ def test_a_branch_is_looked_up_once_per_run_and_a_tag_never_after_the_first(
     repository = tmp_path / "repository"
     shutil.copytree(obliteratus_git_repo, repository, symlinks=True)
     lookups = counting_git(tmp_path, installer.env)
-    argv = installer.argv()
-    argv[argv.index("--source") + 1] = repository.as_uri()
+    args = installer.args()
+    args[args.index("--source") + 1] = repository.as_uri()
 
     def run(ref: str) -> str:
-        result = subprocess.run(argv + ["--ref", ref], capture_output=True, text=True, env=installer.env, timeout=300)
+        result = run_cli(*args, "--ref", ref, env=installer.env)
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)["status"]
 
@@ -408,9 +407,8 @@ def swap_index(tmp_path: Path, start_index):
 
 
 def doctor_torch_build(installer: Installer) -> dict:
-    result = subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--venv", str(installer.venv),
-                             "--root", "sample:agx-orin-64gb-jp6.2", "--check", "torch-build", "--json"],
-                            capture_output=True, text=True, env=installer.env, timeout=120)
+    result = run_cli("doctor", "--venv", str(installer.venv), "--root", "sample:agx-orin-64gb-jp6.2",
+                     "--check", "torch-build", "--json", env=installer.env)
     return next(c for c in json.loads(result.stdout)["checks"] if c["id"] == "torch-build")
 
 
@@ -456,8 +454,7 @@ def test_a_noop_rerun_asks_no_index_anything(installer: Installer, vendor_index,
     assert code == 0 and data["status"] == "unchanged", stderr
     assert vendor_index.requests == [] and public_index.requests == []
     assert "as recorded in" in stderr
-    upgraded = subprocess.run(installer.argv() + ["--upgrade"], capture_output=True, text=True, env=installer.env,
-                              timeout=300)
+    upgraded = run_cli(*installer.args(), "--upgrade", env=installer.env)
     assert upgraded.returncode == 0 and json.loads(upgraded.stdout)["status"] == "unchanged", upgraded.stderr
     assert set(vendor_index.requested_projects()) == VENDOR_PACKAGES  # --upgrade read the index again
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from support.cli import CliResult, run_cli
 from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
 from support.catalogs import stub_catalog_text
 from support import PROXY_VARIABLES
@@ -58,9 +59,8 @@ def board_indexes(private_index_dirs, start_index):
             private_index_dirs.vendor)
 
 
-def jetson_install(env: Dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+def jetson_install(env: Dict[str, str], *args: str) -> CliResult:
+    return run_cli(*args, env=env)
 
 
 def lock_argv(vendor_url: str, public_url: str, source: Path, output: Path, *extra: str) -> List[str]:
@@ -204,7 +204,7 @@ def test_registry_lane_locks_obliteratus_0_1_2_for_the_board(board_indexes, tmp_
     source = make_obliteratus_source(tmp_path / "OBLITERATUS", "0.1.2", dependencies=OBLITERATUS_0_1_2, extras={})
     output = tmp_path / "registry.lock"
     result = jetson_install(env, "lock", "--root", SAMPLE, "--vendor-index", vendor.url, "--source", str(source),
-                            "--output", str(output), "--json", timeout=900)
+                            "--output", str(output), "--json")
     if result.returncode != 0 and ("did not answer" in result.stderr or "Failed to fetch" in result.stderr
                                    or "dns error" in result.stderr):
         lane_unavailable("registry", f"the default index did not answer: {result.stderr.splitlines()[0]}")

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
+from support.cli import CliResult, run_cli
 
 
-def plan(*args: str, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("JETSON_")}
-    full_env["XDG_CONFIG_HOME"] = tempfile.mkdtemp()  # no user config.toml
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", *args],
-                          capture_output=True, text=True, env=full_env, timeout=60)
+def plan(*args: str, env: Optional[Dict[str, str]] = None) -> CliResult:
+    return run_cli("plan", "obliteratus", *args, env=dict(os.environ, **(env or {})))
 
 
 def plan_json(*args: str, env: Optional[Dict[str, str]] = None) -> dict:

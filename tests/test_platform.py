@@ -7,6 +7,7 @@ expected.json: the fields `detect --json` must report, or the error it must give
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from jetson_install import errors
 from jetson_install.platform import L4TOverride, detect
 from jetson_install.release_files import L4T, parse_nv_tegra_release
+from jetson_install.samples import SAMPLES_DIR, sample_names
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
 BOARD_NAMES = sorted(path.name for path in BOARDS.iterdir() if path.is_dir())
@@ -49,8 +51,43 @@ def test_board(board: str) -> None:
 
 
 def test_every_board_folder_has_expectations() -> None:
+    """Each folder pins what detection must make of it (a release, or an error and its words),
+    holds captured files to make it from, says in its name the release it reports, and is
+    described in PROVENANCE.md."""
+    provenance = (BOARDS / "PROVENANCE.md").read_text()
     for name in BOARD_NAMES:
-        assert (BOARDS / name / "expected.json").is_file(), name
+        expected = expected_for(name)
+        if "error" in expected:
+            assert {"exit_code", "message_contains"} <= set(expected) and expected["message_contains"], name
+        else:
+            assert {"l4t", "jetpack"} <= set(expected), name
+            named = re.findall(r"r(\d+)\.(\d+)(?:\.(\d+))?", name)
+            if named:  # the last release in the name, as an upgrade's folder names from-to
+                assert expected["l4t"] == "{}.{}.{}".format(named[-1][0], named[-1][1], named[-1][2] or 0), name
+        assert [path for path in (BOARDS / name).rglob("*") if path.is_file() and path.name != "expected.json"], name
+        assert re.search(r"(^|[\s,|])" + re.escape(name) + r"([\s,|]|$)", provenance, re.M), name
+
+
+# Each shipped sample root and the board folder whose expectations pin it (PROVENANCE.md).
+SAMPLE_BOARDS = {
+    "agx-orin-64gb-jp6.2": "agx-orin-64gb-r36.4.3",
+    "agx-orin-jp7.2.1": "agx-orin-r39.2.1",
+    "agx-thor-jp7.0": "agx-thor-r38.2.0",
+    "agx-thor-jp7.2.1": "agx-thor-r39.2.1",
+    "orin-nano-jp6.1": "orin-nano-r36.4.0",
+    "xavier-nx-jp5.1.2": "xavier-nx-r35.4.1",
+}
+
+
+def _files(root: Path) -> dict:
+    return {path.relative_to(root).as_posix(): path.read_bytes()
+            for path in root.rglob("*") if path.is_file() and path.name != "expected.json"}
+
+
+def test_each_sample_root_is_its_board_folder_file_for_file() -> None:
+    assert sorted(SAMPLE_BOARDS) == sample_names()
+    for sample, board in SAMPLE_BOARDS.items():
+        assert _files(SAMPLES_DIR / sample) == _files(BOARDS / board), (sample, board)
 
 
 def test_override_wins_for_an_empty_container_release_file() -> None:

@@ -10,8 +10,10 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Union
 
 import pytest
+import support.cli as support_cli
 
 from jetson_install.platform import L4TOverride, detect
 from jetson_install.samples import SAMPLES_DIR
@@ -80,10 +82,11 @@ def test_another_root_says_its_arch_from_its_kernel(root: Path) -> None:
     assert platform.arch == "riscv64" and platform.sources["arch"] == "proc/sys/kernel/arch"
 
 
-def run_cli(*args: str, user: bool = False) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "jetson_install", *args]
-    if user:
-        argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
+def run_cli(*args: str, user: bool = False) -> Union[subprocess.CompletedProcess, support_cli.CliResult]:
+    """Run from /; as another user (`nobody`), in a process of its own."""
+    if not user:
+        return support_cli.run_cli(*args, cwd="/")
+    argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jetson_install", *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/")
 
 

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import CliResult, run_cli
 from support.doctor_env import make_env, run
 from test_plan_cli import plan, plan_json
 
-from jetson_install import doctor
+from jetson_install import doctor, uv
 from jetson_install.errors import BadInput
 from jetson_install.evidence import gate_record, judge
 from jetson_install.doctor.profiles import PreflightProfile
 
 pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
+REAL_PIP_CHECK = uv.pip_check
 
 CPU_TORCH = {"torch_version": "2.8.0", "torch_cuda": None, "cuda_available": False}
 # What a jp6-cu126 preflight plan carries: the channel's bitsandbytes range, from the default index.
@@ -95,9 +95,8 @@ def test_cpu_index_needs_preflight_and_https() -> None:
 
 @pytest.mark.skipif(platform.machine().lower() in ("aarch64", "arm64"), reason="this machine is aarch64")
 def test_preflight_install_refuses_other_machines_in_one_line(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "jetson_install", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
-                             "--preflight", "--venv", str(tmp_path / "env"), "--yes"],
-                            capture_output=True, text=True, timeout=60)
+    result = run_cli("obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--preflight", "--venv",
+                     str(tmp_path / "env"), "--yes")
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == (f"error: --preflight installs aarch64 CPU builds of torch, and this "
                                              f"machine is {platform.machine().lower()}")
@@ -170,9 +169,10 @@ def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     return environment
 
 
-def _doctor(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jetson_install", "doctor", *args], capture_output=True, text=True,
-                          timeout=120)
+def _doctor(*args: str) -> CliResult:
+    with pytest.MonkeyPatch.context() as patch:  # as a user runs it: with the real `uv pip check`
+        patch.setattr(uv, "pip_check", REAL_PIP_CHECK)
+        return run_cli("doctor", *args)
 
 
 def test_doctor_on_a_recorded_preflight_environment_uses_its_profile_and_checks_bitsandbytes(

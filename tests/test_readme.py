@@ -21,13 +21,12 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 
 def test_try_it_command_runs_the_tool_on_a_sample_root() -> None:
-    import subprocess
-    import sys
+    from support.cli import run_cli
 
     command = fenced_block_after("Try it without a Jetson")
     tool_part = command.split("&&")[-1].split()
     assert tool_part[0].endswith("jetson-install") and "sample:agx-orin-64gb-jp6.2" in tool_part
-    result = subprocess.run([sys.executable, "-m", "jetson_install", *tool_part[1:]], capture_output=True, text=True)
+    result = run_cli(*tool_part[1:])
     assert result.returncode == 0, result.stderr
     assert "jp6-cu126" in result.stdout
 

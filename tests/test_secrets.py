@@ -12,6 +12,7 @@ from typing import Dict
 
 import pytest
 from support import isolated_env
+from support.cli import run_cli
 
 from jetson_install import uv
 from jetson_install.redact import redact, redact_data
@@ -52,7 +53,8 @@ def test_uv_gets_credentials_from_its_environment_not_its_command_line() -> None
     assert "UV_INDEX_PRIVATE_USERNAME" not in plain
 
 
-def run_cli(args, env: Dict[str, str]) -> subprocess.CompletedProcess:
+def run_process(args, env: Dict[str, str]) -> subprocess.CompletedProcess:
+    """In a process of its own: what reaches the real stdout, stderr and log file is masked."""
     return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True,
                           env=env, timeout=120)
 
@@ -65,8 +67,8 @@ def test_plan_and_dry_run_show_no_secret(command, tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(f'vendor_index = "https://carol:{SECRET}@mirror.example/jp6/cu126"\n')
     env["JETSON_INSTALL_CONFIG"] = str(config)
-    result = run_cli([*command, "--root", SAMPLE, "--venv", str(tmp_path / "v"),
-                      "--source", f"https://{TOKEN}@git.example/o/OBLITERATUS.git"], env)
+    result = run_cli(*command, "--root", SAMPLE, "--venv", str(tmp_path / "v"),
+                     "--source", f"https://{TOKEN}@git.example/o/OBLITERATUS.git", env=env)
     assert result.returncode == 0, result.stderr
     assert SECRET not in result.stdout + result.stderr and TOKEN not in result.stdout + result.stderr
     assert "bob:****@mirror.example" in result.stdout and "carol:****@mirror.example" in result.stdout
@@ -74,8 +76,8 @@ def test_plan_and_dry_run_show_no_secret(command, tmp_path: Path) -> None:
 
 
 def test_bad_index_error_and_its_fix_show_no_secret(tmp_path: Path) -> None:
-    result = run_cli(["plan", "obliteratus", "--root", SAMPLE, "--json",
-                      "--vendor-index", f"http://alice:{SECRET}@192.0.2.1/simple"], isolated_env(tmp_path))
+    result = run_cli("plan", "obliteratus", "--root", SAMPLE, "--json",
+                     "--vendor-index", f"http://alice:{SECRET}@192.0.2.1/simple", env=isolated_env(tmp_path))
     assert result.returncode == 2
     assert SECRET not in result.stdout + result.stderr
     assert "alice:****@192.0.2.1" in result.stderr
@@ -92,7 +94,7 @@ def test_install_authenticates_yet_nothing_written_or_shown_holds_the_secret(
     catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), stub_index_dirs.vendor))
     env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
     venv = tmp_path / "obl"
-    result = run_cli(["obliteratus", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable,
+    result = run_process(["obliteratus", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable,
                       "--vendor-index", vendor.url.replace("http://", f"http://alice:{SECRET}@"),
                       "--default-index", public.url.replace("http://", f"http://{TOKEN}@"),
                       "--source", str(obliteratus_source), "--no-verify", "--yes", "--json"], env)
@@ -106,7 +108,7 @@ def test_install_authenticates_yet_nothing_written_or_shown_holds_the_secret(
     plan_json = Path(data["environment"]) / "jetson-install" / "plan.json"
     assert SECRET not in plan_json.read_text() and stat.S_IMODE(plan_json.stat().st_mode) == 0o600
     # Unchanged on a re-run: the redacted record still matches the plan.
-    again = run_cli(["obliteratus", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable,
+    again = run_process(["obliteratus", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable,
                      "--vendor-index", vendor.url.replace("http://", f"http://alice:{SECRET}@"),
                      "--default-index", public.url.replace("http://", f"http://{TOKEN}@"),
                      "--source", str(obliteratus_source), "--no-verify", "--yes", "--json"], env)

@@ -21,11 +21,12 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import List, Sequence
+from typing import Iterator, List, Sequence
 
 import pytest
 
 from support import (
+    LoopbackIndex,
     NEWEST_PUBLIC_TORCH,
     OBLITERATUS_TAG,
     VENDOR_BAIT,
@@ -190,20 +191,46 @@ def test_obliteratus_backend_builds_offline(obliteratus_source: Path, tmp_path: 
 # ---------------------------------------------------------------------------
 # end to end with the real uv
 # ---------------------------------------------------------------------------
+def _install_two_steps(venv: Path, uv_bin: str, env: dict, vendor_url: str, public_url: str, constraints: Path,
+                       source: Path) -> Path:
+    """The two-step recipe: vendor pins from the vendor index only (--no-deps),
+    then OBLITERATUS from source with the public index only, under constraints."""
+    python = venv_python(venv)
+    _ok(_run([uv_bin, "pip", "install", "--python", python, "--index-url", vendor_url, "--no-deps"]
+             + _vendor_pin_args(), env))
+    _ok(_run([uv_bin, "pip", "install", "--python", python, "--default-index", public_url,
+              "-c", constraints, "obliteratus[quantization] @ {}".format(source.as_uri())], env))
+    return venv
+
+
 @pytest.fixture
 def installed_venv(
     tmp_path: Path, uv_bin, tool_env, make_venv, vendor_index, public_index, vendor_constraints, obliteratus_source
 ) -> Path:
-    """The two-step recipe: vendor pins from the vendor index only (--no-deps),
-    then OBLITERATUS from source with the public index only, under constraints."""
-    venv = make_venv(tmp_path / "venv")
-    python = venv_python(venv)
-    _ok(_run([uv_bin, "pip", "install", "--python", python, "--index-url", vendor_index.url, "--no-deps"]
-             + _vendor_pin_args(), tool_env))
-    _ok(_run([uv_bin, "pip", "install", "--python", python, "--default-index", public_index.url,
-              "-c", vendor_constraints, "obliteratus[quantization] @ {}".format(obliteratus_source.as_uri())],
-             tool_env))
-    return venv
+    return _install_two_steps(make_venv(tmp_path / "venv"), uv_bin, tool_env, vendor_index.url, public_index.url,
+                              vendor_constraints, obliteratus_source)
+
+
+@pytest.fixture(scope="module")
+def dry_run_venv(tmp_path_factory: pytest.TempPathFactory, uv_bin, stub_index_dirs, obliteratus_source) -> Iterator[Path]:
+    """installed_venv made once, for the tests that only dry-run against it; it must be unchanged after them."""
+    base = tmp_path_factory.mktemp("dry-run-venv")
+    env = isolated_env(base)
+    constraints = base / "vendor-constraints.txt"
+    constraints.write_text("".join("{}=={}\n".format(k, v) for k, v in sorted(VENDOR_PINS.items())))
+    vendor = LoopbackIndex(stub_index_dirs.vendor, name="vendor").start()
+    public = LoopbackIndex(stub_index_dirs.public, name="public").start()
+    try:
+        venv = base / "venv"
+        _ok(_run([uv_bin, "venv", "--seed", "--python", sys.executable, "--default-index", public.url, venv], env))
+        _install_two_steps(venv, uv_bin, env, vendor.url, public.url, constraints, obliteratus_source)
+        freeze = [uv_bin, "pip", "freeze", "--python", venv_python(venv)]
+        installed = _ok(_run(freeze, env)).stdout
+        yield venv
+        assert _ok(_run(freeze, env)).stdout == installed, "a dry-run test changed the shared environment"
+    finally:
+        vendor.stop()
+        public.stop()
 
 
 def test_seeded_venv_has_pip(tmp_path: Path, make_venv, tool_env) -> None:
@@ -304,9 +331,9 @@ def test_uv_first_index_takes_bait_from_vendor_index(
     assert planned["numpy"] == VENDOR_BAIT["numpy"] and planned["filelock"] == VENDOR_BAIT["filelock"]
 
 
-def test_uv_dry_run_json_shows_replacement_without_constraint(installed_venv: Path, uv_bin, tool_env,
+def test_uv_dry_run_json_shows_replacement_without_constraint(dry_run_venv: Path, uv_bin, tool_env,
                                                               public_index, vendor_constraints) -> None:
-    python = venv_python(installed_venv)
+    python = venv_python(dry_run_venv)
     base = [uv_bin, "pip", "install", "--python", python, "--dry-run", "--output-format", "json",
             "--default-index", public_index.url, "-U", "torch"]
     changes = json.loads(_ok(_run(base, tool_env)).stdout)["changes"]
@@ -343,19 +370,19 @@ def _planned_torch(result: subprocess.CompletedProcess) -> List[str]:
     return [c["version"] for c in changes if c["name"] == "torch" and c["action"] == "installed"]
 
 
-def test_uv_constraint_env_is_replaced_by_cli_constraint(installed_venv: Path, uv_bin, tool_env, public_index,
+def test_uv_constraint_env_is_replaced_by_cli_constraint(dry_run_venv: Path, uv_bin, tool_env, public_index,
                                                          vendor_constraints, tmp_path: Path) -> None:
     """A caveat the installer must document: an explicit ``-c`` replaces UV_CONSTRAINT (it does not add to it)."""
     other = tmp_path / "other.txt"
     other.write_text("numpy<2\n")
-    env = dict(tool_env, VIRTUAL_ENV=str(installed_venv), UV_CONSTRAINT=str(vendor_constraints))
+    env = dict(tool_env, VIRTUAL_ENV=str(dry_run_venv), UV_CONSTRAINT=str(vendor_constraints))
     base = [uv_bin, "pip", "install", "--dry-run", "--output-format", "json", "--default-index", public_index.url,
             "-U", "torch"]
     assert _planned_torch(_run(base, env)) == []
     assert _planned_torch(_run(base + ["-c", other], env)) == [NEWEST_PUBLIC_TORCH]
 
 
-def test_uv_constraint_env_splits_on_spaces_file_uri_works(installed_venv: Path, uv_bin, tool_env, public_index,
+def test_uv_constraint_env_splits_on_spaces_file_uri_works(dry_run_venv: Path, uv_bin, tool_env, public_index,
                                                            vendor_constraints, tmp_path: Path) -> None:
     """UV_CONSTRAINT is a space-separated list: a path with a space breaks it; its file:// URI does not."""
     spaced = tmp_path / "dir with space" / "constraints.txt"
@@ -363,6 +390,19 @@ def test_uv_constraint_env_splits_on_spaces_file_uri_works(installed_venv: Path,
     spaced.write_text(vendor_constraints.read_text())
     base = [uv_bin, "pip", "install", "--dry-run", "--output-format", "json", "--default-index", public_index.url,
             "-U", "torch"]
-    broken = _run(base, dict(tool_env, VIRTUAL_ENV=str(installed_venv), UV_CONSTRAINT=str(spaced)))
+    broken = _run(base, dict(tool_env, VIRTUAL_ENV=str(dry_run_venv), UV_CONSTRAINT=str(spaced)))
     assert broken.returncode != 0 and "not found" in broken.stderr.lower()
-    assert _planned_torch(_run(base, dict(tool_env, VIRTUAL_ENV=str(installed_venv), UV_CONSTRAINT=spaced.as_uri()))) == []
+    assert _planned_torch(_run(base, dict(tool_env, VIRTUAL_ENV=str(dry_run_venv), UV_CONSTRAINT=spaced.as_uri()))) == []
+
+
+def test_a_test_sees_neither_the_developers_jetson_variables_nor_their_user_folders(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    import platformdirs
+    from conftest import SUITE_VARIABLES
+
+    assert [name for name in os.environ if name.startswith("JETSON_") and name not in SUITE_VARIABLES] == []
+    base = tmp_path_factory.getbasetemp().resolve()
+    for folder in (platformdirs.user_config_dir("jetson-install"), platformdirs.user_data_dir("jetson-install"),
+                   platformdirs.user_cache_dir("jetson-install"), platformdirs.user_log_dir("jetson-install"),
+                   str(Path.home()), os.path.expanduser("~")):
+        assert base in Path(folder).resolve().parents, folder

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict
@@ -19,6 +17,7 @@ from typing import Any, Dict
 import pytest
 from support import VENDOR_PINS, VENDOR_TORCH, build_wheel, wheel_filename
 from support.catalogs import stub_catalog_text
+from support.cli import CliResult, run_cli
 
 from jetson_install import index
 from jetson_install.catalog import load_catalog
@@ -135,12 +134,11 @@ def test_an_unreachable_index_is_one_line_fast_with_the_fallback_and_mirror(tmp_
     assert "--vendor-fallback" in caught.value.fix and "--vendor-index URL" in caught.value.fix
 
 
-def channels_check(tmp_path: Path, vendor_dir: Path, *args: str, **options: Any) -> subprocess.CompletedProcess:
+def channels_check(tmp_path: Path, vendor_dir: Path, *args: str, **options: Any) -> CliResult:
     path = tmp_path / "check-index.toml"
     path.write_text(stub_catalog_text(REAL, vendor_dir, **options))
     env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(path), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
-    return subprocess.run([sys.executable, "-m", "jetson_install", "channels", "--check", *args],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return run_cli("channels", "--check", *args, env=env)
 
 
 def test_channels_check_reports_the_preferred_set_and_newer_sets(tmp_path: Path, vendor_dir: Path, start_index) -> None:
@@ -166,9 +164,7 @@ def test_channels_check_fails_when_a_preferred_build_is_missing_or_changed(tmp_p
     path = tmp_path / "check-index.toml"
     path.write_text(text)
     env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(path), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
-    changed = subprocess.run([sys.executable, "-m", "jetson_install", "channels", "--check", "jp6-cu126",
-                              "--vendor-index", served.url, "--json"], capture_output=True, text=True, env=env,
-                             timeout=60)
+    changed = run_cli("channels", "--check", "jp6-cu126", "--vendor-index", served.url, "--json", env=env)
     assert changed.returncode == 1
     report = json.loads(changed.stdout)[0]
     assert report["ok"] is False and "refusing a different build" in report["lines"][0]
@@ -176,9 +172,8 @@ def test_channels_check_fails_when_a_preferred_build_is_missing_or_changed(tmp_p
 
 def test_plan_resolve_with_an_index_down_gives_whole_commands_around_it(tmp_path: Path) -> None:
     env = dict(os.environ, NO_PROXY="127.0.0.1", no_proxy="127.0.0.1", XDG_CONFIG_HOME=str(tmp_path))
-    result = subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root",
-                             "sample:agx-orin-64gb-jp6.2", "--vendor-index", "http://127.0.0.1:9/simple", "--resolve"],
-                            capture_output=True, text=True, env=env, timeout=60)
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index",
+                     "http://127.0.0.1:9/simple", "--resolve", env=env)
     assert result.returncode == 1
     assert result.stderr.startswith("error: the vendor index http://127.0.0.1:9/simple did not answer")
     assert ("or use a mirror: jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --resolve "
@@ -193,19 +188,17 @@ def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_d
     path.write_text(stub_catalog_text(REAL, vendor_dir))
     env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(path), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1",
                XDG_CONFIG_HOME=str(tmp_path))
-    argv = [sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
-            "--vendor-index", served.url, "--json"]
-    offline = json.loads(subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60).stdout)
+    args = ["plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", served.url, "--json"]
+    offline = json.loads(run_cli(*args, env=env).stdout)
     assert served.requests == [] and offline["resolution"] is None
     assert offline["policy"]["preferred"] == f"torch=={VENDOR_TORCH}" and offline["set"] == f"torch=={VENDOR_TORCH}"
-    resolved = json.loads(subprocess.run(argv + ["--resolve"], capture_output=True, text=True, env=env,
-                                         timeout=60).stdout)
+    resolved = json.loads(run_cli(*args, "--resolve", env=env).stdout)
     assert set(served.requested_projects()) == {"torch", "torchvision", "torchaudio", "bitsandbytes"}
     assert resolved["resolution"]["reason"] == f"the preferred set torch=={VENDOR_TORCH} is listed"
     vendor = next(s for s in resolved["steps"] if s["id"] == "vendor")["command"]
     assert any(arg.startswith("torch @ ") and "#sha256=" in arg for arg in vendor)
     # What to run next is the install, which takes no --resolve.
-    text = subprocess.run(argv[:-1] + ["--resolve"], capture_output=True, text=True, env=env, timeout=60).stdout
+    text = run_cli(*args[:-1], "--resolve", env=env).stdout
     assert text.strip().splitlines()[-1].endswith(f"jetson-install obliteratus --vendor-index {served.url}")
 
 
@@ -258,9 +251,8 @@ def test_plan_resolve_and_channels_check_use_the_jetpack_6_glibc(tmp_path: Path,
     path.write_text(stub_catalog_text(REAL, manylinux_dir, sets=[NEWER, older], preferred="2.7.0"))
     env = dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(path), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1",
                XDG_CONFIG_HOME=str(tmp_path))
-    planned = subprocess.run([sys.executable, "-m", "jetson_install", "plan", "obliteratus", "--root",
-                              "sample:agx-orin-64gb-jp6.2", "--vendor-index", served.url, "--resolve", "--json"],
-                             capture_output=True, text=True, env=env, timeout=60)
+    planned = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", served.url,
+                      "--resolve", "--json", env=env)
     assert planned.returncode == 0, planned.stderr
     assert json.loads(planned.stdout)["resolution"]["set"] == "torch==2.6.0"
     # No board here: the channel's glibc comes from its L4T major's Ubuntu in platform-data.toml.

@@ -117,8 +117,8 @@ def render_lines(report: DoctorReport) -> List[str]:
     elif report.passed:
         lines.append(f"All required checks passed ({tally}).")
     else:
-        failed = [c.id for c in report.checks if c.required and c.status == FAIL]
-        lines.append(f"Doctor found problems in {len(failed)} required check(s): {', '.join(failed)} ({tally}).")
+        required = [c.id for c in report.checks if c.required and c.status == FAIL]
+        lines.append(f"Doctor found problems in {len(required)} required check(s): {', '.join(required)} ({tally}).")
         if report.headline:
             lines.append(f"Start with {report.headline}: the others may follow from it.")
     return lines

@@ -58,7 +58,7 @@ __all__ = [
 
 # Inherited variables that would point a child Python, pip or uv elsewhere.
 _DROP_EXACT = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONSTARTUP")
-_DROP_PREFIXES = ("PIP_", "UV_", "GIT_CONFIG")
+_DROP_PREFIXES = ("PIP_", "UV_", "GIT_CONFIG", "JETSON_")
 # Every request not to loopback is sent to this proxy, which refuses connections:
 # a child that forgets an --index flag and falls back to uv's default index fails fast
 # instead of silently reaching the network (port 9 "discard" is never served).
@@ -73,7 +73,7 @@ def isolated_env(
     """Environment for uv/pip children that reads no user, system or inherited configuration.
 
     - every inherited ``PIP_*``/``UV_*`` variable is dropped (this machine sets
-      PIP_FIND_LINKS and friends);
+      PIP_FIND_LINKS and friends), and every ``JETSON_*`` one (the tool's settings);
     - ``PIP_CONFIG_FILE`` names an empty file: pip then skips the user config
       but still reads the *site* config (``<venv>/pip.conf``), which is the
       file the installer relies on; ``XDG_CONFIG_DIRS`` points pip's "global"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
+import venv
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -94,7 +94,8 @@ SCHEMA = doctor.evidence_schema()
 def make_env(root: Path, **changes: Any) -> str:
     """A venv without pip whose site-packages holds the stubs and the scenario they read."""
     scenario = dict(WORKING, **changes)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    # What `python -m venv --without-pip` makes, without starting a Python for it.
+    venv.EnvBuilder(with_pip=False).create(str(root))
     (site_packages,) = root.glob("lib/python*/site-packages")
     for name, version_key in STUB_PACKAGES.items():
         version = scenario[version_key] if version_key else "0.1.2"

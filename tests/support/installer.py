@@ -1,4 +1,5 @@
-"""Runs `jetson-install obliteratus` through the CLI against loopback indexes, as a user would."""
+"""Runs `jetson-install obliteratus` through the CLI against loopback indexes, as a user would
+(in this process, see support.cli; `argv()` is the same command for a process of its own)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from .cli import run_cli
+
 __all__ = ["Installer"]
 
 
@@ -15,15 +18,18 @@ class Installer:
     def __init__(self, venv: Path, env: Dict[str, str], vendor_url: str, public_url: str, source: Path) -> None:
         self.venv, self.env, self.vendor_url, self.public_url, self.source = venv, env, vendor_url, public_url, source
 
-    def argv(self, source: Optional[Path] = None) -> List[str]:
+    def args(self, source: Optional[Path] = None) -> List[str]:
         return [
-            sys.executable, "-m", "jetson_install", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
+            "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
             "--venv", str(self.venv), "--python", sys.executable, "--vendor-index", self.vendor_url,
             "--default-index", self.public_url, "--source", str(source or self.source), "--no-verify", "--yes", "--json",
         ]
 
-    def run(self, source: Optional[Path] = None) -> "tuple[int, dict, str]":
-        result = subprocess.run(self.argv(source), capture_output=True, text=True, env=self.env, timeout=300)
+    def argv(self, source: Optional[Path] = None) -> List[str]:
+        return [sys.executable, "-m", "jetson_install", *self.args(source)]
+
+    def run(self, source: Optional[Path] = None, extra: "tuple[str, ...]" = ()) -> "tuple[int, dict, str]":
+        result = run_cli(*self.args(source), *extra, env=self.env)
         data = json.loads(result.stdout) if result.stdout.strip() else {}
         return result.returncode, data, result.stderr
 

@@ -1,0 +1,115 @@
+"""The command line in a process of its own, for what only a real process shows: the
+`python -m jetson_install` entry, exit statuses as a shell sees them, credentials masked on
+the real stdout and stderr; and that the in-process runs the other CLI tests use
+(support.cli) see exactly what such a process shows.
+
+Elsewhere in a process of their own: Ctrl-C and kill mid-install (test_install_cli.py),
+progress on a pipe and a terminal (test_install_progress.py), an install's log and output
+with credentials (test_secrets.py), the console script of the built wheel (test_package.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+from support.cli import run_cli
+
+from jetson_install import __version__
+
+BOARDS = Path(__file__).parent / "resources" / "boards"
+SAMPLE = "sample:agx-orin-64gb-jp6.2"
+SECRET = "s3cr3t-pw"
+
+
+def process(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_module_entry_runs_the_command_line() -> None:
+    result = process("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"jetson-install, version {__version__}\n", "")
+
+
+@pytest.mark.parametrize("args, code", [
+    (["detect", "--root", SAMPLE], 0),
+    (["plan", "obliteratus", "--bogus"], 2),
+    (["detect", "--root", str(BOARDS / "empty-release-no-fallback")], 2),
+    (["detect", "--root", str(BOARDS / "debian-server-no-jetson")], 3),
+    (["plan", "obliteratus", "--root", "sample:xavier-nx-jp5.1.2"], 3),
+])
+def test_a_process_exits_with_the_documented_status_and_says_it_in_one_line(args: List[str], code: int) -> None:
+    result = process(*args)
+    assert result.returncode == code, result.stderr
+    if code == 2 or (code == 3 and args[0] == "detect"):
+        lines = result.stderr.splitlines()
+        assert lines[0].startswith("error: ") and lines[1].startswith("  fix: ") and len(lines) == 2, result.stderr
+
+
+def test_credentials_are_masked_on_the_real_streams() -> None:
+    url = f"http://alice:{SECRET}@192.0.2.1/simple"
+    result = process("plan", "obliteratus", "--root", SAMPLE, "--vendor-index", url, "--json")
+    assert result.returncode == 2
+    assert SECRET not in result.stdout + result.stderr
+    assert "alice:****@192.0.2.1" in result.stderr and "alice:****@192.0.2.1" in json.loads(result.stdout)["error"]["message"]
+
+
+@pytest.mark.parametrize("args", [
+    ["detect", "--root", SAMPLE],
+    ["detect", "--root", str(BOARDS / "debian-server-no-jetson"), "--json"],
+    ["plan", "obliteratus", "--root", SAMPLE, "--venv", "/tmp/my envs/obl"],
+    ["plan", "obliteratus", "--bogus"],
+    ["plan", "obliteratus", "--root", SAMPLE, "--vendor-index", f"http://alice:{SECRET}@192.0.2.1/simple"],
+    ["channels"],
+    ["doctor", "--list-checks"],
+])
+def test_an_in_process_run_shows_what_a_process_shows(args: List[str]) -> None:
+    real, here = process(*args), run_cli(*args)
+    assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
+
+
+def test_main_puts_back_the_streams_it_wraps(capsys: pytest.CaptureFixture) -> None:
+    from jetson_install.cli import main
+
+    streams = sys.stdout, sys.stderr
+    with pytest.raises(SystemExit) as exited:
+        main(["detect", "--root", str(BOARDS / "debian-server-no-jetson")])
+    assert exited.value.code == 3
+    assert (sys.stdout, sys.stderr) == streams
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_the_catalog_follows_its_variable_within_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jetson_install.catalog import default_catalog_path, load_catalog
+
+    real = load_catalog()
+    edited = tmp_path / "wheels-index.toml"
+    edited.write_text(default_catalog_path().read_text().replace('id = "jp6-cu126"', 'id = "jp6-edited"', 1))
+    monkeypatch.setenv("JETSON_INSTALL_WHEELS_INDEX", str(edited))
+    assert load_catalog().path == str(edited) and "jp6-edited" in {channel.id for channel in load_catalog().channels}
+    monkeypatch.delenv("JETSON_INSTALL_WHEELS_INDEX")
+    assert load_catalog() is real
+    channels = run_cli("channels", "--json", env=dict(os.environ, JETSON_INSTALL_WHEELS_INDEX=str(edited)))
+    assert "jp6-edited" in {channel["id"] for channel in json.loads(channels.stdout)}
+
+
+def test_an_in_process_install_leaves_this_process_as_it_found_it(installer) -> None:
+    import logging
+
+    logger = logging.getLogger("jetson_install")
+
+    def state() -> tuple:
+        return (list(logger.handlers), logger.level, dict(os.environ), os.getcwd(), list(sys.argv),
+                (sys.stdin, sys.stdout, sys.stderr))
+
+    before = state()
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert Path(data["log"]).read_text().count("run: ") >= 3  # the install logged, through a handler now gone
+    assert state() == before
