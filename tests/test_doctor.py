@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from jetson_install import doctor, runner, uv
+from jetson_install import doctor, interpreters, runner
 from jetson_install.catalog import Channel, VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.platform import Platform
@@ -19,7 +19,7 @@ from support.cli import CliResult, run_cli
 from support.doctor_env import HOST_PYTHON, HOST_TAG, JP6, JP6_SOURCE, ORIN, SCHEMA, make_env, run
 
 pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
-REAL_PIP_CHECK = uv.pip_check
+REAL_PIP_CHECK = interpreters.pip_check
 
 
 def failed(report: doctor.DoctorReport) -> set:
@@ -558,7 +558,7 @@ def test_arch_specific_ptx_does_not_run_on_other_devices() -> None:
 
 def run_doctor_cli(*args: str) -> CliResult:
     with pytest.MonkeyPatch.context() as patch:  # as a user runs it: with the real `uv pip check`
-        patch.setattr(uv, "pip_check", REAL_PIP_CHECK)
+        patch.setattr(interpreters, "pip_check", REAL_PIP_CHECK)
         return run_cli("doctor", *args)
 
 

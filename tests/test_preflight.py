@@ -13,13 +13,13 @@ from support.cli import CliResult, run_cli
 from support.doctor_env import make_env, run
 from test_plan_cli import plan, plan_json
 
-from jetson_install import doctor, uv
+from jetson_install import doctor, interpreters
 from jetson_install.errors import BadInput
 from jetson_install.evidence import gate_record, judge
 from jetson_install.doctor.profiles import PreflightProfile
 
 pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
-REAL_PIP_CHECK = uv.pip_check
+REAL_PIP_CHECK = interpreters.pip_check
 
 CPU_TORCH = {"torch_version": "2.8.0", "torch_cuda": None, "cuda_available": False}
 # What a jp6-cu126 preflight plan carries: the channel's bitsandbytes range, from the default index.
@@ -171,7 +171,7 @@ def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def _doctor(*args: str) -> CliResult:
     with pytest.MonkeyPatch.context() as patch:  # as a user runs it: with the real `uv pip check`
-        patch.setattr(uv, "pip_check", REAL_PIP_CHECK)
+        patch.setattr(interpreters, "pip_check", REAL_PIP_CHECK)
         return run_cli("doctor", *args)
 
 
