@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -54,13 +53,11 @@ def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:
     assert installer.run()[0] == 0
     first = os.readlink(installer.venv)
     public_index.clear_requests()
-    started = time.monotonic()
     code, data, stderr = installer.run()
     assert code == 0, stderr
-    assert data["status"] == "unchanged"
+    assert data["status"] == "unchanged" and data["steps"] == []  # no step ran, no index was asked
     assert os.readlink(installer.venv) == first
     assert public_index.requests == []
-    assert time.monotonic() - started < 30
 
 
 def test_dry_run_json_says_whether_the_install_would_change_anything(installer: Installer, tmp_path: Path) -> None:
