@@ -11,10 +11,10 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from jetson_install.source_identity import split_git_url
-from jetson_install.uv_errors import UvFailure
+if TYPE_CHECKING:
+    from jetson_install.uv_errors import UvFailure
 
 __all__ = ["Rerun", "StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of",
            "index_down_fix", "vendor_missing_fix"]
@@ -119,6 +119,10 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
 
 def repository_of(source: str) -> str:
     """The repository a direct reference names: `git+URL@REF` -> URL; other sources as they are."""
+    # Here, not at the top: `Rerun` is on every command's path (`detect` too), and
+    # source_identity brings git.py with it.
+    from jetson_install.source_identity import split_git_url
+
     return split_git_url(source)[0] if source.startswith("git+") else source
 
 

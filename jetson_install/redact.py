@@ -9,12 +9,10 @@ An index or source URL may carry them (`https://user:secret@host/simple`, a toke
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any, NamedTuple, Optional
-from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "redact", "redact_data", "Credentials", "credentials", "RedactingStream", "RedactingFormatter"]
+__all__ = ["MASK", "redact", "redact_data", "Credentials", "credentials", "RedactingStream"]
 
 MASK = "****"
 
@@ -56,6 +54,10 @@ class Credentials(NamedTuple):
 
 def credentials(url: str) -> Optional[Credentials]:
     """The credentials in `url` (percent-decoded, as a server receives them), or None."""
+    # Here, not at the top: every command imports this module to mask its output, and
+    # urllib.parse is a cost on `--help` that only an install's index URLs need.
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
     parts = urlsplit(url)
     if parts.username is None:
         return None
@@ -78,9 +80,3 @@ class RedactingStream:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
-
-class RedactingFormatter(logging.Formatter):
-    """A log formatter whose records (command lines, uv's output) are redacted."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
