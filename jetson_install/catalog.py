@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.errors import CatalogError
 from jetson_install.identity import VENDOR_PACKAGES, KnownBuild, VersionSet
@@ -225,9 +225,21 @@ class Catalog:
             None,
             f"unsupported: L4T {l4t} runs on several SoC families ({', '.join(f for c in in_range for f in c.families)}) "
             "and the device tree does not say which this is",
-            "run on the board itself, or give a root with proc/device-tree/compatible "
-            "(`jetson-install samples` lists sample roots, e.g. --root sample:agx-thor-jp7.2.1)",
+            "name the SoC (a container cannot read the device tree): "
+            + ", ".join(f"--soc {soc} for {family}" for family, soc in _socs_of(c.families for c in in_range))
+            + "; or run on the board itself",
         )
+
+
+def _socs_of(families: Iterable[Tuple[str, ...]]) -> List[Tuple[str, str]]:
+    """(family, the first SoC platform-data.toml lists for it) for each family named."""
+    from jetson_install.platform_data import platform_data
+
+    wanted = [family for named in families for family in named]
+    first: Dict[str, str] = {}
+    for soc in platform_data().socs.values():
+        first.setdefault(soc.family, soc.name)
+    return [(family, first[family]) for family in dict.fromkeys(wanted) if family in first]
 
 
 def _pre_release(version: str) -> bool:

@@ -20,11 +20,12 @@ if TYPE_CHECKING:
     from jetson_install.commands import Given, InstallOptions, PlatformOptions
     from jetson_install.fixes import Rerun
 
-_ENVIRONMENT = {"root": "JETSON_INSTALL_ROOT", "l4t": "JETSON_L4T_VERSION", "vendor_index": "JETSON_INSTALL_VENDOR_INDEX",
+_ENVIRONMENT = {"root": "JETSON_INSTALL_ROOT", "l4t": "JETSON_L4T_VERSION", "soc": "JETSON_INSTALL_SOC",
+                "vendor_index": "JETSON_INSTALL_VENDOR_INDEX",
                 "default_index": "JETSON_INSTALL_DEFAULT_INDEX"}
 
 
-_root_options = _with("l4t", "root")
+_root_options = _with("l4t", "soc", "root")
 _install_options = _with(*INSTALL_OPTIONS)
 
 
@@ -37,10 +38,10 @@ def _given(name: str, value: Optional[str]) -> "Given":
     return Given(value, _ENVIRONMENT[name] if from_environment else "--" + name.replace("_", "-"))
 
 
-def _platform_options(root: str, l4t: Optional[str]) -> "PlatformOptions":
+def _platform_options(root: str, l4t: Optional[str], soc: Optional[str]) -> "PlatformOptions":
     from jetson_install.commands import PlatformOptions
 
-    return PlatformOptions(_given("root", root), _given("l4t", l4t))
+    return PlatformOptions(_given("root", root), _given("l4t", l4t), _given("soc", soc))
 
 
 def _print_json(data: Any) -> None:
@@ -68,11 +69,11 @@ def cli() -> None:
 @cli.command()
 @_root_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object for scripts.")
-def detect(root: str, l4t: Optional[str], as_json: bool) -> None:
+def detect(root: str, l4t: Optional[str], soc: Optional[str], as_json: bool) -> None:
     """Show which Jetson, L4T, JetPack and CUDA this is."""
     from jetson_install.commands import detect_platform
 
-    platform = detect_platform(_platform_options(root, l4t))
+    platform = detect_platform(_platform_options(root, l4t, soc))
     if as_json:
         _print_json(platform.to_json())
         return
@@ -95,7 +96,7 @@ def _options(target: str, given: Dict[str, Any]) -> "InstallOptions":
     from jetson_install.commands import InstallOptions
 
     return InstallOptions(
-        target=target, platform=_platform_options(given["root"], given["l4t"]),
+        target=target, platform=_platform_options(given["root"], given["l4t"], given["soc"]),
         vendor_index=_given("vendor_index", given["vendor_index"]),
         default_index=_given("default_index", given["default_index"]),
         allow_insecure_index=given["allow_insecure_index"], venv=given.get("venv"), python=given.get("python"),
@@ -219,7 +220,7 @@ def obliteratus(**given: Any) -> None:
 
 @cli.command("lock")
 @_with("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "ref", "source", "python",
-       "l4t", "root", python={"help": "Lock for this interpreter on this machine instead of the board's platform."},
+       "l4t", "soc", "root", python={"help": "Lock for this interpreter on this machine instead of the board's platform."},
        vendor_fallback={"help": "Lock the channel's documented fallback vendor source."})
 @click.option("--output", "-o", default="obliteratus.lock", show_default=True, metavar="FILE",
               help="Write the lock here; the built OBLITERATUS wheel goes beside it.")
@@ -277,7 +278,7 @@ def _rerun_command() -> "Rerun":
               help="Expect CPU builds (an environment made with --preflight is checked so anyway).")
 @click.option("--gate-evidence", metavar="FILE",
               help="Also write the jetson-runtime gate record (upstream's shape) to FILE; implies --strict.")
-def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[str], as_json: bool,
+def doctor(root: str, l4t: Optional[str], soc: Optional[str], venv: Optional[str], python: Optional[str], as_json: bool,
            evidence: Optional[str], only: Tuple[str, ...], no_gpu: bool, list_checks: bool, strict: bool,
            gate_evidence: Optional[str], preflight: bool) -> None:
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
@@ -293,7 +294,7 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
         else:
             click.echo(check_list(checks_listed()))
         return
-    run = commands.doctor(commands.doctor_interpreter(venv, python), _platform_options(root, l4t), only,
+    run = commands.doctor(commands.doctor_interpreter(venv, python), _platform_options(root, l4t, soc), only,
                           strict or bool(gate_evidence), no_gpu, preflight, evidence, gate_evidence,
                           progress=lambda line: click.echo(line, err=True))
     if as_json:
@@ -309,14 +310,14 @@ def doctor(root: str, l4t: Optional[str], venv: Optional[str], python: Optional[
 @_root_options
 @click.option("--base", metavar="IMAGE", help="Build on this image (default: the first one known to match the channel).")
 @click.option("--output", metavar="FILE", help="Write the Dockerfile here (default: standard output).")
-def dockerfile(root: str, l4t: Optional[str], base: Optional[str], output: Optional[str]) -> None:
+def dockerfile(root: str, l4t: Optional[str], soc: Optional[str], base: Optional[str], output: Optional[str]) -> None:
     """A Dockerfile: OBLITERATUS on an image whose CUDA torch matches this Jetson, kept as it is."""
     from pathlib import Path
 
     from jetson_install.commands import dockerfile as make_dockerfile
     from jetson_install.outputs import write_output
 
-    made = make_dockerfile(_platform_options(root, l4t), base, str(_rerun_command()))
+    made = make_dockerfile(_platform_options(root, l4t, soc), base, str(_rerun_command()))
     if output is None:
         click.echo(made.text, nl=False)
         return
@@ -385,11 +386,11 @@ def evidence_table(files: Tuple[str, ...], max_age: Optional[float]) -> None:
               help="Doctor evidence that may grant `cuda` (default: the environment's own).")
 @_MAX_AGE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the labels as JSON.")
-def labels(root: str, l4t: Optional[str], evidence_file: Optional[str], max_age: Optional[float], as_json: bool) -> None:
+def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Optional[str], max_age: Optional[float], as_json: bool) -> None:
     """Runner labels for this Jetson, comma-separated (what a runner's --labels takes)."""
     from jetson_install.commands import labels as runner_labels
 
-    result = runner_labels(_platform_options(root, l4t), evidence_file, max_age)
+    result = runner_labels(_platform_options(root, l4t, soc), evidence_file, max_age)
     if as_json:
         _print_json(result.to_json())
         return

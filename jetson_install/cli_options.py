@@ -16,6 +16,9 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
     "l4t": (("--l4t", "l4t"), dict(metavar="VERSION", envvar="JETSON_L4T_VERSION",
                                    help="Use this L4T release (e.g. 36.4.3) instead of what the root's files say "
                                         "(for containers whose release file is empty or missing).")),
+    "soc": (("--soc", "soc"), dict(metavar="SOC", envvar="JETSON_INSTALL_SOC",
+                                   help="Use this SoC (tegra264 Thor, tegra234 Orin) where the device tree cannot be "
+                                        "read (containers); it tells Thor from Orin on L4T R39.")),
     "json": (("--json", "as_json"), dict(is_flag=True, help="Print one JSON object on stdout.")),
     "no-verify": (("--no-verify",), dict(is_flag=True, help="Skip the doctor's GPU checks (for image builds without "
                                                             "GPU access); torch is still checked.")),
@@ -46,7 +49,7 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
 }
 INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "ref", "source", "allow-insecure-index",
                    "vendor-fallback",
-                   "default-index", "vendor-index", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "root")
+                   "default-index", "vendor-index", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
 
 
 def with_options(*names: str, **changed: Dict[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -40,6 +40,7 @@ class Given:
 class PlatformOptions:
     root: Given
     l4t: Given
+    soc: Given = Given(None, "--soc")
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,12 @@ class InstallOptions:
 
 
 def detect_platform(options: PlatformOptions) -> "Platform":
-    from jetson_install.platform import L4TOverride, detect
+    from jetson_install.platform import L4TOverride, SocOverride, detect
     from jetson_install.samples import resolve_root
 
     override = L4TOverride(options.l4t.value, options.l4t.source) if options.l4t.value is not None else None
-    return detect(resolve_root(options.root.value or "/", options.root.source), override)
+    soc = SocOverride(options.soc.value, options.soc.source) if options.soc.value is not None else None
+    return detect(resolve_root(options.root.value or "/", options.root.source), override, soc_override=soc)
 
 
 def platform_and_channel(options: PlatformOptions) -> Tuple[Optional["Platform"], Optional["Channel"]]:
@@ -376,7 +378,7 @@ def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
     """The image's start: refuse a host the image is not built for, else run the strict doctor
     once, keeping its evidence and status for the HEALTHCHECK."""
     from jetson_install import doctor as doctor_module
-    from jetson_install.container import START_EVIDENCE, START_STATUS, start_check
+    from jetson_install.container import START_EVIDENCE, START_STATUS, host_line, start_check
     from jetson_install.environment import recorded_doctor_inputs
 
     from jetson_install.errors import EXIT_UNSUPPORTED
@@ -397,8 +399,7 @@ def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
     if not report.passed:
         return EntrypointStart((*doctor_module.render_lines(report), "error: the strict doctor did not pass on this "
                                 f"device (evidence: {START_EVIDENCE})"), report.exit_code)
-    return EntrypointStart((f"jetson-install: host L4T R{start.l4t} matches the image; strict doctor passed "
-                            f"(evidence: {START_EVIDENCE})",), 0)
+    return EntrypointStart((f"jetson-install: {host_line(start)}; strict doctor passed (evidence: {START_EVIDENCE})",), 0)
 
 
 def judged(files: Sequence[str], max_age: Optional[float], requirements: Sequence[str] = ()) -> List["Verdict"]:

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from jetson_install.platform import Platform
     from jetson_install.release_files import L4T
 
-__all__ = ["dockerfile_text", "HostFacts", "host_facts", "host_mismatch", "Start", "start_check", "START_EVIDENCE",
-           "START_STATUS"]
+__all__ = ["dockerfile_text", "HostFacts", "host_facts", "host_mismatch", "host_line", "Start", "start_check",
+           "START_EVIDENCE", "START_STATUS"]
 
 # -- the image -----------------------------------------------------------------------------
 
@@ -30,6 +30,9 @@ START_STATUS = "/tmp/jetson-install/start-status"
 #: For hosts (and tests) where /etc/nv_tegra_release or the device tree is not mounted.
 HOST_L4T_VARIABLE = "JETSON_INSTALL_HOST_L4T"
 HOST_CAPABILITY_VARIABLE = "JETSON_INSTALL_HOST_CAPABILITY"
+#: For containers that cannot read /proc/device-tree, where L4T R39 runs on Thor and Orin alike.
+HOST_SOC_VARIABLE = "JETSON_INSTALL_HOST_SOC"
+DEVICE_TREE = "/proc/device-tree/compatible"
 _TEMPLATE = Path(__file__).parent / "Dockerfile.template"
 
 
@@ -46,13 +49,19 @@ def dockerfile_text(platform: "Platform", channel: "Channel", base: Optional[str
     assert platform.l4t is not None
     device = platform.module or platform.family
     capability = platform.compute_capability or ""
+    soc = platform.soc or ""
     values = {
         "@VERSION@": __version__,
         "@CHANNEL_TITLE@": channel.title,
         "@CHANNEL@": channel.id,
         "@L4T@": str(platform.l4t),
         "@L4T_MAJOR@": str(platform.l4t.major),
-        "@FOR_DEVICE@": f", {device} (compute capability {capability or 'unknown'})" if device else "",
+        "@FOR_DEVICE@": (f", {device} ({soc + ', ' if soc else ''}compute capability {capability or 'unknown'})"
+                         if device else ""),
+        # The build has no device tree: the SoC goes in as an option, so that R39 (Thor and
+        # Orin alike) resolves to the channel this file was made for.
+        "@SOC_OPTION@": f" --soc {soc}" if soc else "",
+        "@SOC@": soc,
         "@ARGS@": regenerate,
         "@BASE@": base,
         "@CAPABILITY@": capability,
@@ -72,11 +81,16 @@ class HostFacts:
     l4t_source: str
     capability: Optional[str]
     capability_source: str
+    soc: Optional[str] = None
+    soc_source: str = DEVICE_TREE
 
 
 def host_facts(root: Path, environ: Mapping[str, str]) -> HostFacts:
     """The host's L4T release (from the /etc/nv_tegra_release the NVIDIA container runtime
-    mounts, never the image's dpkg database) and the GPU's compute capability."""
+    mounts, never the image's dpkg database), its SoC and the GPU's compute capability.
+
+    The SoC comes from JETSON_INSTALL_HOST_SOC, else the device tree, else the SoC of the
+    L4T release's SoCs that has JETSON_INSTALL_HOST_CAPABILITY."""
     from jetson_install.errors import InvalidReleaseFile
     from jetson_install.release_files import parse_l4t, parse_nv_tegra_release
 
@@ -93,16 +107,39 @@ def host_facts(root: Path, environ: Mapping[str, str]) -> HostFacts:
             l4t = parse_nv_tegra_release((root / "etc" / "nv_tegra_release").read_bytes())[0]
         except (OSError, InvalidReleaseFile):
             l4t = None
-    capability, capability_source = environ.get(HOST_CAPABILITY_VARIABLE) or None, HOST_CAPABILITY_VARIABLE
-    if capability is None:
-        from jetson_install.platform import L4TOverride, detect
+    from jetson_install.platform import L4TOverride, SocOverride, detect
 
-        try:
-            capability = detect(root, L4TOverride(str(l4t), l4t_source) if l4t else None).compute_capability
-        except BadInput:
-            capability = None
-        capability_source = "/proc/device-tree/compatible"
-    return HostFacts(l4t, l4t_source, capability, capability_source)
+    given_soc = environ.get(HOST_SOC_VARIABLE) or None
+    try:
+        read = detect(root, L4TOverride(str(l4t), l4t_source) if l4t else None,
+                      soc_override=SocOverride(given_soc, HOST_SOC_VARIABLE) if given_soc else None)
+    except BadInput:
+        if given_soc:
+            raise  # a JETSON_INSTALL_HOST_SOC that names no SoC is the user's to fix
+        read = None
+    soc = read.soc if read is not None else None
+    soc_source = HOST_SOC_VARIABLE if given_soc else DEVICE_TREE
+    capability = environ.get(HOST_CAPABILITY_VARIABLE) or None
+    capability_source = HOST_CAPABILITY_VARIABLE
+    if soc is None and capability is not None and l4t is not None:
+        soc = _soc_with_capability(l4t.major, capability)
+        soc_source = HOST_CAPABILITY_VARIABLE
+    if capability is None:
+        capability = read.compute_capability if read is not None else None
+        capability_source = soc_source
+    return HostFacts(l4t, l4t_source, capability, capability_source, soc, soc_source)
+
+
+def _soc_with_capability(major: int, capability: str) -> Optional[str]:
+    """The one SoC L4T R`major` runs on whose GPU has `capability` (None: none, or several)."""
+    from jetson_install.platform_data import platform_data
+
+    data = platform_data()
+    facts = data.majors.get(major)
+    candidates = facts.socs if facts is not None and facts.socs else tuple(data.socs)
+    found = {data.socs[name].family: name for name in candidates
+             if name in data.socs and data.socs[name].compute_capability == capability}
+    return next(iter(found.values())) if len(found) == 1 else None
 
 
 def host_mismatch(host: HostFacts, environ: Mapping[str, str]) -> Optional[Tuple[str, str]]:
@@ -118,8 +155,10 @@ def host_mismatch(host: HostFacts, environ: Mapping[str, str]) -> Optional[Tuple
     if str(host.l4t.major) != built_major:
         return f"this image is built for {built}, and the host runs L4T R{host.l4t} ({host.l4t_source})", rebuild
     if built_capability and host.capability and host.capability != built_capability:
+        read = (f"its SoC {host.soc}, {host.capability_source}" if host.soc and host.capability_source == host.soc_source
+                else host.capability_source)
         return (f"this image is built for {built}, and the host's GPU has compute capability {host.capability} "
-                f"({host.capability_source})", rebuild)
+                f"({read})", rebuild)
     return None
 
 
@@ -132,24 +171,47 @@ class Start:
     platform: Optional["Platform"] = None
     channel: Optional["Channel"] = None
     l4t: Optional["L4T"] = None
+    host: Optional[HostFacts] = None
 
 
 def start_check(environ: Mapping[str, str]) -> Start:
     """The entrypoint's host check: the host's L4T major (and capability) must be the image's,
-    and its L4T release must be in the channel the image was built for."""
+    and its L4T release and SoC must be in the channel the image was built for."""
     from jetson_install.catalog import load_catalog
-    from jetson_install.platform import L4TOverride, detect
+    from jetson_install.platform import L4TOverride, SocOverride, detect
 
     host = host_facts(Path("/"), environ)
     mismatch = host_mismatch(host, environ)
     if mismatch is not None:
         return Start(mismatch)
     assert host.l4t is not None
-    platform = detect(Path("/"), L4TOverride(str(host.l4t), host.l4t_source))
-    channel = load_catalog().match(platform).channel
+    soc = SocOverride(host.soc, host.soc_source) if host.soc and host.soc_source != DEVICE_TREE else None
+    platform = detect(Path("/"), L4TOverride(str(host.l4t), host.l4t_source), soc_override=soc)
+    match = load_catalog().match(platform)
     built_channel = environ.get("JETSON_INSTALL_IMAGE_CHANNEL", "")
+    built_soc = environ.get("JETSON_INSTALL_IMAGE_SOC", "")
+    if match.channel is None and platform.soc is None:
+        return Start((f"this image is built for channel {built_channel}, and the host's SoC is unknown on "
+                      f"L4T R{host.l4t} ({host.l4t_source}): {DEVICE_TREE} cannot be read in this container "
+                      f"and neither {HOST_SOC_VARIABLE} nor {HOST_CAPABILITY_VARIABLE} is set",
+                      f"name the host's SoC: run it with --env {HOST_SOC_VARIABLE}={built_soc or 'tegra264'} "
+                      "(what the image is built for), or let the container read the device tree"))
+    channel = match.channel
     if channel is None or channel.id != built_channel:
         return Start((f"this image is built for channel {built_channel}, and the host's L4T R{host.l4t} "
-                      f"({host.l4t_source}) is {'channel ' + channel.id if channel else 'in no channel'}",
+                      f"({host.l4t_source}){_on(platform.family, host)} is "
+                      f"{'channel ' + channel.id if channel else 'in no channel'}",
                       "build the image for this host: run `jetson-install dockerfile` on it"))
-    return Start(None, platform, channel, host.l4t)
+    return Start(None, platform, channel, host.l4t, host)
+
+
+def _on(family: Optional[str], host: HostFacts) -> str:
+    return f" on {family} {host.soc} ({host.soc_source})" if family and host.soc else ""
+
+
+def host_line(start: "Start") -> str:
+    """What the entrypoint matched, and where it read each fact."""
+    assert start.host is not None and start.channel is not None
+    host = start.host
+    return (f"host L4T R{host.l4t} ({host.l4t_source}){_on(start.platform.family if start.platform else None, host)} "
+            f"is channel {start.channel.id}, the image's")

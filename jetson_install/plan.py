@@ -228,6 +228,8 @@ class Plan:
         args: Tuple[str, ...] = ("--root", self.platform.root)
         if self.platform.l4t is not None and self.platform.sources.get("l4t") in ("--l4t", "JETSON_L4T_VERSION"):
             args += ("--l4t", str(self.platform.l4t))
+        if self.platform.soc is not None and self.platform.sources.get("soc") in ("--soc", "JETSON_INSTALL_SOC"):
+            args += ("--soc", self.platform.soc)
         return args
 
     @property

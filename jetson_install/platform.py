@@ -26,7 +26,7 @@ from jetson_install.release_files import (
     parse_nv_tegra_release,
 )
 
-__all__ = ["Platform", "L4TOverride", "detect", "SCHEMA_VERSION"]
+__all__ = ["Platform", "L4TOverride", "SocOverride", "detect", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 
@@ -55,6 +55,16 @@ class L4TOverride:
 
     value: str
     source: str  # "--l4t" or "JETSON_L4T_VERSION"
+
+
+@dataclass(frozen=True)
+class SocOverride:
+    """A SoC given explicitly ("tegra264"), for containers that cannot read the device tree:
+    unprivileged containers on Jetson commonly cannot (https://github.com/NVIDIA/jetson-gpio/issues/73,
+    https://github.com/ultralytics/ultralytics/issues/18449), and R39 runs on Thor and on Orin."""
+
+    value: str
+    source: str  # "--soc", "JETSON_INSTALL_SOC", or the entrypoint's JETSON_INSTALL_HOST_SOC
 
 
 @dataclass(frozen=True)
@@ -178,7 +188,8 @@ class _Root:
             self.warnings.append(f"{relative} cannot be read ({error.strerror}); treated as missing")
 
 
-def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optional[PlatformData] = None) -> Platform:
+def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optional[PlatformData] = None,
+           soc_override: Optional[SocOverride] = None) -> Platform:
     """Detect the platform under `root`.
 
     Raises NotAJetson when nothing under the root says Jetson, and
@@ -208,6 +219,14 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
     model = (files.read_text(MODEL) or "").strip("\x00 \n") or None
 
     soc = _soc(compatible, data)
+    if soc is not None:
+        sources["soc"] = COMPATIBLE
+    if soc_override is not None:
+        given = _given_soc(soc_override, data)
+        if soc is not None and soc != given:
+            warnings.append(f"{soc_override.source} {given} overrides SoC {soc} found in {COMPATIBLE}")
+        soc = given
+        sources["soc"] = soc_override.source
     tegra_in_device_tree = any(entry.startswith("nvidia,tegra") for entry in compatible)
     evidence = (
         release_bytes is not None or dpkg_l4t or apt_l4t or tegra_in_device_tree or l4t_override is not None
@@ -286,8 +305,6 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
             sources["cuda"] = f"default for L4T {l4t.major}.{l4t.minor}"
 
     soc_facts = data.socs.get(soc) if soc else None
-    if soc:
-        sources["soc"] = COMPATIBLE
     module = _module(compatible, data)
     kind = _kind(l4t, soc_facts.family if soc_facts else None, facts, warnings)
 
@@ -333,6 +350,19 @@ def _soc(compatible: Tuple[str, ...], data: PlatformData) -> Optional[str]:
     return None
 
 
+def _given_soc(override: SocOverride, data: PlatformData) -> str:
+    name = override.value.strip().lower()
+    if name in data.socs:
+        return name
+    first_of_family: Dict[str, str] = {}
+    for soc, facts in data.socs.items():
+        first_of_family.setdefault(facts.family, soc)
+    known = ", ".join(f"{soc} ({family})" for family, soc in first_of_family.items())
+    flag = f"{override.source}=" if "_" in override.source else f"{override.source} "
+    raise BadInput(f"{override.source} {override.value!r} is not a Jetson SoC; known: {known}",
+                   fix=f"give the SoC as the device tree names it, e.g. {flag}tegra264 (Thor) or {flag}tegra234 (Orin)")
+
+
 def _module(compatible: Tuple[str, ...], data: PlatformData) -> Optional[str]:
     for entry in compatible:
         vendor, _, name = entry.partition(",")
@@ -356,7 +386,8 @@ def _kind(l4t: Optional[L4T], family: Optional[str], facts: Any, warnings: List[
     if family is not None and family not in ("Thor", "Orin") and facts is not None and facts.socs:
         warnings.append(f"L4T R{l4t.major} is not released for {family}")
     if family is None and not (facts is not None and facts.socs == ("tegra264",)):
-        warnings.append(f"cannot tell Thor from Orin on L4T R{l4t.major}: no SoC in the device tree")
+        warnings.append(f"cannot tell Thor from Orin on L4T R{l4t.major}: no SoC in the device tree "
+                        "(name it: --soc tegra264 for Thor, --soc tegra234 for Orin)")
     return "sbsa"
 
 

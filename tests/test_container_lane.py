@@ -31,6 +31,8 @@ from support.lanes import lane_unavailable
 import jetson_install
 from jetson_install.toml_file import load_toml
 
+from support.stub_stack import JETSON_STACK
+
 pytestmark = pytest.mark.lane
 LANE = "container"
 TOP = Path(__file__).resolve().parent.parent
@@ -98,24 +100,29 @@ def index(tmp_path_factory: pytest.TempPathFactory, stub_index_dirs) -> Iterator
     served.stop()
 
 
-@pytest.fixture(scope="module")
-def built(base_image: str, index: LoopbackIndex, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The generated Dockerfile built on the stand-in base; the image name."""
-    context = tmp_path_factory.mktemp("context")
+def _build_generated(sample: str, base: str, index: LoopbackIndex, context: Path, tag: str) -> str:
+    """`jetson-install dockerfile --root sample:SAMPLE --base BASE` built with buildah; the image name."""
     wheel = build_jetson_install_wheel(context)
     make_obliteratus_source(context / "OBLITERATUS")
     generated = subprocess.run(
-        [sys.executable, "-m", "jetson_install", "dockerfile", "--root", "sample:agx-orin-64gb-jp6.2",
-         "--base", base_image, "--output", str(context / "Dockerfile")], capture_output=True, text=True, timeout=60)
+        [sys.executable, "-m", "jetson_install", "dockerfile", "--root", f"sample:{sample}",
+         "--base", base, "--output", str(context / "Dockerfile")], capture_output=True, text=True, timeout=60)
     assert generated.returncode == 0, generated.stderr
-    image = f"localhost/jetson-install-lane:{os.getpid()}"
+    image = f"localhost/jetson-install-lane-{tag}:{os.getpid()}"
     started = time.monotonic()
     result = buildah("bud", "--isolation", "chroot", "--format", "docker", "--layers", "--pull=never",
                      "--build-arg", f"JETSON_INSTALL=/tmp/jetson-install-build/{wheel.name}",
                      "--build-arg", "OBLITERATUS_SOURCE=/tmp/jetson-install-build/OBLITERATUS",
                      "--build-arg", f"DEFAULT_INDEX={index.url}", "-t", image, str(context))
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
-    print(f"\ncontainer lane: image built in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    print(f"\ncontainer lane: {sample} image built in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return image
+
+
+@pytest.fixture(scope="module")
+def built(base_image: str, index: LoopbackIndex, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The generated Dockerfile built on the stand-in base; the image name."""
+    image = _build_generated("agx-orin-64gb-jp6.2", base_image, index, tmp_path_factory.mktemp("context"), "jp6")
     yield image
     buildah("rmi", "--force", image, timeout=120)
 
@@ -168,6 +175,76 @@ def test_the_entrypoint_refuses_a_host_of_another_l4t_with_one_line(built: str) 
         assert result.stderr.splitlines()[0] == (
             "error: this image is built for L4T R36, compute capability 8.7, and the host runs L4T R35.4.1 "
             "(JETSON_INSTALL_HOST_L4T)")
+        started = buildah("run", "--isolation", "chroot", container, "--", "test", "-e", "/started")
+        assert started.returncode != 0
+    finally:
+        buildah("rm", container, timeout=120)
+
+
+# --------------------------------------------------------------------------- JetPack 7.2 (L4T R39)
+
+#: The stand-in base with a JetPack 7 torch: CUDA 13 (SBSA), for Thor's GPU or Orin's.
+JP7_STACKS = {
+    "thor": dict(JETSON_STACK, torch_cuda="13.0", device_name="NVIDIA Thor", capability=[11, 0], arch_list=["sm_110"]),
+    "orin": dict(JETSON_STACK, torch_cuda="13.0", capability=[8, 7], arch_list=["sm_87"]),
+}
+SCENARIO = "/usr/local/lib/python3.11/dist-packages/doctor_stub_scenario.json"
+
+
+def _jp7_base(base_image: str, board: str, tmp_path: Path) -> str:
+    """The base image with its stub torch's scenario swapped for a JetPack 7 one."""
+    scenario = tmp_path / "doctor_stub_scenario.json"
+    scenario.write_text(json.dumps(JP7_STACKS[board]))
+    container = buildah("from", "--pull=never", base_image, timeout=120)
+    assert container.returncode == 0, container.stderr
+    name = container.stdout.strip().splitlines()[-1]
+    image = f"localhost/jetson-install-lane-base-jp7-{board}:{os.getpid()}"
+    for args in (("copy", name, str(scenario), SCENARIO), ("commit", "--format", "docker", "--rm", name, image)):
+        done = buildah(*args, timeout=300)
+        assert done.returncode == 0, done.stderr
+    return image
+
+
+@pytest.fixture(scope="module", params=[("thor", "agx-thor-jp7.2.1", "tegra264", "11.0"),
+                                        ("orin", "agx-orin-jp7.2.1", "tegra234", "8.7")], ids=["thor", "orin"])
+def built_jp7(request: pytest.FixtureRequest, base_image: str, index: LoopbackIndex,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator["tuple[str, str, str]"]:
+    """A JetPack 7.2 image, built with no device tree (buildah's build has none on this machine,
+    as an unprivileged container on a Jetson often has none): (image, SoC, capability)."""
+    board, sample, soc, capability = request.param
+    assert not Path("/proc/device-tree").exists()  # what the build step sees: no SoC to read
+    base = _jp7_base(base_image, board, tmp_path_factory.mktemp(f"base-{board}"))
+    image = _build_generated(sample, base, index, tmp_path_factory.mktemp(f"context-{board}"), f"jp7-{board}")
+    yield image, soc, capability
+    buildah("rmi", "--force", image, base, timeout=120)
+
+
+def test_a_jetpack_72_image_builds_and_starts_with_the_device_tree_hidden(built_jp7: "tuple[str, str, str]") -> None:
+    image, soc, capability = built_jp7
+    config = _config(image)
+    channel = "jp7.2-thor" if soc == "tegra264" else "jp7.2-orin"
+    assert f"JETSON_INSTALL_IMAGE_CHANNEL={channel}" in config["Env"]
+    entrypoint = config["Entrypoint"]
+    host = ["--env", "JETSON_INSTALL_HOST_L4T=39.2.1"]
+    named = [(["--env", f"JETSON_INSTALL_HOST_SOC={soc}"], "JETSON_INSTALL_HOST_SOC"),
+             (["--env", f"JETSON_INSTALL_HOST_CAPABILITY={capability}"], "JETSON_INSTALL_HOST_CAPABILITY")]
+    family = "Thor" if soc == "tegra264" else "Orin"
+    for env, source in named:
+        result, container = _run(image, host + env, [*entrypoint, "python", "-c", "import obliteratus; print('ok')"])
+        try:
+            assert result.returncode == 0, result.stdout + result.stderr
+            assert result.stdout.strip() == "ok"
+            assert (f"host L4T R39.2.1 (JETSON_INSTALL_HOST_L4T) on {family} {soc} ({source}) is channel {channel}, "
+                    "the image's; strict doctor passed") in result.stderr
+        finally:
+            buildah("rm", container, timeout=120)
+    # Nothing names the SoC: one line saying how, and the command never starts.
+    result, container = _run(image, host, [*entrypoint, "touch", "/started"])
+    try:
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert result.stderr.splitlines()[1] == (
+            f"  fix: name the host's SoC: run it with --env JETSON_INSTALL_HOST_SOC={soc} (what the image is built for), "
+            "or let the container read the device tree")
         started = buildah("run", "--isolation", "chroot", container, "--", "test", "-e", "/started")
         assert started.returncode != 0
     finally:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -122,3 +123,89 @@ def test_the_entrypoint_refuses_another_host_with_one_line_and_starts_nothing(tm
         "(JETSON_INSTALL_HOST_L4T)")
     assert not marker.exists()
     assert Path("/tmp/jetson-install/start-status").read_text() == "refused\n"
+
+
+BUILT_FOR_THOR = {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "39", "JETSON_INSTALL_IMAGE_CAPABILITY": "11.0",
+                  "JETSON_INSTALL_IMAGE_CHANNEL": "jp7.2-thor", "JETSON_INSTALL_IMAGE_SOC": "tegra264"}
+
+
+@pytest.mark.parametrize("sample, channel, soc", [("agx-thor-jp7.2.1", "jp7.2-thor", "tegra264"),
+                                                   ("agx-orin-jp7.2.1", "jp7.2-orin", "tegra234")])
+def test_an_r39_dockerfile_carries_its_soc_into_the_build_step(sample: str, channel: str, soc: str) -> None:
+    result = cli("dockerfile", "--root", f"sample:{sample}", "--base", "registry.example/torch:1")
+    assert result.returncode == 0, result.stderr
+    assert f"--l4t 39.2.1 --soc {soc} --venv" in result.stdout
+    assert f'JETSON_INSTALL_IMAGE_CHANNEL="{channel}"' in result.stdout
+    assert f'JETSON_INSTALL_IMAGE_SOC="{soc}"' in result.stdout
+
+
+def test_the_build_steps_options_plan_the_images_channel_with_no_device_tree(tmp_path: Path) -> None:
+    # What the build step sees: the base image's empty release file, no device tree.
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "nv_tegra_release").write_text("")
+    without = cli("plan", "obliteratus", "--root", str(tmp_path), "--l4t", "39.2.1")
+    assert without.returncode == 3
+    assert "--soc tegra264 for Thor, --soc tegra234 for Orin" in without.stdout
+    for soc, channel in (("tegra264", "jp7.2-thor"), ("tegra234", "jp7.2-orin")):
+        planned = cli("plan", "obliteratus", "--root", str(tmp_path), "--l4t", "39.2.1", "--soc", soc, "--json")
+        assert planned.returncode == 0, planned.stderr
+        assert json.loads(planned.stdout)["channel"] == channel
+    by_variable = cli("detect", "--root", str(tmp_path), "--l4t", "39.2.1", "--json", env={"JETSON_INSTALL_SOC": "tegra264"})
+    detected = json.loads(by_variable.stdout)
+    assert (detected["family"], detected["sources"]["soc"]) == ("Thor", "JETSON_INSTALL_SOC")
+
+
+def test_an_unknown_soc_is_one_line_with_the_known_ones() -> None:
+    result = cli("detect", "--root", "sample:agx-thor-jp7.2.1", "--soc", "thor")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: --soc 'thor' is not a Jetson SoC; known: tegra124 (TK1), tegra210 (Nano/TX1), tegra186 (TX2), "
+        "tegra194 (Xavier), tegra234 (Orin), tegra264 (Thor)",
+        "  fix: give the SoC as the device tree names it, e.g. --soc tegra264 (Thor) or --soc tegra234 (Orin)"]
+
+
+def _release_only(tmp_path: Path, sample: str) -> Path:
+    """A container's view of the host: the mounted release file, no device tree."""
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    shutil.copy(Path(__file__).parent.parent / "jetson_install" / "samples" / sample / "etc" / "nv_tegra_release",
+                root / "etc" / "nv_tegra_release")
+    return root
+
+
+@pytest.mark.parametrize("environ, soc, source", [
+    ({}, None, "/proc/device-tree/compatible"),
+    ({"JETSON_INSTALL_HOST_SOC": "tegra264"}, "tegra264", "JETSON_INSTALL_HOST_SOC"),
+    ({"JETSON_INSTALL_HOST_CAPABILITY": "11.0"}, "tegra264", "JETSON_INSTALL_HOST_CAPABILITY"),
+    ({"JETSON_INSTALL_HOST_CAPABILITY": "8.7"}, "tegra234", "JETSON_INSTALL_HOST_CAPABILITY"),
+])
+def test_the_hosts_soc_comes_from_the_variable_or_the_capability_without_a_device_tree(
+        tmp_path: Path, environ: Dict[str, str], soc: str, source: str) -> None:
+    facts = host_facts(_release_only(tmp_path, "agx-thor-jp7.2.1"), environ)
+    assert (str(facts.l4t), facts.soc, facts.soc_source) == ("39.2.1", soc, source)
+
+
+def test_a_readable_device_tree_names_the_soc(tmp_path: Path) -> None:
+    facts = host_facts(Path(__file__).parent.parent / "jetson_install" / "samples" / "agx-orin-jp7.2.1", {})
+    assert (facts.soc, facts.soc_source, facts.capability) == ("tegra234", "/proc/device-tree/compatible", "8.7")
+
+
+def test_an_r39_entrypoint_without_a_soc_says_how_to_name_it(tmp_path: Path) -> None:
+    result = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "--", "true",
+                 env=dict(BUILT_FOR_THOR, JETSON_INSTALL_HOST_L4T="39.2.1"))
+    assert result.returncode == 3
+    assert result.stderr.splitlines() == [
+        "error: this image is built for channel jp7.2-thor, and the host's SoC is unknown on L4T R39.2.1 "
+        "(JETSON_INSTALL_HOST_L4T): /proc/device-tree/compatible cannot be read in this container and neither "
+        "JETSON_INSTALL_HOST_SOC nor JETSON_INSTALL_HOST_CAPABILITY is set",
+        "  fix: name the host's SoC: run it with --env JETSON_INSTALL_HOST_SOC=tegra264 (what the image is built "
+        "for), or let the container read the device tree"]
+
+
+def test_an_r39_entrypoint_refuses_the_other_family_by_its_soc(tmp_path: Path) -> None:
+    result = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "--", "true",
+                 env=dict(BUILT_FOR_THOR, JETSON_INSTALL_HOST_L4T="39.2.1", JETSON_INSTALL_HOST_SOC="tegra234"))
+    assert result.returncode == 3
+    assert result.stderr.splitlines()[0] == (
+        "error: this image is built for L4T R39, compute capability 11.0, and the host's GPU has compute capability 8.7 "
+        "(its SoC tegra234, JETSON_INSTALL_HOST_SOC)")
