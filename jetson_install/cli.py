@@ -150,17 +150,22 @@ def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bo
     catalog = load_catalog()
     if (channel_id or vendor_index) and not check:
         if channel_id is not None and channel_id not in {c.id for c in catalog.channels}:
-            raise BadInput(f"no channel {channel_id!r} in {catalog.path}", fix="list them: jetson-install channels")
+            from jetson_install.commands import unknown_channel
+
+            raise unknown_channel(catalog, channel_id)
         raise BadInput("CHANNEL and --vendor-index go with --check", fix="jetson-install channels --check [CHANNEL]")
     if check:
         from jetson_install.commands import check_channels
 
+        from jetson_install.index import check_exit_code
+
         reports = check_channels(catalog, channel_id, vendor_index)
         if as_json:
-            _print_json([{"channel": r.channel, "index": r.index, "ok": r.ok, "lines": list(r.lines)} for r in reports])
+            _print_json([{"channel": r.channel, "index": r.index, "status": r.status, "ok": r.ok, "lines": list(r.lines)}
+                         for r in reports])
         else:
             click.echo("\n".join(check_lines(reports)))
-        _exit_if(0 if all(report.ok for report in reports) else EXIT_FAILED)
+        _exit_if(check_exit_code(reports))
     elif as_json:
         _print_json(channels_json(catalog))
     else:
@@ -194,7 +199,7 @@ def obliteratus(**given: Any) -> None:
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.render import plan_text
 
-    the_plan = install_plan(_options("obliteratus", given), given["lock_file"], given["wheelhouse"])
+    the_plan = install_plan(_options("obliteratus", given), given["lock_file"], given["wheelhouse"], _rerun_command())
     if given["dry_run"] or not the_plan.supported:
         the_plan, data, warnings = preview(the_plan, given["dry_run"], given["as_json"])
         click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Given", "PlatformOptions", "InstallOptions", "detect_platform", "platform_and_channel", "make_install_plan",
            "resolve_plan", "install_plan", "preview", "dry_run", "default_venv", "venv_path", "DoctorRun", "doctor_interpreter", "doctor",
-           "board_lock", "check_channels", "constraint_files",
+           "board_lock", "check_channels", "unknown_channel", "constraint_files",
            "Dockerfile", "dockerfile", "EntrypointStart", "container_start", "labels", "judged"]
 
 
@@ -153,7 +153,8 @@ def resolve_plan(plan: "Plan", rerun: "Rerun", python: Optional[str] = None) -> 
     (or `python`); an index that does not answer gets the whole commands that go around it
     (the fallback source, a mirror), as in an install."""
     from jetson_install import index
-    from jetson_install.fixes import StepContext, index_down_fix
+    from jetson_install.fixes import StepContext, index_down_fix, other_python_fix
+    from jetson_install.identity import NoBuildForPython
     from jetson_install.plan import resolved_plan
     from jetson_install.platform_data import ubuntu_glibc
 
@@ -162,16 +163,23 @@ def resolve_plan(plan: "Plan", rerun: "Rerun", python: Optional[str] = None) -> 
     if python is None:
         from jetson_install.interpreters import choose_interpreter
 
+        # The Python an install would take decides the files; with none here, the channel's.
         found, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
-        python = plan.route.resolve_python(plan, found.abi if found is not None else (plan.python_abi or "3"))
+        python = found.abi if found is not None else (plan.python_abi or "3")
+    fallback = plan.route.fallback_location(plan) is not None and \
+        plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")
+    context = StepContext("vendor", rerun, plan.vendor_index, Path(plan.venv + ".d"), "", fallback=fallback)
     try:
         return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python,
                                                  ubuntu_glibc(plan.platform.ubuntu)))
     except index.IndexUnreachable as exc:
-        fallback = plan.route.fallback_location(plan) is not None and \
-            plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")
-        context = StepContext("vendor", rerun, plan.vendor_index, Path(plan.venv + ".d"), "", fallback=fallback)
         raise index.IndexUnreachable(exc.message, fix=index_down_fix(context)) from None
+    except NoBuildForPython as exc:
+        from jetson_install.interpreters import served_interpreter
+
+        raise NoBuildForPython(exc.message, other_python_fix(context, exc.python, exc.served,
+                                                             served_interpreter(plan.python_abi, exc.served)),
+                               exc.python, exc.served) from None
 
 
 @dataclass(frozen=True)
@@ -233,7 +241,7 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
     return DoctorRun(report, evidence)
 
 
-def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: Optional[str]) -> "Plan":
+def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: Optional[str], rerun: "Rerun") -> "Plan":
     """The plan `obliteratus` carries out: the options' plan, or a lock's (--lock, --wheelhouse)."""
     if options.preflight:
         from jetson_install.routes.preflight import require_aarch64
@@ -243,7 +251,7 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
     if plan.supported and (lock_file or wheelhouse):
         from jetson_install.routes.lock import read_lock_in_use, with_lock
 
-        plan = with_lock(plan, read_lock_in_use(lock_file, wheelhouse, plan))
+        plan = with_lock(plan, read_lock_in_use(lock_file, wheelhouse, plan, rerun))
     return plan
 
 
@@ -320,6 +328,21 @@ def board_lock(options: InstallOptions, python: Optional[str], output: Path, rer
                      plan.settings.default_index.value, output)
 
 
+def unknown_channel(catalog: "Catalog", channel_id: str, vendor_index: Optional[str] = None) -> BadInput:
+    """A channel name that is not in the catalog, with the closest one's whole command."""
+    import difflib
+
+    names = [channel.id for channel in catalog.channels]
+    close = difflib.get_close_matches(channel_id, names, n=1, cutoff=0.6)
+    if not close:
+        return BadInput(f"no channel {channel_id!r} in {catalog.path}", fix="list them: jetson-install channels")
+    from jetson_install.redact import redact
+
+    command = f"jetson-install channels --check {close[0]}" + (f" --vendor-index {redact(vendor_index)}"
+                                                                 if vendor_index else "")
+    return BadInput(f"no channel {channel_id!r} in {catalog.path}; did you mean {close[0]}?", fix=command)
+
+
 def check_channels(catalog: "Catalog", channel_id: Optional[str], vendor_index: Optional[str]) -> List["SetReport"]:
     """Each installable channel's sources read (or one mirror for each): `channels --check`."""
     from jetson_install import index
@@ -327,7 +350,7 @@ def check_channels(catalog: "Catalog", channel_id: Optional[str], vendor_index: 
     from jetson_install.settings import check_index_url
 
     if channel_id is not None and channel_id not in {c.id for c in catalog.channels}:
-        raise BadInput(f"no channel {channel_id!r} in {catalog.path}", fix="list them: jetson-install channels")
+        raise unknown_channel(catalog, channel_id, vendor_index)
     if vendor_index:
         check_index_url(vendor_index, "--vendor-index", allow_insecure=False)
     reports = []

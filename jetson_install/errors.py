@@ -14,6 +14,8 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_UNSUPPORTED",
     "EXIT_INTERRUPTED",
+    "EXIT_CHECK_UNREACHABLE",
+    "EXIT_CHECK_UNLISTED",
     "JetsonInstallError",
     "BadInput",
     "InvalidReleaseFile",
@@ -30,6 +32,10 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 #: No Jetson evidence under the root, or the platform is not supported for the target.
 EXIT_UNSUPPORTED = 3
+#: `channels --check`: an index did not answer.
+EXIT_CHECK_UNREACHABLE = 4
+#: `channels --check`: the preferred set is there, but not one of its files is a build the catalog records.
+EXIT_CHECK_UNLISTED = 5
 #: Interrupted (Ctrl-C); the previous environment is kept.
 EXIT_INTERRUPTED = 130
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from jetson_install.uv_errors import UvFailure
 
 __all__ = ["Rerun", "StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of",
-           "index_down_fix", "vendor_missing_fix"]
+           "index_down_fix", "vendor_missing_fix", "other_python_fix"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,19 @@ class Rerun:
             at = args.index(command)
             end = at + 1 + sum(1 for word in drop if args[at + 1:at + 2] == [word])
             args[at:end] = replacement
+        return Rerun(tuple(args))
+
+    def keeping(self, command: str, options: Tuple[str, ...], flags: Tuple[str, ...] = ()) -> "Rerun":
+        """Another command, `command`, with only the `options` (and their values) and `flags`
+        of this one that it also takes, as the user wrote them."""
+        args: List[str] = [command]
+        words = iter(self.argv)
+        for word in words:
+            name = word.split("=", 1)[0]
+            if word in options:
+                args += [word, next(words, "")]
+            elif name in options or word in flags:
+                args.append(word)
         return Rerun(tuple(args))
 
     def __str__(self) -> str:
@@ -146,6 +159,21 @@ def vendor_missing_fix(context: StepContext) -> str:
     if context.fallback:
         fix += f"; or the channel's fallback source: {rerun.without('--vendor-index').with_flag('--vendor-fallback')}"
     return fix
+
+
+def other_python_fix(context: StepContext, python: str, served: Tuple[str, ...], found: Optional[str]) -> str:
+    """The index has the set only for other Pythons than the interpreter's `python`: run with
+    one of those (`found`: its path here, if there is one), or use a mirror with builds for it."""
+    rerun = context.rerun
+    where = context.index or "the vendor source"
+    mirror = f"or use a mirror with builds for Python {python}: {rerun.with_option('--vendor-index', 'URL')}"
+    if found is not None:
+        return f"{where} has the set for Python {', '.join(served)}: run with that Python: " \
+               f"{rerun.with_option('--python', found)}; {mirror}"
+    want = served[-1]
+    return (f"{where} has the set for Python {', '.join(served)}, which this machine lacks: install it "
+            f"(sudo apt install python{want} python{want}-venv), then run: "
+            f"{rerun.with_option('--python', f'/usr/bin/python{want}')}; {mirror}")
 
 
 def _disk_of(path: Optional[str], location: Path) -> Path:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     pass
 
 __all__ = ["VENDOR_PACKAGES", "KnownBuild", "VersionSet", "ListedFile", "ChosenFile", "Resolution", "Companion",
-           "IdentityMismatch", "NothingInPolicy"]
+           "IdentityMismatch", "NothingInPolicy", "NoBuildForPython"]
 
 #: The names only the vendor source may supply; torch's CUDA build is what the rest depends on.
 VENDOR_PACKAGES = ("torch", "torchvision", "torchaudio", "bitsandbytes")
@@ -31,6 +31,15 @@ class IdentityMismatch(JetsonInstallError):
 
 class NothingInPolicy(JetsonInstallError):
     """No set the source declares is complete on the index."""
+
+
+class NoBuildForPython(NothingInPolicy):
+    """A set is complete on the index, but only for other Pythons than the interpreter's."""
+
+    def __init__(self, message: str, fix: str, python: str, served: Tuple[str, ...]) -> None:
+        super().__init__(message, fix=fix)
+        self.python = python  # the interpreter's, "3.11"
+        self.served = served  # the Pythons a complete set is there for, "3.10"
 
 
 @dataclass(frozen=True)

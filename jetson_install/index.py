@@ -16,13 +16,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from jetson_install.catalog import VendorSource
-from jetson_install.errors import JetsonInstallError, StepFailed
+from jetson_install.errors import (
+    EXIT_CHECK_UNLISTED, EXIT_CHECK_UNREACHABLE, EXIT_FAILED, EXIT_OK, JetsonInstallError, StepFailed,
+)
 from jetson_install.identity import ChosenFile, ListedFile, Resolution
 from jetson_install.resolve import choose_set
 from jetson_install.redact import credentials, redact
 from jetson_install.tags import wheel_tags
 
 __all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "project_files", "resolve", "SetReport", "check_source",
+           "CHECK_STATUSES", "check_exit_code",
            "fetch_file", "fetch_text"]
 
 #: Seconds to open a connection to an index, and to wait for each read from it: an index
@@ -137,8 +140,9 @@ def _listings(source: VendorSource, index: str) -> Dict[str, List[ListedFile]]:
 
 
 def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str) -> Resolution:
-    """Resolve `source`'s sets against `index` (its own, or a mirror) for CPython `python` on a
-    board with `glibc` ("2.35": its Ubuntu's, platform_data.ubuntu_glibc).
+    """Resolve `source`'s sets against `index` (its own, or a mirror) for the interpreter's
+    CPython `python` ("3.11": the files must install there, whatever the channel's own Python)
+    on a board with `glibc` ("2.35": its Ubuntu's, platform_data.ubuntu_glibc).
 
     A source of direct wheel URLs, or the default index when no URL for it was given
     (uv's own default is not read here), resolves to its preferred set without a request.
@@ -146,7 +150,7 @@ def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str)
     if index is None:
         return offline_resolution(source)
     return choose_set(_without_credentials(index), source.sets, source.preferred, source.prereleases, source.builds,
-                      _listings(source, index), wheel_tags(python, _ARCH, glibc))
+                      _listings(source, index), python, lambda other: wheel_tags(other, _ARCH, glibc))
 
 
 def offline_resolution(source: VendorSource) -> Resolution:
@@ -177,45 +181,82 @@ def offline_resolution(source: VendorSource) -> Resolution:
     return Resolution(source.location, source.preferred.name, tuple(files), reason)
 
 
+#: `channels --check` statuses, and the exit code each gives (the README's table).
+CHECK_STATUSES = {"ok": EXIT_OK, "not-read": EXIT_OK, "missing": EXIT_FAILED, "changed": EXIT_FAILED,
+                  "unreachable": EXIT_CHECK_UNREACHABLE, "unlisted": EXIT_CHECK_UNLISTED}
+
+
 @dataclass(frozen=True)
 class SetReport:
-    """`channels --check` for one source: the preferred set present and unchanged, newer sets."""
+    """`channels --check` for one source: the preferred set present and unchanged, newer sets.
+
+    `status`: ok; not-read (a source with no index to list); missing (the index lacks part of
+    the preferred set); changed (a recorded file name served with another sha256);
+    unreachable; unlisted (the preferred set is there, but none of its files is one
+    wheels-index.toml records: another build of the same versions, not proven the vendor's).
+    """
 
     channel: str
     index: str
-    ok: bool
+    status: str
     lines: Tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return CHECK_STATUSES[self.status] == 0
+
+
+def check_exit_code(reports: Sequence[SetReport]) -> int:
+    """The worst finding decides: a missing or changed build (1) over an index that did not
+    answer (4) over an unlisted set (5)."""
+    codes = {CHECK_STATUSES[report.status] for report in reports} - {EXIT_OK}
+    for code in (EXIT_FAILED, EXIT_CHECK_UNREACHABLE, EXIT_CHECK_UNLISTED):
+        if code in codes:
+            return code
+    return 0
 
 
 def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str) -> SetReport:
     from jetson_install.identity import IdentityMismatch, NothingInPolicy
-    from jetson_install.resolve import complete_set
+    from jetson_install.resolve import complete_set, served_pythons
 
     where = index or source.location
     if index is None:
-        return SetReport(channel_id, where, True, ("not read: the source has no index URL to list",))
+        return SetReport(channel_id, where, "not-read", ("not read: the source has no index URL to list",))
     try:
         listings = _listings(source, index)
     except IndexUnreachable as exc:
-        return SetReport(channel_id, where, False, (exc.message,))
-    tags = wheel_tags(python, _ARCH, glibc)
+        return SetReport(channel_id, where, "unreachable", (exc.message,))
     known = {build.file: build for build in source.builds}
     lines: List[str] = []
-    ok = True
     try:
-        preferred = complete_set(where, source.preferred, source.prereleases, known, listings, tags)
+        preferred = complete_set(where, source.preferred, source.prereleases, known, listings,
+                                 wheel_tags(python, _ARCH, glibc))
     except IdentityMismatch as exc:
-        return SetReport(channel_id, where, False, (f"preferred set {source.preferred.name}: {exc.message}",))
+        return SetReport(channel_id, where, "changed", (f"preferred set {source.preferred.name}: {exc.message}",))
+    status = "ok"
     if preferred is None:
-        ok = False
-        lines.append(f"preferred set {source.preferred.name}: missing (the index does not list all of it)")
+        status = "missing"
+        line = f"preferred set {source.preferred.name}: missing for Python {python} (the index does not list all of it)"
+        others = [other for other in served_pythons(listings) if other != python and complete_set(
+            where, source.preferred, source.prereleases, known, listings, wheel_tags(other, _ARCH, glibc))]
+        if others:
+            line += (f"; it has the set for Python {', '.join(others)}, which an install with that interpreter "
+                     "takes (--python)")
+        lines.append(line)
     else:
         unknown = [chosen.file for chosen in preferred if not chosen.known]
-        lines.append(f"preferred set {source.preferred.name}: present"
-                     + (f"; not in wheels-index.toml: {', '.join(unknown)}" if unknown else ", hashes unchanged"))
+        if unknown and len(unknown) == len(preferred):
+            status = "unlisted"
+            lines.append(f"preferred set {source.preferred.name}: present, but none of its files is a build "
+                         f"wheels-index.toml lists: {', '.join(unknown)}")
+        else:
+            lines.append(f"preferred set {source.preferred.name}: present"
+                         + (f"; not in wheels-index.toml: {', '.join(unknown)}" if unknown else ", hashes unchanged"))
     from packaging.version import Version
 
     floor = Version(preferred[0].version) if preferred else None
+    tags = wheel_tags(python, _ARCH, glibc)
     for version_set in source.sets:
         if version_set is source.preferred:
             continue
@@ -226,7 +267,7 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
             continue
         if found and (floor is None or Version(found[0].version) > floor):
             lines.append(f"newer set within policy: {version_set.name} ({', '.join(c.file for c in found)})")
-    return SetReport(channel_id, where, ok, tuple(lines))
+    return SetReport(channel_id, where, status, tuple(lines))
 
 
 def sources_to_check(sources: Sequence[VendorSource]) -> List[VendorSource]:

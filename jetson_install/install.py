@@ -29,13 +29,14 @@ from jetson_install.fixes import (
     fix_for_os_error,
     fix_for_uv_failure,
     index_down_fix,
+    other_python_fix,
     os_error_reason,
     repository_of,
     vendor_missing_fix,
 )
 from jetson_install.identity import Companion
 from jetson_install.record import EnvironmentRecord, installed_versions, read_record, record_installed
-from jetson_install.interpreters import Interpreter, choose_interpreter, pip_check
+from jetson_install.interpreters import Interpreter, choose_interpreter, pip_check, served_interpreter
 from jetson_install.layout import (
     COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, FAILED_EVIDENCE, REQUIREMENTS_FILE, STATE_DIR, state_of,
 )
@@ -423,7 +424,7 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
     """The plan with its vendor set: the route's own files (a lock), the recorded one while the
     policy is unchanged, else the index's."""
     from jetson_install import index
-    from jetson_install.identity import NothingInPolicy
+    from jetson_install.identity import NoBuildForPython, NothingInPolicy
     from jetson_install.platform_data import ubuntu_glibc
 
     fixed = plan.route.fixed_resolution()
@@ -437,8 +438,8 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
                      "--upgrade reads it again)")
         return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
     try:
-        resolution = index.resolve(plan.vendor, plan.vendor_index, plan.route.resolve_python(plan, interpreter.abi),
-                                   ubuntu_glibc(plan.platform.ubuntu))
+        # The interpreter's own Python decides the files, whatever the channel's is.
+        resolution = index.resolve(plan.vendor, plan.vendor_index, interpreter.abi, ubuntu_glibc(plan.platform.ubuntu))
     except JetsonInstallError as exc:
         # Reading the index is the vendor step's first half: its fixes are the vendor step's.
         context = StepContext("vendor", run.command, plan.vendor_index, Path(plan.venv + ".d"), "",
@@ -446,6 +447,8 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
         fix = exc.fix
         if isinstance(exc, index.IndexUnreachable):
             fix = index_down_fix(context)
+        elif isinstance(exc, NoBuildForPython):
+            fix = other_python_fix(context, exc.python, exc.served, served_interpreter(plan.python_abi, exc.served))
         elif isinstance(exc, NothingInPolicy):
             fix = vendor_missing_fix(context)
         raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", fix) from None

@@ -36,7 +36,7 @@ class Policy(Protocol):
     @property
     def warn_other_abi(self) -> bool: ...
 
-__all__ = ["Interpreter", "inspect_interpreter", "find_interpreter", "system_python3", "choose_interpreter",
+__all__ = ["Interpreter", "inspect_interpreter", "find_interpreter", "served_interpreter", "system_python3", "choose_interpreter",
            "inspect_stack", "visible_distributions", "sees_parent_environment", "pip_check"]
 
 _VERSION_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
@@ -82,6 +82,17 @@ def find_interpreter(abi: str) -> Optional[Interpreter]:
             continue  # e.g. a pyenv shim for a version that is not selected
         if found.abi == abi:
             return found
+    return None
+
+
+def served_interpreter(channel_abi: Optional[str], served: Sequence[str]) -> Optional[str]:
+    """The path of a Python here that the index has the vendor set for (the channel's own
+    first, else the newest), for a fix that runs as printed; None: there is none."""
+    ordered = sorted(served, key=lambda abi: (abi != channel_abi, tuple(-int(p) for p in abi.split("."))))
+    for abi in ordered:
+        found = find_interpreter(abi)
+        if found is not None:
+            return found.path
     return None
 
 

@@ -126,7 +126,7 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
                         skip=[entry.name for entry in vendor] + [_distribution(requirement)])
     built = Locked(_distribution(requirement), _wheel_version(wheel.name), wheel.as_uri(), wheel_sha, "built")
     lock = Lock(channel, target.python, target.arch, target.platform, requirement, commit, __version__,
-                tuple(vendor + [built] + rest))
+                tuple(vendor + [built] + rest), resolution.warnings)
     output.write_text(render_lock(lock), encoding="utf-8")
     return LockResult(lock, str(output), str(wheel))
 

@@ -54,6 +54,8 @@ class Lock:
     source_commit: Optional[str]
     tool: str
     entries: Tuple[Locked, ...]
+    # What the resolution warned of (a mirror's unlisted vendor files): said in the lock, not only when it was made.
+    warnings: Tuple[str, ...] = ()
 
     @property
     def from_source(self) -> List[str]:
@@ -64,7 +66,7 @@ class Lock:
         return {"channel": self.channel, "python": self.python, "arch": self.arch, "platform": self.platform,
                 "source": self.source, "source_commit": self.source_commit, "tool": self.tool,
                 "packages": {entry.name: entry.version for entry in self.entries},
-                "built_from_source_on_the_board": self.from_source}
+                "built_from_source_on_the_board": self.from_source, "warnings": list(self.warnings)}
 
 
 _HEADER_KEYS = ("channel", "python", "arch", "platform", "source", "source-commit", "tool")
@@ -77,6 +79,7 @@ def render_lock(lock: Lock) -> str:
              f"# channel: {lock.channel}", f"# python: {lock.python}", f"# arch: {lock.arch}",
              f"# platform: {lock.platform}", f"# source: {lock.source}",
              f"# source-commit: {lock.source_commit or 'none (a local tree without git)'}", f"# tool: {lock.tool}"]
+    lines += [f"# warning: {' '.join(warning.split())}" for warning in lock.warnings]
     for entry in sorted(lock.entries, key=lambda e: e.name):
         lines.append(f"# {entry.name} {entry.version} from the {entry.origin} "
                      + ("index, built on the board from source" if entry.sdist else
@@ -97,6 +100,7 @@ def parse_lock(text: str, where: str) -> Lock:
         raise BadInput(f"{where} is not a jetson-install lock (version {LOCK_VERSION})",
                        fix="make one with: jetson-install lock --output FILE")
     header: Dict[str, str] = {}
+    warnings: List[str] = []
     entries: List[Locked] = []
     note: Optional[Tuple[str, str, str, bool]] = None
     for number, line in enumerate(lines[1:], start=2):
@@ -106,7 +110,10 @@ def parse_lock(text: str, where: str) -> Lock:
             continue
         found = _HEADER.match(line)
         if found and not entries and note is None:
-            header[found.group("key")] = found.group("value")
+            if found.group("key") == "warning":
+                warnings.append(found.group("value"))
+            else:
+                header[found.group("key")] = found.group("value")
             continue
         if not line.strip() or line.startswith("#"):
             continue
@@ -122,7 +129,7 @@ def parse_lock(text: str, where: str) -> Lock:
                        fix="make the lock again: jetson-install lock --output FILE")
     commit = header["source-commit"]
     return Lock(header["channel"], header["python"], header["arch"], header["platform"], header["source"],
-                None if commit.startswith("none") else commit, header["tool"], tuple(entries))
+                None if commit.startswith("none") else commit, header["tool"], tuple(entries), tuple(warnings))
 
 
 def read_lock(path: Path) -> Lock:

@@ -113,10 +113,6 @@ class Route:
         """Whether the install resolves a vendor set at all (a kept stack needs none)."""
         return True
 
-    def resolve_python(self, plan: "Plan", interpreter_abi: str) -> str:
-        """The Python whose wheels a resolution takes."""
-        return plan.python_abi or interpreter_abi
-
     def vendor_label(self, plan: "Plan") -> str:
         channel = plan.channel
         if channel is not None and len(channel.sources) > 1 and plan.vendor is channel.sources[1]:

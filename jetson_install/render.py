@@ -156,7 +156,7 @@ def check_lines(reports: Sequence[SetReport]) -> List[str]:
     """`channels --check`: one line per source read, its findings under it."""
     lines = []
     for report in reports:
-        lines.append(f"{report.channel:15} {'ok  ' if report.ok else 'FAIL'} {report.index}")
+        lines.append(f"{report.channel:15} {report.status:11} {report.index}")
         lines.extend(f"{'':20} {line}" for line in report.lines)
     return lines
 
@@ -197,6 +197,7 @@ def lock_lines(result: LockResult) -> List[str]:
              f"{result.path}", f"  OBLITERATUS wheel: {result.wheel} (commit {lock.source_commit or 'none'})"]
     if lock.from_source:
         lines.append(f"  built from source on the board: {', '.join(lock.from_source)}")
+    lines += [f"warning: {warning}" for warning in lock.warnings]
     return lines + [f"  install: jetson-install obliteratus --lock {result.path}"]
 
 

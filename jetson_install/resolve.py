@@ -6,16 +6,16 @@ source's policy; a listed file with a recorded name and another sha256 is refuse
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.identity import (
-    ChosenFile, IdentityMismatch, KnownBuild, ListedFile, NothingInPolicy, Resolution, VersionSet,
+    ChosenFile, IdentityMismatch, KnownBuild, ListedFile, NoBuildForPython, NothingInPolicy, Resolution, VersionSet,
 )
 
 if TYPE_CHECKING:
     from packaging.tags import Tag
 
-__all__ = ["choose_set", "complete_set"]
+__all__ = ["choose_set", "complete_set", "served_pythons"]
 
 
 def choose_set(
@@ -25,22 +25,34 @@ def choose_set(
     prereleases: bool,
     builds: Sequence[KnownBuild],
     listings: Mapping[str, Sequence[ListedFile]],
-    tags: Sequence["Tag"],
+    python: str,
+    tags_for: Callable[[str], Sequence["Tag"]],
 ) -> Resolution:
-    """The preferred set when the index lists all of it, else the newest complete set.
+    """The preferred set when the index lists all of it, else the newest complete set, in
+    files whose tags the interpreter's Python `python` ("3.11") installs (`tags_for(python)`).
 
     Raises IdentityMismatch when a listed file carries a recorded file name with another
-    sha256, and NothingInPolicy (naming what the index does have) when no set is complete.
+    sha256; NoBuildForPython when sets are complete only for other Pythons (naming the tags
+    wanted and the Pythons served); NothingInPolicy (naming what the index does have) when
+    no set is complete at all.
     """
     from packaging.version import Version
 
     known = {build.file: build for build in builds}
-    complete: List[Tuple[VersionSet, List[ChosenFile]]] = []
-    for version_set in sets:
-        chosen = complete_set(source, version_set, prereleases, known, listings, tags)
-        if chosen is not None:
-            complete.append((version_set, chosen))
+    complete = _complete_sets(source, sets, prereleases, known, listings, tags_for(python))
     if not complete:
+        others = [other for other in served_pythons(listings) if other != python
+                  and _complete_sets(source, sets, prereleases, known, listings, tags_for(other))]
+        if others:
+            served = ", ".join(f"cp{other.replace('.', '')}" for other in others)
+            wanted = f"cp{python.replace('.', '')}"
+            raise NoBuildForPython(
+                f"{source} has no complete set within policy for Python {python}: it wanted wheels tagged "
+                f"{wanted}-{wanted}, {wanted}-abi3 or py3-none for aarch64, and serves the sets only as "
+                f"{served} builds (Python {', '.join(others)})",
+                fix=f"use Python {others[-1]}: --python /usr/bin/python{others[-1]}, or a mirror with {wanted} "
+                    "builds: --vendor-index URL",
+                python=python, served=tuple(others))
         have = "; ".join(f"{name}: {', '.join(_versions(files)) or 'nothing'}" for name, files in sorted(listings.items()))
         raise NothingInPolicy(
             f"{source} lists no complete set within policy ({', '.join(s.name for s in sets)}); it has {have}",
@@ -61,6 +73,35 @@ def choose_set(
             warnings.append(f"{picked.file} from {source} is not a build wheels-index.toml lists "
                             f"(sha256 {picked.sha256 or 'not served'}); accepted within policy and recorded")
     return Resolution(source, version_set.name, tuple(chosen), reason, tuple(warnings))
+
+
+def _complete_sets(source: str, sets: Sequence[VersionSet], prereleases: bool, known: Mapping[str, KnownBuild],
+                   listings: Mapping[str, Sequence[ListedFile]],
+                   tags: Sequence["Tag"]) -> List[Tuple[VersionSet, List[ChosenFile]]]:
+    complete = []
+    for version_set in sets:
+        chosen = complete_set(source, version_set, prereleases, known, listings, tags)
+        if chosen is not None:
+            complete.append((version_set, chosen))
+    return complete
+
+
+def served_pythons(listings: Mapping[str, Sequence[ListedFile]]) -> List[str]:
+    """The CPython minors ("3.10") the listed wheels' `cpXY` tags name, oldest first."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    found = set()
+    for files in listings.values():
+        for listed in files:
+            try:
+                file_tags = parse_wheel_filename(listed.filename)[3]
+            except InvalidWheelFilename:
+                continue
+            for tag in file_tags:
+                digits = tag.interpreter[2:]
+                if tag.interpreter.startswith("cp") and digits.isdigit() and len(digits) >= 2:
+                    found.add((int(digits[0]), int(digits[1:])))
+    return [f"{major}.{minor}" for major, minor in sorted(found)]
 
 
 def _versions(files: Sequence[ListedFile]) -> List[str]:

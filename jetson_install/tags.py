@@ -30,7 +30,9 @@ def wheel_tags(python: str, arch: str, glibc: str) -> List[Tag]:
     platforms = [f"manylinux_{major}_{minor}_{arch}" for minor in range(newest, _OLDEST_MINOR - 1, -1)]
     platforms += [f"manylinux2014_{arch}", f"linux_{arch}"]
     version = tuple(int(part) for part in python.split("."))
-    return list(cpython_tags(version, platforms=platforms)) + list(compatible_tags(version, platforms=platforms))
+    # `cp311-none-any` installs on CPython 3.11 as pip's and uv's own tag lists have it.
+    interpreter = "cp" + "".join(str(part) for part in version[:2])
+    return list(cpython_tags(version, platforms=platforms)) + list(compatible_tags(version, interpreter, platforms))
 
 
 def python_platform(arch: str, glibc: str) -> str:

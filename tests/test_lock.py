@@ -123,6 +123,10 @@ def test_a_lock_of_another_python_is_refused(cli_env, tmp_path: Path) -> None:
     here = ".".join(map(str, sys.version_info[:2]))
     assert result.returncode == 2
     assert f"the lock was made for Python 3.10, and this install is for {here}" in result.stderr.splitlines()[0]
+    # The fix is the user's own command: a lock with their --root and --python, then the install from it.
+    assert (f"fix: make a lock for this board and interpreter: jetson-install lock --root {SAMPLE} --python "
+            f"{sys.executable} --output FILE, then run: jetson-install obliteratus --root {SAMPLE} --venv "
+            f"{tmp_path / 'env'} --python {sys.executable} --yes --lock FILE") in result.stderr
 
 
 def _dead_url() -> str:
@@ -173,7 +177,7 @@ def test_the_lock_format_reads_back_what_it_wrote() -> None:
     entry = Locked("torch", "2.5.0", "http://127.0.0.1/files/torch-2.5.0-cp310-cp310-linux_aarch64.whl", "a" * 64,
                    "vendor")
     lock = Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus @ git+x@v1", "c0ffee", "1.0",
-                (entry,))
+                (entry,), ("torch-2.5.0-cp310-cp310-linux_aarch64.whl from MIRROR is not a build wheels-index.toml lists",))
     assert parse_lock(render_lock(lock), "x") == lock
     accepted = [str(tag) for tag in wheel_tags("3.10", "aarch64", "2.35")]
     assert "cp310-cp310-manylinux_2_35_aarch64" in accepted and "cp310-cp310-linux_aarch64" in accepted

@@ -260,3 +260,33 @@ def test_plan_resolve_and_channels_check_use_the_jetpack_6_glibc(tmp_path: Path,
                              sets=[NEWER, older], preferred="2.7.0")
     assert checked.returncode == 1
     assert "preferred set torch==2.7.0: missing" in checked.stdout
+
+
+# --- channels --check: each status its exit code (README's table) ---------------------------------
+
+def test_channels_check_calls_a_mirror_whose_preferred_set_is_all_unlisted_unlisted(
+        tmp_path: Path, vendor_dir: Path, start_index) -> None:
+    served = start_index(vendor_dir)
+    result = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", served.url, "--json", known=())
+    assert result.returncode == 5, result.stdout + result.stderr
+    (report,) = json.loads(result.stdout)
+    assert report["status"] == "unlisted" and report["ok"] is False
+    assert "none of its files is a build wheels-index.toml lists" in report["lines"][0]
+    # One unlisted file among recorded ones is present, and named.
+    partly = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", served.url,
+                            known=("torch", "torchvision", "torchaudio"))
+    assert partly.returncode == 0 and "; not in wheels-index.toml: bitsandbytes-" in partly.stdout
+    assert partly.stdout.split()[:2] == ["jp6-cu126", "ok"]
+
+
+def test_channels_check_of_an_index_that_does_not_answer_is_exit_4(tmp_path: Path, vendor_dir: Path) -> None:
+    result = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", "http://127.0.0.1:9/simple")
+    assert result.returncode == 4
+    assert result.stdout.split()[:2] == ["jp6-cu126", "unreachable"] and "did not answer" in result.stdout
+
+
+def test_channels_check_of_a_mistyped_channel_names_the_closest(tmp_path: Path, vendor_dir: Path) -> None:
+    result = channels_check(tmp_path, vendor_dir, "jp6-cu12")
+    assert result.returncode == 2
+    assert "no channel 'jp6-cu12'" in result.stderr and "did you mean jp6-cu126?" in result.stderr
+    assert "fix: jetson-install channels --check jp6-cu126" in result.stderr

@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import uv
 from jetson_install.errors import BadInput
@@ -21,6 +21,9 @@ from jetson_install.lock_file import WHEELHOUSE_LOCK, Lock, lock_mismatch, parse
 from jetson_install.plan import Execution, Handler, InterpreterPolicy, Plan, Route
 from jetson_install.routes import shared
 from jetson_install.steps import Step
+
+if TYPE_CHECKING:
+    from jetson_install.fixes import Rerun
 
 __all__ = ["LockInUse", "LockRoute", "lock_resolution", "with_lock", "read_lock_in_use"]
 
@@ -125,9 +128,15 @@ def with_lock(plan: Plan, lock: LockInUse) -> Plan:
     return route.complete(dataclasses.replace(plan, route=route), plan.chosen_set, plan.resolution)
 
 
-def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: Plan) -> LockInUse:
+#: The options of the install that `jetson-install lock` also takes: a lock made again for
+#: this board and interpreter keeps them as the user gave them.
+_LOCK_OPTIONS = ("--root", "--l4t", "--python", "--vendor-index", "--default-index", "--source", "--ref")
+_LOCK_FLAGS = ("--vendor-fallback", "--allow-insecure-index")
+
+
+def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: Plan, rerun: "Rerun") -> LockInUse:
     """The lock an install carries out (--lock FILE, or a wheelhouse's), refused with one line
-    when it was made for another board."""
+    when it was made for another board; the fix makes one with the user's own options."""
     import os
 
     if lock_file and wheelhouse:
@@ -158,7 +167,10 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
         python = plan.python_abi or ""
     mismatch = lock_mismatch(lock, plan.channel.id if plan.channel else None, python, os.uname().machine)
     if mismatch:
-        raise BadInput(f"{flag}: {mismatch}", fix="make a lock for this board: jetson-install lock --root / --output FILE")
+        remake = rerun.keeping("lock", _LOCK_OPTIONS, _LOCK_FLAGS).with_option("--output", "FILE")
+        again = rerun.without("--wheelhouse").with_option("--lock", "FILE")
+        raise BadInput(f"{flag}: {mismatch}",
+                       fix=f"make a lock for this board and interpreter: {remake}, then run: {again}")
     return LockInUse(lock, location, hashlib.sha256(text.encode("utf-8")).hexdigest(), render_lock(lock))
 
 

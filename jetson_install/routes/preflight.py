@@ -81,9 +81,6 @@ class PreflightRoute(DownloadRoute):
         # else the system's python3 (a hosted runner may lack the channel's).
         return InterpreterPolicy(plan.interpreter, plan.python_abi, python3_fallback=True)
 
-    def resolve_python(self, plan: Plan, interpreter_abi: str) -> str:
-        return interpreter_abi  # a preflight runs on whatever Python the machine has
-
     def vendor_label(self, plan: Plan) -> str:
         return "--cpu-index" if self.preflight.cpu_index else "--preflight (uv's default index)"
 

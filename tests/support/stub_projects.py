@@ -171,23 +171,26 @@ def _bnb_modules(cuda: bool) -> Dict[str, str]:
 # ---------------------------------------------------------------------------
 # vendor index
 # ---------------------------------------------------------------------------
-def make_vendor_index_files(dest: Path) -> List[Path]:
-    """Write the Jetson-style vendor wheels (plus bait) into ``dest``."""
+def make_vendor_index_files(dest: Path, tag: str = "py3-none-any", bait: bool = True) -> List[Path]:
+    """Write the Jetson-style vendor wheels (plus bait) into ``dest``; ``tag``: the vendor
+    wheels' tag (``cp310-none-any`` stands for a build of one Python that installs anywhere)."""
     dest = Path(dest)
     src = "vendor"
     pin = "torch=={}".format(VENDOR_TORCH)
     out = [
         build_wheel(
             dest, "torch", VENDOR_TORCH, requires=_TORCH_REQUIRES, requires_python=">=3.8",
-            modules=_torch_modules(True, "12.6"), init_body=_TORCH_INIT_BODY, source_index=src,
+            modules=_torch_modules(True, "12.6"), init_body=_TORCH_INIT_BODY, source_index=src, tag=tag,
         ),
-        build_wheel(dest, "torchvision", VENDOR_TORCHVISION, requires=("numpy", pin), source_index=src),
-        build_wheel(dest, "torchaudio", VENDOR_TORCHAUDIO, requires=(pin,), source_index=src),
+        build_wheel(dest, "torchvision", VENDOR_TORCHVISION, requires=("numpy", pin), source_index=src, tag=tag),
+        build_wheel(dest, "torchaudio", VENDOR_TORCHAUDIO, requires=(pin,), source_index=src, tag=tag),
         build_wheel(
             dest, "bitsandbytes", VENDOR_BITSANDBYTES, requires=("torch<3,>=2.2", "numpy>=1.17"),
-            modules=_bnb_modules(True), source_index=src,
+            modules=_bnb_modules(True), source_index=src, tag=tag,
         ),
     ]
+    if not bait:
+        return out
     for name, version in VENDOR_BAIT.items():
         out.append(build_wheel(dest, name, version, source_index=src, summary="BAIT: must never be installed"))
     return out
