@@ -442,9 +442,17 @@ def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Opti
     from jetson_install.labels import runner_labels
     from jetson_install.layout import EVIDENCE_FILE, STATE_DIR
 
+    from jetson_install.evidence import Verdict
+
     platform = detect_platform(options)
-    if evidence_file is None:
-        own = default_venv("obliteratus") / STATE_DIR / EVIDENCE_FILE
-        evidence_file = str(own) if own.is_file() else None
-    verdict = judged((evidence_file,), max_age)[0] if evidence_file else None
+    if evidence_file is not None:
+        return runner_labels(platform, judged((evidence_file,), max_age)[0])
+    own = default_venv("obliteratus") / STATE_DIR / EVIDENCE_FILE
+    if not own.exists():
+        return runner_labels(platform, None)
+    try:
+        verdict = judged((str(own),), max_age)[0]
+    except BadInput as exc:
+        # The environment's own evidence, broken: the labels still come, without `cuda`.
+        verdict = Verdict(str(own), False, exc.message.split(": ", 1)[-1], {})
     return runner_labels(platform, verdict)

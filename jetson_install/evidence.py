@@ -13,16 +13,22 @@ import datetime
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install import schema
 from jetson_install.errors import BadInput
+from jetson_install.outputs import read_regular_file
+
+if TYPE_CHECKING:
+    from jetson_install.platform import Platform
 
 __all__ = [
     "DEFAULT_MAX_AGE_DAYS",
     "GATE_ID",
     "Verdict",
     "load",
+    "contradiction",
+    "proven_here",
     "schema_errors",
     "judge",
     "parse_requirement",
@@ -52,21 +58,44 @@ class Verdict:
         return f"{self.path}: {'ok' if self.ok else 'FAIL'}: {self.reason}"
 
 
+# Evidence is a few kilobytes; a file far larger, or nested far deeper than the schema's
+# few levels, is not evidence, and must not cost the memory or the stack to find that out.
+MAX_EVIDENCE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 32
+_FROM_DOCTOR = "pass an evidence file written by jetson-install doctor --evidence FILE"
+
+
+def _too_deep(data: Any) -> bool:
+    pending = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
 def load(path: str) -> Dict[str, Any]:
-    """The evidence in ``path``; BadInput when it cannot be read or is not a JSON object."""
+    """The evidence in ``path``; BadInput when it cannot be read (missing, not a regular
+    file, over MAX_EVIDENCE_BYTES) or is not a JSON object of sane depth."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = read_regular_file(path, MAX_EVIDENCE_BYTES + 1)
     except OSError as exc:
-        raise BadInput(f"{path}: cannot read it ({exc.strerror})",
-                       fix="pass an evidence file written by jetson-install doctor --evidence FILE") from None
+        raise BadInput(f"{path}: cannot read it ({exc.strerror})", fix=_FROM_DOCTOR) from None
+    if raw is None:
+        raise BadInput(f"{path}: not a regular file", fix=_FROM_DOCTOR)
+    if len(raw) > MAX_EVIDENCE_BYTES:
+        raise BadInput(f"{path}: over {MAX_EVIDENCE_BYTES // 2**20} MiB, far larger than evidence is", fix=_FROM_DOCTOR)
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise BadInput(f"{path}: not JSON ({exc})",
-                       fix="pass an evidence file written by jetson-install doctor --evidence FILE") from None
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise BadInput(f"{path}: not JSON ({detail})", fix=_FROM_DOCTOR) from None
     if not isinstance(data, dict):
-        raise BadInput(f"{path}: not an evidence object",
-                       fix="pass an evidence file written by jetson-install doctor --evidence FILE")
+        raise BadInput(f"{path}: not an evidence object", fix=_FROM_DOCTOR)
+    if _too_deep(data):
+        raise BadInput(f"{path}: nested more than {MAX_DEPTH} levels deep, which evidence never is", fix=_FROM_DOCTOR)
     return data
 
 
@@ -106,6 +135,80 @@ def generated_at(evidence: Mapping[str, Any]) -> Optional[datetime.datetime]:
         return None
 
 
+_PASSING = {"jetson": "passed", "preflight": "preflight-passed"}
+# The checks that prove torch runs CUDA kernels on this GPU: the `cuda` label needs each of
+# them ok; "not applicable" never stands in for one of them.
+CUDA_CHECKS = ("torch-build", "cuda-available", "cuda-arch", "cuda-matmul", "cuda-conv2d")
+_KERNEL_CHECKS = {"matmul": "cuda-matmul", "conv2d": "cuda-conv2d", "bf16_autocast_backward": "cuda-bf16"}
+
+
+def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
+    """Why a schema-valid evidence's passing ``status`` cannot be true of its own checks and
+    kernel sections (a status edited by hand, or written by something else), else None."""
+    status, checks = evidence["status"], evidence["checks"]
+    if status == "failed":
+        return None  # a failure claims nothing
+    profile = evidence.get("profile", "jetson")
+    if _PASSING.get(profile) != status:
+        return f"status {status} contradicts its profile {profile}"
+    if not checks:
+        return f"status {status} with no checks"
+    failed = [check["id"] for check in checks if check["required"] and check["status"] == "fail"]
+    if failed:
+        return f"status {status} contradicts its checks: {', '.join(failed)} failed"
+    if evidence["strict"]:
+        short = [f"{check['id']} ({check['status']})" for check in checks if check["status"] not in ("ok", "not_applicable")]
+        if short:
+            return f"strict status {status} contradicts its checks: {', '.join(short)}"
+    by_id = {check["id"]: check["status"] for check in checks}
+    for kernel, result in evidence["torch"]["kernels"].items():
+        check = by_id.get(_KERNEL_CHECKS.get(kernel, ""))
+        if result == "failed" or (check == "ok" and result != "passed"):
+            return f"status {status} contradicts torch.kernels.{kernel}: {result}" + (
+                f" while {_KERNEL_CHECKS[kernel]} is ok" if check == "ok" else "")
+    bnb = evidence["bitsandbytes"]["kernel_test"]
+    if bnb == "failed" or (by_id.get("bnb-kernels") == "ok" and bnb != "passed"):
+        return f"status {status} contradicts bitsandbytes.kernel_test: {bnb}"
+    return None
+
+
+def proven_here(evidence: Mapping[str, Any], platform: "Platform") -> Optional[str]:
+    """Why passing, fresh evidence does not prove that CUDA works on ``platform``, the board as
+    read now, else None: it must come from the strict doctor's full run (every check of
+    the doctor ran; one left out only as not applicable, with its reason, and never one that
+    proves CUDA), and name this board's L4T, SoC, module and compute capability."""
+    from jetson_install.doctor import CHECKS
+
+    if evidence.get("profile", "jetson") != "jetson":
+        return f"a {evidence['profile']} run, not Jetson GPU evidence"
+    by_id = {check["id"]: check for check in evidence["checks"]}
+    missing = [spec.id for spec in CHECKS if spec.id not in by_id]
+    if missing:
+        return (f"incomplete: {', '.join(missing)} did not run (a --check or --no-gpu run, or the install's "
+                f"--no-verify checks); make it with jetson-install doctor --strict --evidence FILE")
+    unproven = [check_id for check_id in CUDA_CHECKS if by_id[check_id]["status"] != "ok"]
+    kernels = evidence["torch"]["kernels"]
+    unproven += [f"torch.kernels.{kernel}" for kernel in ("matmul", "conv2d") if kernels.get(kernel) != "passed"]
+    if unproven:
+        return f"CUDA is not proven: {', '.join(unproven)} not ok"
+    if evidence["strict"] is not True:
+        return "not strict: make it with jetson-install doctor --strict --evidence FILE"
+    recorded, torch = evidence["platform"], evidence["torch"]
+    here = {
+        "L4T": (recorded.get("l4t"), str(platform.l4t) if platform.l4t is not None else None),
+        "SoC": (recorded.get("soc"), platform.soc),
+        "module": (recorded.get("module"), platform.module),
+        "compute capability": (recorded.get("compute_capability"), platform.compute_capability),
+    }
+    if platform.compute_capability is not None:
+        # The capability torch measured on the device, beside the device tree's.
+        here["measured compute capability"] = (torch.get("capability"), platform.compute_capability)
+    for what, (theirs, ours) in here.items():
+        if theirs != ours:
+            return f"evidence is for {what} {theirs or 'unknown'}, this is {what} {ours or 'unknown'}"
+    return None
+
+
 def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
           requirements: Sequence[Tuple[str, str]] = (), now: Optional[datetime.datetime] = None) -> Verdict:
     """Schema-valid, passed, fresh and matching ``requirements``; the first reason it is not."""
@@ -115,6 +218,9 @@ def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAU
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         return Verdict(path, False, f"not valid evidence (schema {evidence.get('schema_version')}): "
                                     f"{errors[0]}{more}", evidence)
+    contradicted = contradiction(evidence)
+    if contradicted is not None:
+        return Verdict(path, False, contradicted, evidence)
     when = generated_at(evidence)
     assert when is not None  # the schema's pattern, and strptime, agree on the format
     age = (now - when).total_seconds() / 86400
@@ -148,7 +254,13 @@ def _release(platform: Mapping[str, Any]) -> str:
 
 
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|") if value not in (None, "") else "-"
+    """A table cell that stays one cell: one line, no Markdown table syntax, no HTML."""
+    if value in (None, ""):
+        return "-"
+    text = " ".join(str(value).split())  # newlines and tabs would end the row
+    for char, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`")):
+        text = text.replace(char, escaped)
+    return text[:200]
 
 
 def support_table(verdicts: Sequence[Verdict]) -> str:

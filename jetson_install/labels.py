@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from jetson_install.evidence import Verdict
+from jetson_install.evidence import Verdict, proven_here
 from jetson_install.platform import Platform
 
 __all__ = ["BASE_LABELS", "RunnerLabels", "runner_labels", "memory_class"]
@@ -53,7 +53,8 @@ def _memory_bytes(platform: Platform, evidence: Optional[Mapping[str, Any]]) -> 
 
 
 def runner_labels(platform: Platform, verdict: Optional[Verdict]) -> RunnerLabels:
-    """Labels for ``platform``; ``verdict`` judges the evidence that may grant ``cuda``."""
+    """Labels for ``platform``; ``verdict`` judges the evidence that may grant ``cuda``, which
+    it does only when it proves CUDA on this board (evidence.proven_here)."""
     labels: List[str] = list(BASE_LABELS)
     if platform.family:
         labels.append(platform.family.lower())
@@ -61,22 +62,22 @@ def runner_labels(platform: Platform, verdict: Optional[Verdict]) -> RunnerLabel
         labels.append(f"jp{platform.jetpack}")  # jp6.2, or jp6.x for an unknown point release
     if platform.l4t is not None:
         labels.append(f"l4t-{platform.l4t.major}.{platform.l4t.minor}")
-    evidence = verdict.evidence if verdict is not None and verdict.ok else None
-    capability = platform.compute_capability or (evidence["torch"].get("capability") if evidence else None)
-    if capability:
-        labels.append("sm" + capability.replace(".", ""))
+    if verdict is None:
+        unproven: Optional[str] = "no evidence: run jetson-install doctor --strict --evidence FILE first"
+    elif not verdict.ok:
+        unproven = f"{verdict.path}: {verdict.reason}"
+    else:
+        # Evidence copied from another board, or from before a re-flash, proves nothing here.
+        refusal = proven_here(verdict.evidence, platform)
+        unproven = f"{verdict.path}: {refusal}" if refusal is not None else None
+    evidence = verdict.evidence if verdict is not None and unproven is None else None
+    if platform.compute_capability:
+        labels.append("sm" + platform.compute_capability.replace(".", ""))
     memory = _memory_bytes(platform, evidence)
     if memory:
         labels.append(memory_class(memory))
-    recorded_l4t = verdict.evidence["platform"].get("l4t") if verdict is not None and verdict.ok else None
-    if verdict is None:
-        reason = "no evidence: run jetson-install doctor --strict --evidence FILE first"
-    elif not verdict.ok:
-        reason = f"{verdict.path}: {verdict.reason}"
-    elif recorded_l4t != (str(platform.l4t) if platform.l4t is not None else None):
-        # Evidence copied from another board, or from before a re-flash, proves nothing here.
-        reason = f"{verdict.path}: evidence is for L4T {recorded_l4t}, this is L4T {platform.l4t}"
-    else:
+    if unproven is None:
+        assert verdict is not None
         labels.append("cuda")
-        reason = f"{verdict.path}: {verdict.reason}"
-    return RunnerLabels(tuple(labels), reason)
+        return RunnerLabels(tuple(labels), f"{verdict.path}: {verdict.reason}")
+    return RunnerLabels(tuple(labels), unproven)

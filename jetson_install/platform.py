@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install.errors import BadInput, InvalidReleaseFile, NotAJetson
+from jetson_install.outputs import read_regular_file
 from jetson_install.platform_data import PlatformData, platform_data
 from jetson_install.release_files import (
     L4T,
@@ -33,8 +33,6 @@ SCHEMA_VERSION = 1
 # The dpkg database is the largest file read; everything else is a few lines.
 MAX_FILE_BYTES = 64 * 1024 * 1024
 SMALL_FILE_BYTES = 64 * 1024
-# One read() at a time: procfs answers a sysctl read of 64 MiB with ENOMEM.
-READ_CHUNK = 64 * 1024
 
 RELEASE_FILE = "etc/nv_tegra_release"
 DPKG_STATUS = "var/lib/dpkg/status"
@@ -156,28 +154,10 @@ class _Root:
         not a regular file (a FIFO would block, a device never ends), or unreadable."""
         try:
             path = self.resolve(relative)
-            if path is None:
-                return None
-            # O_NONBLOCK: opening a FIFO returns at once, and fstat then refuses it.
-            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+            return None if path is None else read_regular_file(path, limit, follow=False)
         except OSError as exc:
             self._unreadable(relative, exc)
             return None
-        try:
-            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                return None
-            data = bytearray()
-            while len(data) < limit:
-                chunk = os.read(descriptor, min(READ_CHUNK, limit - len(data)))
-                if not chunk:
-                    break
-                data += chunk
-            return bytes(data)
-        except OSError as exc:
-            self._unreadable(relative, exc)
-            return None
-        finally:
-            os.close(descriptor)
 
     def read_text(self, relative: str, limit: int = MAX_FILE_BYTES) -> Optional[str]:
         data = self.read_bytes(relative, limit)

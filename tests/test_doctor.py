@@ -39,7 +39,8 @@ def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clea
     assert evidence["platform"] == {
         "l4t": "36.4.3", "jetpack": "6.2", "arch": "aarch64", "python": evidence["platform"]["python"], "kind": "tegra",
         "channel": "jp6-cu126", "board": "NVIDIA Jetson Orin Nano Developer Kit",
-        "module": "NVIDIA Jetson Orin Nano Developer Kit", "family": "Orin",
+        "module": "NVIDIA Jetson Orin Nano Developer Kit", "family": "Orin", "soc": "tegra234",
+        "compute_capability": "8.7",
     }
     assert evidence["platform"]["python"].startswith(HOST_PYTHON)
     assert evidence["torch"] == {

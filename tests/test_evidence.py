@@ -255,3 +255,170 @@ def test_evidence_names_the_commit_a_checkout_source_was_installed_from(
 
     assert commit_for(hashlib.sha256().hexdigest()) == commit  # a clean checkout (`--source .` in the workflow)
     assert commit_for(hashlib.sha256(b"M obliteratus/x.py").hexdigest()) is None  # edited: no commit describes it
+
+
+# -- `cuda` means proven: strict, complete, passed, fresh, from this board --------------------
+
+def _edited(source: Path, target: Path, edit: Any) -> str:
+    data = json.loads(source.read_text())
+    edit(data)
+    target.write_text(json.dumps(data))
+    return str(target)
+
+
+def _cuda(cli_env: Dict[str, str], evidence: str, root: str = ORIN_ROOT) -> Dict[str, Any]:
+    result = jetson_install(cli_env, "labels", "--root", root, "--evidence", evidence, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_cuda_is_refused_for_evidence_that_did_not_check_cuda(gate_runs: Dict[str, Any], cli_env: Dict[str, str],
+                                                              stub_envs: Dict[str, str], tmp_path: Path) -> None:
+    python = stub_envs["working"]
+    runs = {"no-gpu": ("--no-gpu",), "subset": ("--check", "torch-build"), "not-strict": ()}
+    for name, options in runs.items():
+        evidence = tmp_path / f"{name}.json"
+        result = jetson_install(cli_env, "doctor", "--root", ORIN_ROOT, "--python", python, *options,
+                                "--evidence", str(evidence))
+        assert result.returncode == 0, result.stdout
+        # Each is honest evidence of what it ran, and `evidence check` says it passed...
+        assert jetson_install(cli_env, "evidence", "check", str(evidence)).returncode == 0
+        # ... but none of them proves CUDA, so no runner gets the label from it.
+        labels = _cuda(cli_env, str(evidence))
+        assert labels["cuda"] is False and "cuda" not in labels["labels"], name
+        expected = "not strict" if name == "not-strict" else "incomplete: "
+        assert expected in labels["cuda_reason"], labels["cuda_reason"]
+    assert "cuda-available" in _cuda(cli_env, str(tmp_path / "no-gpu.json"))["cuda_reason"]
+
+
+def test_cuda_is_refused_where_a_cuda_check_only_warned_or_did_not_apply(
+        gate_runs: Dict[str, Any], cli_env: Dict[str, str], tmp_path: Path) -> None:
+    source = gate_runs["working"]["evidence"]
+
+    def set_check(check_id: str, status: str) -> Any:
+        def edit(data: Dict[str, Any]) -> None:
+            for check in data["checks"]:
+                if check["id"] == check_id:
+                    check["status"], check["fix"] = status, "jetson-install doctor"
+            data["strict"] = False
+        return edit
+
+    warned = _edited(source, tmp_path / "warn.json", set_check("cuda-arch", "warn"))
+    assert _cuda(cli_env, warned)["cuda_reason"].endswith("CUDA is not proven: cuda-arch not ok")
+    moot = _edited(source, tmp_path / "moot.json", lambda data: [
+        check.update(status="not_applicable") for check in data["checks"] if check["id"] == "cuda-matmul"])
+    labels = _cuda(cli_env, moot)
+    assert labels["cuda"] is False and "CUDA is not proven: cuda-matmul not ok" in labels["cuda_reason"]
+    # A check that does not apply for a stated reason (the torch target has no OBLITERATUS) is complete.
+    no_target = _edited(source, tmp_path / "no-target.json", lambda data: [
+        check.update(status="not_applicable", detail="does not apply: the torch target installs no OBLITERATUS")
+        for check in data["checks"] if check["id"] in ("obliteratus", "jetson-contract")])
+    assert _cuda(cli_env, no_target)["cuda"] is True
+
+
+def test_cuda_and_memory_need_evidence_from_this_very_board(gate_runs: Dict[str, Any], cli_env: Dict[str, str],
+                                                            tmp_path: Path) -> None:
+    source = gate_runs["working"]["evidence"]
+    evidence = json.loads(source.read_text())
+    assert evidence["platform"]["soc"] == "tegra234" and evidence["platform"]["compute_capability"] == "8.7"
+    nano = _edited(source, tmp_path / "nano.json",
+                   lambda data: data["platform"].update(module="NVIDIA Jetson Orin Nano (Developer kit)"))
+    labels = _cuda(cli_env, nano)
+    assert labels["cuda"] is False
+    assert labels["cuda_reason"].endswith("evidence is for module NVIDIA Jetson Orin Nano (Developer kit), "
+                                          "this is module NVIDIA Jetson AGX Orin (64GB ram)")
+    # Nor does its memory figure (the stub's 8 GB) describe this module: the root's meminfo does.
+    assert "mem8g" not in labels["labels"]
+    for field, value, words in (("soc", "tegra264", "SoC tegra264"), ("compute_capability", "11.0",
+                                                                      "compute capability 11.0")):
+        other = _edited(source, tmp_path / f"{field}.json", lambda data: data["platform"].update({field: value}))
+        assert f"evidence is for {words}, this is" in _cuda(cli_env, other)["cuda_reason"]
+    measured = _edited(source, tmp_path / "measured.json", lambda data: data["torch"].update(capability="8.6"))
+    assert "evidence is for measured compute capability 8.6" in _cuda(cli_env, measured)["cuda_reason"]
+
+
+def test_evidence_check_refuses_a_status_its_checks_contradict(gate_runs: Dict[str, Any], cli_env: Dict[str, str],
+                                                               tmp_path: Path) -> None:
+    edited = _rewrite(gate_runs["cpu-bnb"]["evidence"], tmp_path / "edited.json", status="passed")
+    result = jetson_install(cli_env, "evidence", "check", edited)
+    assert result.returncode == 1
+    assert result.stdout == f"{edited}: FAIL: status passed contradicts its checks: bnb-library failed\n"
+    assert _cuda(cli_env, edited)["cuda"] is False
+    source = gate_runs["working"]["evidence"]
+    kernels = _edited(source, tmp_path / "kernels.json", lambda data: data["torch"]["kernels"].update(matmul="failed"))
+    result = jetson_install(cli_env, "evidence", "check", kernels)
+    assert result.returncode == 1 and "contradicts torch.kernels.matmul: failed" in result.stdout
+    bnb = _edited(source, tmp_path / "bnb.json", lambda data: data["bitsandbytes"].update(kernel_test="not_run"))
+    assert "contradicts bitsandbytes.kernel_test: not_run" in jetson_install(cli_env, "evidence", "check", bnb).stdout
+    skipped = _edited(source, tmp_path / "skip.json", lambda data: data["checks"][-1].update(status="skip"))
+    assert "strict status passed contradicts its checks: pip-check (skip)" in \
+        jetson_install(cli_env, "evidence", "check", skipped).stdout
+    preflight = _rewrite(source, tmp_path / "preflight.json", profile="preflight")
+    assert "status passed contradicts its profile preflight" in \
+        jetson_install(cli_env, "evidence", "check", preflight).stdout
+
+
+def test_hostile_evidence_is_one_line_and_exit_2(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    import os
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 3000 + "]" * 3000)
+    nested = tmp_path / "nested.json"
+    nested.write_text('{"a":' * 200 + "1" + "}" * 200)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(str(fifo))
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as handle:
+        handle.truncate(64 * 2**20)
+    for path, why in ((deep, "not JSON (nested too deeply)"), (nested, "nested more than 32 levels deep"),
+                      (fifo, "not a regular file"), (huge, "over 4 MiB"), (tmp_path, "not a regular file")):
+        for command in (("evidence", "check"), ("evidence", "table"), ("labels", "--root", ORIN_ROOT, "--evidence")):
+            result = jetson_install(cli_env, *command, str(path))
+            assert result.returncode == 2, (command, path, result.stderr)
+            assert result.stderr.splitlines()[0] == f"error: {path}: {why}" or \
+                result.stderr.splitlines()[0].startswith(f"error: {path}: {why}"), result.stderr
+            assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 2  # error and fix
+
+
+def test_a_broken_default_evidence_still_gives_the_labels(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    from jetson_install.layout import EVIDENCE_FILE, STATE_DIR
+
+    own = Path(cli_env["XDG_DATA_HOME"]) / "jetson-install" / "envs" / "obliteratus" / STATE_DIR / EVIDENCE_FILE
+    own.parent.mkdir(parents=True)
+    own.write_text("{truncated")
+    try:
+        result = jetson_install(cli_env, "labels", "--root", ORIN_ROOT, "--json")
+    finally:
+        own.unlink()
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["labels"][:4] == ["self-hosted", "linux", "ARM64", "jetson"] and data["cuda"] is False
+    assert data["cuda_reason"].startswith(f"{own}: not JSON")
+
+
+def test_support_table_cells_carry_no_markup_from_the_evidence(gate_runs: Dict[str, Any], cli_env: Dict[str, str],
+                                                               tmp_path: Path) -> None:
+    board = "Orin\n| x | <script>alert(1)</script> `y`"
+    crafted = _edited(gate_runs["working"]["evidence"], tmp_path / "crafted.json",
+                      lambda data: data["platform"].update(board=board))
+    result = jetson_install(cli_env, "evidence", "table", crafted)
+    assert result.returncode == 0, result.stderr
+    row = result.stdout.splitlines()[2]
+    assert row.startswith("| Orin \\| x \\| &lt;script&gt;alert(1)&lt;/script&gt; \\`y\\` | JetPack 6.2")
+    assert len(result.stdout.splitlines()) == 3
+
+
+def test_outputs_replace_a_symlink_never_the_file_it_points_at(cli_env: Dict[str, str], stub_envs: Dict[str, str],
+                                                              tmp_path: Path) -> None:
+    precious = tmp_path / "authorized_keys"
+    precious.write_text("ssh-ed25519 AAAA admin\n")
+    for option in ("--evidence", "--gate-evidence"):
+        link = tmp_path / f"link{option}.json"
+        link.symlink_to(precious)
+        result = jetson_install(cli_env, "doctor", "--root", ORIN_ROOT, "--python", stub_envs["working"],
+                                option, str(link))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert precious.read_text() == "ssh-ed25519 AAAA admin\n"
+        assert not link.is_symlink() and json.loads(link.read_text())["generated_at"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "authorized_keys", "link--evidence.json", "link--gate-evidence.json"]  # no temporary file left

@@ -142,6 +142,9 @@ def _platform_evidence(ctx: Context) -> Dict[str, Optional[str]]:
         "board": platform.model if platform is not None else None,
         "module": platform.module if platform is not None else None,
         "family": platform.family if platform is not None else None,
+        # What `labels` compares with the board it runs on (evidence is proof for one board).
+        "soc": platform.soc if platform is not None else None,
+        "compute_capability": platform.compute_capability if platform is not None else None,
     }
 
 
