@@ -403,6 +403,137 @@ def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Opt
     click.echo(f"cuda: {'yes' if 'cuda' in result.labels else 'no'}: {result.cuda_reason}", err=True)
 
 
+@cli.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the environments as JSON.")
+def list_command(as_json: bool) -> None:
+    """The environments jetson-install made: path, channel, torch build, last doctor result, size."""
+    from jetson_install.lifecycle import list_environments
+    from jetson_install.render import environments_lines
+
+    listed = list_environments()
+    if as_json:
+        _print_json({"schema_version": 1, "environments": [entry.to_json() for entry in listed]})
+        return
+    click.echo("\n".join(environments_lines(listed)))
+
+
+_LIFECYCLE_VENV = click.option("--venv", metavar="DIR",
+                               help="The environment's location (default: the one `jetson-install obliteratus` made).")
+
+
+@cli.command()
+@_LIFECYCLE_VENV
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def rollback(venv: Optional[str], as_json: bool) -> None:
+    """Switch back to the kept previous environment, in one rename; run it again to undo."""
+    from jetson_install.commands import environment_link
+    from jetson_install.lifecycle import rollback as roll_back
+    from jetson_install.render import rollback_lines
+
+    result = roll_back(*environment_link(venv))
+    if as_json:
+        _print_json(result.to_json())
+    click.echo("\n".join(rollback_lines(result)), err=as_json)
+
+
+@cli.command()
+@_LIFECYCLE_VENV
+@click.option("--yes", "-y", is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def uninstall(venv: Optional[str], yes: bool, as_json: bool) -> None:
+    """Remove an environment jetson-install made, with its kept previous one; nothing else."""
+    from jetson_install.commands import environment_link
+    from jetson_install.lifecycle import uninstall as remove
+    from jetson_install.render import uninstall_lines
+
+    link, where = environment_link(venv)
+    if not yes and sys.stdin.isatty() and not as_json:
+        if not click.confirm(f"Remove {link} and the environments jetson-install made for it?", default=False,
+                             err=True):
+            sys.exit(EXIT_INTERRUPTED)
+    result = remove(link, where)
+    if as_json:
+        _print_json(result.to_json())
+    click.echo("\n".join(uninstall_lines(result)), err=as_json)
+
+
+@cli.command()
+@click.option("--dry-run", is_flag=True, help="Show what would be removed, and its size; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def clean(dry_run: bool, as_json: bool) -> None:
+    """Remove the logs, the bitsandbytes build cache and what interrupted runs left; never an
+    environment in use or its previous one, nor uv's own cache (`uv cache clean`)."""
+    from jetson_install.lifecycle import clean as clean_up
+    from jetson_install.render import clean_lines
+
+    result = clean_up(dry_run)
+    if as_json:
+        _print_json(result.to_json())
+    click.echo("\n".join(clean_lines(result)), err=as_json)
+
+
+def _verbosity(context: click.Context, parameter: click.Parameter, value: bool) -> None:
+    """-q/--quiet and -v/--verbose, before the command or after it."""
+    if not value:
+        return
+    root = context.find_root()
+    chosen = root.meta.setdefault("jetson_install.verbosity", parameter.name)
+    if chosen != parameter.name:
+        raise BadInput("-q/--quiet and -v/--verbose were both given", fix="pass only one of them")
+    if parameter.name == "verbose":
+        from jetson_install.logs import show_log
+
+        show_log(sys.stderr)
+    else:
+        sys.stderr = _QuietStream(sys.stderr)  # main() gives the real stream back
+
+
+class _QuietStream:
+    """stderr under -q: errors, their fix and log lines, and warnings pass; progress and notes do not.
+    Results on stdout are never touched."""
+
+    _KEPT = ("error:", "warning:", "  fix:", "  log:")
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._line = ""
+
+    def write(self, text: str) -> int:
+        self._line += text
+        *lines, self._line = self._line.split("\n")
+        for line in lines:
+            if line.startswith(self._KEPT):
+                self._stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False  # no live progress line under -q
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _add_verbosity(group: click.Group) -> None:
+    """Every command takes -q and -v, declared here once; not the image's entrypoint, whose
+    arguments after its own are the command it starts."""
+    options = [click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, is_eager=True, callback=_verbosity,
+                            help="Print only errors and warnings on stderr (results still go to stdout)."),
+               click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True, callback=_verbosity,
+                            help="Also print every command jetson-install runs, and its output, as it comes.")]
+    group.params.extend(options)
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _add_verbosity(command)
+        elif command.name != "container-entrypoint":
+            command.params.extend(options)
+
+
+_add_verbosity(cli)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Entry point: run the CLI and turn every known failure into one line and an exit code."""
     from jetson_install.redact import RedactingStream

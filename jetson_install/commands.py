@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["Given", "PlatformOptions", "InstallOptions", "detect_platform", "platform_and_channel", "make_install_plan",
            "resolve_plan", "install_plan", "preview", "dry_run", "default_venv", "venv_path", "DoctorRun", "doctor_interpreter", "doctor",
            "board_lock", "check_channels", "unknown_channel", "constraint_files",
-           "Dockerfile", "dockerfile", "EntrypointStart", "container_start", "labels", "judged"]
+           "Dockerfile", "dockerfile", "EntrypointStart", "container_start", "labels", "judged",
+           "environment_link"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,9 @@ def platform_and_channel(options: PlatformOptions) -> Tuple[Optional["Platform"]
 def default_venv(target: str) -> Path:
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("jetson-install")) / "envs" / target
+    from jetson_install.layout import ENVIRONMENTS_DIR
+
+    return Path(platformdirs.user_data_dir("jetson-install")) / ENVIRONMENTS_DIR / target
 
 
 def venv_path(value: str) -> Path:
@@ -456,3 +459,12 @@ def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Opti
         # The environment's own evidence, broken: the labels still come, without `cuda`.
         verdict = Verdict(str(own), False, exc.message.split(": ", 1)[-1], {})
     return runner_labels(platform, verdict)
+
+
+def environment_link(venv: Optional[str]) -> Tuple[Path, str]:
+    """The DIR a lifecycle command works on (--venv, else the default one), and how to name it
+    in a message: as the user typed it."""
+    if venv is not None:
+        return venv_path(venv).absolute(), f"--venv {venv}"
+    link = default_venv("obliteratus")
+    return link, str(link)

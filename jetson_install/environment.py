@@ -36,12 +36,12 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from jetson_install.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.layout import (
-    COMPLETE_MARK, CONSTRAINTS_FILE, EXCLUDES_FILE, HOME_LOCK, LOCK_FILE, PLAN_FILE, PREVIOUS_FILE, REQUIREMENTS_FILE,
-    STATE_DIR, home_of,
+    COMPLETE_MARK, CONSTRAINTS_FILE, ENVIRONMENTS_DIR, EXCLUDES_FILE, FAILED_EVIDENCE, HOME_LOCK, HOME_SUFFIX,
+    KNOWN_ENVIRONMENTS, LOCK_FILE, PLAN_FILE, PREVIOUS_FILE, REMOVING_PREFIX, REQUIREMENTS_FILE, STATE_DIR, home_of,
 )
 from jetson_install.redact import redact_data
 
-__all__ = ["EnvironmentHome", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs",
+__all__ = ["EnvironmentHome", "disk_usage", "remove_tree", "known_environments", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs",
            "recorded_lock", "doctor_view", "write_constraints", "write_requirements", "protect"]
 
 
@@ -63,7 +63,7 @@ class EnvironmentHome:
 
     def current(self) -> Optional[Path]:
         target = self._link_target()
-        return target if target is not None and (target / STATE_DIR / COMPLETE_MARK).is_file() else None
+        return target if target is not None and _is_complete(target) else None
 
     def check_usable(self, create: bool = True) -> None:
         """Refuse a location the install could not use, or that holds something the user made.
@@ -98,7 +98,41 @@ class EnvironmentHome:
 
     def lock(self) -> "_Lock":
         self.home.mkdir(exist_ok=True)
+        _remember(self.link)
         return _Lock(self.home / HOME_LOCK, self.link)
+
+    def is_ours(self) -> bool:
+        """Whether DIR is jetson-install's: its link into DIR.d, or (a removal that was cut
+        short) no DIR at all beside a DIR.d that still holds the tool's own things."""
+        target = self._link_target()
+        if target is not None:
+            return target.parent.resolve() == self.home.resolve()
+        if self.link.exists() or not self.home.is_dir():
+            return False
+        return any(self.environments()) or any(self.leftovers())
+
+    def leftovers(self) -> List[Path]:
+        """What jetson-install left in DIR.d besides its environments: removals cut short,
+        switch links of killed runs, discarded environments' evidence."""
+        found = [*self.home.glob(f"{REMOVING_PREFIX}env-*"), *self.home.glob(FAILED_EVIDENCE.format(name="env-*"))]
+        found += self.link.parent.glob(f".{self.link.name}.link-*")
+        return sorted(found)
+
+    def uninstall(self) -> List[Path]:
+        """Remove DIR and every environment jetson-install made for it; the caller holds the lock.
+        DIR goes first, in one unlink, so no half-removed environment is ever the one in use;
+        what the user put in DIR.d stays. Returns what was left there."""
+        if self.link.is_symlink():
+            self.link.unlink()
+        for environment in list(self.environments()):
+            self.remove(environment)
+        for leftover in self.leftovers():
+            shutil.rmtree(leftover) if leftover.is_dir() and not leftover.is_symlink() else leftover.unlink()
+        (self.home / PREVIOUS_FILE).unlink(missing_ok=True)
+        left = sorted(entry for entry in self.home.iterdir() if entry.name != HOME_LOCK)
+        if not left and not self.home.is_symlink():
+            shutil.rmtree(self.home)
+        return left
 
     def forget_if_empty(self) -> None:
         """After a failed first install, leave no DIR.d holding only its lock file."""
@@ -128,22 +162,52 @@ class EnvironmentHome:
         """Point the link at `environment` atomically; return the environment it pointed at,
         which is kept (and recorded) as the one to roll back to."""
         previous = self.current()
+        self._point_at(environment)
+        self._record_previous(previous)
+        return previous
+
+    def rollback(self) -> Tuple[Path, Path]:
+        """Point the link back at the kept previous environment, in one rename; the one it
+        leaves becomes the previous one, so a second rollback undoes the first.
+        Returns (the environment now in use, the one now kept)."""
+        current = self.current()
+        if current is None:
+            raise BadInput(f"--venv {self.link}: no environment jetson-install made is in use there",
+                           fix="see the environments it made: jetson-install list")
+        previous = self.previous()
+        if previous is None:
+            raise BadInput(f"--venv {self.link}: no previous environment is kept to roll back to (only "
+                           f"{current.name}, the one in use)", fix="see what is kept: jetson-install list")
+        self._point_at(previous)
+        self._record_previous(current)
+        return previous, current
+
+    def _point_at(self, environment: Path) -> None:
         temporary = self._temporary_link()
         os.symlink(environment, temporary)
         os.replace(temporary, self.link)
+
+    def _record_previous(self, previous: Optional[Path]) -> None:
         record = self.home / PREVIOUS_FILE
-        if previous is not None:
-            record.write_text(f"{previous}\n")
-        elif record.exists():
-            record.unlink()
-        return previous
+        if previous is None:
+            record.unlink(missing_ok=True)
+            return
+        temporary = record.with_name(f".{PREVIOUS_FILE}-{uuid.uuid4().hex[:8]}")
+        temporary.write_text(f"{previous}\n")
+        os.replace(temporary, record)
 
     def previous(self) -> Optional[Path]:
         try:
             path = Path((self.home / PREVIOUS_FILE).read_text().strip())
         except OSError:
             return None
-        return path if (path / STATE_DIR / COMPLETE_MARK).is_file() else None
+        current = self.current()
+        if current is not None and path == current:
+            # A switch (or a rollback) killed between its rename and this record: the environment
+            # it replaced is the other complete one jetson-install made here.
+            others = [other for other in self.environments() if other != current and _is_complete(other)]
+            return others[-1] if others else None
+        return path if _is_complete(path) else None
 
     def _temporary_link(self) -> Path:
         # Beside DIR, not in DIR.d: a rename onto DIR must stay within one filesystem.
@@ -157,14 +221,14 @@ class EnvironmentHome:
         for entry in self.environments():
             if entry.resolve() not in kept:
                 self.remove(entry)
-        for doomed in self.home.glob(".removing-env-*"):
+        for doomed in self.home.glob(f"{REMOVING_PREFIX}env-*"):
             shutil.rmtree(doomed, ignore_errors=True)
         for leftover in self.link.parent.glob(f".{self.link.name}.link-*"):
             leftover.unlink()
 
     def remove(self, environment: Path) -> None:
         """Remove one of jetson-install's environments: renamed first, so it is gone at once."""
-        doomed = environment.with_name(f".removing-{environment.name}")
+        doomed = environment.with_name(f"{REMOVING_PREFIX}{environment.name}")
         if environment.exists():
             os.rename(environment, doomed)
         _building_mark(environment).unlink(missing_ok=True)
@@ -175,8 +239,84 @@ class EnvironmentHome:
         for path in sorted(self.home.glob("env-*")):
             if path.is_symlink() or not _OWN_NAME.match(path.name):
                 continue
-            if _building_mark(path).exists() or (path / STATE_DIR / COMPLETE_MARK).is_file():
+            if _building_mark(path).exists() or _is_complete(path):
                 yield path
+
+
+def _is_complete(environment: Path) -> bool:
+    return (environment / STATE_DIR / COMPLETE_MARK).is_file()
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes `path` takes on disk, as du counts them: each file once however many links it has,
+    symlinks never followed."""
+    seen = set()
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            total += info.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    return total
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder of jetson-install's: renamed out of the way first, so it is gone at once
+    and an interrupted removal leaves a .removing-* folder (which `clean` removes), never half of it."""
+    doomed = path.with_name(f"{REMOVING_PREFIX}{path.name.lstrip('.')}-{uuid.uuid4().hex[:6]}") \
+        if not path.name.startswith(REMOVING_PREFIX) else path
+    if doomed != path:
+        os.rename(path, doomed)
+    shutil.rmtree(doomed)
+
+
+def known_environments() -> List[Path]:
+    """Every DIR jetson-install worked on for this user, first seen first: the default DIRs
+    (envs/<target>) and each one recorded when a run took its lock."""
+    import platformdirs
+
+    data = Path(platformdirs.user_data_dir("jetson-install"))
+    # envs/ holds each default DIR beside its DIR.d (and a killed switch's hidden link).
+    found = sorted(path for path in (data / ENVIRONMENTS_DIR).glob("[!.]*") if not path.name.endswith(HOME_SUFFIX))
+    found += sorted(path.with_name(path.name[:-len(HOME_SUFFIX)])
+                    for path in (data / ENVIRONMENTS_DIR).glob(f"[!.]*{HOME_SUFFIX}"))
+    try:
+        found += [Path(line) for line in (data / KNOWN_ENVIRONMENTS).read_text().splitlines() if line.strip()]
+    except OSError:
+        pass
+    unique: Dict[Path, None] = {}
+    for path in found:
+        unique.setdefault(path, None)
+    return list(unique)
+
+
+def _remember(link: Path) -> None:
+    """Add DIR to the user's list of what jetson-install worked on. Appended, never rewritten,
+    so two runs at once cannot lose each other's line; `list` leaves out what is gone."""
+    import platformdirs
+
+    data = Path(platformdirs.user_data_dir("jetson-install"))
+    path = link.absolute()
+    if path in known_environments():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(data / KNOWN_ENVIRONMENTS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(descriptor, f"{path}\n".encode())
+    finally:
+        os.close(descriptor)
 
 
 _OWN_NAME = re.compile(r"^env-\d{8}-\d{6}-[0-9a-f]{6}$")

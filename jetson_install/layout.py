@@ -11,6 +11,9 @@ For --venv DIR:
     DIR.d/previous              the environment to roll back to
     DIR.d/failed-env-<id>-evidence.json   a discarded environment's doctor evidence
 
+Per user: the data folder's environments.txt (every DIR worked on) and envs/<target> (the
+default DIRs); the cache folder's builds/ (bitsandbytes built here); the log folder's logs.
+
 A leaf module: it imports nothing of the project, so every stage may use it.
 """
 
@@ -22,7 +25,8 @@ __all__ = [
     "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE",
     "LOCK_FILE", "REQUIREMENTS_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
-    "FAILED_EVIDENCE", "staging_placeholder", "home_of", "state_of",
+    "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
+    "staging_placeholder", "home_of", "state_of",
 ]
 
 #: The state folder inside every environment jetson-install makes.
@@ -62,6 +66,16 @@ HOME_LOCK = ".lock"
 PREVIOUS_FILE = "previous"
 #: The evidence kept of an environment the install discarded, by the environment's name.
 FAILED_EVIDENCE = "failed-{name}-" + EVIDENCE_FILE
+#: What is being removed is first renamed to this prefix, so an interrupted removal is seen.
+REMOVING_PREFIX = ".removing-"
+
+# -- per user ---------------------------------------------------------------------------------
+#: In the per-user data folder: each DIR jetson-install worked on, one a line (`list` reads it).
+KNOWN_ENVIRONMENTS = "environments.txt"
+#: In the per-user data folder: where the default --venv of each target is (envs/<target>).
+ENVIRONMENTS_DIR = "envs"
+#: In the per-user cache folder: the bitsandbytes wheels built on this machine.
+BUILD_CACHE_DIR = "builds"
 
 
 def home_of(venv: Path) -> Path:

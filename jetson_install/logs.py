@@ -4,10 +4,30 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from pathlib import Path
+from typing import Any, List
 
-__all__ = ["start_log"]
+__all__ = ["start_log", "show_log", "log_directory", "own_logs"]
+
+# What start_log names a log: the command, then when it started.
+_LOG_NAME = re.compile(r"^[a-z][a-z0-9-]*-\d{8}-\d{6}\.log$")
+
+
+def log_directory() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_log_dir("jetson-install"))
+
+
+def own_logs() -> List[Path]:
+    """The logs start_log wrote (by their names), oldest first."""
+    directory = log_directory()
+    if not directory.is_dir():
+        return []
+    return sorted(path for path in directory.iterdir() if _LOG_NAME.match(path.name) and path.is_file()
+                  and not path.is_symlink())
 
 
 class _RedactingFormatter(logging.Formatter):
@@ -21,10 +41,8 @@ class _RedactingFormatter(logging.Formatter):
 
 def start_log(command: str) -> Path:
     """Log every subprocess and its output to a new file in the per-user log directory."""
-    import platformdirs
-
     # Logs hold command lines and uv's output: private to the user, and redacted all the same.
-    directory = Path(platformdirs.user_log_dir("jetson-install"))
+    directory = log_directory()
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     directory.chmod(0o700)
     path = directory / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.log"
@@ -36,3 +54,12 @@ def start_log(command: str) -> Path:
     logger.setLevel(logging.DEBUG)
     logger.addHandler(handler)
     return path
+
+
+def show_log(stream: Any) -> None:
+    """-v: every line the log gets (each command started, each line of its output), on `stream` as it comes."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_RedactingFormatter("  | %(message)s"))
+    logger = logging.getLogger("jetson_install")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)

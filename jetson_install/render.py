@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from jetson_install.catalog import Catalog, Channel
+    from jetson_install.lifecycle import Cleaned, EnvironmentView, Listed, RolledBack, Uninstalled
     from jetson_install.fixes import Rerun
     from jetson_install.index import SetReport
     from jetson_install.install import InstallResult
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
     from jetson_install.plan import Plan
 
 __all__ = ["json_text", "platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines",
-           "container_lines", "channels_text", "channels_markdown", "channels_json", "check_lines", "check_list"]
+           "container_lines", "channels_text", "channels_markdown", "channels_json", "check_lines", "check_list",
+           "size_text", "environments_lines", "rollback_lines", "uninstall_lines", "clean_lines"]
 
 
 def platform_summary(platform: Platform) -> str:
@@ -213,3 +215,74 @@ def check_list(checks: Sequence[Tuple[str, str, bool]]) -> str:
     width = max(len(check_id) for check_id, _, _ in checks) + 2
     return "\n".join(f"{check_id:{width}}{'required' if required else 'optional':10}{title}"
                      for check_id, title, required in checks)
+
+
+def size_text(size: int) -> str:
+    """Bytes as du -h would say them (1024-based), to one decimal."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _environment_line(label: str, view: EnvironmentView) -> List[str]:
+    from pathlib import Path
+
+    doctor = f"doctor {view.doctor} ({view.doctor_at})" if view.doctor else "no doctor evidence"
+    return [f"  {label:9} {Path(view.path).name}   made {view.made or 'unknown'}   {size_text(view.size)}",
+            f"  {'':9} channel {view.channel or 'unknown'}   torch {view.torch or 'none'}   {doctor}"]
+
+
+def environments_lines(listed: Sequence[Listed]) -> List[str]:
+    """`list`: each DIR, the environment in use and the one kept for rollback, with what they hold."""
+    if not listed:
+        return ["no environments made by jetson-install for this user (install one: jetson-install obliteratus)"]
+    lines: List[str] = []
+    for entry in listed:
+        lines.append(entry.venv + ("" if entry.state == "ok" else f"   ({entry.state})"))
+        if entry.current is not None:
+            lines += _environment_line("current", entry.current)
+            if entry.current.requirement:
+                lines.append(f"  {'':9} {entry.current.requirement}")
+        if entry.previous is not None:
+            lines += _environment_line("previous", entry.previous)
+            lines.append(f"  {'':9} roll back to it: jetson-install rollback --venv {entry.venv}")
+        if entry.other_size:
+            lines.append(f"  {'other':9} {size_text(entry.other_size)} left by interrupted runs "
+                         "(remove: jetson-install clean)")
+        if entry.state == "broken":
+            lines.append(f"  fix: jetson-install rollback --venv {entry.venv}" if entry.previous else
+                         f"  fix: install it again: jetson-install obliteratus --venv {entry.venv}")
+        elif entry.state == "partly removed":
+            lines.append(f"  fix: finish removing it: jetson-install uninstall --venv {entry.venv}")
+    return lines
+
+
+def rollback_lines(result: RolledBack) -> List[str]:
+    from pathlib import Path
+
+    return [f"{result.venv} -> {Path(result.now).name} (rolled back; {Path(result.kept).name} is kept)",
+            f"  undo: jetson-install rollback --venv {result.venv}"]
+
+
+def uninstall_lines(result: Uninstalled) -> List[str]:
+    from pathlib import Path
+
+    names = ", ".join(Path(path).name for path in result.removed) or "no environment"
+    lines = [f"removed {result.venv} ({names}; {size_text(result.freed)} freed)"]
+    if result.left:
+        lines.append(f"  left in {Path(result.venv).name}.d, not made by jetson-install: "
+                     + ", ".join(Path(path).name for path in result.left))
+    return lines
+
+
+def clean_lines(result: Cleaned) -> List[str]:
+    verb = "would remove" if result.dry_run else "removed"
+    lines = [f"{verb} {size_text(size):>10}  {what}: {path}" for what, path, size in result.items]
+    total = sum(size for _, _, size in result.items)
+    lines.append(f"{verb} {size_text(total)} in {len(result.items)} items" if result.items else
+                 "nothing to clean: no logs, build cache or leftovers of jetson-install's")
+    lines += [f"left      {path} (not made by jetson-install)" for path in result.left]
+    return lines

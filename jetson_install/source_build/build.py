@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
 from jetson_install import git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
+from jetson_install.layout import BUILD_CACHE_DIR
 from jetson_install.source_build.bitsandbytes import (
     BUILT_HERE, CUDA_HOME, BuildSource, PlannedBuild, build_commands, cmake_options, install_argv,
 )
@@ -129,7 +130,7 @@ def run_build_step(planned: PlannedBuild, step: Step, run: "Execution") -> str:
     jobs = int(compile_[compile_.index("--parallel") + 1])  # as the plan showed it
     request = BuildRequest(planned.source, planned.capability, toolchain, run.python,
                            f"cp{(plan.python_abi or '').replace('.', '')}", jobs)
-    cache = Path(platformdirs.user_cache_dir("jetson-install")) / "builds" / "bitsandbytes"
+    cache = Path(platformdirs.user_cache_dir("jetson-install")) / BUILD_CACHE_DIR / "bitsandbytes"
     built = build_wheel(request, cache, run.progress, plan.settings.default_index.value, watch=run.current)
     run.run(install_argv(run.python, str(built.path)),
             f"the wheel {built.path} did not install; remove it to build it again, then run: {run.rerun}")

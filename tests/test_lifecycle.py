@@ -1,0 +1,238 @@
+"""The environments' lifecycle as a pipx or uv user expects it: `list`, `rollback` (one rename,
+itself undone by a second), `uninstall`, `clean` (with sizes), and -q/-v; each only on what
+jetson-install made, and each under the environment's lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from support import VENDOR_TORCH
+from support.cli import run_cli
+from support.installer import Installer
+
+from jetson_install.environment import EnvironmentHome
+from jetson_install.layout import STATE_DIR
+
+
+def built(home: EnvironmentHome) -> Path:
+    """An environment as a finished install leaves it."""
+    path = home.new_environment_path()
+    (path / "bin").mkdir(parents=True)
+    (path / "bin" / "python").write_bytes(b"x" * 10000)
+    (path / STATE_DIR).mkdir()
+    home.record_plan(path, {"channel": "jp6-cu126", "requirement": "obliteratus @ git+https://example.invalid/O@v1"})
+    home.mark_complete(path)
+    return path
+
+
+def installed_twice(installer: Installer, tmp_path: Path) -> "tuple[str, str]":
+    """Two installs into one DIR: the first environment is kept as the previous one."""
+    code, _, stderr = installer.run()
+    assert code == 0, stderr
+    first = os.readlink(installer.venv)
+    changed = tmp_path / "changed-source"
+    shutil.copytree(installer.source, changed)
+    (changed / "obliteratus" / "extra.py").write_text("X = 2\n")
+    code, _, stderr = installer.run(changed)
+    assert code == 0, stderr
+    return first, os.readlink(installer.venv)
+
+
+def test_list_rollback_undo_and_uninstall_an_installed_environment(installer: Installer, tmp_path: Path) -> None:
+    first, second = installed_twice(installer, tmp_path)
+    venv = str(installer.venv)
+
+    listed = run_cli("list", env=installer.env)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == venv
+    assert lines[1].startswith(f"  current   {Path(second).name}   made 20") and lines[1].endswith("iB")
+    assert f"channel jp6-cu126   torch {VENDOR_TORCH} (CUDA 12.6)   doctor passed, " in lines[2]
+    assert any(line.startswith(f"  previous  {Path(first).name}") for line in lines)
+    assert f"roll back to it: jetson-install rollback --venv {venv}" in listed.stdout
+    data = json.loads(run_cli("list", "--json", env=installer.env).stdout)["environments"]
+    assert [entry["venv"] for entry in data] == [venv]
+    assert data[0]["current"]["path"] == second and data[0]["previous"]["path"] == first
+    assert data[0]["current"]["size_bytes"] > 100_000 and data[0]["current"]["channel"] == "jp6-cu126"
+
+    rolled = run_cli("rollback", "--venv", venv, env=installer.env)
+    assert rolled.returncode == 0, rolled.stderr
+    assert rolled.stdout.splitlines() == [f"{venv} -> {Path(first).name} (rolled back; {Path(second).name} is kept)",
+                                          f"  undo: jetson-install rollback --venv {venv}"]
+    assert os.readlink(venv) == first
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"  # the rolled-back environment works as it is
+    assert run_cli("rollback", "--venv", venv, env=installer.env).returncode == 0  # the undo
+    assert os.readlink(venv) == second
+    # A re-run after a rollback and its undo is still a no-op: nothing was moved.
+    code, data_again, stderr = installer.run(tmp_path / "changed-source")
+    assert (code, data_again["status"]) == (0, "unchanged"), stderr
+
+    removed = run_cli("uninstall", "--venv", venv, env=installer.env)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.startswith(f"removed {venv} (env-") and Path(first).name in removed.stdout
+    assert Path(second).name in removed.stdout
+    assert not os.path.lexists(venv) and not Path(venv + ".d").exists()
+    listed = run_cli("list", env=installer.env)
+    assert listed.stdout.startswith("no environments made by jetson-install for this user")
+
+
+def test_what_the_tool_did_not_make_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    mine = tmp_path / "myenv"
+    (mine / "bin").mkdir(parents=True)
+    (mine / "bin" / "python").write_text("mine\n")
+    for command in ("rollback", "uninstall"):
+        result = run_cli(command, "--venv", str(mine))
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            f"error: --venv {mine}: was not made by jetson-install; it is left as it is",
+            "  fix: see the environments it made: jetson-install list"]
+        assert (mine / "bin" / "python").read_text() == "mine\n"
+    nothing = run_cli("uninstall", "--venv", str(tmp_path / "none"))
+    assert (nothing.returncode, nothing.stderr.splitlines()[0]) == (2, f"error: --venv {tmp_path / 'none'}: "
+                                                                       "no environment there")
+    assert "Traceback" not in nothing.stderr
+
+
+def test_rollback_needs_a_kept_previous_environment(tmp_path: Path) -> None:
+    home = EnvironmentHome(tmp_path / "obl")
+    home.lock().__enter__().__exit__()
+    only = built(home)
+    home.switch_to(only)
+    result = run_cli("rollback", "--venv", str(home.link))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (f"error: --venv {home.link}: no previous environment is kept to roll "
+                                             f"back to (only {only.name}, the one in use)")
+    assert home.current() == only
+
+
+def test_a_rollback_killed_before_it_recorded_the_previous_one_still_knows_it(tmp_path: Path) -> None:
+    home = EnvironmentHome(tmp_path / "obl")
+    home.home.mkdir()
+    old, new = built(home), built(home)
+    home.switch_to(old)
+    home.switch_to(new)
+    home._point_at(old)  # the rename happened; the record (previous = new's predecessor, old) did not
+    assert home.current() == old
+    assert home.previous() == new
+    assert home.rollback() == (new, old)
+
+
+def test_uninstall_keeps_what_the_user_put_in_dir_d(tmp_path: Path) -> None:
+    home = EnvironmentHome(tmp_path / "obl")
+    home.home.mkdir()
+    (home.home / "env-mydata").mkdir()
+    (home.home / "env-mydata" / "results.csv").write_text("precious\n")
+    old, new = built(home), built(home)
+    home.switch_to(old)
+    home.switch_to(new)
+    result = run_cli("uninstall", "--venv", str(home.link), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert sorted(data["removed"]) == sorted([str(old), str(new)]) and data["left"] == [str(home.home / "env-mydata")]
+    assert data["freed_bytes"] >= 20000
+    assert (home.home / "env-mydata" / "results.csv").read_text() == "precious\n"
+    assert not os.path.lexists(home.link) and not old.exists() and not new.exists()
+    assert "left in obl.d, not made by jetson-install: env-mydata" in result.stderr
+
+
+def test_list_finds_the_default_environment_and_says_what_is_broken(tmp_path: Path) -> None:
+    from jetson_install.commands import default_venv
+
+    home = EnvironmentHome(default_venv("obliteratus"))
+    home.link.parent.mkdir(parents=True)
+    home.lock().__enter__().__exit__()
+    env = built(home)
+    home.switch_to(env)
+    listed = run_cli("list")
+    assert listed.stdout.splitlines()[0] == str(home.link)
+    assert "channel jp6-cu126   torch none   no doctor evidence" in listed.stdout
+    shutil.rmtree(env)
+    listed = run_cli("list")
+    assert listed.stdout.splitlines()[0] == f"{home.link}   (broken)"
+    assert f"  fix: install it again: jetson-install obliteratus --venv {home.link}" in listed.stdout
+
+
+def _user_folders() -> "tuple[Path, Path]":
+    import platformdirs
+
+    return Path(platformdirs.user_log_dir("jetson-install")), Path(platformdirs.user_cache_dir("jetson-install"))
+
+
+def test_clean_removes_logs_build_cache_and_leftovers_and_says_how_much(tmp_path: Path) -> None:
+    logs, cache = _user_folders()
+    logs.mkdir(parents=True)
+    (logs / "obliteratus-20261201-101010.log").write_bytes(b"l" * 5000)
+    (logs / "notes.txt").write_text("mine\n")
+    (cache / "builds" / "bitsandbytes" / "0.49.2-sm87").mkdir(parents=True)
+    (cache / "builds" / "bitsandbytes" / "0.49.2-sm87" / "bnb.whl").write_bytes(b"w" * 50000)
+    (cache / "test-lanes").mkdir()
+    home = EnvironmentHome(tmp_path / "obl")
+    home.lock().__enter__().__exit__()  # as an install would: DIR is now known
+    old, new = built(home), built(home)
+    home.switch_to(old)
+    home.switch_to(new)
+    killed = home.new_environment_path()  # a build a kill left
+    killed.mkdir()
+    (home.home / ".removing-env-20261201-000000-abcdef").mkdir()
+    (home.home / "failed-env-20261201-000000-abcdef-evidence.json").write_text("{}\n")
+
+    preview = run_cli("clean", "--dry-run")
+    assert preview.returncode == 0, preview.stderr
+    assert (logs / "obliteratus-20261201-101010.log").exists() and killed.exists()
+    lines = preview.stdout.splitlines()
+    assert any(line.startswith("would remove ") and line.endswith(f"log: {logs / 'obliteratus-20261201-101010.log'}")
+               for line in lines)
+    assert any("bitsandbytes build cache: " + str(cache / "builds") in line for line in lines)
+    assert f"unfinished environment: {killed}" in preview.stdout
+    assert f"left      {logs / 'notes.txt'} (not made by jetson-install)" in lines
+    assert f"left      {cache / 'test-lanes'} (not made by jetson-install)" in lines
+
+    result = run_cli("clean", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["total_bytes"] >= 55000 and len(data["removed"]) == 5
+    assert not (logs / "obliteratus-20261201-101010.log").exists() and not (cache / "builds").exists()
+    assert not killed.exists() and not (home.home / ".removing-env-20261201-000000-abcdef").exists()
+    assert (logs / "notes.txt").exists() and (cache / "test-lanes").is_dir()
+    assert home.current() == new and home.previous() == old  # the environments are never cleaned
+    assert run_cli("clean").stdout.startswith("nothing to clean")
+
+
+def test_clean_waits_for_nobody_while_an_install_holds_an_environment(tmp_path: Path) -> None:
+    logs, _ = _user_folders()
+    logs.mkdir(parents=True)
+    (logs / "obliteratus-20261201-101010.log").write_text("running\n")
+    home = EnvironmentHome(tmp_path / "obl")
+    with home.lock():
+        result = run_cli("clean")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"error: another jetson-install is working on {home.link}",
+                                          "  fix: wait for it to finish, then run the command again"]
+    assert (logs / "obliteratus-20261201-101010.log").exists()
+
+
+def test_quiet_keeps_results_and_errors_and_verbose_shows_each_command(installer: Installer) -> None:
+    plain = run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2")
+    quiet = run_cli("-q", "detect", "--root", "sample:agx-orin-64gb-jp6.2")
+    after = run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2", "--quiet")
+    assert quiet.returncode == after.returncode == 0 and quiet.stderr == after.stderr == ""
+    assert quiet.stdout.splitlines()[:-1] == after.stdout.splitlines()[:-1] == plain.stdout.splitlines()[:-1]
+    code, data, stderr = installer.run(extra=("-q",))
+    assert code == 0 and data["status"] == "installed"
+    # No progress and no summary: only the warnings (a sample root, another Python) are left.
+    assert stderr and all(line.startswith("warning: ") for line in stderr.splitlines()), stderr
+    code, data, stderr = installer.run(extra=("--upgrade", "-v"))
+    assert code == 0, stderr
+    assert "  | run: " in stderr
+    refused = run_cli("obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--venv", "", "-q")
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == ["error: --venv is empty", "  fix: give the environment's location, e.g. "
+                                           "--venv ~/obliteratus, or drop --venv"]
+    both = run_cli("-q", "list", "-v")
+    assert both.returncode == 2
+    assert both.stderr.splitlines()[0] == "error: -q/--quiet and -v/--verbose were both given"
+    entrypoint = run_cli("container-entrypoint", "--help")
+    assert "--quiet" not in entrypoint.stdout  # its arguments after --venv are the command it starts
