@@ -171,9 +171,9 @@ def test_a_dry_run_on_this_machine_refuses_what_the_install_would_refuse() -> No
 
 
 def test_a_usage_error_is_one_line_with_the_commands_help() -> None:
-    result = cli("plan", "obliteratus", "--bogus")
+    result = cli("plan", "obliteratus", "--xyzzy")
     assert result.returncode == 2
-    assert result.stderr.splitlines() == ["error: No such option '--bogus'.",
+    assert result.stderr.splitlines() == ["error: No such option '--xyzzy'.",
                                           "  fix: see its options: jetson-install plan obliteratus --help"]
     negative = cli("evidence", "check", "evidence.json", "--max-age", "-1")
     assert negative.returncode == 2 and negative.stderr.startswith("error: Invalid value for '--max-age'")
