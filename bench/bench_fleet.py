@@ -2,28 +2,29 @@
 
 Three simulated runners (each its own home and uv cache, as separate machines have) install
 OBLITERATUS on stub wheels, in one run:
-  * wheelhouse: one `jetson-install lock` + `wheelhouse` (the first runner's cost), served over
-    http; every runner then runs `obliteratus --wheelhouse URL` with both indexes pointed at a
-    dead port;
+  * wheelhouse: one `jetson-install lock` + `wheelhouse` (the first runner's cost); every runner
+    then runs `obliteratus --wheelhouse` with both indexes pointed at a dead port, three ways:
+    served by `python3 -m http.server`, served by `jetson-install wheelhouse DIR --serve`, and
+    read from the folder itself;
   * baseline: every runner runs `obliteratus` resolving from the "upstream" indexes.
-Reported: the bytes of files fetched from upstream after the first runner (goal 0), and each
-install's time, the wheelhouse times as ratios to the same run's baseline.
+Reported: the bytes of files fetched from upstream per runner (goal 0 from a wheelhouse), each
+install's time as a ratio to the same runner's resolving install (goal, issue 24: at most
+0.8x), and each step's seconds (the install's --json result) for every kind.
 
 Run by hand from the repository root: .venv/bin/python bench/bench_fleet.py
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
+import json
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "tests"))
@@ -47,24 +48,37 @@ def upstream_bytes(indexes: Sequence[LoopbackIndex], directories: Sequence[Path]
     return total
 
 
-def run(argv: List[str], env: Dict[str, str]) -> float:
+def run(argv: List[str], env: Dict[str, str]) -> Tuple[float, Dict[str, float]]:
+    """The command's wall seconds and, for an install (--json), each step's seconds as its
+    result reports them, with "outside steps" for the rest (start-up, checks, the no-op test)."""
     start = time.perf_counter()
     result = subprocess.run(argv, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:5])} failed:\n{result.stderr}")
-    return time.perf_counter() - start
+    steps: Dict[str, float] = {}
+    if "--json" in argv and "obliteratus" in argv:
+        steps = {step["id"]: step["seconds"] for step in json.loads(result.stdout)["steps"]}
+        steps["outside steps"] = seconds - sum(steps.values())
+    return seconds, steps
 
 
-def serve(directory: Path) -> http.server.ThreadingHTTPServer:
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-        pass
+def serve(argv: List[str], port: int) -> "subprocess.Popen[bytes]":
+    """A server started as a user starts it, once it answers on `port`."""
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{' '.join(argv)} did not start")
 
 
 def dead_url() -> str:
@@ -93,34 +107,55 @@ def main() -> None:
         builder = runner_env("builder")
         lock = work / "fleet.lock"
         made = run(tool + ["lock", *common, "--vendor-index", vendor.url, "--default-index", public.url,
-                           "--source", str(source), "--output", str(lock)], builder)
+                           "--source", str(source), "--output", str(lock)], builder)[0]
         house = work / "wheelhouse"
-        made += run(tool + ["wheelhouse", str(house), "--lock", str(lock)], builder)
+        made += run(tool + ["wheelhouse", str(house), "--lock", str(lock)], builder)[0]
         first = upstream_bytes(upstream, directories)
-        for index in upstream:
-            index.clear_requests()
-        server = serve(house)
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        plain_port, own_port = free_port(), free_port()
+        servers = [serve([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(house),
+                          str(plain_port)], plain_port),
+                   serve(tool + ["wheelhouse", str(house), "--serve", "--bind", "127.0.0.1", "--port", str(own_port)],
+                         own_port)]
         dead = dead_url()
-        from_house = [run(tool + ["obliteratus", *common, "--venv", str(work / f"house-{n}" / "env"),
-                                  "--wheelhouse", url, "--vendor-index", dead, "--default-index", dead,
-                                  "--no-verify", "--yes"], runner_env(f"house-{n}")) for n in range(RUNNERS)]
-        house_upstream = upstream_bytes(upstream, directories)
-        server.shutdown()
-        for index in upstream:
-            index.clear_requests()
-        resolving, per_runner = [], []
+        wheelhouses = {"http.server": f"http://127.0.0.1:{plain_port}/", "--serve": f"http://127.0.0.1:{own_port}/",
+                       "folder": str(house)}
+        installs = {kind: ["--wheelhouse", where, "--vendor-index", dead, "--default-index", dead]
+                    for kind, where in wheelhouses.items()}
+        installs["resolving"] = ["--vendor-index", vendor.url, "--default-index", public.url, "--source", str(source)]
+        seconds: Dict[str, List[float]] = {kind: [] for kind in installs}
+        steps: Dict[str, List[Dict[str, float]]] = {kind: [] for kind in installs}
+        fetched: Dict[str, List[int]] = {kind: [] for kind in installs}
+        # Interleaved, runner by runner, so a busy moment on a shared machine hits every kind alike.
         for n in range(RUNNERS):
-            resolving.append(run(tool + ["obliteratus", *common, "--venv", str(work / f"live-{n}" / "env"),
-                                         "--vendor-index", vendor.url, "--default-index", public.url,
-                                         "--source", str(source), "--no-verify", "--yes"], runner_env(f"live-{n}")))
-            per_runner.append(upstream_bytes(upstream, directories) - sum(per_runner))
+            for kind, options in installs.items():
+                for index in upstream:
+                    index.clear_requests()
+                wall, step_seconds = run(tool + ["obliteratus", *common, "--venv", str(work / f"{kind}-{n}" / "env"),
+                                                 *options, "--no-verify", "--yes", "--json"],
+                                         runner_env(f"{kind}-{n}"))
+                seconds[kind].append(wall)
+                steps[kind].append(step_seconds)
+                fetched[kind].append(upstream_bytes(upstream, directories))
+        for server in servers:
+            server.terminate()
+            server.wait()
     print(f"lock + wheelhouse, once: {made:.1f} s, {first} bytes from upstream")
-    print(f"bytes from upstream after the first runner: wheelhouse {house_upstream} (goal 0), "
-          f"each resolving {sum(per_runner[1:])} (runners 2-{RUNNERS}: {per_runner[1:]})")
-    print("runner  wheelhouse  resolving  ratio")
-    for n, (a, b) in enumerate(zip(from_house, resolving), start=1):
-        print(f"{n:>6}  {a:>8.1f} s  {b:>7.1f} s  {a / b:.2f}x")
+    print("bytes from upstream per runner: " + ", ".join(f"{kind} {fetched[kind]}" for kind in installs)
+          + " (goal for a wheelhouse: 0)")
+    print("runner  " + "".join(f"{kind:>22}" for kind in installs))
+    for n in range(RUNNERS):
+        base = seconds["resolving"][n]
+        print(f"{n + 1:>6}  " + "".join(f"{seconds[kind][n]:>9.2f} s ({seconds[kind][n] / base:4.2f}x)"
+                                        for kind in installs))
+    print("each step's seconds (median of the runners)")
+    names = list(dict.fromkeys(name for kind in installs for result in steps[kind] for name in result))
+    print(f"{'step':>14}  " + "".join(f"{kind:>12}" for kind in installs))
+    for name in names:
+        cells = []
+        for kind in installs:
+            values = [result[name] for result in steps[kind] if name in result]
+            cells.append(f"{statistics.median(values):>12.2f}" if values else f"{'-':>12}")
+        print(f"{name:>14}  " + "".join(cells))
 
 
 if __name__ == "__main__":

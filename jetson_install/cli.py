@@ -247,19 +247,36 @@ def lock(**given: Any) -> None:
 @click.argument("directory", metavar="DIR")
 @click.option("--lock", "lock_file", default="obliteratus.lock", show_default=True, metavar="FILE",
               help="The lock whose files to download.")
+@click.option("--serve", is_flag=True,
+              help="Then serve DIR to a fleet over HTTP until Ctrl-C (without --lock: DIR as it is).")
+@click.option("--bind", default="0.0.0.0", show_default=True, metavar="ADDRESS", help="The address --serve listens on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="The port --serve listens on.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON result object on stdout.")
-def wheelhouse(directory: str, lock_file: str, as_json: bool) -> None:
+def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int, as_json: bool) -> None:
     """Download every file of a lock into DIR, with a PEP 503 index beside them."""
     from pathlib import Path
 
-    from jetson_install.lock_file import read_lock
-    from jetson_install.render import wheelhouse_lines
-    from jetson_install.wheelhouse import fill_wheelhouse
+    from jetson_install.render import serving_lines, wheelhouse_lines
 
-    result = fill_wheelhouse(read_lock(Path(lock_file)), Path(directory).absolute())
-    if as_json:
-        _print_json(result)
-    click.echo("\n".join(wheelhouse_lines(result)), err=True)
+    where = Path(directory).absolute()
+    given_lock = click.get_current_context().get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT
+    if given_lock or not serve:
+        from jetson_install.lock_file import read_lock
+        from jetson_install.wheelhouse import fill_wheelhouse
+
+        result = fill_wheelhouse(read_lock(Path(lock_file)), where)
+        if as_json:
+            _print_json(result)
+        click.echo("\n".join(wheelhouse_lines(result)), err=True)
+    if serve:
+        from jetson_install.wheelhouse_server import open_server
+
+        with open_server(where, bind, port, _rerun_command()) as server:
+            click.echo("\n".join(serving_lines(str(where), bind, server.server_address[1])), err=True)
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                click.echo("stopped serving", err=True)
 
 
 def _rerun_command() -> "Rerun":

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from jetson_install.lock import LockResult
     from jetson_install.plan import Plan
 
-__all__ = ["json_text", "platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines",
+__all__ = ["json_text", "platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines", "serving_lines",
            "container_lines", "channels_text", "channels_markdown", "channels_json", "check_lines", "check_list",
            "size_text", "environments_lines", "rollback_lines", "uninstall_lines", "clean_lines"]
 
@@ -207,7 +207,17 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
     where = result["directory"]
     return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
             f"  install offline: jetson-install obliteratus --wheelhouse {where}",
-            f"  serve to a fleet: python3 -m http.server --directory {where}, then --wheelhouse http://HOST:8000/"]
+            # Not `python3 -m http.server`: a connection per request and no ranges make a fleet's
+            # installs several times slower (the README's benchmarks); --serve has neither cost.
+            f"  serve to a fleet: jetson-install wheelhouse {where} --serve, then --wheelhouse http://HOST:8000/"]
+
+
+def serving_lines(directory: str, bind: str, port: int) -> List[str]:
+    import socket
+
+    host = socket.gethostname() if bind in ("0.0.0.0", "::") else bind
+    return [f"serving {directory} on {bind}:{port} (Ctrl-C stops)",
+            f"  install on each runner: jetson-install obliteratus --wheelhouse http://{host}:{port}/"]
 
 
 def check_list(checks: Sequence[Tuple[str, str, bool]]) -> str:
