@@ -53,7 +53,7 @@ def project_files(index: str, project: str) -> List[ListedFile]:
         response = requests.get(url, headers={"Accept": f"{_PEP691}, text/html;q=0.1"},
                                 timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
     except requests.RequestException as exc:
-        raise _unreachable(index, type(exc).__name__) from None
+        raise _unreachable(index, _why(exc)) from None
     if response.status_code == 404:
         return []
     if response.status_code != 200:
@@ -65,10 +65,27 @@ def project_files(index: str, project: str) -> List[ListedFile]:
 
 def _unreachable(index: str, why: str) -> IndexUnreachable:
     return IndexUnreachable(
-        f"the vendor index {redact(index)} did not answer ({why}; waited {CONNECT_TIMEOUT:g} s to connect, "
-        f"{READ_TIMEOUT:g} s per read)",
+        f"the vendor index {redact(index)} did not answer ({why})",
         fix="retry later, use the channel's fallback: --vendor-fallback, or a mirror: --vendor-index URL",
     )
+
+
+def _why(exc: Exception) -> str:
+    """What went wrong reaching an index, as it happened: a wait is named only when there was one."""
+    import requests
+
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"no connection within {CONNECT_TIMEOUT:g} s"
+    if isinstance(exc, requests.ReadTimeout):
+        return f"no answer within {READ_TIMEOUT:g} s"
+    text = str(exc)
+    if isinstance(exc, requests.ConnectionError) and any(
+            sign in text for sign in ("NameResolutionError", "Name or service not known", "nodename nor servname",
+                                      "Temporary failure in name resolution", "No address associated")):
+        return "its host name does not resolve (DNS)"
+    if isinstance(exc, requests.ConnectionError) and "Connection refused" in text:
+        return "connection refused"
+    return type(exc).__name__
 
 
 def _without_credentials(url: str) -> str:
