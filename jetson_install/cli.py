@@ -568,10 +568,19 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 def _run(args: List[str]) -> int:
     as_json = "--json" in args
+    if not args:
+        # `jetson-install` alone: the help, not an error line; exit 2 all the same, so a script
+        # whose command word came out empty does not pass (with every click version).
+        click.echo(cli.get_help(click.Context(cli, info_name="jetson-install")))
+        return EXIT_BAD_INPUT
     try:
         cli.main(args=args, prog_name="jetson-install", standalone_mode=False, obj=list(args))
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except _NO_ARGS_IS_HELP as exc:
+        # A group alone (`jetson-install plan`): its help, as --help shows it, not an error line.
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
+        return EXIT_BAD_INPUT
     except click.ClickException as exc:
         # One line and the help of the command that refused it, like every other bad input.
         context = getattr(exc, "ctx", None)
@@ -579,7 +588,9 @@ def _run(args: List[str]) -> int:
         _report_error(BadInput(exc.format_message(), fix=f"see its options: {help_command}"), as_json)
         return EXIT_BAD_INPUT
     except (click.Abort, KeyboardInterrupt):
-        click.echo("interrupted", err=True)
+        from jetson_install.fixes import Rerun
+
+        _report_error(JetsonInstallError("interrupted (Ctrl-C)", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
         return EXIT_INTERRUPTED
     except JetsonInstallError as exc:
         _report_error(exc, as_json)
@@ -591,6 +602,10 @@ def _run(args: List[str]) -> int:
                       as_json)
         return EXIT_FAILED
     return 0
+
+
+# click 8.2 and newer raise it for a group given no command; older ones print the help and exit 0.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def _report_error(exc: JetsonInstallError, as_json: bool) -> None:

@@ -221,7 +221,9 @@ class Plan:
     @property
     def doctor_platform_args(self) -> Tuple[str, ...]:
         """How the doctor reads the same platform this plan was made for."""
-        args: Tuple[str, ...] = ("--root", self.platform.root)
+        from jetson_install.samples import root_shown
+
+        args: Tuple[str, ...] = ("--root", root_shown(self.platform.root))
         if self.platform.l4t is not None and self.platform.sources.get("l4t") in ("--l4t", "JETSON_L4T_VERSION"):
             args += ("--l4t", str(self.platform.l4t))
         if self.platform.soc is not None and self.platform.sources.get("soc") in ("--soc", "JETSON_INSTALL_SOC"):

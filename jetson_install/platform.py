@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from jetson_install import UPGRADE_COMMAND
 from jetson_install.errors import BadInput, InvalidReleaseFile, NotAJetson
 from jetson_install.outputs import read_regular_file
 from jetson_install.platform_data import PlatformData, platform_data
@@ -267,7 +268,7 @@ def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optiona
         if facts is None:
             warnings.append(
                 f"L4T R{l4t.major} is not known to this jetson-install; JetPack unknown "
-                "(upgrade: pipx upgrade jetson-install)"
+                f"(upgrade: {UPGRADE_COMMAND})"
             )
         elif jetpack_exact and l4t in data.releases:
             jetpack = data.releases[l4t]

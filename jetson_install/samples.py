@@ -8,7 +8,7 @@ from typing import List
 
 from jetson_install.errors import BadInput
 
-__all__ = ["SAMPLES_DIR", "sample_names", "resolve_root"]
+__all__ = ["SAMPLES_DIR", "sample_names", "resolve_root", "root_shown"]
 
 SAMPLES_DIR = Path(__file__).with_name("samples")
 PREFIX = "sample:"
@@ -42,3 +42,12 @@ def resolve_root(value: str, option: str = "--root") -> Path:
     if not os.access(path, os.R_OK | os.X_OK):
         raise BadInput(f"{shown}: cannot be read (permission denied)", fix="pass a directory you can read")
     return path
+
+
+def root_shown(root: str) -> str:
+    """A root as the user gave it: a shipped sample by its `sample:NAME`, not the path it has
+    inside the installed package."""
+    path = Path(root)
+    if path.parent == SAMPLES_DIR and path.name in sample_names():
+        return PREFIX + path.name
+    return root

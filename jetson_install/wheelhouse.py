@@ -49,7 +49,13 @@ def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
         if path.is_file() and _sha256(path) == entry.sha256:
             continue
         partial = path.with_name(path.name + ".part")
-        fetch_file(entry.url, partial)
+        try:
+            fetch_file(entry.url, partial)
+        except BaseException:
+            # A failed or interrupted download leaves nothing half written; the files already
+            # complete stay, and a re-run starts at this one.
+            partial.unlink(missing_ok=True)
+            raise
         if _sha256(partial) != entry.sha256:
             partial.unlink()
             raise StepFailed("download", f"{entry.url} does not have the sha256 the lock names ({entry.sha256})",

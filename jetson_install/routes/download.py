@@ -20,6 +20,7 @@ from jetson_install.layout import COMPANIONS_FILE, COMPANIONS_INPUT
 from jetson_install.plan import Plan, Route
 from jetson_install.platform import Platform
 from jetson_install.routes import shared
+from jetson_install.samples import root_shown
 from jetson_install.settings import IndexSettings
 from jetson_install.source_build.bitsandbytes import PlannedBuild, build_step, plan_build
 from jetson_install.steps import Step
@@ -99,7 +100,7 @@ def check_channel(platform: Platform, channel: Optional[Channel], reason: str, r
         remedy = "run it on the Jetson; to preview here: --root sample:agx-orin-64gb-jp6.2"
     elif supported and platform.arch != here:
         # A root that describes another machine (a preview, a test, a lane): it still installs here.
-        warnings.append(f"--root {platform.root} is an {platform.arch} machine; the environment is made for "
+        warnings.append(f"--root {root_shown(platform.root)} is an {platform.arch} machine; the environment is made for "
                         f"this machine's interpreter ({here})")
     if supported and channel is not None and channel.status == "experimental":
         warnings.append(f"channel {channel.id} is experimental: {channel.reason}")
@@ -136,12 +137,19 @@ def _without(vendor: VendorSource, package: str) -> VendorSource:
 def plan_download(base: Plan, checked: Checked, fallback: bool, choice: Optional[str]) -> Plan:
     """The download route's plan: `base` carries what every route shares (target, settings, venv)."""
     vendor = vendor_source(checked.channel, base.settings, fallback) if checked.supported else None
+    warnings = checked.warnings
     if vendor is not None and choice is not None:
+        vendor_build = vendor.preferred.specifiers.get("bitsandbytes")
+        if vendor_build is not None:
+            # Said, never silently: the channel's own Jetson build is what a plain install takes.
+            warnings += (f"--bitsandbytes build: builds bitsandbytes on this board instead of the vendor's Jetson "
+                         f"build (bitsandbytes{vendor_build} in set {vendor.preferred.name}); to use that one, drop "
+                         "--bitsandbytes",)
         vendor = _without(vendor, "bitsandbytes")  # built on the board instead
     plan = dataclasses.replace(
         base, route=DownloadRoute(choice=choice), channel=checked.channel, supported=checked.supported,
         reason=checked.reason, remedy=checked.remedy, python_abi=checked.channel.python if checked.channel else None,
-        vendor=vendor, warnings=checked.warnings)
+        vendor=vendor, warnings=warnings)
     return plan.route.complete(plan, vendor.preferred if vendor else None, None)
 
 

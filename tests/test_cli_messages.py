@@ -1,0 +1,87 @@
+"""What the command line says in the corners a new user meets first: the tool with no command,
+Ctrl-C, a sample root, a board-built bitsandbytes, an L4T release it does not know."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from support.cli import run_cli
+
+from jetson_install import UPGRADE_COMMAND
+from jetson_install.lock_file import Lock, Locked, render_lock
+
+
+def test_the_tool_alone_prints_its_help_not_an_error() -> None:
+    for args in ((), ("plan",), ("evidence",)):
+        result = run_cli(*args)
+        assert result.returncode == 2, args  # a script whose command word came out empty does not pass
+        assert result.stdout.startswith(f"Usage: jetson-install {' '.join(args)}".rstrip() + " [OPTIONS] COMMAND")
+        assert "error:" not in result.stdout + result.stderr
+
+
+def test_ctrl_c_in_a_wheelhouse_says_how_to_resume_and_leaves_no_partial_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheels = tmp_path / "upstream"
+    wheels.mkdir()
+    done, cut = wheels / "a-1.0-py3-none-any.whl", wheels / "b-1.0-py3-none-any.whl"
+    done.write_bytes(b"a" * 100)
+    cut.write_bytes(b"b" * 100)
+    entries = tuple(Locked(path.name[0], "1.0", path.as_uri(), hashlib.sha256(path.read_bytes()).hexdigest(), "default")
+                    for path in (done, cut))
+    lock = tmp_path / "obliteratus.lock"
+    lock.write_text(render_lock(Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus", None,
+                                     "jetson-install 0.1.0", entries)))
+    from jetson_install import index
+
+    real = index.fetch_file
+
+    def fetch(url: str, destination: Path) -> None:
+        if url.endswith(cut.name):
+            destination.write_bytes(b"half")
+            raise KeyboardInterrupt
+        real(url, destination)
+
+    monkeypatch.setattr(index, "fetch_file", fetch)
+    house = tmp_path / "house"
+    result = run_cli("wheelhouse", str(house), "--lock", str(lock))
+    assert result.returncode == 130
+    # (click ends the line a terminal's ^C was echoed on first)
+    assert [line for line in result.stderr.splitlines() if line] == ["error: interrupted (Ctrl-C)",
+                                          f"  fix: run it again: jetson-install wheelhouse {house} --lock {lock}"]
+    assert sorted(path.name for path in (house / "files").iterdir()) == [done.name]  # no .part left
+
+
+def test_a_sample_root_is_named_as_the_user_gave_it() -> None:
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2")
+    assert result.returncode == 0, result.stderr
+    assert "warning: --root sample:agx-orin-64gb-jp6.2 is an aarch64 machine" in result.stdout
+    assert "site-packages" not in result.stdout and "jetson_install/samples" not in result.stdout
+
+
+def test_bitsandbytes_build_says_it_replaces_the_channels_jetson_build() -> None:
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--bitsandbytes", "build")
+    assert result.returncode == 0, result.stderr
+    assert ("warning: --bitsandbytes build: builds bitsandbytes on this board instead of the vendor's Jetson build "
+            "(bitsandbytes>=0.46.1,<0.51 in set ") in result.stdout
+    assert "to use that one, drop --bitsandbytes" in result.stdout
+    plain = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2")
+    assert "--bitsandbytes build:" not in plain.stdout
+
+
+def test_a_board_built_bitsandbytes_is_not_also_said_to_be_left_out() -> None:
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-jp7.2.1", "--bitsandbytes", "build")
+    assert result.returncode == 0, result.stderr
+    assert "build bitsandbytes from release" in result.stdout
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("warning:")]
+    assert not any("is installed without its quantization extra;" in line or "installing without" in line
+                   for line in warnings), warnings
+
+
+def test_an_unknown_l4t_fix_is_a_command_that_works_while_the_name_is_unpublished() -> None:
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--l4t", "40.1.0")
+    assert result.returncode == 3
+    assert f"upgrade jetson-install ({UPGRADE_COMMAND})" in result.stdout
+    assert "pipx upgrade" not in result.stdout + result.stderr
