@@ -337,6 +337,7 @@ def dockerfile(root: str, l4t: Optional[str], soc: Optional[str], base: Optional
     from pathlib import Path
 
     from jetson_install.commands import dockerfile as make_dockerfile
+    from jetson_install.container import write_dockerignore
     from jetson_install.outputs import write_output
 
     made = make_dockerfile(_platform_options(root, l4t, soc), base, str(_rerun_command()))
@@ -345,6 +346,12 @@ def dockerfile(root: str, l4t: Optional[str], soc: Optional[str], base: Optional
         return
     write_output("--output", output, made.text)
     context = Path(output).absolute().parent
+    try:
+        kept = write_dockerignore(context)
+    except OSError as exc:
+        kept = f"could not write {context / '.dockerignore'} ({exc.strerror}): the whole directory is the build context"
+    if kept:
+        click.echo(f"note: {kept}", err=True)
     click.echo(f"wrote {output} (FROM {made.base}); put jetson_install-{__version__}-py3-none-any.whl beside it "
                f"(pip wheel --no-deps -w {context} <jetson-install checkout>), then build it there: "
                f"cd {context} && docker build -t obliteratus-jetson .", err=True)

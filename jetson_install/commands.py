@@ -409,19 +409,24 @@ def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
 
     from jetson_install.errors import EXIT_UNSUPPORTED
 
+    from jetson_install.outputs import replace_file
+    from jetson_install.render import json_text
+
     status = Path(START_STATUS)
     status.parent.mkdir(parents=True, exist_ok=True)
+    # A restart says `starting` until its own doctor is done: the last start's `passed` (or its
+    # evidence) must not vouch for a start that may hang or fail.
+    replace_file(status, "starting\n")
+    Path(START_EVIDENCE).unlink(missing_ok=True)
     start = start_check(environ)
     if start.refused is not None:
-        status.write_text("refused\n")
+        replace_file(status, "refused\n")
         return EntrypointStart((f"error: {start.refused[0]}", f"  fix: {start.refused[1]}"), EXIT_UNSUPPORTED)
     channel, vendor = recorded_doctor_inputs(venv, start.channel)
     report = doctor_module.run_doctor(str(venv / "bin" / "python"), platform=start.platform, channel=channel,
                                       vendor=vendor, strict=True)
-    from jetson_install.render import json_text
-
-    Path(START_EVIDENCE).write_text(json_text(report.to_json()))
-    status.write_text(("passed" if report.passed else "failed") + "\n")
+    replace_file(START_EVIDENCE, json_text(report.to_json()))
+    replace_file(status, ("passed" if report.passed else "failed") + "\n")
     if not report.passed:
         return EntrypointStart((*doctor_module.render_lines(report), "error: the strict doctor did not pass on this "
                                 f"device (evidence: {START_EVIDENCE})"), report.exit_code)

@@ -27,7 +27,7 @@ from jetson_install.release_files import (
     parse_nv_tegra_release,
 )
 
-__all__ = ["Platform", "L4TOverride", "SocOverride", "detect", "SCHEMA_VERSION"]
+__all__ = ["Platform", "L4TOverride", "SocOverride", "detect", "read_root_file", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
 
@@ -167,6 +167,12 @@ class _Root:
     def _unreadable(self, relative: str, error: OSError) -> None:
         if error.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
             self.warnings.append(f"{relative} cannot be read ({error.strerror}); treated as missing")
+
+
+def read_root_file(root: Path, relative: str, limit: int = SMALL_FILE_BYTES) -> Optional[bytes]:
+    """One file under `root`, read as detect reads it: bounded, links kept inside the root,
+    None for a FIFO, a device, a missing or an unreadable file."""
+    return _Root(root).read_bytes(relative, limit)
 
 
 def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optional[PlatformData] = None,

