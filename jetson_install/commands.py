@@ -191,6 +191,15 @@ class DoctorRun:
     evidence: Dict[str, Any]  # the report as JSON, with the environment's lock named
 
 
+def given_platform(options: PlatformOptions) -> Tuple[str, ...]:
+    """The --root and --l4t the user typed, for the commands a fix prints."""
+    words: List[str] = []
+    for flag, given in (("--root", options.root), ("--l4t", options.l4t)):
+        if given.value is not None and given.source == flag:
+            words += [flag, given.value]
+    return tuple(words)
+
+
 def doctor_interpreter(venv: Optional[str], python: Optional[str]) -> str:
     """The interpreter `doctor` checks: --python, else the environment's (--venv, else the default one)."""
     if venv and python:
@@ -230,7 +239,7 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
         python, platform=platform, channel=channel, vendor=vendor,
         only=doctor_module.GPU_FREE_CHECKS if no_gpu else only, strict=strict, progress=progress,
         source_commit=recorded_commit(recorded.get("source")), profile=profile_from_record(recorded, channel, preflight),
-        install_command=os.environ.get(FIX_COMMAND_VARIABLE) or None)
+        install_command=os.environ.get(FIX_COMMAND_VARIABLE) or None, platform_options=given_platform(options))
     evidence = report.to_json()
     lock = recorded_lock(environment)
     if lock is not None:

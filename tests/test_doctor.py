@@ -188,7 +188,7 @@ def test_python_abi_is_judged_by_the_installed_wheels_not_the_channel(tmp_path: 
     assert wrong.status == "fail"
     assert wrong.detail == f"the installed torch wheel is built for cp36, but this interpreter is Python {sys.version.split()[0]} ({HOST_TAG})"
     assert wrong.fix.startswith("no Python 3.6 here: sudo apt-get install python3.6 python3.6-venv, then run "
-                                f"jetson-install obliteratus --venv {tmp_path / 'env'} --python /usr/bin/python3.6")
+                                f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install --python /usr/bin/python3.6")
 
 
 def test_the_headline_is_the_most_fundamental_failure(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_no_jetson_under_the_root_with_a_recorded_vendor_does_not_crash(tmp_path
     assert not [c for c in report.checks if "could not evaluate" in c.detail], doctor.render_lines(report)
     build = report.check("torch-build")
     assert build.status == "fail" and "CPU-only" in build.detail
-    assert f"jetson-install obliteratus --venv {tmp_path / 'env'} --vendor-index URL" in build.fix
+    assert f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install" in build.fix
     assert report.check("cuda-available").status == "fail"
 
 
@@ -251,7 +251,10 @@ def test_nvidia_prerelease_version_matches_its_pin(tmp_path: Path) -> None:
     fix = wrong.check("torch-build").fix
     assert f"uv pip install --python {tmp_path / 'cpu'}/bin/python --no-deps --reinstall-package torch" in fix
     assert "torch-2.5.0a0+872d972e41.nv24.08.17622132-cp310-cp310-linux_aarch64.whl" in fix
-    assert wrong.check("torch-build").fix.endswith(f"{wheel} (channel jp6-cu126)")
+    # The package index's +cpu build: first the channel's set in an environment jetson-install makes.
+    assert fix.startswith("install the channel's vendor set in an environment jetson-install makes: "
+                          f"jetson-install obliteratus --venv {tmp_path / 'cpu'}-jetson-install; or replace torch "
+                          "in this environment: ") and fix.endswith(wheel)
 
 
 def test_off_jetson_platform_warns_and_channel_checks_skip(tmp_path: Path) -> None:
@@ -392,7 +395,7 @@ def test_transformers_disabling_jetpack_60_torch_names_both_versions(tmp_path: P
     check = report.check("transformers-torch")
     assert check.status == "fail"
     assert check.detail == "transformers 5.10.4 disables torch 2.4.0a0+07cecf4168.nv24.05: it needs torch>=2.4"
-    assert f"jetson-install obliteratus --venv {tmp_path / 'env'}" in check.fix
+    assert f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install" in check.fix
     assert report.to_json()["runtime"]["transformers"] == {"version": "5.10.4", "torch_floor": "2.4", "sees_torch": False}
     assert report.exit_code == 1
 

@@ -203,7 +203,7 @@ def test_preflight_fixes_reinstall_the_preflight_never_a_cuda_build(tmp_path: Pa
     report = run(make_env(environment, **CPU_TORCH, torch_import_error="libtorch_cpu.so: cannot open shared object file"),
                  profile=JP6_PREFLIGHT)
     fix = report.check("torch-import").fix
-    assert fix == f"jetson-install obliteratus --venv {environment} --preflight --l4t 36.4.3"
+    assert fix == f"jetson-install obliteratus --venv {environment}-jetson-install --preflight --l4t 36.4.3"
     assert report.check("platform").status == "ok"
     off_a_jetson = run(make_env(tmp_path / "other", **CPU_TORCH), platform=None, channel=None, profile=JP6_PREFLIGHT)
     assert off_a_jetson.check("platform").fix == ("name the Jetson release the preflight is for: "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from jetson_install.doctor.context import Context, uv_command
 from jetson_install.doctor.missing_libraries import missing_library
@@ -18,6 +18,9 @@ def check_bnb_library(ctx: Context) -> Verdict:
         error = data["import_error"]
         if error.startswith("torch:"):
             return FAIL, f"bitsandbytes needs torch, which does not import ({error})", "fix the torch-import check first"
+        native = _native_missing(ctx, data)
+        if native is not None:
+            return native
         return FAIL, f"import bitsandbytes failed: {error}", ctx.bnb_install_fix()
     library = data.get("library")
     if not library:
@@ -30,6 +33,10 @@ def check_bnb_library(ctx: Context) -> Verdict:
     if missing is not None and missing.fix:
         # Whatever the backend, a library that cannot load names the package it lacks.
         return FAIL, f"bitsandbytes {version} could not load its native library: {error.splitlines()[0]}", missing.fix
+    if not library.get("path"):
+        native = _native_missing(ctx, data)
+        if native is not None:
+            return native
     own = ctx.profile.bitsandbytes_library(ctx, library, version)
     if own is not None:
         return own
@@ -51,6 +58,20 @@ def check_bnb_library(ctx: Context) -> Verdict:
         return OK, f"bitsandbytes {version}, backend CUDA, loaded {library['file']}", None
     detail = f"bitsandbytes {version} loaded {library['file'] or library['class']} (backend {backend})"
     return FAIL, detail + ", not its CUDA library", ctx.bnb_install_fix()
+
+
+def _native_missing(ctx: Context, data: Mapping[str, Any]) -> Optional[Verdict]:
+    """No native library loaded, and the loader names a dependency one of them lacks: that
+    library and the package that provides it (the backend's own library first)."""
+    errors: Mapping[str, str] = data.get("native_errors") or {}
+    wanted = "cuda" if data.get("backend") == "CUDA" else "cpu"
+    for file in sorted(errors, key=lambda name: wanted not in name):
+        missing = missing_library(errors[file], ctx.expected_cuda, ctx.python, uv_command())
+        if missing is not None and missing.fix:
+            reason = errors[file].strip().splitlines()[0]
+            return (FAIL, f"bitsandbytes {data.get('version') or ''} cannot load {file}: it needs {missing.file}, "
+                          f"which is not installed ({missing.provided_by}; the loader: {reason})", missing.fix)
+    return None
 
 
 def _kernel_fault_fix(ctx: Context, message: str) -> str:

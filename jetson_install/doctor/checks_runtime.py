@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from jetson_install.doctor.context import Context
 from jetson_install.doctor.results import FAIL, OK, SKIP, Verdict
-
-
-def _reinstall(ctx: Context) -> str:
-    return f"jetson-install obliteratus --venv {Path(ctx.python).parent.parent}"
 
 
 def check_jetson_contract(ctx: Context) -> Verdict:
@@ -36,12 +31,12 @@ def check_jetson_contract(ctx: Context) -> Verdict:
 def check_transformers_torch(ctx: Context) -> Verdict:
     section = ctx.torch.section("transformers")
     if section is None:
-        return FAIL, ctx.torch.failure(), _reinstall(ctx)
+        return FAIL, ctx.torch.failure(), ctx.reinstall
     if not section["installed"]:
         return SKIP, "transformers is not installed", None
     version, floor = section["version"], section["torch_floor"]
     if section.get("error"):
-        return FAIL, f"transformers {version} does not import: {section['error']}", _reinstall(ctx)
+        return FAIL, f"transformers {version} does not import: {section['error']}", ctx.reinstall
     torch_version = (ctx.torch.section("torch") or {}).get("version")
     needs = f"torch>={floor}" if floor else "a newer torch"
     if not section["sees_torch"]:
@@ -51,7 +46,7 @@ def check_transformers_torch(ctx: Context) -> Verdict:
         return (
             FAIL,
             f"transformers {version} disables torch {torch_version}: it needs {needs}",
-            f"install a transformers release whose torch floor {torch_version} meets; {_reinstall(ctx)}"
+            f"install a transformers release whose torch floor {torch_version} meets; {ctx.reinstall}"
             " caps transformers to the channel's torch",
         )
     floor_note = f" (it needs {needs})" if floor else ""

@@ -10,7 +10,7 @@ from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion, Version
 
 from jetson_install.doctor.checks_kernels import kernels_ran_correctly
-from jetson_install.doctor.context import Context, uv_command
+from jetson_install.doctor.context import Context, package_index_cpu_build, uv_command
 from jetson_install.doctor.missing_libraries import MissingLibrary, missing_library
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, WARN, Verdict
 from jetson_install.record import EnvironmentRecord, read_record
@@ -84,8 +84,14 @@ def check_torch_build(ctx: Context) -> Verdict:
     own = ctx.profile.torch_build(ctx, raw, cuda)
     if own is not None:
         return own
+    if package_index_cpu_build(raw):
+        return (FAIL, f"torch {raw} is the package index's CPU-only build (+cpu; torch.version.cuda is {cuda}), not "
+                      "a vendor build: a plain pip or uv install took it", ctx.torch_wrong_build_fix(raw))
     if (version.local and "cpu" in version.local) or not cuda:
         return FAIL, f"torch {raw} is a CPU-only build (torch.version.cuda is {cuda})", ctx.torch_wrong_build_fix(raw)
+    if section.get("cuda_built") is False:
+        return (FAIL, f"torch {raw} names CUDA {cuda} but has no CUDA compiled in "
+                      "(torch.backends.cuda.is_built() is False)", ctx.torch_wrong_build_fix(raw))
     pin = ctx.source.pins.get("torch") if ctx.source is not None else None
     if pin:
         try:

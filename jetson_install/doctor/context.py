@@ -153,6 +153,12 @@ def _run_pip_check(python: str) -> runner.Completed:
 
 
 
+def package_index_cpu_build(version: str) -> bool:
+    """torch's own CPU wheels carry the local label `+cpu` (2.8.0+cpu); no vendor build does."""
+    local = version.partition("+")[2]
+    return local == "cpu" or local.startswith("cpu.")
+
+
 def _without_source_options(command: str) -> str:
     """The command line without the options that chose the vendor source it is about to replace."""
     import shlex
@@ -183,16 +189,41 @@ class Context:
     # verifies its new environment (which is discarded if the checks fail), else one for it.
     install_command: Optional[str] = None
     profile: Profile = JETSON  # what the environment is expected to be (the preflight's: CPU torch)
+    # The doctor's own --root/--l4t as the user gave them: an install a fix prints reads the same board.
+    platform_options: Tuple[str, ...] = ()
 
     @property
     def environment(self) -> str:
         return str(Path(self.python).parent.parent)
 
+    def _made_here(self) -> Optional[Path]:
+        """The user's path of the environment when jetson-install made it (DIR, not DIR.d/env-<id>)."""
+        from jetson_install.layout import COMPLETE_MARK, STATE_DIR
+
+        environment = Path(self.python).parent.parent
+        if not (environment / STATE_DIR / COMPLETE_MARK).is_file():
+            return None
+        home = environment.parent
+        return home.with_name(home.name[: -len(".d")]) if home.name.endswith(".d") else environment
+
+    def _install_options(self) -> str:
+        own = self.profile.reinstall_options(self)
+        words = list(self.platform_options)
+        if "--l4t" in own.split() and "--l4t" in words:
+            at = words.index("--l4t")
+            del words[at:at + 2]
+        return "".join(f" {shlex.quote(word)}" for word in words) + own
+
     @property
     def reinstall(self) -> str:
+        """The install that makes this environment again, as a command that runs as printed:
+        one jetson-install made is remade in place; beside one it did not make (which it
+        refuses to change), a new one."""
         if self.install_command:
             return self.install_command
-        return f"jetson-install obliteratus --venv {shlex.quote(self.environment)}" + self.profile.reinstall_options(self)
+        made = self._made_here()
+        venv = str(made) if made is not None else f"{self.environment}-jetson-install"
+        return f"jetson-install obliteratus --venv {shlex.quote(venv)}" + self._install_options()
 
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
@@ -255,16 +286,9 @@ class Context:
         """The install that rebuilds this environment, where jetson-install can: it remakes an
         environment it made (the pinned tag, the vendor constraints), and refuses to change one
         it did not make, so for that one it makes a new environment beside it."""
-        from jetson_install.layout import COMPLETE_MARK, STATE_DIR
-
-        environment = Path(self.python).parent.parent
-        if (environment / STATE_DIR / COMPLETE_MARK).is_file():
-            # Through DIR.d/env-<id> directly, the user's path is DIR.
-            home = environment.parent
-            link = home.with_name(home.name[: -len(".d")]) if home.name.endswith(".d") else environment
-            return f"jetson-install obliteratus --venv {shlex.quote(str(link))}" + self.profile.reinstall_options(self)
-        new = shlex.quote(f"{environment}-jetson-install")
-        return (f"jetson-install obliteratus --venv {new} (a new environment: jetson-install changes only "
+        if self._made_here() is not None:
+            return self.reinstall
+        return (f"{self.reinstall} (a new environment: jetson-install changes only "
                 f"environments it made)")
 
     def other_source_fix(self) -> str:
@@ -280,8 +304,14 @@ class Context:
         return f"install from an index that serves {build} of torch: {reinstall} --vendor-index URL"
 
     def torch_wrong_build_fix(self, version: str) -> str:
-        """For a CPU-only or other-CUDA torch. When it carries the pinned version, the vendor
-        source itself served it, and reinstalling from there brings the same build back."""
+        """For a CPU-only or other-CUDA torch. The package index's own CPU build (`+cpu`) came
+        from a plain pip or uv install: the channel's preferred set replaces it. When it carries
+        the pinned version without that label, the vendor source itself served it, and
+        reinstalling from there brings the same build back."""
+        if package_index_cpu_build(version):
+            fix = f"install the channel's vendor set in an environment jetson-install makes: {self.reinstall}"
+            in_place = self.vendor_install("torch")
+            return f"{fix}; or replace torch in this environment: {in_place}" if in_place else fix
         pin = self.source.pins.get("torch") if self.source is not None else None
         try:
             served_by_source = bool(pin) and satisfies(version, f"=={pin}")

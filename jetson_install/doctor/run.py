@@ -198,6 +198,7 @@ def run_doctor(
     source_commit: Optional[str] = None,
     install_command: Optional[str] = None,
     profile: Profile = JETSON,
+    platform_options: Sequence[str] = (),
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
@@ -206,7 +207,8 @@ def run_doctor(
     ``install_command``: the command line of an install verifying the environment it is
     building; fixes then say how to run that install differently, since a failed one
     discards the environment. ``profile``: what the environment is expected to be (the
-    preflight's expects CPU builds and runs nothing on a GPU).
+    preflight's expects CPU builds and runs nothing on a GPU). ``platform_options``: the
+    doctor's --root/--l4t as given, kept in the installs its fixes print.
 
     Raises BadInput only when the interpreter does not exist, a check id is unknown, or the
     strict gate is asked of the preflight profile.
@@ -244,6 +246,7 @@ def run_doctor(
             source_commit=source_commit,
             install_command=install_command,
             profile=profile,
+            platform_options=tuple(platform_options),
         )
     results: Dict[str, CheckResult] = {}
     for spec in selected:

@@ -67,6 +67,32 @@ def probe_library(torch):
     return bitsandbytes
 
 
+def native_load_errors():
+    """What the loader says about each native library bitsandbytes ships that it cannot open.
+
+    bitsandbytes 0.49 and 0.50 turn a library that cannot load into a message of their own
+    ("XPU/CPU can run without native library.") and drop the loader's words, which name the
+    missing dependency (libgomp.so.1); opening each file here gets them back.
+    """
+    import ctypes
+    import glob
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("bitsandbytes")
+    except BaseException:
+        return {}
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    errors = {}
+    for folder in folders:
+        for path in sorted(glob.glob(os.path.join(folder, "libbitsandbytes_*.so"))):
+            try:
+                ctypes.CDLL(path)
+            except OSError as exc:
+                errors[os.path.basename(path)] = str(exc)
+    return errors
+
+
 def relative_error(got, expected):
     return float((got.float() - expected.float()).abs().mean() / expected.float().abs().mean())
 
@@ -150,6 +176,10 @@ def main():
     capability = tuple(torch.cuda.get_device_capability(0)) if cuda_ready else None
     report["capability"] = list(capability) if capability else None
     bitsandbytes = probe_library(torch)
+    library = report.get("library") or {}
+    if bitsandbytes is None or not library.get("path"):
+        # No native library loaded: the loader's own words say why.
+        report["native_errors"] = native_load_errors()
     report["kernels"] = {}
     emit()
     if bitsandbytes is not None and cuda_ready and report["library"]["compiled_with_cuda"]:

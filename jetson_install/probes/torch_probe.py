@@ -86,11 +86,18 @@ def probe_torch_import(loaded):
         except BaseException as exc:  # a broken wheel can raise anything from its C extension
             return {"imported": False, "error": describe(exc), "traceback": traceback.format_exc()}
     loaded.append(torch)
+    # torch.version.cuda is a string baked in at build time; is_built() says whether CUDA is
+    # compiled in (https://pytorch.org/docs/stable/backends.html#torch.backends.cuda.is_built).
+    try:
+        cuda_built = bool(torch.backends.cuda.is_built())
+    except Exception:
+        cuda_built = None
     return {
         "imported": True,
         "error": None,
         "version": str(torch.__version__),
         "cuda": getattr(torch.version, "cuda", None),
+        "cuda_built": cuda_built,
         "hip": getattr(torch.version, "hip", None),
         "import_warnings": [str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()],
     }
