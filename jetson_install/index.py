@@ -37,6 +37,12 @@ _PEP691 = "application/vnd.pypi.simple.v1+json"
 _ARCH = "aarch64"
 
 
+#: An authenticated mirror's answers to missing or wrong credentials: not "did not answer".
+_REFUSED = (401, 403)
+_CREDENTIALS_FIX = ("give the mirror's user and token in the URL you pass (https://USER:TOKEN@HOST/...; they "
+                    "are never written to a file or shown) or in ~/.netrc (machine HOST login USER password TOKEN)")
+
+
 class IndexUnreachable(JetsonInstallError):
     """The index did not answer (or answered with an error)."""
 
@@ -56,6 +62,9 @@ def project_files(index: str, project: str) -> List[ListedFile]:
         raise _unreachable(index, _why(exc)) from None
     if response.status_code == 404:
         return []
+    if response.status_code in _REFUSED:
+        raise IndexUnreachable(f"the vendor index {redact(index)} refused the request (HTTP {response.status_code}): "
+                               "check the credentials", fix=_CREDENTIALS_FIX)
     if response.status_code != 200:
         raise _unreachable(index, f"HTTP {response.status_code}")
     if response.headers.get("Content-Type", "").split(";")[0].strip() == _PEP691:
@@ -336,5 +345,7 @@ def fetch_text(url: str) -> str:
 
 
 def _failed(url: str, why: str) -> StepFailed:
+    if why in (f"HTTP {code}" for code in _REFUSED):
+        return StepFailed("download", f"{redact(url)} was refused ({why}): check the credentials", _CREDENTIALS_FIX)
     return StepFailed("download", f"could not fetch {redact(url)} ({why})",
                       "check that the index or wheelhouse answers, then run the command again")

@@ -125,7 +125,8 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
         rest = _resolve(work, "default", rest_requirements, constraints, default_index, target, no_deps=False,
                         skip=[entry.name for entry in vendor] + [_distribution(requirement)])
     built = Locked(_distribution(requirement), _wheel_version(wheel.name), wheel.as_uri(), wheel_sha, "built")
-    lock = Lock(channel, target.python, target.arch, target.platform, requirement, commit, __version__,
+    # The header names the source without a token in its URL: a lock is copied to every runner.
+    lock = Lock(channel, target.python, target.arch, target.platform, redact(requirement), commit, __version__,
                 tuple(vendor + [built] + rest), resolution.warnings)
     output.write_text(render_lock(lock), encoding="utf-8")
     return LockResult(lock, str(output), str(wheel))
@@ -209,6 +210,16 @@ def _build_target(requirement: str, default_index: Optional[str], out_dir: Path,
         raise BadInput(f"a lock builds the source once from git or a checkout, and {url} is an archive",
                        fix="pass the repository URL or a checkout as --source")
     commit = git.head_commit(source) if (source / ".git").exists() else None
+    if commit is not None:
+        from jetson_install.source_tree import is_build_output
+
+        status = git.changes(source)
+        edited = sorted(entry[3:] for entry in (status or "").split("\0") if entry and not is_build_output(entry[3:]))
+        if status is None or edited:
+            # The lock names a commit as its source's identity: no commit describes an edited tree.
+            raise BadInput(f"--source {source} has uncommitted changes ({', '.join(edited[:3]) or 'git cannot say'}"
+                           f"{', ...' if len(edited) > 3 else ''}), so no commit names what the lock would build",
+                           fix=f"commit or stash them (git -C {source} status), then run the lock again")
     built = work / "wheel"
     result = runner.run_uv(uv.build_wheel_argv(sys.executable, str(source), str(built), default_index, isolation=True),
                            indexes=[default_index] if default_index else [])

@@ -13,10 +13,19 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
 from jetson_install.errors import BadInput
 
 __all__ = ["LOCK_VERSION", "WHEELHOUSE_LOCK", "FILES_DIR", "SIMPLE_DIR", "Locked", "Lock", "render_lock", "parse_lock",
-           "read_lock", "lock_mismatch", "relocated"]
+           "read_lock", "lock_mismatch", "relocated", "file_name_problem"]
 
 LOCK_VERSION = 1
 #: The lock a wheelhouse carries, beside its files/ and simple/ (the PEP 503 index).
@@ -93,6 +102,32 @@ _ENTRY_NOTE = re.compile(r"^# (?P<name>\S+) (?P<version>\S+) from the (?P<origin
 _LINE = re.compile(r"^(?P<name>[A-Za-z0-9._-]+) @ (?P<url>\S+) --hash=sha256:(?P<sha256>[0-9a-f]{64})$")
 
 
+def file_name_problem(entry: Locked) -> Optional[str]:
+    """Why the file an entry's URL names is not a file of that distribution, else None. The
+    name becomes a path (a wheelhouse's files/NAME): it must be one plain path component, and a
+    wheel (PEP 427) or source archive name of the entry's own distribution and version."""
+    name = entry.filename
+    if not name or name in (".", "..") or name.startswith(".") or any(
+            char in name for char in "/\\\0") or any(ord(char) < 32 for char in name):
+        return f"its file name {name!r} is not one plain file name"
+    try:
+        if name.endswith(".whl"):
+            distribution, version = parse_wheel_filename(name)[:2]
+        else:
+            distribution, version = parse_sdist_filename(name)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion) as exc:
+        return f"its file name {name!r} is not a wheel or source archive name ({exc})"
+    if distribution != canonicalize_name(entry.name):
+        return f"its file {name!r} is a file of {distribution}, not of {entry.name}"
+    try:
+        same = version == Version(entry.version)
+    except InvalidVersion:
+        same = False
+    if not same:
+        return f"its file {name!r} is version {version}, and the lock says {entry.version}"
+    return None
+
+
 def parse_lock(text: str, where: str) -> Lock:
     """A lock from its text; one clear error naming `where` for anything else."""
     lines = text.splitlines()
@@ -121,7 +156,13 @@ def parse_lock(text: str, where: str) -> Lock:
         if not found or note is None or note[0] != found.group("name"):
             raise BadInput(f"{where}:{number}: not a line of a jetson-install lock: {line.strip()[:120]}",
                            fix="make the lock again: jetson-install lock --output FILE")
-        entries.append(Locked(found.group("name"), note[1], found.group("url"), found.group("sha256"), note[2], note[3]))
+        entry = Locked(found.group("name"), note[1], found.group("url"), found.group("sha256"), note[2], note[3])
+        problem = file_name_problem(entry)
+        if problem is not None:
+            # Checked before anything is downloaded: the name becomes a path in a wheelhouse.
+            raise BadInput(f"{where}:{number}: {entry.name}: {problem}",
+                           fix="make the lock again: jetson-install lock --output FILE")
+        entries.append(entry)
         note = None
     missing = [key for key in _HEADER_KEYS if key not in header]
     if missing:

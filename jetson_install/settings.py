@@ -114,6 +114,10 @@ def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
         raise BadInput(f"{where}: {url!r} is not a valid URL ({exc})", fix=example) from None
     if parts.scheme == "file" and not parts.path:
         raise BadInput(f"{where}: {url!r} names no directory", fix="give a local index as file:///path/to/simple")
+    if parts.scheme == "file" and parts.netloc not in ("", "localhost"):
+        # uv, pip and this tool read file:// as this machine: a host there is never reached.
+        raise BadInput(f"{where}: {url!r} names the host {parts.netloc}, and a file URL is read on this machine",
+                       fix="give a local index as file:///path/to/simple")
     if parts.scheme in ("https", "file"):
         if parts.scheme == "https" and not parts.hostname:
             raise BadInput(f"{where}: {url!r} has no host", fix=example)

@@ -10,8 +10,17 @@ from urllib.parse import quote
 
 from packaging.utils import canonicalize_name
 
-from jetson_install.errors import StepFailed
-from jetson_install.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, Lock, Locked, render_lock
+from jetson_install.errors import BadInput, StepFailed
+from jetson_install.lock_file import (
+    FILES_DIR,
+    SIMPLE_DIR,
+    WHEELHOUSE_LOCK,
+    Lock,
+    Locked,
+    file_name_problem,
+    render_lock,
+)
+from jetson_install.outputs import replace_file
 
 __all__ = ["wheelhouse_pages", "fill_wheelhouse"]
 
@@ -43,12 +52,18 @@ def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
 
     files = directory / FILES_DIR
     files.mkdir(parents=True, exist_ok=True)
+    _confined(directory, files)
     fetched = 0
     for entry in lock.entries:
+        problem = file_name_problem(entry)
+        if problem is not None:  # parse_lock refuses these; a Lock made otherwise is held to it too
+            raise BadInput(f"{entry.name}: {problem}", fix="make the lock again: jetson-install lock --output FILE")
         path = files / entry.filename
-        if path.is_file() and _sha256(path) == entry.sha256:
+        if path.is_file() and not path.is_symlink() and _sha256(path) == entry.sha256:
             continue
         partial = path.with_name(path.name + ".part")
+        # Whatever was there (a link planted to redirect the write) goes; the download is a new file.
+        partial.unlink(missing_ok=True)
         try:
             fetch_file(entry.url, partial)
         except BaseException:
@@ -65,11 +80,20 @@ def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
     for relative, text in wheelhouse_pages(lock).items():
         page = directory / SIMPLE_DIR / relative
         page.parent.mkdir(parents=True, exist_ok=True)
-        page.write_text(text, encoding="utf-8")
-    (directory / WHEELHOUSE_LOCK).write_text(render_lock(lock), encoding="utf-8")
+        _confined(directory, page.parent)
+        replace_file(page, text)
+    replace_file(directory / WHEELHOUSE_LOCK, render_lock(lock))
     return {"schema_version": 1, "command": "wheelhouse", "directory": str(directory), "files": len(lock.entries),
             "downloaded_bytes": fetched, "index": (directory / SIMPLE_DIR).as_uri(),
             "lock": str(directory / WHEELHOUSE_LOCK)}
+
+
+def _confined(directory: Path, inner: Path) -> None:
+    """`inner` is a real folder inside `directory`: a link there (files/ -> ~/.ssh) would
+    send the wheelhouse's writes elsewhere."""
+    if inner.resolve() != directory.resolve().joinpath(inner.relative_to(directory)):
+        raise BadInput(f"{inner} is a link out of the wheelhouse {directory}; the wheelhouse writes only inside it",
+                       fix=f"remove {inner}, or pass another DIR")
 
 
 def _sha256(path: Path) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import uv
 from jetson_install.errors import BadInput
-from jetson_install.identity import ChosenFile, Resolution, VersionSet
+from jetson_install.identity import ChosenFile, KnownBuild, Resolution, VersionSet
 from jetson_install.layout import LOCK_FILE, state_of
 from jetson_install.lock_file import WHEELHOUSE_LOCK, Lock, lock_mismatch, parse_lock, relocated, render_lock
 from jetson_install.plan import Execution, Handler, InterpreterPolicy, Plan, Route
@@ -36,6 +36,7 @@ class LockInUse:
     location: str
     sha256: str
     text: str
+    resolution: Resolution  # its vendor files, judged against the channel's known builds
 
     def to_json(self) -> Dict[str, Any]:
         return {"file": self.location, "sha256": self.sha256, "channel": self.lock.channel,
@@ -43,11 +44,34 @@ class LockInUse:
                 "source_commit": self.lock.source_commit, "packages": len(self.lock.entries)}
 
 
-def lock_resolution(lock: LockInUse) -> Resolution:
-    """The vendor set a lock names, as the resolution an install carries out and records."""
-    files = tuple(ChosenFile(entry.name, entry.version, entry.filename, entry.url, entry.sha256, known=False)
-                  for entry in lock.lock.entries if entry.origin == "vendor")
-    return Resolution(lock.location, "lock", files, f"the files {lock.location} names")
+def lock_resolution(lock: Lock, location: str, known: Tuple[KnownBuild, ...]) -> Resolution:
+    """The vendor set a lock names, as the resolution an install carries out and records, each
+    file judged against the channel's known builds exactly as a resolution's: a known name
+    with another sha256 is refused, a file the catalog does not list is accepted and said."""
+    from jetson_install.identity import IdentityMismatch
+    from jetson_install.redact import credentials
+
+    by_file = {build.file: build for build in known}
+    files, warnings = [], []
+    for entry in lock.entries:
+        if entry.origin != "vendor":
+            continue
+        build = by_file.get(entry.filename)
+        if build is not None and not build.matches(entry.sha256):
+            raise IdentityMismatch(
+                f"{location} names {entry.filename} with sha256 {entry.sha256}, but wheels-index.toml records "
+                f"{build.digest} for that file: refusing a different build under a recorded name",
+                fix="make the lock again from the vendor index (jetson-install lock --output FILE); if the vendor "
+                    "re-published it, update the build in wheels-index.toml after checking it")
+        if build is None:
+            warnings.append(f"{entry.filename} in {location} is not a build wheels-index.toml lists "
+                            f"(sha256 {entry.sha256}); installed as the lock says and recorded")
+        # The record (vendor.json) names the file, never a mirror's user and token.
+        secret = credentials(entry.url)
+        files.append(ChosenFile(entry.name, entry.version, entry.filename, secret.url if secret else entry.url,
+                                entry.sha256, build is not None,
+                                build.cuda if build else None))
+    return Resolution(location, "lock", tuple(files), f"the files {location} names", tuple(warnings))
 
 
 @dataclass(frozen=True)
@@ -98,7 +122,7 @@ class LockRoute(Route):
         return self.base.interpreter_policy(plan)
 
     def fixed_resolution(self) -> Optional[Resolution]:
-        return lock_resolution(self.used)
+        return self.used.resolution
 
     def vendor_label(self, plan: Plan) -> str:
         return self.base.vendor_label(plan)
@@ -139,26 +163,41 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
     when it was made for another board; the fix makes one with the user's own options."""
     import os
 
-    if lock_file and wheelhouse:
-        raise BadInput("--lock and --wheelhouse were both given", fix="use one: a wheelhouse carries its own lock")
-    if wheelhouse:
-        from jetson_install.index import fetch_text
+    from jetson_install.redact import credentials
 
+    base = None
+    if wheelhouse:
+        from jetson_install.settings import check_index_url
+
+        if "://" in wheelhouse:
+            # A served wheelhouse is an index like any other: https, or plain http on loopback
+            # (or with --allow-insecure-index), since its lock.txt and files swapped in transit
+            # would install. With a local --lock every file is held to that lock's sha256, so
+            # plain http can alter nothing; a user and token would still travel in clear.
+            trusted = bool(lock_file) and credentials(wheelhouse) is None
+            check_index_url(wheelhouse, f"--wheelhouse {wheelhouse}", plan.settings.allow_insecure or trusted)
         base = wheelhouse.rstrip("/") if "://" in wheelhouse else Path(wheelhouse).absolute().as_uri()
-        location = f"{base}/{WHEELHOUSE_LOCK}"
-        text = fetch_text(location)
-        lock = relocated(parse_lock(text, f"--wheelhouse {wheelhouse}: {WHEELHOUSE_LOCK}"), base)
-        flag = f"--wheelhouse {wheelhouse}"
-    else:
-        assert lock_file is not None
+    if lock_file:
         location = str(Path(lock_file).absolute())
-        try:
-            text = Path(location).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BadInput(f"--lock {lock_file}: {exc.strerror or exc}",
-                           fix="pass the file `jetson-install lock --output FILE` wrote") from None
+        text = _read_local_lock(lock_file)
         lock = parse_lock(text, f"--lock {lock_file}")
         flag = f"--lock {lock_file}"
+        if base is not None:
+            # The fleet's way: the hashes from this trusted lock, only the files from the mirror,
+            # whose own lock.txt is never read.
+            lock = relocated(lock, base)
+        else:
+            lock = _built_beside(lock, Path(location).parent)
+    else:
+        from jetson_install.index import fetch_text
+
+        assert base is not None and wheelhouse is not None
+        location = f"{base}/{WHEELHOUSE_LOCK}"
+        text = fetch_text(location)
+        secret = credentials(location)
+        location = secret.url if secret else location  # as the result and the evidence name it
+        lock = relocated(parse_lock(text, f"--wheelhouse {wheelhouse}: {WHEELHOUSE_LOCK}"), base)
+        flag = f"--wheelhouse {wheelhouse}"
     if plan.interpreter:
         from jetson_install.interpreters import inspect_interpreter
 
@@ -171,7 +210,41 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
         again = rerun.without("--wheelhouse").with_option("--lock", "FILE")
         raise BadInput(f"{flag}: {mismatch}",
                        fix=f"make a lock for this board and interpreter: {remake}, then run: {again}")
-    return LockInUse(lock, location, hashlib.sha256(text.encode("utf-8")).hexdigest(), render_lock(lock))
+    known = tuple(build for source in (plan.channel.sources if plan.channel else ()) for build in source.builds)
+    return LockInUse(lock, location, hashlib.sha256(text.encode("utf-8")).hexdigest(), render_lock(lock),
+                     lock_resolution(lock, location, known))
+
+
+def _read_local_lock(lock_file: str) -> str:
+    from jetson_install.outputs import read_regular_file
+
+    fix = "pass the file `jetson-install lock --output FILE` wrote"
+    try:
+        raw = read_regular_file(lock_file, 16 * 2**20 + 1)
+    except OSError as exc:
+        raise BadInput(f"--lock {lock_file}: {exc.strerror or exc}", fix=fix) from None
+    if raw is None or len(raw) > 16 * 2**20:
+        raise BadInput(f"--lock {lock_file}: not a regular file of a lock's size", fix=fix)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"--lock {lock_file}: not UTF-8 text", fix=fix) from None
+
+
+def _built_beside(lock: Lock, folder: Path) -> Lock:
+    """The lock's built OBLITERATUS wheel, found beside the lock where its recorded path (on the
+    machine that made the lock) does not exist here: a lock copied with its wheel installs."""
+    from urllib.parse import unquote, urlsplit
+
+    entries = []
+    for entry in lock.entries:
+        parts = urlsplit(entry.url)
+        if entry.origin == "built" and parts.scheme == "file" and not Path(unquote(parts.path)).is_file():
+            beside = folder / entry.filename
+            if beside.is_file():
+                entry = dataclasses.replace(entry, url=beside.absolute().as_uri())
+        entries.append(entry)
+    return dataclasses.replace(lock, entries=tuple(entries))
 
 
 def _install_lock(step: Step, run: Execution) -> str:
@@ -183,7 +256,11 @@ def _install_lock(step: Step, run: Execution) -> str:
     assert isinstance(route, LockRoute)
     lock = route.used
     write_constraints(run.staging, run.plan.constraints)
-    (state_of(run.staging) / LOCK_FILE).write_text(lock.text, encoding="utf-8")
+    from jetson_install.outputs import replace_file
+    from jetson_install.redact import redact
+
+    # A mirror's credentials in its files' URLs stay readable by the user alone, as requirements.txt's do.
+    replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=0o600 if redact(lock.text) != lock.text else None)
     run.run(step.argv, "a file of the lock is unreachable or changed (see the message): serve its wheelhouse "
                        f"(jetson-install wheelhouse DIR --lock FILE), then run: {run.rerun}")
     if run.plan.resolution is not None:

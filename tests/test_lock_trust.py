@@ -1,0 +1,232 @@
+"""Locks and wheelhouses as a trust chain: a file name is one path component of the entry's own
+distribution, a wheelhouse writes only inside DIR, a served wheelhouse obeys the https rule, a
+trusted local lock's hashes hold against a mirror's files, and a lock's vendor files are judged
+against the catalog's known builds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+from support import isolated_env
+from support.catalogs import stub_catalog_text
+from support.cli import CliResult, run_cli
+from support.wheels import build_wheel
+
+from jetson_install.errors import BadInput
+from jetson_install.lock_file import Lock, Locked, parse_lock, render_lock
+from jetson_install.settings import check_index_url
+
+TOP = Path(__file__).resolve().parent.parent
+SAMPLE = "sample:agx-orin-64gb-jp6.2"
+
+
+def _lock(*entries: Locked) -> str:
+    return render_lock(Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus @ git+x@v1",
+                            "c0ffee", "1.0", entries))
+
+
+def _entry(name: str, version: str, url: str, sha256: str = "a" * 64) -> Locked:
+    return Locked(name, version, url, sha256, "default")
+
+
+@pytest.mark.parametrize("name, version, url, said", [
+    ("torch", "2.5.0", "http://127.0.0.1/files/%2Fetc%2Fpasswd", "is not one plain file name"),
+    ("torch", "2.5.0", "http://127.0.0.1/files/..%2F..%2F.ssh%2Fauthorized_keys", "is not one plain file name"),
+    ("torch", "2.5.0", "http://127.0.0.1/files/..", "is not one plain file name"),
+    ("torch", "2.5.0", "http://127.0.0.1/files/.bashrc", "is not one plain file name"),
+    ("torch", "2.5.0", "http://127.0.0.1/files/a%5Cb-1.0.tar.gz", "is not one plain file name"),
+    ("numpy", "2.5.0", "http://127.0.0.1/files/torch-2.5.0-cp310-cp310-linux_aarch64.whl",
+     "is a file of torch, not of numpy"),
+    ("torch", "2.4.0", "http://127.0.0.1/files/torch-2.5.0-cp310-cp310-linux_aarch64.whl",
+     "is version 2.5.0, and the lock says 2.4.0"),
+    ("torch", "2.5.0", "http://127.0.0.1/files/authorized_keys", "is not a wheel or source archive name"),
+])
+def test_a_lock_entrys_file_must_be_a_plain_file_of_its_own_distribution(name: str, version: str, url: str,
+                                                                         said: str) -> None:
+    with pytest.raises(BadInput) as refused:
+        parse_lock(_lock(_entry(name, version, url)), "crafted.lock")
+    assert refused.value.message.startswith(f"crafted.lock:10: {name}: ") and said in refused.value.message
+    assert refused.value.fix == "make the lock again: jetson-install lock --output FILE"
+
+
+def test_wheel_and_source_archive_names_of_the_entry_are_accepted() -> None:
+    good = [_entry("torch", "2.5.0a0+872d972e41.nv24.08",
+                   "https://x.example/torch-2.5.0a0+872d972e41.nv24.08-cp310-cp310-linux_aarch64.whl"),
+            _entry("Jinja2", "3.1.4", "https://x.example/jinja2-3.1.4-py3-none-any.whl"),
+            _entry("antlr4-python3-runtime", "4.9.3", "https://x.example/antlr4-python3-runtime-4.9.3.tar.gz")]
+    assert sorted(entry.filename for entry in parse_lock(_lock(*good), "x").entries) == [
+        "antlr4-python3-runtime-4.9.3.tar.gz", "jinja2-3.1.4-py3-none-any.whl",
+        "torch-2.5.0a0+872d972e41.nv24.08-cp310-cp310-linux_aarch64.whl"]
+
+
+def _env(tmp_path: Path) -> Dict[str, str]:
+    return isolated_env(tmp_path, fast_fail=True)
+
+
+def test_wheelhouse_refuses_a_crafted_lock_before_writing_anything(tmp_path: Path) -> None:
+    precious = tmp_path / "home" / ".ssh" / "authorized_keys"
+    precious.parent.mkdir(parents=True)
+    precious.write_text("ssh-ed25519 AAAA admin\n")
+    crafted = tmp_path / "crafted.lock"
+    crafted.write_text(_lock(_entry("torch", "2.5.0", f"file://{tmp_path}/x/..%2F..%2Fhome%2F.ssh%2Fauthorized_keys")))
+    house = tmp_path / "house"
+    result = run_cli("wheelhouse", str(house), "--lock", str(crafted), env=_env(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[0].startswith(f"error: {crafted}:10: torch: its file name ")
+    assert precious.read_text() == "ssh-ed25519 AAAA admin\n" and not (house / "files").exists()
+
+
+def test_wheelhouse_writes_only_inside_dir(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path / "built", "tinypkg", "1.0", tag="py3-none-any")
+    entry = Locked("tinypkg", "1.0", wheel.as_uri(), hashlib.sha256(wheel.read_bytes()).hexdigest(), "default")
+    lock = tmp_path / "good.lock"
+    lock.write_text(_lock(entry))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    house = tmp_path / "house"
+    house.mkdir()
+    (house / "files").symlink_to(elsewhere)  # planted: files/ -> somewhere else
+    result = run_cli("wheelhouse", str(house), "--lock", str(lock), env=_env(tmp_path))
+    assert result.returncode == 2 and "is a link out of the wheelhouse" in result.stderr, result.stderr
+    assert list(elsewhere.iterdir()) == []
+    (house / "files").unlink()
+    (house / "files").mkdir()
+    (house / "files" / f"{wheel.name}.part").symlink_to(elsewhere / "victim")  # a planted partial file
+    (house / "lock.txt").symlink_to(elsewhere / "lock-victim")
+    result = run_cli("wheelhouse", str(house), "--lock", str(lock), env=_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert list(elsewhere.iterdir()) == [] and (house / "files" / wheel.name).is_file()
+    assert not (house / "lock.txt").is_symlink()
+
+
+@pytest.mark.parametrize("url, refused", [("file://mirror.example/srv/simple", True), ("file:///srv/simple", False),
+                                          ("file://localhost/srv/simple", False)])
+def test_a_file_url_names_this_machine_only(url: str, refused: bool) -> None:
+    if refused:
+        with pytest.raises(BadInput) as error:
+            check_index_url(url, "--vendor-index", False)
+        assert "names the host mirror.example" in error.value.message
+        assert error.value.fix == "give a local index as file:///path/to/simple"
+    else:
+        check_index_url(url, "--vendor-index", False)
+
+
+def test_a_served_wheelhouse_obeys_the_https_rule(tmp_path: Path) -> None:
+    result = run_cli("obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "env"), "--wheelhouse",
+                     "http://192.0.2.1:8000/", "--yes", env=_env(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "error: --wheelhouse http://192.0.2.1:8000/: http://192.0.2.1:8000/ uses plain http to a remote host, so "
+        "packages could be altered in transit",
+        "  fix: use https://192.0.2.1:8000/, or accept the risk by adding --allow-insecure-index"]
+
+
+# -- a trusted lock with a mirror's files; the built wheel beside a copied lock ---------------
+
+def _cli_env(tmp_path: Path, vendor_dir: Path) -> Dict[str, str]:
+    catalog = tmp_path / "wheels-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), vendor_dir))
+    return dict(_env(tmp_path), JETSON_INSTALL_WHEELS_INDEX=str(catalog))
+
+
+def _install(env: Dict[str, str], venv: Path, *args: str) -> CliResult:
+    return run_cli("obliteratus", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable,
+                   *args, "--no-verify", "--yes", "--json", env=env)
+
+
+def test_a_local_lock_keeps_its_hashes_against_a_mirror_and_its_wheel_travels_with_it(
+        stub_index_dirs, vendor_index, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+    env = _cli_env(tmp_path, stub_index_dirs.vendor)
+    made_in = tmp_path / "made"
+    made_in.mkdir()
+    lock = made_in / "here.lock"
+    made = run_cli("lock", "--root", SAMPLE, "--vendor-index", vendor_index.url, "--default-index", public_index.url,
+                   "--source", str(obliteratus_source), "--output", str(lock), "--python", sys.executable, env=env)
+    assert made.returncode == 0, made.stderr
+    house = tmp_path / "house"
+    assert run_cli("wheelhouse", str(house), "--lock", str(lock), env=env).returncode == 0
+    # The mirror swaps a file, and its own lock.txt with it.
+    entries = parse_lock(lock.read_text(), "lock").entries
+    victim = next(entry for entry in entries if entry.origin == "default")
+    swapped_dir = tmp_path / "swapped"
+    swapped = build_wheel(swapped_dir, victim.name, victim.version, tag=victim.filename[:-4].split("-", 2)[2])
+    assert swapped.name == victim.filename
+    shutil.copy(swapped, house / "files" / victim.filename)
+    served_lock = house / "lock.txt"
+    served_lock.write_text(served_lock.read_text().replace(
+        victim.sha256, hashlib.sha256(swapped.read_bytes()).hexdigest()))
+    result = _install(env, tmp_path / "env", "--lock", str(lock), "--wheelhouse", str(house))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert victim.sha256 in result.stderr and "hash" in result.stderr.lower(), result.stderr
+    assert not (tmp_path / "env").exists()
+    # The mirror's true files install under the local lock; the result names the lock as given.
+    assert run_cli("wheelhouse", str(tmp_path / "house2"), "--lock", str(lock), env=env).returncode == 0
+    result = _install(env, tmp_path / "env", "--lock", str(lock), "--wheelhouse", str(tmp_path / "house2"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["lock"]["file"] == str(lock)
+    assert data["lock"]["sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
+    # A lock copied to a board with its built wheel beside it installs.
+    board = tmp_path / "board"
+    board.mkdir()
+    built = next(entry for entry in entries if entry.origin == "built")
+    shutil.copy(lock, board / "here.lock")
+    shutil.move(str(made_in / built.filename), str(board / built.filename))
+    result = _install(env, tmp_path / "env2", "--lock", str(board / "here.lock"))
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_locks_vendor_file_under_a_known_name_must_have_the_known_hash(
+        stub_index_dirs, vendor_index, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+    env = _cli_env(tmp_path, stub_index_dirs.vendor)
+    lock = tmp_path / "here.lock"
+    made = run_cli("lock", "--root", SAMPLE, "--vendor-index", vendor_index.url, "--default-index", public_index.url,
+                   "--source", str(obliteratus_source), "--output", str(lock), "--python", sys.executable, env=env)
+    assert made.returncode == 0, made.stderr
+    torch = next(entry for entry in parse_lock(lock.read_text(), "lock").entries if entry.name == "torch")
+    other = tmp_path / "other.lock"
+    other.write_text(lock.read_text().replace(torch.sha256, "b" * 64))
+    result = _install(env, tmp_path / "env", "--lock", str(other))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines: List[str] = result.stderr.splitlines()
+    assert any(f"names {torch.filename} with sha256 {'b' * 64}, but wheels-index.toml records" in line
+               for line in lines), result.stderr
+    assert not (tmp_path / "env").exists()
+
+
+def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs, vendor_index, public_index,
+                                                   obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    env = _cli_env(tmp_path, stub_index_dirs.vendor)
+    checkout = tmp_path / "checkout"
+    shutil.copytree(obliteratus_git_repo, checkout, symlinks=True)
+    (checkout / "edited.py").write_text("print('not in any commit')\n")
+    lock = tmp_path / "edited.lock"
+    result = run_cli("lock", "--root", SAMPLE, "--vendor-index", vendor_index.url, "--default-index", public_index.url,
+                     "--source", str(checkout), "--output", str(lock), "--python", sys.executable, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        f"error: --source {checkout} has uncommitted changes (edited.py), so no commit names what the lock would build",
+        f"  fix: commit or stash them (git -C {checkout} status), then run the lock again"]
+    assert not lock.exists()
+
+
+def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs, start_index) -> None:
+    from jetson_install.errors import StepFailed
+    from jetson_install.index import IndexUnreachable, fetch_text, project_files
+
+    mirror = start_index(stub_index_dirs.vendor, name="authenticated", credentials="fleet:s3cret")
+    with pytest.raises(IndexUnreachable) as refused:
+        project_files(mirror.url, "torch")
+    assert refused.value.message.endswith("refused the request (HTTP 401): check the credentials")
+    assert "~/.netrc" in (refused.value.fix or "")
+    with pytest.raises(StepFailed) as failed:
+        fetch_text(mirror.url.replace("//", "//fleet:wrong@", 1) + "lock.txt")
+    assert "was refused (HTTP 401): check the credentials" in str(failed.value.message)
+    assert "wrong" not in failed.value.message
+    assert project_files(mirror.url.replace("//", "//fleet:s3cret@", 1), "torch")  # the URL's credentials work
