@@ -82,8 +82,8 @@ def line_of(path: Path, fragment: str) -> int:
     [
         ('status = "supported"', 'status = "stable"', "status", "must be one of"),
         ('  { torch = "2.8.0", torchvision', '  { torch = "two", torchvision', "sets", "not a version specifier"),
-        ('sha256_prefix = "907c4c1933789645"', 'sha256_prefix = "907c4c19"', "builds", "16 hex digits"),
-        ('sha256_prefix = "81a775c8af36ac85" }', 'sha256_prefix = "81a775c8af36ac85", md5 = "x" }', "builds",
+        ('sha256_prefix = "d5bcaaf709f11750"', 'sha256_prefix = "d5bcaaf7"', "builds", "16 hex digits"),
+        ('sha256_prefix = "d12bede7113e6b00" }', 'sha256_prefix = "d12bede7113e6b00", md5 = "x" }', "builds",
          "has the key 'md5'"),
         ('preferred = "2.8.0"', 'preferred = "2.7.0"', "preferred", "exactly one of the sets"),
         ('{ file = "torch-2.8.0-cp310-cp310-linux_aarch64.whl", sha256 = "62a1beee9f2f147076a974d2942c90060c12771c94740830327cae705b2595fc", cuda = "12.6" }',
