@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install.evidence import Verdict, proven_here
 from jetson_install.platform import Platform
+from jetson_install.platform_data import platform_data
 
 __all__ = ["BASE_LABELS", "RunnerLabels", "runner_labels", "memory_class"]
 
@@ -62,6 +63,7 @@ def runner_labels(platform: Platform, verdict: Optional[Verdict]) -> RunnerLabel
         labels.append(f"jp{platform.jetpack}")  # jp6.2, or jp6.x for an unknown point release
     if platform.l4t is not None:
         labels.append(f"l4t-{platform.l4t.major}.{platform.l4t.minor}")
+    labels += [label for words, label in platform_data().model_labels.items() if words in (platform.model or "")]
     if verdict is None:
         unproven: Optional[str] = "no evidence: run jetson-install doctor --strict --evidence FILE first"
     elif not verdict.ok:

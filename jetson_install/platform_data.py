@@ -49,6 +49,7 @@ class PlatformData:
     releases: Mapping[L4T, str]
     modules: Mapping[str, str]
     glibc: Mapping[str, str]  # Ubuntu release -> its glibc, "22.04" -> "2.35"
+    model_labels: Mapping[str, str]  # words of a device-tree model -> the runner label users look for
 
     @property
     def tegra_capabilities(self) -> FrozenSet[Tuple[int, int]]:
@@ -61,7 +62,7 @@ class PlatformData:
         return frozenset(found)
 
 
-_TABLES = ("socs", "majors", "glibc", "releases", "modules")
+_TABLES = ("socs", "majors", "glibc", "releases", "modules", "model_labels")
 _SOC_KEYS = ("family", "compute_capability", "tegra_cuda")
 _MAJOR_KEYS = ("jetpack", "ubuntu", "python", "cuda", "socs")
 _MAJOR_MINOR = r"\d+\.\d+"
@@ -77,7 +78,8 @@ def platform_data(path: Path = DATA_FILE) -> PlatformData:
         if name not in raw:
             raise file.fail("top level", name, f"is required: a [{name}] table")
         file.table("top level", raw[name], name)
-    return PlatformData(_socs(file), _majors(file, raw["socs"]), _releases(file), _modules(file), _glibc(file))
+    return PlatformData(_socs(file), _majors(file, raw["socs"]), _releases(file), _modules(file), _glibc(file),
+                        _model_labels(file))
 
 
 def _socs(file: TomlData) -> Dict[str, Soc]:
@@ -142,6 +144,15 @@ def _modules(file: TomlData) -> Dict[str, str]:
             raise file.fail("modules", key, 'is not a module part number, like "p3701-0005"', start)
         file.string("modules", file.data["modules"], key, start, shape="the module's name")
     return dict(file.data["modules"])
+
+
+def _model_labels(file: TomlData) -> Dict[str, str]:
+    start = file.header("model_labels")
+    table = file.data["model_labels"]
+    for key in table:
+        file.string("model_labels", table, key, start, pattern=r"[a-z0-9][a-z0-9-]*",
+                    shape="a runner label: lower case letters, digits and dashes")
+    return dict(table)
 
 
 def _glibc(file: TomlData) -> Dict[str, str]:
