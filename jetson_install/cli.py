@@ -344,8 +344,10 @@ def dockerfile(root: str, l4t: Optional[str], soc: Optional[str], base: Optional
     if output is None:
         click.echo(made.text, nl=False)
         return
-    write_output("--output", output, made.text)
     context = Path(output).absolute().parent
+    # The Dockerfile's folder is the build context it names: made here, as `docker build` needs it.
+    context.mkdir(parents=True, exist_ok=True)
+    write_output("--output", output, made.text)
     try:
         kept = write_dockerignore(context)
     except OSError as exc:
@@ -516,17 +518,18 @@ class _QuietStream:
     """stderr under -q: errors, their fix and log lines, and warnings pass; progress and notes do not.
     Results on stdout are never touched."""
 
-    _KEPT = ("error:", "warning:", "  fix:", "  log:")
-
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self._line = ""
+        self._in_error = False  # an error's fix and log lines pass with it
 
     def write(self, text: str) -> int:
         self._line += text
         *lines, self._line = self._line.split("\n")
         for line in lines:
-            if line.startswith(self._KEPT):
+            if not line.startswith("  "):
+                self._in_error = line.startswith("error:")
+            if line.startswith(("error:", "warning:")) or (self._in_error and line.startswith(("  fix:", "  log:"))):
                 self._stream.write(line + "\n")
         return len(text)
 

@@ -190,7 +190,7 @@ def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
         return lines + [f"error: {result.message}", f"  fix: {result.fix}", f"  log: {log}"]
     verb = "is already up to date" if result.status == "unchanged" else "is ready"
     lines += [f"{plan.route.what} {verb} in {result.venv}", f"  activate: {activate_command(result.venv)}"]
-    return lines + ([f"  evidence: {result.evidence}"] if result.evidence else [])
+    return lines + ([f"  evidence: {result.evidence}"] if result.evidence else []) + [f"  log: {log}"]
 
 
 def lock_lines(result: LockResult) -> List[str]:
