@@ -10,7 +10,7 @@ TOP = Path(__file__).resolve().parent.parent
 
 def fenced_block_after(heading: str) -> str:
     text = (TOP / "README.md").read_text()
-    match = re.search(r"^## " + re.escape(heading) + r"\n.*?```\n(.*?)\n```", text, re.S | re.M)
+    match = re.search(r"^## " + re.escape(heading) + r"\n.*?```[a-z]*\n(.*?)\n```", text, re.S | re.M)
     assert match, f"README has no command under '## {heading}'"
     return match.group(1).strip()
 
