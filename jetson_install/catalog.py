@@ -135,17 +135,40 @@ class Channel:
 
 @dataclass(frozen=True)
 class Target:
+    """What `jetson-install NAME` installs on top of the protected torch stack: a project from
+    its pinned source (OBLITERATUS), or nothing of its own (`torch`: the stack and `--with`)."""
+
     id: str
     title: str
-    distribution: str
-    git: str
-    ref: str
+    summary: str  # the command's help line
     requires_python: str
-    quantization_extra: str
-    requires_bitsandbytes: str
-    requires_torch: str
-    smoke: Tuple[str, ...]
+    smoke: Tuple[str, ...]  # must run in the new environment, even where no GPU is visible
+    distribution: Optional[str] = None  # None: the stack alone, no project of its own
+    git: Optional[str] = None
+    ref: Optional[str] = None
+    requires_torch: str = ""  # a version specifier; empty: any
+    requires_bitsandbytes: str = ""
+    quantization_extra: Optional[str] = None  # the extra that asks for bitsandbytes
+    quantization_extra_since: Optional[str] = None  # the first release that has it; older refs lack it
+    checks: Tuple[str, ...] = ()  # the doctor checks that are this target's own (left out for the others)
     caps: Tuple["CompanionFloor", ...] = ()
+
+    @property
+    def has_source(self) -> bool:
+        return self.distribution is not None
+
+    def extra_for(self, ref: Optional[str]) -> Optional[str]:
+        """The quantization extra where the source at `ref` has it: a release tag older than
+        `quantization_extra_since` has none; a branch or a commit follows the newest."""
+        from packaging.version import InvalidVersion, Version
+
+        if self.quantization_extra is None or self.quantization_extra_since is None or ref is None:
+            return self.quantization_extra
+        try:
+            older = Version(ref.lstrip("v")) < Version(self.quantization_extra_since)
+        except InvalidVersion:
+            return self.quantization_extra
+        return None if older else self.quantization_extra
 
     def caps_for(self, torch: Optional[str], python: str) -> List[Tuple[str, str]]:
         """(constraint, why) for each companion whose newer releases the channel's torch or
@@ -197,6 +220,18 @@ class Catalog:
             if channel.id == channel_id:
                 return channel
         raise KeyError(channel_id)
+
+    def left_out(self, target_id: str) -> Dict[str, str]:
+        """The doctor checks that are other targets' own, each with why it does not apply to an
+        environment made for `target_id` (the doctor reports them so, never omits them)."""
+        target = self.targets[target_id]
+        found: Dict[str, str] = {}
+        for other in self.targets.values():
+            for check in other.checks:
+                if check not in target.checks and check not in found:
+                    found[check] = (f"{other.title}'s own check: this environment was made by "
+                                    f"`jetson-install {target_id}`, without {other.title}")
+        return found
 
     def match(self, platform: Platform) -> ChannelMatch:
         """Pick the channel covering the platform's L4T release (and SoC family, where
@@ -281,9 +316,11 @@ _CHANNEL_KEYS = {
 }
 _SOURCE_KEYS = {"index", "wheels", "sets", "preferred", "prereleases", "builds", "companions", "numpy", "apt", "note"}
 _TARGET_KEYS = {
-    "title", "distribution", "git", "ref", "requires_python", "quantization_extra", "requires_bitsandbytes",
-    "requires_torch", "smoke", "caps",
+    "title", "summary", "distribution", "git", "ref", "requires_python", "quantization_extra",
+    "quantization_extra_since", "requires_bitsandbytes", "requires_torch", "smoke", "checks",
 }
+#: Given together or not at all: a target with a project of its own names where it comes from.
+_SOURCE_TARGET_KEYS = ("distribution", "git", "ref")
 
 
 class _Loader(TomlData):
@@ -315,7 +352,8 @@ class _Loader(TomlData):
         targets_raw = raw.get("targets")
         if not isinstance(targets_raw, dict) or not targets_raw:
             raise self.fail("top level", "targets", "must hold at least one [targets.NAME] table")
-        targets = {name: self.target(name, entry) for name, entry in targets_raw.items()}
+        caps = tuple(self.floor("top level", item, -1) for item in self.tables("top level", raw, "caps", -1))
+        targets = {name: self.target(name, entry, caps) for name, entry in targets_raw.items()}
         return Catalog(str(self.path), tuple(channels), targets)
 
     def channel(self, entry: Any, start: int, source_counter: int) -> Tuple[Channel, int]:
@@ -519,31 +557,59 @@ class _Loader(TomlData):
             raise self.fail(where, key, "must be an array of inline tables, [{ ... }, ...]", start)
         return value
 
-    def target(self, name: str, entry: Any) -> Target:
+    def target(self, name: str, entry: Any, caps: Tuple[CompanionFloor, ...]) -> Target:
+        from packaging.version import InvalidVersion, Version
+
         start = self.header(f"targets.{name}")
         where = f"target {name!r}"
         if not isinstance(entry, dict):
             raise self.fail(where, name, "must be a table", start)
+        if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+            raise self.fail(where, name, "must be a command name: lowercase letters, digits and '-'", start)
         unknown = sorted(set(entry) - _TARGET_KEYS)
         if unknown:
             raise self.fail(where, unknown[0], "is not a target key", start)
-        for key in _TARGET_KEYS - {"smoke", "caps"}:
-            if not isinstance(entry.get(key), str) or not entry[key]:
+        for key in _TARGET_KEYS - {"smoke", "checks"}:
+            if key in entry and (not isinstance(entry[key], str) or not entry[key]):
+                raise self.fail(where, key, "must be a non-empty string", start)
+        for key in ("title", "summary", "requires_python"):
+            if key not in entry:
                 raise self.fail(where, key, "is required and must be a non-empty string", start)
-        if not entry["git"].startswith("https://"):
+        given = [key for key in _SOURCE_TARGET_KEYS if key in entry]
+        if given and len(given) != len(_SOURCE_TARGET_KEYS):
+            missing = next(key for key in _SOURCE_TARGET_KEYS if key not in entry)
+            raise self.fail(where, missing, f"is required with {given[0]}: a target's source is "
+                                            "distribution, git and ref together", start)
+        if "git" in entry and not entry["git"].startswith("https://"):
             raise self.fail(where, "git", "must be an https:// URL", start)
+        if "quantization_extra_since" in entry:
+            if "quantization_extra" not in entry:
+                raise self.fail(where, "quantization_extra_since", "needs quantization_extra", start)
+            try:
+                Version(entry["quantization_extra_since"])
+            except InvalidVersion:
+                raise self.fail(where, "quantization_extra_since", "must be a release version, like \"0.1.3\"",
+                                start) from None
+        for key in ("requires_python", "requires_torch", "requires_bitsandbytes"):
+            self.specifier(where, key, entry.get(key), start)
+        smoke = tuple(self.strings(where, entry, "smoke", start))
+        if not smoke:
+            raise self.fail(where, "smoke", "must give the command that proves the target imports", start)
         return Target(
             id=name,
             title=entry["title"],
-            distribution=entry["distribution"],
-            git=entry["git"],
-            ref=entry["ref"],
+            summary=entry["summary"],
             requires_python=entry["requires_python"],
-            quantization_extra=entry["quantization_extra"],
-            requires_bitsandbytes=entry["requires_bitsandbytes"],
-            requires_torch=entry["requires_torch"],
-            smoke=tuple(self.strings(where, entry, "smoke", start)),
-            caps=tuple(self.floor(where, item, start) for item in self.tables(where, entry, "caps", start)),
+            smoke=smoke,
+            distribution=entry.get("distribution"),
+            git=entry.get("git"),
+            ref=entry.get("ref"),
+            requires_torch=entry.get("requires_torch", ""),
+            requires_bitsandbytes=entry.get("requires_bitsandbytes", ""),
+            quantization_extra=entry.get("quantization_extra"),
+            quantization_extra_since=entry.get("quantization_extra_since"),
+            checks=tuple(self.strings(where, entry, "checks", start)),
+            caps=caps,
         )
 
     def floor(self, where: str, entry: Dict[str, Any], start: int) -> CompanionFloor:

@@ -55,7 +55,67 @@ def _exit_if(code: int) -> None:
         sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _target_summaries() -> Dict[str, str]:
+    """Each catalog target and its command's help line; none where the catalog cannot be read
+    (its own error comes with the command that reads it)."""
+    from jetson_install.catalog import load_catalog
+
+    try:
+        return {name: target.summary for name, target in load_catalog().targets.items()}
+    except JetsonInstallError:
+        return {}
+
+
+class _WithTargets(click.Group):
+    """A group with one command per target of the catalog, made from the target's entry when
+    it is asked for (so `--version` and `detect` never read the catalog)."""
+
+    def __init__(self, *args: Any, make: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.make = make
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(set(super().list_commands(ctx)) | set(_target_summaries()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            summary = _target_summaries().get(cmd_name)
+            command = self.make(cmd_name, summary) if summary is not None else None
+        return command
+
+
+def _install_command(target_id: str, summary: str) -> click.Command:
+    """`jetson-install TARGET`: install the target on the protected stack, then prove it works."""
+    def install_target(**given: Any) -> None:
+        _install(target_id, given)
+
+    for decorate in reversed((
+        _install_options,
+        click.option("--dry-run", is_flag=True, help="Print the plan and change nothing."),
+        click.option("--upgrade", is_flag=True, help="Read the vendor index again instead of reusing the recorded set."),
+        click.option("--yes", "-y", is_flag=True, help="Never prompt (prompts happen only on a terminal anyway)."),
+        click.option("--lock", "lock_file", metavar="FILE", help="Install exactly this lock (`jetson-install lock`)."),
+        click.option("--wheelhouse", metavar="DIR|URL",
+                     help="Install the lock of this wheelhouse from it, with no other network."),
+    )):
+        install_target = decorate(install_target)
+    return click.command(target_id, help=summary)(install_target)
+
+
+def _plan_command(target_id: str, summary: str) -> click.Command:
+    """`jetson-install plan TARGET`."""
+    def plan_target(**given: Any) -> None:
+        _plan(target_id, given)
+
+    plan_target = click.option("--resolve", is_flag=True,
+                               help="Read the vendor index and show the set an install would take.")(plan_target)
+    plan_target = _install_options(plan_target)
+    return click.command(target_id, help=f"The ordered steps `jetson-install {target_id}` would take (offline "
+                                         "unless --resolve).")(plan_target)
+
+
+@click.group(cls=_WithTargets, make=_install_command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="jetson-install")
 def cli() -> None:
     """Make a CUDA-enabled OBLITERATUS environment on an NVIDIA Jetson, and prove it works.
@@ -103,24 +163,20 @@ def _options(target: str, given: Dict[str, Any]) -> "InstallOptions":
         source=given["source"], ref=given["ref"], verify=not given.get("no_verify", False),
         fallback=given["vendor_fallback"], use_existing_torch=given.get("use_existing_torch", False),
         bitsandbytes=given.get("bitsandbytes"), preflight=given.get("preflight", False),
-        cpu_index=given.get("cpu_index"))
+        cpu_index=given.get("cpu_index"), added=tuple(given.get("added", ())))
 
 
-@cli.group()
+@cli.group(cls=_WithTargets, make=_plan_command)
 def plan() -> None:
     """Show what an install would do, changing nothing."""
 
 
-@plan.command("obliteratus")
-@_install_options
-@click.option("--resolve", is_flag=True, help="Read the vendor index and show the set an install would take.")
-def plan_obliteratus(**given: Any) -> None:
-    """The ordered steps `jetson-install obliteratus` would take (offline unless --resolve)."""
+def _plan(target_id: str, given: Dict[str, Any]) -> None:
     from jetson_install.commands import make_install_plan, resolve_plan
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.render import plan_text
 
-    the_plan = make_install_plan(_options("obliteratus", given))
+    the_plan = make_install_plan(_options(target_id, given))
     if given["resolve"]:
         the_plan = resolve_plan(the_plan, _rerun_command())
     if given["as_json"]:
@@ -186,20 +242,12 @@ def constraints(write: bool, directory: str) -> None:
     click.echo("\n".join(constraint_files(directory, write)))
 
 
-@cli.command("obliteratus")
-@_install_options
-@click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
-@click.option("--upgrade", is_flag=True, help="Read the vendor index again instead of reusing the recorded set.")
-@click.option("--yes", "-y", is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")
-@click.option("--lock", "lock_file", metavar="FILE", help="Install exactly this lock (`jetson-install lock`).")
-@click.option("--wheelhouse", metavar="DIR|URL", help="Install the lock of this wheelhouse from it, with no other network.")
-def obliteratus(**given: Any) -> None:
-    """Install OBLITERATUS with the JetPack torch kept in place, then prove it works."""
+def _install(target_id: str, given: Dict[str, Any]) -> None:
     from jetson_install.commands import install_plan, preview
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.render import plan_text
 
-    the_plan = install_plan(_options("obliteratus", given), given["lock_file"], given["wheelhouse"], _rerun_command())
+    the_plan = install_plan(_options(target_id, given), given["lock_file"], given["wheelhouse"], _rerun_command())
     if given["dry_run"] or not the_plan.supported:
         the_plan, data, warnings = preview(the_plan, given["dry_run"], given["as_json"])
         click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
@@ -215,7 +263,7 @@ def obliteratus(**given: Any) -> None:
     from jetson_install.progress import display_for
     from jetson_install.render import install_lines
 
-    log_file = start_log("obliteratus")
+    log_file = start_log(target_id)
     result = install(the_plan, progress=display_for(sys.stderr), rerun=_rerun_command(), upgrade=given["upgrade"])
     if given["as_json"]:
         _print_json({**result.to_json(the_plan), "log": str(log_file)})
@@ -227,15 +275,19 @@ def obliteratus(**given: Any) -> None:
 @_with("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "ref", "source", "python",
        "l4t", "soc", "root", python={"help": "Lock for this interpreter on this machine instead of the board's platform."},
        vendor_fallback={"help": "Lock the channel's documented fallback vendor source."})
-@click.option("--output", "-o", default="obliteratus.lock", show_default=True, metavar="FILE",
-              help="Write the lock here; the built OBLITERATUS wheel goes beside it.")
+@click.option("--output", "-o", metavar="FILE",
+              help="Write the lock here (default: TARGET.lock); a target built from its source goes beside it.")
+@_with("with")
+@click.argument("target", required=False, default="obliteratus", metavar="[TARGET]")
 def lock(**given: Any) -> None:
-    """Resolve a board's whole environment into a hashed lock, on any machine."""
+    """Resolve a board's whole environment for TARGET (default: obliteratus) into a hashed lock, on any machine."""
     from pathlib import Path
 
     from jetson_install.commands import board_lock
 
-    result = board_lock(_options("obliteratus", given), given["python"], Path(given["output"]), _rerun_command())
+    target = given["target"]
+    result = board_lock(_options(target, given), given["python"], Path(given["output"] or f"{target}.lock"),
+                        _rerun_command())
     from jetson_install.render import lock_lines
 
     if given["as_json"]:

@@ -41,13 +41,16 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
     "use-existing-torch": (("--use-existing-torch",), dict(is_flag=True, help="Keep the CUDA torch the interpreter "
                                                            "already has (an L4T PyTorch image, a system install); "
                                                            "download no vendor build.")),
+    "with": (("--with", "added"), dict(multiple=True, metavar="REQUIREMENT", help="Also install this (a package "
+                                       "name, a git URL or a project folder) under the stack's constraints; "
+                                       "repeatable. A re-run keeps what an environment was given.")),
     "venv": (("--venv",), dict(metavar="DIR", help="Environment location (default: a per-user data directory).")),
     "bitsandbytes": (("--bitsandbytes", "bitsandbytes"), dict(
         metavar="build[=VERSION|PATH]", help="Build bitsandbytes on this board for its GPU (where no Jetson build "
                                              "exists): the newest release this torch accepts, a release, or a local "
                                              "checkout; cached per user.")),
 }
-INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "ref", "source", "allow-insecure-index",
+INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "with", "ref", "source", "allow-insecure-index",
                    "vendor-fallback",
                    "default-index", "vendor-index", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
 

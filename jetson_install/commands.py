@@ -46,7 +46,7 @@ class PlatformOptions:
 
 @dataclass(frozen=True)
 class InstallOptions:
-    """What `obliteratus`, `plan obliteratus` and `lock` were given."""
+    """What a target's command (`obliteratus`, `torch`), `plan TARGET` and `lock` were given."""
 
     target: str
     platform: PlatformOptions
@@ -63,6 +63,7 @@ class InstallOptions:
     bitsandbytes: Optional[str] = None
     preflight: bool = False
     cpu_index: Optional[str] = None
+    added: Tuple[str, ...] = ()  # --with
 
 
 def detect_platform(options: PlatformOptions) -> "Platform":
@@ -105,9 +106,10 @@ def venv_path(value: str) -> Path:
     return Path(value).expanduser()
 
 
-def make_install_plan(options: InstallOptions) -> "Plan":
+def make_install_plan(options: InstallOptions, keep_added: bool = True) -> "Plan":
     """The plan for the options: the board's platform (with --preflight, the --l4t release on
-    any aarch64 machine), the index settings and the kept stack, if any."""
+    any aarch64 machine), the index settings and the kept stack, if any; `keep_added`: with
+    what the environment at --venv was given before (a lock is made for --with's alone)."""
     from jetson_install.catalog import load_catalog
     from jetson_install.planner import make_plan
     from jetson_install.settings import check_index_url, load_index_settings
@@ -125,6 +127,10 @@ def make_install_plan(options: InstallOptions) -> "Plan":
     settings = load_index_settings(options.vendor_index.value, options.vendor_index.source,
                                    options.default_index.value, options.default_index.source,
                                    options.allow_insecure_index)
+    catalog = load_catalog()
+    if options.target not in catalog.targets:
+        raise BadInput(f"no target {options.target!r} in {catalog.path}",
+                       fix=f"use one of: {', '.join(sorted(catalog.targets))}")
     venv = venv_path(options.venv) if options.venv is not None else default_venv(options.target)
     existing = None
     if options.use_existing_torch:
@@ -134,11 +140,20 @@ def make_install_plan(options: InstallOptions) -> "Plan":
     if options.cpu_index:
         check_index_url(options.cpu_index, "--cpu-index", options.allow_insecure_index)
     return make_plan(
-        platform, load_catalog(), options.target, settings, venv.absolute(),
+        platform, catalog, options.target, settings, venv.absolute(),
         interpreter=options.python, source=options.source, ref=options.ref, verify=options.verify,
         fallback=options.fallback, existing=existing, bitsandbytes=options.bitsandbytes,
         preflight=options.preflight, cpu_index=options.cpu_index,
+        added=(kept_additions(venv.absolute()) if keep_added else ()) + tuple(options.added),
     )
+
+
+def kept_additions(venv: Path) -> Tuple[str, ...]:
+    """What the environment at `venv` was given with --with (or `add`): a re-run keeps it."""
+    from jetson_install.environment import EnvironmentHome, recorded_additions
+
+    current = EnvironmentHome(venv).current()
+    return recorded_additions(current) if current is not None else ()
 
 
 def _python3() -> str:
@@ -223,6 +238,7 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
     from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
     from jetson_install.doctor.profiles import profile_from_record
     from jetson_install.routes.shared import FIX_COMMAND_VARIABLE
+    from jetson_install.catalog import load_catalog
     from jetson_install.source_identity import recorded_commit
 
     for option, path in (("--evidence", evidence_file), ("--gate-evidence", gate_file)):
@@ -235,11 +251,13 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
     environment = Path(python).parent.parent
     channel, vendor = recorded_doctor_inputs(environment, channel)
     recorded = recorded_plan(environment) or {}
+    target = recorded_target(recorded)
     report = doctor_module.run_doctor(
         python, platform=platform, channel=channel, vendor=vendor,
         only=doctor_module.GPU_FREE_CHECKS if no_gpu else only, strict=strict, progress=progress,
         source_commit=recorded_commit(recorded.get("source")), profile=profile_from_record(recorded, channel, preflight),
-        install_command=os.environ.get(FIX_COMMAND_VARIABLE) or None, platform_options=given_platform(options))
+        install_command=os.environ.get(FIX_COMMAND_VARIABLE) or None, platform_options=given_platform(options),
+        target=target, left_out=load_catalog().left_out(target))
     evidence = report.to_json()
     lock = recorded_lock(environment)
     if lock is not None:
@@ -251,6 +269,15 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
 
         write_output("--gate-evidence", gate_file, gate_record_text(evidence, report.exit_code, os.environ))
     return DoctorRun(report, evidence)
+
+
+def recorded_target(recorded: Mapping[str, Any]) -> str:
+    """The target an environment was made for (its plan.json); OBLITERATUS for one made before
+    there were others, or not by jetson-install."""
+    from jetson_install.catalog import load_catalog
+
+    target = recorded.get("target")
+    return target if isinstance(target, str) and target in load_catalog().targets else "obliteratus"
 
 
 def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: Optional[str], rerun: "Rerun") -> "Plan":
@@ -324,7 +351,8 @@ def board_lock(options: InstallOptions, python: Optional[str], output: Path, rer
     from jetson_install.lock import LockTarget, make_lock
     from jetson_install.platform_data import ubuntu_glibc
 
-    plan = make_install_plan(replace(options, venv=None, verify=False, use_existing_torch=False, python=None))
+    plan = make_install_plan(replace(options, venv=None, verify=False, use_existing_torch=False, python=None),
+                             keep_added=False)
     if not plan.supported or plan.vendor is None or plan.channel is None:
         raise Unsupported(plan.reason or "no vendor source for this board", fix=plan.remedy or None)
     if python:
@@ -337,7 +365,7 @@ def board_lock(options: InstallOptions, python: Optional[str], output: Path, rer
     assert plan.resolution is not None
     return make_lock(plan.channel.id if plan.channel else "", target, plan.resolution, plan.vendor_index,
                      plan.vendor.companions if plan.vendor else (), plan.constraints, plan.requirement,
-                     plan.settings.default_index.value, output)
+                     plan.settings.default_index.value, output, plan.target.id, plan.additions)
 
 
 def unknown_channel(catalog: "Catalog", channel_id: str, vendor_index: Optional[str] = None) -> BadInput:

@@ -36,13 +36,14 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from jetson_install.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
 from jetson_install.errors import BadInput
 from jetson_install.layout import (
-    COMPLETE_MARK, CONSTRAINTS_FILE, ENVIRONMENTS_DIR, EXCLUDES_FILE, FAILED_EVIDENCE, HOME_LOCK, HOME_SUFFIX,
+    ADDED_FILE, COMPLETE_MARK, CONSTRAINTS_FILE, ENVIRONMENTS_DIR, EXCLUDES_FILE, FAILED_EVIDENCE, HOME_LOCK, HOME_SUFFIX,
     KNOWN_ENVIRONMENTS, LOCK_FILE, PLAN_FILE, PREVIOUS_FILE, REMOVING_PREFIX, REQUIREMENTS_FILE, STATE_DIR, home_of,
 )
 from jetson_install.redact import redact_data
 
 __all__ = ["EnvironmentHome", "disk_usage", "remove_tree", "known_environments", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs",
-           "recorded_lock", "doctor_view", "write_constraints", "write_requirements", "protect"]
+           "recorded_lock", "doctor_view", "write_constraints", "write_requirements", "write_additions",
+           "recorded_additions", "protect"]
 
 
 @dataclass(frozen=True)
@@ -497,6 +498,23 @@ def write_requirements(environment: Path, lines: Sequence[str]) -> Path:
     path = state / REQUIREMENTS_FILE
     write_private(path, "\n".join(lines) + "\n")
     return path
+
+
+def write_additions(environment: Path, lines: Sequence[str]) -> None:
+    """What --with put on the stack, for a re-run to keep (readable by the user only: a URL may
+    carry a token)."""
+    state = environment / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    write_private(state / ADDED_FILE, "".join(f"{line}\n" for line in lines))
+
+
+def recorded_additions(environment: Path) -> Tuple[str, ...]:
+    """The additions an environment records (none where it records none)."""
+    try:
+        text = (environment / STATE_DIR / ADDED_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return ()
+    return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
 def protect(environment: Path, excludes: Sequence[str] = ()) -> Path:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install import runner, uv
 from jetson_install.environment import (
-    EnvironmentHome, protect, recorded_plan, write_constraints, write_private, write_requirements,
+    EnvironmentHome, protect, recorded_plan, write_additions, write_constraints, write_private, write_requirements,
 )
 from jetson_install.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
 from jetson_install.fixes import (
@@ -79,7 +79,7 @@ class InstallResult:
         plan = self.resolved or plan
         return {
             "schema_version": SCHEMA_VERSION,
-            "command": "obliteratus",
+            "command": plan.target.id,
             "status": self.status,
             "exit_code": self.exit_code,
             "venv": self.venv,
@@ -217,7 +217,7 @@ class _Run(Execution):
     def _context(self, step_id: str, index: Optional[str]) -> StepContext:
         plan = self.plan
         return StepContext(step_id, self.command, index, Path(plan.venv + ".d"),
-                           repository_of(plan.requirement.split(" @ ", 1)[-1]),
+                           repository_of(plan.source_url or ""),
                            fallback=step_id == "vendor" and _offers_fallback(plan))
 
 
@@ -288,6 +288,8 @@ def _companions(step: Step, run: _Run) -> str:
 def _target(step: Step, run: _Run) -> str:
     plan = run.plan
     write_constraints(run.staging, plan.constraints)
+    if plan.additions:
+        write_additions(run.staging, plan.additions)
     if str(state_of(run.staging) / REQUIREMENTS_FILE) in step.argv:
         # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
         write_requirements(run.staging, target_lines(plan))
@@ -468,7 +470,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
     run.plan = plan
     run.warnings.extend(w for w in plan.warnings if w not in run.warnings)
     fingerprint = _fingerprint(plan, interpreter)
-    source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
+    source = _source(plan)
     installed = _satisfied(current, fingerprint, source, plan, record, run.progress) if current is not None else None
     if current is not None and installed is not None:
         run.progress(f"{plan.venv} already satisfies the plan; nothing to do")
@@ -514,7 +516,8 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fin
 
     def record_and_doctor(step: Step, execution: _Run) -> str:
         # The doctor reads what the environment was made from (a kept stack, a preflight profile).
-        home.record_plan(staging, {**_fingerprint(run.plan, interpreter), "source": source.current()})
+        home.record_plan(staging, {**_fingerprint(run.plan, interpreter), "source": source.current(),
+                                   "target": run.plan.target.id})
         return _doctor(step, execution)
 
     def switch(step: Step, execution: _Run) -> str:
@@ -568,7 +571,7 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     recorded_fingerprint, recorded_source = _recorded(current)
     if recorded_fingerprint != redact_data(fingerprint):
         return True, f"{current} was made from a different plan (channel, pins, source, indexes or interpreter)"
-    source = SourceIdentity(plan.requirement.split(" @ ", 1)[-1])
+    source = _source(plan)
     if not source.unchanged_since(recorded_source):
         return True, f"the source changed since {current} was made"
     if _satisfied(current, fingerprint, source, plan, record, lambda line: None) is None:
@@ -603,9 +606,15 @@ def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentit
     return {**kept, **installed}
 
 
+def _source(plan: Plan) -> SourceIdentity:
+    # No project of its own (the stack alone): nothing whose content can move under the same name.
+    return SourceIdentity(plan.source_url or "")
+
+
 def _recorded(environment: Path) -> Tuple[Dict[str, Any], Any]:
     """An environment's recorded plan fingerprint, and apart from it its source's identity."""
     recorded = dict(recorded_plan(environment) or {})
+    recorded.pop("target", None)  # what made it, for the doctor; the requirement compares the target
     return recorded, recorded.pop("source", None)
 
 

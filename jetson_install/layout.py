@@ -23,7 +23,7 @@ from pathlib import Path
 
 __all__ = [
     "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE",
-    "LOCK_FILE", "REQUIREMENTS_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "GIVEN_FILE",
+    "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
     "staging_placeholder", "home_of", "state_of",
@@ -49,6 +49,8 @@ RECORD_FILE = "vendor.json"
 LOCK_FILE = "lock.txt"
 #: The target's requirements when its source URL carries a token (readable by the user only).
 REQUIREMENTS_FILE = "requirements.txt"
+#: What --with (and `add`) put on the stack, one requirement a line: a re-run keeps them.
+ADDED_FILE = "added.txt"
 #: The companions asked for, and as the default index resolved them (with their hashes).
 COMPANIONS_INPUT = "companions.in"
 COMPANIONS_FILE = "companions.txt"

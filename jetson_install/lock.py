@@ -95,15 +95,16 @@ class LockTarget:
 class LockResult:
     lock: Lock
     path: str
-    wheel: str  # the built OBLITERATUS wheel, beside the lock
+    wheel: Optional[str]  # the target built into a wheel, beside the lock (None: the stack alone)
 
     def to_json(self) -> Dict[str, Any]:
         return {"schema_version": 1, "command": "lock", "lock": self.path, "wheel": self.wheel, **self.lock.to_json()}
 
 
 def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor_index: Optional[str],
-              companions: Sequence[str], constraints: Sequence[str], requirement: str, default_index: Optional[str],
-              output: Path) -> LockResult:
+              companions: Sequence[str], constraints: Sequence[str], requirement: Optional[str],
+              default_index: Optional[str], output: Path, target_id: str = "obliteratus",
+              additions: Sequence[str] = ()) -> LockResult:
     """The vendor set as the vendor index resolved it (`resolution`: files, URLs, sha256), the
     rest resolved from the default index alone (one resolution over both indexes would take each
     package from the first that has it), OBLITERATUS built into a wheel beside `output`."""
@@ -112,24 +113,30 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
     with tempfile.TemporaryDirectory(prefix="jetson-install-lock-") as scratch:
         work = Path(scratch)
         vendor = _vendor_entries(work, resolution, vendor_index, target)
-        wheel, commit = _build_target(requirement, default_index, output.parent, work)
-        wheel_sha = _sha256(wheel)
-        extras = requirement.split(" @ ", 1)[0][len(_distribution(requirement)):]
+        built: List[Locked] = []
+        rest_requirements: List[str] = []
+        wheel, commit = None, None
+        if requirement is not None:
+            wheel, commit = _build_target(requirement, default_index, output.parent, work)
+            name = _distribution(requirement)
+            extras = requirement.split(" @ ", 1)[0][len(name):]
+            rest_requirements.append(f"{name}{extras} @ {wheel.as_uri()}")
+            built.append(Locked(name, _wheel_version(wheel.name), wheel.as_uri(), _sha256(wheel), "built"))
         # The vendor files as direct references: their dependencies come from the default index,
         # and the vendor index is asked for nothing else.
-        rest_requirements = [f"{_distribution(requirement)}{extras} @ {wheel.as_uri()}"]
         rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
+        rest_requirements += list(additions)
         rest_requirements += list(companions)
         # pip in the environment, as `uv venv --seed` puts it there, so later plain `pip install`s work.
         rest_requirements.append("pip")
         rest = _resolve(work, "default", rest_requirements, constraints, default_index, target, no_deps=False,
-                        skip=[entry.name for entry in vendor] + [_distribution(requirement)])
-    built = Locked(_distribution(requirement), _wheel_version(wheel.name), wheel.as_uri(), wheel_sha, "built")
+                        skip=[entry.name for entry in vendor + built])
     # The header names the source without a token in its URL: a lock is copied to every runner.
-    lock = Lock(channel, target.python, target.arch, target.platform, redact(requirement), commit, __version__,
-                tuple(vendor + [built] + rest), resolution.warnings)
+    lock = Lock(channel, target.python, target.arch, target.platform,
+                redact(requirement) if requirement else "none (the stack alone)", commit, __version__,
+                tuple(vendor + built + rest), resolution.warnings, target_id)
     output.write_text(render_lock(lock), encoding="utf-8")
-    return LockResult(lock, str(output), str(wheel))
+    return LockResult(lock, str(output), str(wheel) if wheel else None)
 
 
 def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional[str],

@@ -59,12 +59,13 @@ class Lock:
     python: str  # "3.10"
     arch: str  # "aarch64"
     platform: str  # uv's --python-platform, or "native" for a lock made for an interpreter here
-    source: str  # the OBLITERATUS requirement it was built from
+    source: str  # the target's requirement it was built from ("none": the stack alone)
     source_commit: Optional[str]
     tool: str
     entries: Tuple[Locked, ...]
     # What the resolution warned of (a mirror's unlisted vendor files): said in the lock, not only when it was made.
     warnings: Tuple[str, ...] = ()
+    target: str = "obliteratus"  # the command that installs it (a lock without the line is OBLITERATUS')
 
     @property
     def from_source(self) -> List[str]:
@@ -72,7 +73,7 @@ class Lock:
         return [entry.name for entry in self.entries if entry.sdist]
 
     def to_json(self) -> Dict[str, Any]:
-        return {"channel": self.channel, "python": self.python, "arch": self.arch, "platform": self.platform,
+        return {"target": self.target, "channel": self.channel, "python": self.python, "arch": self.arch, "platform": self.platform,
                 "source": self.source, "source_commit": self.source_commit, "tool": self.tool,
                 "packages": {entry.name: entry.version for entry in self.entries},
                 "built_from_source_on_the_board": self.from_source, "warnings": list(self.warnings)}
@@ -84,8 +85,8 @@ _HEADER_KEYS = ("channel", "python", "arch", "platform", "source", "source-commi
 def render_lock(lock: Lock) -> str:
     """The lock as a hashed requirements file: `pip install --no-deps --require-hashes -r`
     and `uv pip install --no-deps --require-hashes -r` read it as it is."""
-    lines = [f"# jetson-install lock {LOCK_VERSION}: install with `jetson-install obliteratus --lock FILE`",
-             f"# channel: {lock.channel}", f"# python: {lock.python}", f"# arch: {lock.arch}",
+    lines = [f"# jetson-install lock {LOCK_VERSION}: install with `jetson-install {lock.target} --lock FILE`",
+             f"# target: {lock.target}", f"# channel: {lock.channel}", f"# python: {lock.python}", f"# arch: {lock.arch}",
              f"# platform: {lock.platform}", f"# source: {lock.source}",
              f"# source-commit: {lock.source_commit or 'none (a local tree without git)'}", f"# tool: {lock.tool}"]
     lines += [f"# warning: {' '.join(warning.split())}" for warning in lock.warnings]
@@ -170,7 +171,8 @@ def parse_lock(text: str, where: str) -> Lock:
                        fix="make the lock again: jetson-install lock --output FILE")
     commit = header["source-commit"]
     return Lock(header["channel"], header["python"], header["arch"], header["platform"], header["source"],
-                None if commit.startswith("none") else commit, header["tool"], tuple(entries), tuple(warnings))
+                None if commit.startswith("none") else commit, header["tool"], tuple(entries), tuple(warnings),
+                header.get("target", "obliteratus"))
 
 
 def read_lock(path: Path) -> Lock:
@@ -181,8 +183,10 @@ def read_lock(path: Path) -> Lock:
     return parse_lock(text, str(path))
 
 
-def lock_mismatch(lock: Lock, channel: Optional[str], python: str, arch: str) -> Optional[str]:
-    """Why `lock` cannot be installed for this channel, Python and architecture, or None."""
+def lock_mismatch(lock: Lock, channel: Optional[str], python: str, arch: str, target: str) -> Optional[str]:
+    """Why `lock` cannot be installed for this target, channel, Python and architecture, or None."""
+    if lock.target != target:
+        return f"the lock was made by `jetson-install lock {lock.target}`, and this is `jetson-install {target}`"
     for what, made_for, here in (("architecture", lock.arch, arch), ("Python", lock.python, python),
                                  ("channel", lock.channel, channel or "none")):
         if made_for != here:

@@ -90,10 +90,9 @@ class Route:
     #: Runs on any aarch64 machine, not only on the board itself.
     any_aarch64 = False
 
-    @property
-    def what(self) -> str:
+    def what(self, plan: "Plan") -> str:
         """What the install makes, in the words of its last line."""
-        return "OBLITERATUS"
+        return plan.target.title
 
     def steps(self, plan: "Plan") -> Tuple[Step, ...]:
         raise NotImplementedError
@@ -175,7 +174,7 @@ class Plan:
     venv: str
     vendor: Optional[VendorSource]  # what the vendor step installs, with --vendor-index applied
     settings: IndexSettings
-    requirement: str
+    requirement: Optional[str]  # the target's own project (None: the stack alone)
     constraints: Tuple[str, ...]
     steps: Tuple[Step, ...]
     verify: bool
@@ -185,6 +184,13 @@ class Plan:
     resolution: Optional[Resolution] = None  # None: not resolved against the index (plain `plan`)
     companions: Tuple[str, ...] = ()  # companion requirements, pinned once the install resolved them
     caps: Tuple[Tuple[str, str], ...] = ()  # (constraint, why): releases the channel's torch or Python misses
+    extra: Optional[str] = None  # the target's quantization extra, where its source at this ref has one
+    additions: Tuple[str, ...] = ()  # --with: requirements put on the stack beside the target
+
+    @property
+    def source_url(self) -> Optional[str]:
+        """What follows `name @ ` in the target's requirement: its source."""
+        return self.requirement.split(" @ ", 1)[-1] if self.requirement else None
 
     @property
     def staging(self) -> str:
@@ -250,6 +256,9 @@ class Plan:
             "bitsandbytes_build": None,
             "preflight": None,
         }
+        if self.additions:
+            # Only when there are any: an environment made before --with existed stays a no-op.
+            fingerprint["additions"] = list(self.additions)
         fingerprint.update(self.route.facts())
         return fingerprint
 
@@ -285,6 +294,7 @@ class Plan:
             "caps": [{"constraint": c, "why": why} for c, why in self.caps],
             "constraints": list(self.constraints),
             "requirement": self.requirement,
+            "additions": list(self.additions),
             "apt": list(self.chosen_set.apt) if self.chosen_set else [],
             "containers": [image.to_json() for image in self.channel.containers] if self.channel else [],
             "existing_torch": None,

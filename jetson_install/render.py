@@ -65,7 +65,8 @@ def plan_text(plan: Plan) -> str:
         f"  set       {_set_line(plan)}",
         f"  pins      {' '.join(plan.constraints)}",
         *[f"  cap       {cap}   ({why})" for cap, why in plan.caps],
-        f"  source    {plan.requirement}",
+        f"  source    {plan.requirement or 'none: the stack alone'}",
+        *[f"  with      {addition}" for addition in plan.additions],
     ]
     fallback = plan.route.fallback_location(plan)
     if fallback:
@@ -168,12 +169,12 @@ def install_hint(plan: Plan, typed: Rerun) -> str:
     import os
 
     here = os.uname().machine
-    command = typed.replaced("plan", ("obliteratus",), drop=("obliteratus",), only_here=("--resolve",))
+    target = (plan.target.id,)
+    command = typed.replaced("plan", target, drop=target, only_here=("--resolve",))
     if plan.route.any_aarch64 and here != "aarch64":
         return f"next: on an aarch64 machine (a hosted ARM runner, or the Jetson), install it: {command}"
     if not plan.route.any_aarch64 and plan.platform.arch != here:
-        command = typed.replaced("plan", ("obliteratus",), drop=("obliteratus",), only_here=("--resolve",),
-                                 elsewhere=("--root",))
+        command = typed.replaced("plan", target, drop=target, only_here=("--resolve",), elsewhere=("--root",))
         return f"next: on the {plan.platform.arch} board itself, install it: {command}"
     return f"next: install it: {command}"
 
@@ -189,24 +190,26 @@ def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
     if result.failed_step:
         return lines + [f"error: {result.message}", f"  fix: {result.fix}", f"  log: {log}"]
     verb = "is already up to date" if result.status == "unchanged" else "is ready"
-    lines += [f"{plan.route.what} {verb} in {result.venv}", f"  activate: {activate_command(result.venv)}"]
+    lines += [f"{plan.route.what(plan)} {verb} in {result.venv}", f"  activate: {activate_command(result.venv)}"]
     return lines + ([f"  evidence: {result.evidence}"] if result.evidence else []) + [f"  log: {log}"]
 
 
 def lock_lines(result: LockResult) -> List[str]:
     lock = result.lock
     lines = [f"locked {len(lock.entries)} files for {lock.arch}/Python {lock.python} (channel {lock.channel}) in "
-             f"{result.path}", f"  OBLITERATUS wheel: {result.wheel} (commit {lock.source_commit or 'none'})"]
+             f"{result.path}"]
+    if result.wheel:
+        lines.append(f"  {lock.target} wheel: {result.wheel} (commit {lock.source_commit or 'none'})")
     if lock.from_source:
         lines.append(f"  built from source on the board: {', '.join(lock.from_source)}")
     lines += [f"warning: {warning}" for warning in lock.warnings]
-    return lines + [f"  install: jetson-install obliteratus --lock {result.path}"]
+    return lines + [f"  install: jetson-install {lock.target} --lock {result.path}"]
 
 
 def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
     where = result["directory"]
     return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
-            f"  install offline: jetson-install obliteratus --wheelhouse {where}",
+            f"  install offline: jetson-install {result.get('target', 'obliteratus')} --wheelhouse {where}",
             # Not `python3 -m http.server`: a connection per request and no ranges make a fleet's
             # installs several times slower (the README's benchmarks); --serve has neither cost.
             f"  serve to a fleet: jetson-install wheelhouse {where} --serve, then --wheelhouse http://HOST:8000/"]

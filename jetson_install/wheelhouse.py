@@ -85,7 +85,7 @@ def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
     replace_file(directory / WHEELHOUSE_LOCK, render_lock(lock))
     return {"schema_version": 1, "command": "wheelhouse", "directory": str(directory), "files": len(lock.entries),
             "downloaded_bytes": fetched, "index": (directory / SIMPLE_DIR).as_uri(),
-            "lock": str(directory / WHEELHOUSE_LOCK)}
+            "lock": str(directory / WHEELHOUSE_LOCK), "target": lock.target}
 
 
 def _confined(directory: Path, inner: Path) -> None:

@@ -110,11 +110,30 @@ def test_allow_insecure_index_accepts_remote_http() -> None:
 
 
 def test_source_path_and_ref_become_direct_references(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'obliteratus'\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'obliteratus'\n"
+                                             "[project.optional-dependencies]\nquantization = ['bitsandbytes']\n")
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--source", str(tmp_path))
     assert data["requirement"] == f"obliteratus[quantization] @ {tmp_path.resolve().as_uri()}"
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--source", "https://github.com/me/OBLITERATUS", "--ref", "main")
     assert data["requirement"] == "obliteratus[quantization] @ git+https://github.com/me/OBLITERATUS@main"
+
+
+def test_the_extra_follows_the_ref_and_the_checkout(tmp_path: Path) -> None:
+    # v0.1.2 has no `quantization` extra (bitsandbytes is one of its own dependencies): asking
+    # for it would only get uv's "does not have an extra" warning.
+    old = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--ref", "v0.1.2")
+    assert old["requirement"] == "obliteratus @ git+https://github.com/elder-plinius/OBLITERATUS@v0.1.2"
+    for ref in ("v0.1.3", "main", "0123abc"):
+        data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--ref", ref)
+        assert data["requirement"].startswith("obliteratus[quantization] @ "), ref
+    # A checkout says itself which extras it has (v0.1.2's: dev and spaces).
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'obliteratus'\n"
+                                             "[project.optional-dependencies]\ndev = ['pytest']\nspaces = ['gradio']\n")
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--source", str(tmp_path))
+    assert data["requirement"] == f"obliteratus @ {tmp_path.resolve().as_uri()}"
+    # Without a Jetson bitsandbytes, v0.1.2 still asks for one itself: the plan says where it comes from.
+    orin72 = plan_json("--root", "sample:agx-orin-jp7.2.1", "--ref", "v0.1.2")
+    assert any("has no 'quantization' extra: it asks for bitsandbytes itself" in w for w in orin72["warnings"])
 
 
 def test_channel_without_bitsandbytes_build_installs_without_the_extra() -> None:

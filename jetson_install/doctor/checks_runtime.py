@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from jetson_install.doctor.context import Context
-from jetson_install.doctor.results import FAIL, OK, SKIP, Verdict
+from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
 
 
 def check_jetson_contract(ctx: Context) -> Verdict:
@@ -33,7 +33,8 @@ def check_transformers_torch(ctx: Context) -> Verdict:
     if section is None:
         return FAIL, ctx.torch.failure(), ctx.reinstall
     if not section["installed"]:
-        return SKIP, "transformers is not installed", None
+        # Nothing to judge: OBLITERATUS needs transformers, and its own check fails without it.
+        return NOT_APPLICABLE, "transformers is not installed", None
     version, floor = section["version"], section["torch_floor"]
     if section.get("error"):
         return FAIL, f"transformers {version} does not import: {section['error']}", ctx.reinstall

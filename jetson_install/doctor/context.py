@@ -191,6 +191,7 @@ class Context:
     profile: Profile = JETSON  # what the environment is expected to be (the preflight's: CPU torch)
     # The doctor's own --root/--l4t as the user gave them: an install a fix prints reads the same board.
     platform_options: Tuple[str, ...] = ()
+    target: str = "obliteratus"  # the command that made the environment, and makes it again
 
     @property
     def environment(self) -> str:
@@ -223,7 +224,7 @@ class Context:
             return self.install_command
         made = self._made_here()
         venv = str(made) if made is not None else f"{self.environment}-jetson-install"
-        return f"jetson-install obliteratus --venv {shlex.quote(venv)}" + self._install_options()
+        return f"jetson-install {self.target} --venv {shlex.quote(venv)}" + self._install_options()
 
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which

@@ -199,6 +199,8 @@ def run_doctor(
     install_command: Optional[str] = None,
     profile: Profile = JETSON,
     platform_options: Sequence[str] = (),
+    target: str = "obliteratus",
+    left_out: Mapping[str, str] = {},
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
@@ -208,7 +210,9 @@ def run_doctor(
     building; fixes then say how to run that install differently, since a failed one
     discards the environment. ``profile``: what the environment is expected to be (the
     preflight's expects CPU builds and runs nothing on a GPU). ``platform_options``: the
-    doctor's --root/--l4t as given, kept in the installs its fixes print.
+    doctor's --root/--l4t as given, kept in the installs its fixes print. ``target``: the command that made
+    the environment; ``left_out``: the checks that are other targets' own, with why they do not
+    apply here (reported as not applicable, never omitted).
 
     Raises BadInput only when the interpreter does not exist, a check id is unknown, or the
     strict gate is asked of the preflight profile.
@@ -247,10 +251,15 @@ def run_doctor(
             install_command=install_command,
             profile=profile,
             platform_options=tuple(platform_options),
+            target=target,
         )
     results: Dict[str, CheckResult] = {}
     for spec in selected:
-        results[spec.id] = _evaluate(spec, ctx, results, profile)
+        if spec.id in left_out:
+            results[spec.id] = CheckResult(spec.id, profile.title(spec.id, spec.title), NOT_APPLICABLE,
+                                           left_out[spec.id], None, spec.required)
+        else:
+            results[spec.id] = _evaluate(spec, ctx, results, profile)
     return DoctorReport(
         python=interpreter,
         generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

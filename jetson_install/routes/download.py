@@ -156,9 +156,17 @@ def plan_download(base: Plan, checked: Checked, fallback: bool, choice: Optional
 def no_bitsandbytes_warning(plan: Plan) -> str:
     target = plan.target
     capability = (plan.platform.compute_capability or "").replace(".", "")
-    return (f"no Jetson bitsandbytes {target.requires_bitsandbytes} build from this vendor source: "
-            f"installing without the '{target.quantization_extra}' extra; --bitsandbytes build builds it on "
-            f"this board for sm_{capability or '<XY>'} (about 6 minutes on an Orin Nano Super)")
+    build = (f"--bitsandbytes build builds it on this board for sm_{capability or '<XY>'} (about 6 minutes on an "
+             "Orin Nano Super)")
+    if target.quantization_extra is None:
+        return f"no Jetson bitsandbytes build from this vendor source: the stack is made without bitsandbytes; {build}"
+    wanted = f"bitsandbytes {target.requires_bitsandbytes}" if target.requires_bitsandbytes else "bitsandbytes"
+    if plan.extra is None:
+        # A release from before the extra asks for bitsandbytes itself: uv takes the default index's.
+        return (f"no Jetson {wanted} build from this vendor source, and {target.title} at this ref has no "
+                f"'{target.quantization_extra}' extra: it asks for bitsandbytes itself, which uv takes from the "
+                f"default index (not a Jetson build; the doctor judges it); {build}")
+    return f"no Jetson {wanted} build from this vendor source: installing without the '{plan.extra}' extra; {build}"
 
 
 def completed(plan: Plan, route: "DownloadRoute", chosen: Optional[VersionSet], resolution: Optional[Resolution],
@@ -199,16 +207,19 @@ def completed(plan: Plan, route: "DownloadRoute", chosen: Optional[VersionSet], 
                                          chosen.numpy if chosen else None))
     plan = dataclasses.replace(
         plan, route=route, supported=supported, reason=reason, remedy=remedy, vendor=vendor,
-        requirement=with_extra(plan.requirement, target, with_quantization), constraints=constraints,
+        requirement=with_extra(plan.requirement, plan.extra if with_quantization else None), constraints=constraints,
         warnings=tuple(warnings), pins=pins, chosen_set=chosen, resolution=resolution, caps=caps,
     )
     return dataclasses.replace(plan, steps=route.steps(plan) if supported else ())
 
 
-def with_extra(requirement: str, target: Target, with_quantization: bool) -> str:
+def with_extra(requirement: Optional[str], extra: Optional[str]) -> Optional[str]:
+    """The target's requirement asking for `extra` (None: for none)."""
+    if requirement is None:
+        return None
     name, _, rest = requirement.partition(" @ ")
     base = name.split("[", 1)[0]
-    return f"{base}[{target.quantization_extra}] @ {rest}" if with_quantization else f"{base} @ {rest}"
+    return f"{base}[{extra}] @ {rest}" if extra else f"{base} @ {rest}"
 
 
 def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpreter_note: str = "",
@@ -253,7 +264,8 @@ def _verify_title(plan: Plan) -> str:
     if not plan.verify:
         return ("check that torch imports and is the vendor CUDA build for this Python "
                 "(no GPU needed; --no-verify skips the GPU checks)")
-    with_bitsandbytes = f"[{plan.target.quantization_extra}]" in plan.requirement.split(" @ ", 1)[0]
+    with_bitsandbytes = "bitsandbytes" in plan.pins or (
+        plan.chosen_set is not None and "bitsandbytes" in plan.chosen_set.specifiers)
     proves = ("torch.cuda and bitsandbytes run CUDA kernels" if with_bitsandbytes
               else "torch.cuda runs CUDA kernels (this route installs no bitsandbytes)")
     return f"prove {proves}; keep the evidence"

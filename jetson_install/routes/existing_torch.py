@@ -159,13 +159,13 @@ def plan_existing(base: Plan, stack: ExistingStack, channel: Optional[Channel], 
     pins = stack.pins
     bnb = pins.get("bitsandbytes")
     with_quantization = bnb is not None and satisfies(bnb, target.requires_bitsandbytes)
-    if supported and not with_quantization:
+    if supported and not with_quantization and base.extra:
         warnings.append(f"{stack.python} has no bitsandbytes {target.requires_bitsandbytes}: "
-                        f"installing without the '{target.quantization_extra}' extra")
+                        f"installing without the '{base.extra}' extra")
     plan = dataclasses.replace(
         base, route=ExistingTorchRoute(stack=stack), channel=channel, supported=supported, reason=reason,
         remedy=remedy, python_abi=stack.abi, interpreter=stack.python, vendor=None,
-        requirement=with_extra(base.requirement, target, with_quantization),
+        requirement=with_extra(base.requirement, base.extra if with_quantization else None),
         constraints=tuple(constraint_lines([f"{name}=={version}" for name, version in pins.items()], None)),
         warnings=tuple(warnings), pins=pins)
     return dataclasses.replace(plan, steps=plan.route.steps(plan) if supported else ())
@@ -225,7 +225,8 @@ def _resolve_around_kept(step: Step, run: Execution) -> str:
     write_constraints(run.staging, plan.constraints)
     (state / GIVEN_FILE).write_text(json.dumps(stack.to_json(), indent=2) + "\n")
     # Written only for the user to read: a --source URL may carry a token.
-    write_requirements(run.staging, [plan.requirement] + write_given_wheels(stack, state / GIVEN_WHEELS_DIR))
+    own = [plan.requirement] if plan.requirement else []
+    write_requirements(run.staging, own + list(plan.additions) + write_given_wheels(stack, state / GIVEN_WHEELS_DIR))
     run.run(step.argv,
             f"a dependency of {plan.target.title} needs another version of a package the interpreter keeps "
             f"({', '.join(f'{n} {v}' for n, v in stack.pins.items())}), or an index is unreachable (see the "

@@ -88,9 +88,8 @@ class LockRoute(Route):
         assert self.lock is not None
         return self.lock
 
-    @property
-    def what(self) -> str:
-        return self.base.what
+    def what(self, plan: Plan) -> str:
+        return self.base.what(plan)
 
     def steps(self, plan: Plan) -> Tuple[Step, ...]:
         lock = self.used
@@ -204,7 +203,8 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
         python = inspect_interpreter(plan.interpreter).abi
     else:
         python = plan.python_abi or ""
-    mismatch = lock_mismatch(lock, plan.channel.id if plan.channel else None, python, os.uname().machine)
+    mismatch = lock_mismatch(lock, plan.channel.id if plan.channel else None, python, os.uname().machine,
+                             plan.target.id)
     if mismatch:
         remake = rerun.keeping("lock", _LOCK_OPTIONS, _LOCK_FLAGS).with_option("--output", "FILE")
         again = rerun.without("--wheelhouse").with_option("--lock", "FILE")

@@ -55,9 +55,8 @@ class PreflightRoute(DownloadRoute):
     source_option = "--cpu-index"
     any_aarch64 = True
 
-    @property
-    def what(self) -> str:
-        return "The OBLITERATUS preflight (CPU torch; not Jetson GPU support)"
+    def what(self, plan: Plan) -> str:
+        return f"The {plan.target.title} preflight (CPU torch; not Jetson GPU support)"
 
     def steps(self, plan: Plan) -> Tuple[Step, ...]:
         return vendor_steps(
@@ -69,8 +68,10 @@ class PreflightRoute(DownloadRoute):
 
     def complete(self, plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Resolution]) -> Plan:
         # No board build can help a preflight: it installs what the Jetson would, CPU aside.
-        no_bnb = (f"channel {plan.channel.id if plan.channel else '?'} has no bitsandbytes: the preflight installs "
-                  f"{plan.target.title} without its '{plan.target.quantization_extra}' extra, as on the Jetson")
+        channel = plan.channel.id if plan.channel else "?"
+        no_bnb = (f"channel {channel} has no bitsandbytes: the preflight installs {plan.target.title} without its "
+                  f"'{plan.extra}' extra, as on the Jetson" if plan.extra else
+                  f"channel {channel} has no bitsandbytes: the preflight makes the stack without it, as on the Jetson")
         # bitsandbytes comes from the default index in the target step, within the channel's range.
         wanted = self.preflight.bitsandbytes
         extra = {"bitsandbytes": wanted} if wanted is not None and chosen is not None else {}

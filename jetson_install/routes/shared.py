@@ -42,19 +42,24 @@ def target_lines(plan: Plan) -> List[str]:
     (NVIDIA's pre-release torch would not meet a dependency's `torch>=2.5` otherwise); a range
     is pinned by the constraints alone."""
     exact = plan.chosen_set.pins if plan.chosen_set is not None else plan.pins
-    return [plan.requirement] + [f"{name}=={version}" for name, version in plan.pins.items() if name in exact]
+    own = [plan.requirement] if plan.requirement else []
+    return own + list(plan.additions) + [f"{name}=={version}" for name, version in plan.pins.items() if name in exact]
 
 
 def target_requirements(plan: Plan) -> Tuple[str, ...]:
     """What the target step gives uv: a --source URL with a token goes to uv in a file only
     the user can read (the target step writes it), never on its command line."""
-    if credentials(plan.requirement.split(" @ ", 1)[-1]):
+    if any(credentials(line.split(" @ ", 1)[-1]) for line in (plan.requirement or "", *plan.additions)):
         return ("--requirement", f"{state_of(plan)}/{REQUIREMENTS_FILE}")
     return tuple(target_lines(plan))
 
 
 def target_step(plan: Plan) -> Step:
-    return Step("target", "target", f"install {plan.target.title} from its source under the vendor constraints",
+    """The target, --with's additions and the vendor builds' own dependencies (the vendor step
+    took the builds alone), from the default index under the vendor constraints."""
+    what = [f"{plan.target.title} from its source"] if plan.requirement else []
+    what += list(plan.additions) or ([] if what else ["the vendor builds' dependencies"])
+    return Step("target", "target", f"install {' and '.join(what)} under the vendor constraints",
                 (tuple(uv.target_install_argv(python_of(plan), target_requirements(plan),
                                               f"{state_of(plan)}/{CONSTRAINTS_FILE}",
                                               plan.settings.default_index.value)),))
