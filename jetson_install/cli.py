@@ -82,6 +82,8 @@ class _WithTargets(click.Group):
         if command is None:
             summary = _target_summaries().get(cmd_name)
             command = self.make(cmd_name, summary) if summary is not None else None
+            if command is not None:
+                command.params.extend(_verbosity_options())
         return command
 
 
@@ -595,13 +597,18 @@ class _QuietStream:
         return getattr(self._stream, name)
 
 
+def _verbosity_options() -> List[click.Parameter]:
+    return [click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, is_eager=True, callback=_verbosity,
+                         help="Print only errors and warnings on stderr (results still go to stdout)."),
+            click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True, callback=_verbosity,
+                         help="Also print every command jetson-install runs, and its output, as it comes.")]
+
+
 def _add_verbosity(group: click.Group) -> None:
     """Every command takes -q and -v, declared here once; not the image's entrypoint, whose
-    arguments after its own are the command it starts."""
-    options = [click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, is_eager=True, callback=_verbosity,
-                            help="Print only errors and warnings on stderr (results still go to stdout)."),
-               click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True, callback=_verbosity,
-                            help="Also print every command jetson-install runs, and its output, as it comes.")]
+    arguments after its own are the command it starts. (A target's commands get them when
+    they are made, in _WithTargets.)"""
+    options = _verbosity_options()
     group.params.extend(options)
     for command in group.commands.values():
         if isinstance(command, click.Group):
