@@ -65,7 +65,7 @@ class Lock:
     entries: Tuple[Locked, ...]
     # What the resolution warned of (a mirror's unlisted vendor files): said in the lock, not only when it was made.
     warnings: Tuple[str, ...] = ()
-    target: str = "obliteratus"  # the command that installs it (a lock without the line is OBLITERATUS')
+    target: str = "obliteratus"  # the command that installs it, as the first line names it
 
     @property
     def from_source(self) -> List[str]:
@@ -86,7 +86,7 @@ def render_lock(lock: Lock) -> str:
     """The lock as a hashed requirements file: `pip install --no-deps --require-hashes -r`
     and `uv pip install --no-deps --require-hashes -r` read it as it is."""
     lines = [f"# jetson-install lock {LOCK_VERSION}: install with `jetson-install {lock.target} --lock FILE`",
-             f"# target: {lock.target}", f"# channel: {lock.channel}", f"# python: {lock.python}", f"# arch: {lock.arch}",
+             f"# channel: {lock.channel}", f"# python: {lock.python}", f"# arch: {lock.arch}",
              f"# platform: {lock.platform}", f"# source: {lock.source}",
              f"# source-commit: {lock.source_commit or 'none (a local tree without git)'}", f"# tool: {lock.tool}"]
     lines += [f"# warning: {' '.join(warning.split())}" for warning in lock.warnings]
@@ -127,6 +127,10 @@ def file_name_problem(entry: Locked) -> Optional[str]:
     if not same:
         return f"its file {name!r} is version {version}, and the lock says {entry.version}"
     return None
+
+
+# The first line names the command that installs the lock, and so its target.
+_FIRST_LINE = re.compile(r"^# jetson-install lock \d+: install with `jetson-install ([a-z][a-z0-9-]*) --lock FILE`")
 
 
 def parse_lock(text: str, where: str) -> Lock:
@@ -172,7 +176,7 @@ def parse_lock(text: str, where: str) -> Lock:
     commit = header["source-commit"]
     return Lock(header["channel"], header["python"], header["arch"], header["platform"], header["source"],
                 None if commit.startswith("none") else commit, header["tool"], tuple(entries), tuple(warnings),
-                header.get("target", "obliteratus"))
+                _FIRST_LINE.match(lines[0]).group(1) if _FIRST_LINE.match(lines[0]) else "obliteratus")
 
 
 def read_lock(path: Path) -> Lock:

@@ -215,3 +215,20 @@ def test_obliteratus_extra_follows_the_ref_in_the_data() -> None:
     target = load_catalog(TOP / "wheels-index.toml").targets["obliteratus"]
     assert target.extra_for("v0.1.2") is None
     assert target.extra_for("v0.1.3") == target.extra_for("main") == target.extra_for("0.2.0") == "quantization"
+
+
+def test_a_lock_names_its_target_and_another_targets_install_refuses_it() -> None:
+    from jetson_install.lock_file import Lock, lock_mismatch, parse_lock, render_lock
+
+    lock = Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "none (the stack alone)", None, "0", (),
+                target="torch")
+    text = render_lock(lock)
+    assert text.splitlines()[0].endswith("install with `jetson-install torch --lock FILE`")
+    read = parse_lock(text, "torch.lock")
+    assert read.target == "torch"
+    assert lock_mismatch(read, "jp6-cu126", "3.10", "aarch64", "torch") is None
+    assert lock_mismatch(read, "jp6-cu126", "3.10", "aarch64", "obliteratus") == (
+        "the lock was made by `jetson-install lock torch`, and this is `jetson-install obliteratus`")
+    # A lock made before there were targets is OBLITERATUS'.
+    old = text.replace("jetson-install torch --lock", "jetson-install obliteratus --lock")
+    assert parse_lock(old, "old.lock").target == "obliteratus"
