@@ -174,9 +174,10 @@ def parse_lock(text: str, where: str) -> Lock:
         raise BadInput(f"{where} lacks its {', '.join(missing)} line(s)",
                        fix="make the lock again: jetson-install lock --output FILE")
     commit = header["source-commit"]
+    first = _FIRST_LINE.match(lines[0])
     return Lock(header["channel"], header["python"], header["arch"], header["platform"], header["source"],
                 None if commit.startswith("none") else commit, header["tool"], tuple(entries), tuple(warnings),
-                _FIRST_LINE.match(lines[0]).group(1) if _FIRST_LINE.match(lines[0]) else "obliteratus")
+                first.group(1) if first else "obliteratus")
 
 
 def read_lock(path: Path) -> Lock:
