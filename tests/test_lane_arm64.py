@@ -194,3 +194,22 @@ def test_the_preflight_doctor_passes_as_preflight(arm64: Arm64Root) -> None:
     assert checks["pip-check"]["status"] == "ok"
     strict = arm64.tool("doctor", "doctor", "--venv", ENV, *RELEASE, "--strict")
     assert strict.returncode == 2 and "--strict is the Jetson runtime gate" in strict.stderr
+
+
+def test_the_doctor_names_a_missing_libgomp_with_its_apt_package(arm64: Arm64Root) -> None:
+    # bitsandbytes' aarch64 CPU library links GCC's OpenMP runtime; without it the real
+    # bitsandbytes says only "XPU/CPU can run without native library.", and the doctor reads
+    # the loader's own words.
+    libgomp = arm64.root / "usr/lib/aarch64-linux-gnu/libgomp.so.1.0.0"
+    aside = libgomp.with_name("libgomp.so.1.0.0.lane-aside")
+    if not libgomp.is_file():
+        pytest.fail(f"{libgomp} is not in the arm64 root: tests/setup.d/20-arm64-root installs libgomp1")
+    libgomp.rename(aside)
+    try:
+        doctor = arm64.tool("doctor", "doctor", "--venv", ENV, *RELEASE, "--json", "--check", "bnb-library")
+    finally:
+        aside.rename(libgomp)
+    library = {check["id"]: check for check in json.loads(doctor.stdout)["checks"]}["bnb-library"]
+    assert library["status"] == "fail", library
+    assert "libgomp.so.1" in library["detail"] and "apt: libgomp1" in library["detail"], library["detail"]
+    assert library["fix"] == "sudo apt-get install libgomp1"
