@@ -86,6 +86,7 @@ class EnvironmentHome:
                 f"--venv {self.link}: is a link to {target}, which jetson-install did not make; it is left as it is",
                 fix=f"choose another location with --venv, or remove the link {self.link} first",
             )
+        self._check_home()
         if not self.link.exists():
             return
         if self.link.is_dir() and not any(self.link.iterdir()):
@@ -96,6 +97,28 @@ class EnvironmentHome:
             f"--venv {self.link}: exists and was not made by jetson-install; it is left as it is",
             fix=f"choose another location with --venv, or move {self.link} away first",
         )
+
+    def _check_home(self) -> None:
+        """Refuse a DIR.d that jetson-install did not make (something else's folder, a link, a
+        file): the install would build in it, prune in it and take its name."""
+        home = self.home
+        if not home.exists() and not home.is_symlink():
+            return
+        fix = f"choose another location with --venv, or move {home} away first"
+        if home.is_symlink() or not home.is_dir():
+            raise BadInput(f"--venv {self.link}: {home} exists and is not a folder jetson-install made; it is left "
+                           "as it is", fix=fix)
+        names = [entry.name for entry in home.iterdir()]
+        if names and not any(_own_entry(name) for name in names):
+            raise BadInput(f"--venv {self.link}: {home} exists and holds nothing jetson-install made; it is left "
+                           "as it is", fix=fix)
+
+    def strays(self) -> List[Path]:
+        """Folders named as the tool names its environments, with neither mark nor completion:
+        what a child of a killed run (a uv that outlived it) made again after its mark was gone."""
+        return [path for path in sorted(self.home.glob("env-*"))
+                if _OWN_NAME.match(path.name) and not path.is_symlink() and path.is_dir()
+                and not _building_mark(path).exists() and not _is_complete(path)]
 
     def lock(self) -> "_Lock":
         self.home.mkdir(exist_ok=True)
@@ -222,6 +245,11 @@ class EnvironmentHome:
         for entry in self.environments():
             if entry.resolve() not in kept:
                 self.remove(entry)
+        for stray in self.strays():
+            self.remove(stray)
+        for mark in self.home.glob(".env-*.building"):
+            if not mark.with_name(mark.name[1:-len(".building")]).exists():
+                mark.unlink()  # a run killed between marking its environment and making it
         for doomed in self.home.glob(f"{REMOVING_PREFIX}env-*"):
             shutil.rmtree(doomed, ignore_errors=True)
         for leftover in self.link.parent.glob(f".{self.link.name}.link-*"):
@@ -242,6 +270,13 @@ class EnvironmentHome:
                 continue
             if _building_mark(path).exists() or _is_complete(path):
                 yield path
+
+
+def _own_entry(name: str) -> bool:
+    """Whether a DIR.d entry's name is one jetson-install gives (layout.py)."""
+    return (name in (HOME_LOCK, PREVIOUS_FILE) or bool(_OWN_NAME.match(name))
+            or (name.startswith(".env-") and name.endswith(".building"))
+            or name.startswith(f"{REMOVING_PREFIX}env-") or (name.startswith("failed-env-") and name.endswith(".json")))
 
 
 def _is_complete(environment: Path) -> bool:

@@ -15,6 +15,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -42,6 +43,34 @@ def child_environment(overrides: Optional[Mapping[str, str]] = None, unset: Sequ
     if overrides:
         env.update(overrides)
     return env
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>; prctl(2): https://man7.org/linux/man-pages/man2/prctl.2.html
+_prctl: Optional[Callable[..., int]] = None
+
+
+def _dies_with_us() -> Optional[Callable[[], None]]:
+    """What the child runs before exec on Linux: SIGKILL when jetson-install dies, so a
+    killed install (kill -9 of the tool alone) leaves no uv writing into DIR.d. None elsewhere."""
+    global _prctl
+    if not sys.platform.startswith("linux"):
+        return None
+    if _prctl is None:
+        import ctypes
+
+        try:
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return None
+    prctl, parent = _prctl, os.getpid()
+
+    def preexec() -> None:
+        # Only this call between fork and exec: the function was looked up in the parent.
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the tool died before the signal was armed
+            os._exit(1)
+
+    return preexec
 
 
 def run(
@@ -80,6 +109,7 @@ def run(
             # A probe gets its own process group, so a timeout ends what it started too;
             # uv stays in ours, so a kill of the whole install reaches it.
             start_new_session=own_group,
+            preexec_fn=_dies_with_us(),
         )
     except OSError as exc:
         return Completed(tuple(argv), 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")

@@ -1,0 +1,95 @@
+"""A killed run leaves nothing growing: kill -9 of jetson-install alone (not its process group,
+as an OOM killer or a CI runner's timeout may do) at many moments of the vendor, target and lock
+steps. No child survives it (each dies with the tool: PR_SET_PDEATHSIG), the user's environment
+is the one before, and after one more run DIR.d holds only what the tool marked as its own."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+from support.installer import Installer
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+MOMENTS = 20
+
+
+def _marked(mark: str) -> List[str]:
+    """The processes whose environment carries `mark`: the killed tool's children, if any live."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if f"JETSON_TEST_RUN={mark}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"{entry.name}: {command[:200]}")
+        except OSError:
+            continue
+    return found
+
+
+def _survivors(mark: str) -> List[str]:
+    """The uv processes of the killed run still alive a moment later: the signal a child gets
+    when its parent dies is immediate; a uv left running finishes its step within a second."""
+    time.sleep(0.3)
+    return [process for process in _marked(mark) if Path(process.split(": ", 1)[1].split(" ", 1)[0]).name == "uv"]
+
+
+def _kill_at(argv: List[str], env: Dict[str, str], seconds: float) -> "tuple[bool, List[str]]":
+    """Start argv, kill -9 it alone after `seconds`; whether it was still running, and what survived it."""
+    mark = uuid.uuid4().hex
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=dict(env, JETSON_TEST_RUN=mark))
+    try:
+        process.wait(timeout=seconds)
+        return False, []
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    return True, _survivors(mark)
+
+
+def _only_what_is_marked(home: Path) -> None:
+    from jetson_install.environment import EnvironmentHome
+
+    assert EnvironmentHome(home.with_name(home.name[:-2])).strays() == []
+    for entry in home.iterdir():
+        if entry.name.startswith("env-"):
+            assert (entry / "jetson-install" / "complete").is_file(), f"{entry.name} is neither marked nor complete"
+        else:
+            assert entry.name in (".lock", "previous") or entry.name.startswith("failed-env-"), entry.name
+
+
+def test_kill_9_at_twenty_moments_leaves_no_child_and_nothing_growing(
+        installer: Installer, tmp_path: Path) -> None:
+    started = time.monotonic()
+    first = subprocess.run(installer.argv(), capture_output=True, text=True, env=installer.env, timeout=600)
+    assert first.returncode == 0, first.stderr
+    before = os.readlink(installer.venv)
+    whole = time.monotonic() - started
+    changed = tmp_path / "changed"
+    shutil.copytree(installer.source, changed)
+    moments, killed = [whole * (i + 1) / (MOMENTS + 1) for i in range(MOMENTS)], 0
+    for number, seconds in enumerate(moments):
+        (changed / "obliteratus" / "extra.py").write_text(f"X = {number}\n")  # each run has work to do
+        was_running, survivors = _kill_at(installer.argv(changed), installer.env, seconds)
+        assert survivors == [], f"kill -9 at {seconds:.1f} s left {survivors}"
+        killed += was_running
+        # The user's environment is the one before, or (killed after the switch) the new one, complete.
+        now = os.readlink(installer.venv)
+        assert now == before or (Path(now) / "jetson-install" / "complete").is_file(), now
+    assert killed >= MOMENTS // 2, f"only {killed} of {MOMENTS} runs were still running when killed"
+    code, data, stderr = installer.run(changed)
+    assert code == 0 and data["status"] in ("installed", "unchanged"), stderr
+    _only_what_is_marked(Path(f"{installer.venv}.d"))
+    print(f"\nkill moments: {killed} of {MOMENTS} runs killed between {moments[0]:.1f} and {moments[-1]:.1f} s "
+          f"(a whole run: {whole:.1f} s)", file=sys.stderr)
