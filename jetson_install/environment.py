@@ -118,7 +118,9 @@ class EnvironmentHome:
         what a child of a killed run (a uv that outlived it) made again after its mark was gone."""
         return [path for path in sorted(self.home.glob("env-*"))
                 if _OWN_NAME.match(path.name) and not path.is_symlink() and path.is_dir()
-                and not _building_mark(path).exists() and not _is_complete(path)]
+                and not _building_mark(path).exists() and not _is_complete(path)
+                # What uv venv made there; a user's folder that only shares the naming is kept.
+                and (path / "pyvenv.cfg").is_file()]
 
     def lock(self) -> "_Lock":
         self.home.mkdir(exist_ok=True)
