@@ -435,7 +435,7 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
     if not plan.route.resolves() or plan.vendor is None:
         return plan
     recorded = recorded_plan(current) if current is not None else None
-    if record is not None and not upgrade and recorded is not None and recorded.get("policy") == plan.vendor.policy():
+    if record is not None and not upgrade and recorded is not None and recorded.get("policy") == redact_data(plan.vendor.policy()):
         run.progress(f"vendor set: {record.resolution.set_name}, as recorded in {current} (no index read; "
                      "--upgrade reads it again)")
         return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
@@ -564,7 +564,8 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
         plan = resolved_plan(plan, fixed)
     elif plan.route.resolves() and plan.vendor is not None:
         recorded = recorded_plan(current)
-        if record is None or recorded is None or recorded.get("policy") != plan.vendor.policy():
+        # The record keeps the policy redacted (record_plan), as the index URL in it may carry credentials.
+        if record is None or recorded is None or recorded.get("policy") != redact_data(plan.vendor.policy()):
             return True, f"{current} was made under another vendor policy (sets, preferred set or source)"
         plan = resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
     fingerprint = _fingerprint(plan, interpreter)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import jsonschema
 import pytest
@@ -81,59 +83,173 @@ def fleet(tmp_path: Path, tool_wheel: Path, gate_vendor_dir: Path, start_index: 
 
 # --------------------------------------------------------------------------- provisioning script
 
+PIPX_1_0 = TOP / ".venv-pipx" / "pipx-1.0.0" / "bin" / "pipx"
+SCRIPT = EXAMPLES / "provision" / "provision-runner.sh"
+# Without passing evidence: no cuda, and no mem64g (the sample root has no proc/meminfo; the memory came from torch).
+NO_CUDA = "self-hosted,linux,ARM64,jetson,orin,jp6.2,l4t-36.4,sm87"
+
+
+def _pipx_1_0() -> Path:
+    """Ubuntu 22.04's pipx, on the system Python (an unprivileged user can run it)."""
+    if not PIPX_1_0.exists():
+        lane_unavailable("fleet", f"{PIPX_1_0} is missing: run tests/setup (tests/setup.d/20-pipx)")
+    return PIPX_1_0
+
 
 def _fake_runner(directory: Path) -> Path:
-    """Stands in for an unpacked actions/runner: config.sh records what it was given."""
+    """Stands in for an unpacked actions/runner: config.sh and svc.sh record their calls (and
+    who made them) and refuse what the real ones refuse (https://github.com/actions/runner,
+    src/Misc/layoutroot/config.sh: "Must not run with sudo"; src/Misc/layoutbin/systemd.svc.sh.template:
+    "Must run as sudo")."""
     directory.mkdir()
-    config = directory / "config.sh"
-    config.write_text("#!/usr/bin/env bash\n"
-                      "printf '%s\\n' \"$@\" >> calls.txt\n"
-                      "printf '%s' \"${ACTIONS_RUNNER_INPUT_TOKEN:-}\" > token-seen.txt\n"
-                      "echo '{\"agentName\": \"jetson\"}' > .runner\n")
-    config.chmod(0o755)
+    (directory / "config.sh").write_text(
+        "#!/usr/bin/env bash\n"
+        "if [ \"$(id -u)\" -eq 0 ] && [ -z \"${RUNNER_ALLOW_RUNASROOT:-}\" ]; then echo 'Must not run with sudo'; exit 1; fi\n"
+        "cd \"$(dirname \"$0\")\"\n"
+        "printf '%s config.sh %s\\n' \"$(id -un)\" \"$*\" >> calls.txt\n"
+        "if [ \"$1\" = remove ]; then rm -f .runner; exit 0; fi\n"
+        "printf '%s' \"${ACTIONS_RUNNER_INPUT_TOKEN:-}\" > token-seen.txt\n"
+        "echo '{\"agentName\": \"jetson\"}' > .runner\n")
+    (directory / "svc.sh").write_text(
+        "#!/usr/bin/env bash\n"
+        "if [ \"$(id -u)\" -ne 0 ]; then echo 'Must run as sudo'; exit 1; fi\n"
+        "cd \"$(dirname \"$0\")\"\n"
+        "printf '%s svc.sh %s\\n' \"$(id -un)\" \"$*\" >> calls.txt\n"
+        "if [ \"$1\" = install ]; then echo actions.runner.example.service > .service; fi\n")
+    for script in ("config.sh", "svc.sh"):
+        (directory / script).chmod(0o755)
     return directory
 
 
-def _provision(fleet: Dict[str, object], runner: Path, token_file: Path) -> subprocess.CompletedProcess:
-    env = dict(fleet["env"],  # type: ignore[arg-type]
-               JETSON_INSTALL_SPEC=str(fleet["wheel"]), JETSON_INSTALL_VENV=str(fleet["venv"]),
-               JETSON_INSTALL_OPTIONS=" ".join(fleet["options"]),  # type: ignore[arg-type]
-               EVIDENCE_DIR=str(fleet["evidence"]), RUNNER_DIR=str(runner),
-               RUNNER_URL="https://github.com/example/OBLITERATUS", RUNNER_TOKEN_FILE=str(token_file))
-    return subprocess.run([str(EXAMPLES / "provision" / "provision-runner.sh")], capture_output=True, text=True,
-                          env=env, timeout=600)
+def _provision(env: Dict[str, str], **inputs: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT)], capture_output=True, text=True, env=dict(env, **inputs), timeout=900)
 
 
-def test_provisioning_script_makes_a_registered_runner_and_a_rerun_changes_nothing(
-        fleet: Dict[str, object], tmp_path: Path) -> None:
+def _one_failure_line(result: subprocess.CompletedProcess) -> str:
+    lines = [line for line in result.stderr.splitlines() if "FAILED" in line]
+    assert len(lines) == 1, result.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.fixture
+def runner_user(tmp_path: Path) -> Iterator[Tuple[str, Path]]:
+    """A fresh unprivileged user, and a folder it owns that the test's files are copied into
+    (the test's own tmp_path is root's, mode 0700)."""
+    if os.geteuid() != 0 or shutil.which("useradd") is None:
+        lane_unavailable("fleet", "the runner's-user test runs as root with useradd (it makes the runner's user)")
+    shared = Path(tempfile.mkdtemp(prefix="ji-runner-"))
+    shared.chmod(0o755)
+    name = f"ji-runner-{os.getpid() % 100000}"
+    made = subprocess.run(["useradd", "--create-home", "--home-dir", str(shared / "home"), name],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    try:
+        yield name, shared
+    finally:
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_the_script_as_root_runs_the_runner_as_its_user_with_a_boot_service_and_relabels_on_failure(
+        fleet: Dict[str, object], runner_user: Tuple[str, Path], tmp_path: Path) -> None:
+    user, shared = runner_user
+    # What the user's run reads, where the user can read it; pipx 1.0.0 on the system Python.
+    wheel = shared / Path(str(fleet["wheel"])).name
+    shutil.copy(str(fleet["wheel"]), wheel)
+    source = shared / "OBLITERATUS"
+    shutil.copytree(str(fleet["options"][-1]), source)  # type: ignore[index]
+    catalog = shared / "wheels-index.toml"
+    shutil.copy(fleet["env"]["JETSON_INSTALL_WHEELS_INDEX"], catalog)  # type: ignore[index]
+    env = isolated_env(shared / "user", fast_fail=True, extra={
+        "PIPX": str(_pipx_1_0()), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE),
+        "JETSON_INSTALL_WHEELS_INDEX": str(catalog), "JETSON_INSTALL_ROOT": ORIN_ROOT, "LC_ALL": "C.UTF-8"})
+    subprocess.run(["chown", "-R", f"{user}:", str(shared)], check=True)
+    options = list(fleet["options"][:-1]) + [str(source)]  # type: ignore[index]
+    options[options.index("--python") + 1] = "/usr/bin/python3"
     runner = _fake_runner(tmp_path / "actions-runner")
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    first = _provision(fleet, runner, token_file)
+    token_file.chmod(0o600)
+    inputs = dict(JETSON_INSTALL_SPEC=str(wheel), JETSON_INSTALL_VENV=str(shared / "obliteratus"),
+                  JETSON_INSTALL_OPTIONS=" ".join(options), RUNNER_DIR=str(runner), RUNNER_USER=user,
+                  RUNNER_URL="https://github.com/example/OBLITERATUS", RUNNER_TOKEN_FILE=str(token_file))
+    first = _provision(env, **inputs)
     assert first.returncode == 0, first.stderr[-3000:]
-    evidence_dir = Path(fleet["evidence"])  # type: ignore[arg-type]
-    assert json.loads((evidence_dir / "install.json").read_text())["status"] == "installed"
-    evidence = json.loads((evidence_dir / "evidence.json").read_text())
-    assert evidence["strict"] is True and evidence["status"] == "passed"
+    evidence_dir = shared / "home" / ".local" / "state" / "jetson-install"
+    assert (evidence_dir / "labels.txt").read_text() == LABELS + "\n"
+    assert (evidence_dir / "install.json").stat().st_uid != 0  # the tool and its environment are the user's
+    calls = (runner / "calls.txt").read_text().splitlines()
+    assert calls == [f"{user} config.sh --unattended --url https://github.com/example/OBLITERATUS --name "
+                     f"{os.uname().nodename} --labels {LABELS} --replace",
+                     f"root svc.sh install {user}", "root svc.sh start"]
+    assert (runner / "token-seen.txt").read_text() == TOKEN
+    assert TOKEN not in first.stdout + first.stderr
+    assert (shared / "home" / ".local" / "bin" / "jetson-install").exists()  # where the workflow looks
+
+    second = _provision(env, **inputs)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "already installed" in second.stderr and "already registered" in second.stderr
+    assert (runner / "calls.txt").read_text().splitlines() == calls
+
+    # The gate starts failing (the GPU is gone): the runner loses `cuda`, and the run says why, once.
+    (scenario,) = (shared / "obliteratus.d").glob("env-*/lib/python*/site-packages/doctor_stub_scenario.json")
+    scenario.write_text(scenario.read_text().replace('"cuda_available": true', '"cuda_available": false'))
+    third = _provision(env, **inputs)
+    assert third.returncode == 1, third.stderr[-3000:]
+    assert _one_failure_line(third).startswith("provision: FAILED at jetson-install doctor --strict")
+    assert (runner / "calls.txt").read_text().splitlines()[len(calls):] == [
+        "root svc.sh stop", f"{user} config.sh remove --local",
+        f"{user} config.sh --unattended --url https://github.com/example/OBLITERATUS --name "
+        f"{os.uname().nodename} --labels {NO_CUDA} --replace", "root svc.sh start"]
+    assert TOKEN not in third.stdout + third.stderr
+
+
+@pytest.mark.parametrize("pipx", ["current", "none"])
+def test_the_script_installs_the_tool_with_pipx_or_without_and_again_when_the_spec_changes(
+        fleet: Dict[str, object], tmp_path: Path, pipx: str) -> None:
+    env = dict(fleet["env"], PIPX=str(TOOLS / "pipx") if pipx == "current" else str(tmp_path / "no-pipx"))  # type: ignore[arg-type]
+    evidence_dir = Path(str(fleet["evidence"]))
+    inputs = dict(JETSON_INSTALL_SPEC=str(fleet["wheel"]), JETSON_INSTALL_VENV=str(fleet["venv"]),
+                  JETSON_INSTALL_OPTIONS=" ".join(fleet["options"]), EVIDENCE_DIR=str(evidence_dir))  # type: ignore[arg-type]
+    first = _provision(env, **inputs)
+    assert first.returncode == 0, first.stderr[-3000:]
+    how = "pipx" if pipx == "current" else "its own venv"
+    assert f"installed jetson-install from {fleet['wheel']} with {how}" in first.stderr
+    assert first.stdout == LABELS + "\n" and "RUNNER_DIR not given" in first.stderr
     gate = json.loads((evidence_dir / "jetson-runtime.json").read_text())
     assert gate["gate"] == "jetson-runtime" and gate["status"] == "passed" and gate["counts"]["skipped"] == 0
-    assert (evidence_dir / "labels.txt").read_text() == LABELS + "\n"
-    calls = (runner / "calls.txt").read_text().splitlines()
-    assert calls[calls.index("--labels") + 1] == LABELS
-    assert (runner / "token-seen.txt").read_text() == TOKEN
-    assert TOKEN not in " ".join(calls) + first.stdout + first.stderr
-
-    link = os.readlink(str(fleet["venv"]))
     labels_written = (evidence_dir / "labels.txt").stat().st_mtime_ns
-    second = _provision(fleet, runner, token_file)
-    assert second.returncode == 0, second.stderr[-3000:]
+    second = _provision(env, **inputs)
+    assert second.returncode == 0 and "jetson-install 0.1.0 already installed" in second.stderr, second.stderr
     assert json.loads((evidence_dir / "install.json").read_text())["status"] == "unchanged"
-    assert "jetson-install 0.1.0 already installed" in second.stderr.replace(fleet["wheel"].name, "")  # type: ignore[union-attr]
-    assert "runner already registered" in second.stderr
-    assert (runner / "calls.txt").read_text().splitlines() == calls  # config.sh not run again
-    assert os.readlink(str(fleet["venv"])) == link
     assert (evidence_dir / "labels.txt").stat().st_mtime_ns == labels_written
-    assert TOKEN not in second.stdout + second.stderr
+    moved = tmp_path / "newer" / Path(str(fleet["wheel"])).name
+    moved.parent.mkdir()
+    shutil.copy(str(fleet["wheel"]), moved)
+    third = _provision(env, **dict(inputs, JETSON_INSTALL_SPEC=str(moved)))
+    assert third.returncode == 0 and f"installed jetson-install from {moved} with {how}" in third.stderr, third.stderr
+    tool = Path(env["PIPX_BIN_DIR"]) / "jetson-install"
+    assert subprocess.run([str(tool), "--version"], capture_output=True, text=True, env=env).returncode == 0
+
+
+def test_every_failure_of_the_script_is_one_line(fleet: Dict[str, object], tmp_path: Path) -> None:
+    env = dict(fleet["env"], PIPX=str(_pipx_1_0()))  # type: ignore[arg-type]
+    missing = _provision(env)
+    assert missing.returncode == 2
+    assert missing.stderr.splitlines() == [
+        "provision: FAILED: JETSON_INSTALL_SPEC is not set: set it to a jetson-install wheel file or URL, "
+        "e.g. JETSON_INSTALL_SPEC=./jetson_install-0.1.0-py3-none-any.whl"]
+    bad = _provision(env, JETSON_INSTALL_SPEC=str(tmp_path / "jetson_install-9.9.9-py3-none-any.whl"),
+                     EVIDENCE_DIR=str(tmp_path / "evidence"))
+    assert bad.returncode != 0
+    assert _one_failure_line(bad).startswith("provision: FAILED at installing jetson-install with pipx (exit ")
+    runner = _fake_runner(tmp_path / "runner")
+    (runner / "config.sh").unlink()
+    no_config = _provision(env, JETSON_INSTALL_SPEC=str(fleet["wheel"]), RUNNER_DIR=str(runner),
+                           RUNNER_URL="https://github.com/example/OBLITERATUS", RUNNER_TOKEN_FILE="/dev/null")
+    assert no_config.returncode == 2
+    assert no_config.stderr.splitlines() == [
+        f"provision: FAILED: {runner}/config.sh is missing: unpack the actions/runner release there"]
 
 
 # --------------------------------------------------------------------------- Ansible
@@ -165,14 +281,20 @@ def _playbook(fleet: Dict[str, object], tmp_path: Path, *extra: str, **variables
     return result, counts, seconds
 
 
-def test_ansible_role_changes_once_then_nothing_and_check_mode_only_reports(
-        fleet: Dict[str, object], tmp_path: Path) -> None:
-    check, counts, _ = _playbook(fleet, tmp_path, "--check")
+@pytest.mark.parametrize("pipx", ["current", "1.0.0"])
+def test_ansible_role_changes_once_then_nothing_upgrades_on_a_new_spec_and_shows_no_secret(
+        fleet: Dict[str, object], tmp_path: Path, pipx: str) -> None:
+    pipx_path = str(TOOLS / "pipx") if pipx == "current" else str(_pipx_1_0())
+    options = list(fleet["options"])  # type: ignore[arg-type]
+    vendor = options.index("--vendor-index") + 1
+    options[vendor] = options[vendor].replace("http://", f"http://fleet:{TOKEN}@")  # credentials the play must not show
+    common: Dict[str, object] = {"jetson_install_pipx": pipx_path, "jetson_install_options": options}
+    check, counts, _ = _playbook(fleet, tmp_path, "--check", **common)
     assert counts.get("failed") == 0, check.stdout[-3000:]
-    assert counts["changed"] >= 1  # pipx would install the tool
+    assert counts["changed"] >= 1  # the tool would be installed
     assert not Path(str(fleet["venv"])).exists()
 
-    first, counts, first_seconds = _playbook(fleet, tmp_path)
+    first, counts, first_seconds = _playbook(fleet, tmp_path, **common)
     assert counts.get("failed") == 0 and counts["changed"] >= 2, first.stdout[-4000:]
     arrived = tmp_path / "controller" / "localhost" / "evidence.json"
     evidence = json.loads(arrived.read_text())
@@ -181,26 +303,37 @@ def test_ansible_role_changes_once_then_nothing_and_check_mode_only_reports(
     assert gate["status"] == "passed"
     link = os.readlink(str(fleet["venv"]))
 
-    second, counts, second_seconds = _playbook(fleet, tmp_path, "-v")
+    second, counts, second_seconds = _playbook(fleet, tmp_path, "-v", **common)
     assert counts.get("failed") == 0 and counts["changed"] == 0, second.stdout[-4000:]
-    assert '\\"status\\": \\"unchanged\\"' in second.stdout  # the tool's JSON, as -v shows its stdout
+    assert '"msg": "environment: unchanged"' in second.stdout
     facts = re.search(r'"jetson_install_labels": (\[[^]]*\])', second.stdout)
     assert facts and json.loads(facts.group(1)) == LABELS.split(","), second.stdout[-3000:]
 
-    check, counts, _ = _playbook(fleet, tmp_path, "--check", "-v")
+    check, counts, _ = _playbook(fleet, tmp_path, "--check", "-v", **common)
     assert counts.get("failed") == 0 and counts["changed"] == 0, check.stdout[-4000:]
-    assert '\\"would_change\\": false' in check.stdout
+    assert '"msg": "would change: False (' in check.stdout, check.stdout[-3000:]
 
     changed_source = tmp_path / "changed-source"
-    import shutil
-
     shutil.copytree(str(fleet["options"][-1]), str(changed_source))  # type: ignore[index]
     (changed_source / "obliteratus" / "extra.py").write_text("X = 1\n")
-    options = list(fleet["options"][:-1]) + [str(changed_source)]  # type: ignore[index]
-    check, counts, _ = _playbook(fleet, tmp_path, "--check", jetson_install_options=options)
+    check, counts, _ = _playbook(fleet, tmp_path, "--check", **dict(common, jetson_install_options=options[:-1] + [str(changed_source)]))
     assert counts.get("failed") == 0 and counts["changed"] == 1, check.stdout[-4000:]
     assert os.readlink(str(fleet["venv"])) == link
-    print(f"\nplaybook on one host: first run {first_seconds:.1f} s, second (no-op) run {second_seconds:.1f} s")
+
+    # A new spec installs the tool again (a `creates:` guard would keep the old one), once.
+    newer = tmp_path / "newer" / Path(str(fleet["wheel"])).name
+    newer.parent.mkdir()
+    shutil.copy(str(fleet["wheel"]), newer)
+    upgraded, counts, _ = _playbook(fleet, tmp_path, "-v", **dict(common, jetson_install_spec=str(newer)))
+    assert counts.get("failed") == 0 and counts["changed"] == 2, upgraded.stdout[-4000:]  # pipx install, the spec kept
+    listed = subprocess.run([pipx_path, "list", "--json"], capture_output=True, text=True, env=fleet["env"])  # type: ignore[arg-type]
+    package = json.loads(listed.stdout)["venvs"]["jetson-install"]["metadata"]["main_package"]
+    assert package["package_or_url"] == str(newer)
+    again, counts, _ = _playbook(fleet, tmp_path, **dict(common, jetson_install_spec=str(newer)))
+    assert counts.get("failed") == 0 and counts["changed"] == 0, again.stdout[-4000:]
+    for run in (check, first, second, upgraded, again):
+        assert TOKEN not in run.stdout + run.stderr
+    print(f"\nplaybook on one host (pipx {pipx}): first run {first_seconds:.1f} s, second (no-op) run {second_seconds:.1f} s")
 
 
 def test_ansible_play_fails_with_the_tools_fix_when_an_index_is_down(fleet: Dict[str, object], tmp_path: Path) -> None:

@@ -549,3 +549,17 @@ def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str]
     assert len(kept) == KEPT_FAILED_EVIDENCE
     assert Path(data["evidence"]).name in kept
     assert "failed-env-old0-evidence.json" not in kept
+
+
+def test_a_vendor_index_with_credentials_is_the_same_policy_on_a_rerun_and_a_dry_run(installer: Installer,
+                                                                                     vendor_index) -> None:
+    # The record keeps the policy redacted; the plan's has the credentials: they must compare equal.
+    installer.vendor_url = installer.vendor_url.replace("http://", "http://fleet:s3cret@")
+    assert installer.run()[0] == 0
+    vendor_index.clear_requests()
+    code, data, stderr = installer.run()
+    assert code == 0 and data["status"] == "unchanged", stderr
+    assert vendor_index.requests == []  # the recorded set was reused, no index read
+    args = [arg for arg in installer.args() if arg != "--yes"] + ["--dry-run"]
+    dry = json.loads(run_cli(*args, env=installer.env).stdout)
+    assert dry["would_change"] is False, dry["would_change_reason"]
