@@ -305,8 +305,13 @@ def lock(**given: Any) -> None:
               help="Then serve DIR to a fleet over HTTP until Ctrl-C (without --lock: DIR as it is).")
 @click.option("--bind", default="0.0.0.0", show_default=True, metavar="ADDRESS", help="The address --serve listens on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="The port --serve listens on.")
+@click.option("--tool-wheel", metavar="FILE", help="Also carry jetson-install (this wheel of it) and its own "
+              "dependencies for the lock's board, to install the tool there with no network.")
+@_with("default-index", default_index={"help": "With --tool-wheel: resolve the tool's dependencies here "
+                                               "(default: uv's own index)."})
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON result object on stdout.")
-def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int, as_json: bool) -> None:
+def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int, tool_wheel: Optional[str],
+               default_index: Optional[str], as_json: bool) -> None:
     """Download every file of a lock into DIR, with a PEP 503 index beside them."""
     from pathlib import Path
 
@@ -315,10 +320,9 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int
     where = Path(directory).absolute()
     given_lock = click.get_current_context().get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT
     if given_lock or not serve:
-        from jetson_install.lock_file import read_lock
-        from jetson_install.wheelhouse import fill_wheelhouse
+        from jetson_install.commands import fill_wheelhouse
 
-        result = fill_wheelhouse(read_lock(Path(lock_file)), where)
+        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, _given("default_index", default_index))
         if as_json:
             _print_json(result)
         click.echo("\n".join(wheelhouse_lines(result)), err=True)

@@ -323,6 +323,21 @@ def dry_run(plan: "Plan") -> Tuple["Plan", List[str]]:
     return with_interpreter(plan, checked.interpreter.path), list(checked.warnings)
 
 
+def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Given) -> Dict[str, Any]:
+    """`wheelhouse`: the lock's files, and with `tool_wheel` jetson-install's own for the board."""
+    from jetson_install.lock import tool_entries
+    from jetson_install.lock_file import read_lock
+    from jetson_install.wheelhouse import fill_wheelhouse as fill
+
+    lock = read_lock(lock_file)
+    if tool_wheel is not None and default_index.value is not None:
+        from jetson_install.settings import check_index_url
+
+        check_index_url(default_index.value, default_index.source, False)
+    tool = tool_entries(Path(tool_wheel), lock, default_index.value) if tool_wheel is not None else []
+    return fill(lock, directory, tool)
+
+
 def constraint_files(directory: str, write: bool) -> List[str]:
     """`constraints`: check (or rewrite) constraints/<channel>.txt against wheels-index.toml."""
     from jetson_install.catalog import load_catalog

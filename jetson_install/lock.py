@@ -24,7 +24,7 @@ from jetson_install import __version__, git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.lock_file import Lock, Locked, render_lock
 from jetson_install.redact import redact
-from jetson_install.tags import python_platform, wheel_rank, wheel_tags
+from jetson_install.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
 from jetson_install.toml_file import load_toml
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from jetson_install.identity import Resolution
 
-__all__ = ["pick_file", "entries_from_pylock", "LockTarget", "make_lock", "LockResult"]
+__all__ = ["pick_file", "entries_from_pylock", "LockTarget", "make_lock", "LockResult", "tool_entries"]
 
 def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence["Tag"]]) -> Optional[Tuple[str, str, bool]]:
     """(url, sha256, is_sdist) of the file a pylock.toml package entry installs from: the
@@ -137,6 +137,40 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
                 tuple(vendor + built + rest), resolution.warnings, target_id)
     output.write_text(render_lock(lock), encoding="utf-8")
     return LockResult(lock, str(output), str(wheel) if wheel else None)
+
+
+def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[Locked]:
+    """jetson-install's own `wheel` and its dependencies, resolved for the board `lock` was made
+    for (its Python, architecture and glibc: the aarch64 uv wheel among them), so that a board
+    without internet installs the tool from the wheelhouse too."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        name, version = parse_wheel_filename(wheel.name)[:2]
+    except InvalidWheelFilename:
+        raise BadInput(f"--tool-wheel {wheel}: not a wheel file name", fix="give jetson-install's own wheel, "
+                       "e.g. --tool-wheel jetson_install-0.1.0-py3-none-any.whl") from None
+    if name != "jetson-install":
+        raise BadInput(f"--tool-wheel {wheel} is {name}, not jetson-install",
+                       fix="give the jetson-install wheel the tool was installed from")
+    if not wheel.is_file():
+        raise BadInput(f"--tool-wheel {wheel}: no such file", fix="give the path of jetson-install's wheel "
+                       "(pip wheel --no-deps -w . <jetson-install checkout> makes one)")
+    glibc = platform_glibc(lock.platform)
+    if glibc is not None:
+        target = LockTarget(lock.python, lock.arch, glibc)
+    elif "%d.%d" % sys.version_info[:2] == lock.python:
+        # A lock made for an interpreter here: the tool for that same Python, on this machine.
+        target = LockTarget(lock.python, lock.arch, None, interpreter=sys.executable)
+    else:
+        raise BadInput(f"the lock is for Python {lock.python} on this machine ({lock.platform}), and this "
+                       f"jetson-install runs Python {sys.version_info[0]}.{sys.version_info[1]}",
+                       fix="make the lock for the board: jetson-install lock --root ... (without --python)")
+    url = wheel.absolute().as_uri()
+    with tempfile.TemporaryDirectory(prefix="jetson-install-tool-") as scratch:
+        rest = _resolve(Path(scratch), "default", [f"{name} @ {url}"], None, default_index, target, no_deps=False,
+                        skip=[name])
+    return [Locked(name, str(version), url, _sha256(wheel), "built")] + rest
 
 
 def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional[str],

@@ -212,7 +212,9 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
             f"  install offline: jetson-install {result.get('target', 'obliteratus')} --wheelhouse {where}",
             # Not `python3 -m http.server`: a connection per request and no ranges make a fleet's
             # installs several times slower (the README's benchmarks); --serve has neither cost.
-            f"  serve to a fleet: jetson-install wheelhouse {where} --serve, then --wheelhouse http://HOST:8000/"]
+            f"  serve to a fleet: jetson-install wheelhouse {where} --serve, then --wheelhouse http://HOST:8000/"] + (
+        [f"  the tool itself ({result['tool']['files']} files), offline on the board: {result['tool']['install']}"]
+        if result.get("tool") else [])
 
 
 def serving_lines(directory: str, bind: str, port: int) -> List[str]:

@@ -12,7 +12,7 @@ from typing import List, Optional, Sequence, Tuple
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-__all__ = ["wheel_tags", "python_platform", "wheel_rank"]
+__all__ = ["wheel_tags", "python_platform", "platform_glibc", "wheel_rank"]
 
 # The oldest manylinux level (PEP 600): manylinux2014 is manylinux_2_17 by another name.
 _OLDEST_MINOR = 17
@@ -39,6 +39,13 @@ def python_platform(arch: str, glibc: str) -> str:
     """uv's --python-platform for that target: "aarch64-manylinux_2_35"."""
     major, minor = _glibc(glibc)
     return f"{arch}-manylinux_{major}_{minor}"
+
+
+def platform_glibc(platform: str) -> Optional[str]:
+    """The glibc of a --python-platform `python_platform` wrote ("aarch64-manylinux_2_35" -> "2.35")."""
+    _, _, manylinux = platform.partition("-manylinux_")
+    major, _, minor = manylinux.partition("_")
+    return f"{major}.{minor}" if major.isdigit() and minor.isdigit() else None
 
 
 def wheel_rank(filename: str, tags: Sequence[Tag]) -> Optional[int]:

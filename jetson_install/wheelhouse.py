@@ -22,13 +22,14 @@ from jetson_install.lock_file import (
 )
 from jetson_install.outputs import replace_file
 
-__all__ = ["wheelhouse_pages", "fill_wheelhouse"]
+__all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
 
 
-def wheelhouse_pages(lock: Lock) -> Dict[str, str]:
-    """The PEP 503 pages of a wheelhouse (path under simple/ -> html), with sha256 fragments."""
+def wheelhouse_pages(lock: Lock, tool: Sequence[Locked] = ()) -> Dict[str, str]:
+    """The PEP 503 pages of a wheelhouse (path under simple/ -> html), with sha256 fragments:
+    the lock's files and, with `tool`, jetson-install's own."""
     projects: Dict[str, List[Locked]] = {}
-    for entry in lock.entries:
+    for entry in _unique(list(lock.entries) + list(tool)):
         projects.setdefault(canonicalize_name(entry.name), []).append(entry)
     pages = {"index.html": _page("Simple index", [(f"{name}/", name) for name in sorted(projects)])}
     for name, entries in projects.items():
@@ -45,16 +46,30 @@ def _page(title: str, links: Sequence[Tuple[str, str]]) -> str:
     return f"<!DOCTYPE html>\n<html><head><title>{html.escape(title)}</title></head><body>\n{body}\n</body></html>\n"
 
 
-def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
-    """Download every file of `lock` into `directory`/files (checking each sha256), write the
-    PEP 503 index under simple/ and the wheelhouse's own lock.txt. Files already there are kept."""
+def _unique(entries: Sequence[Locked]) -> List[Locked]:
+    """One entry per file: the tool and the environment may share a dependency's file."""
+    return list({entry.filename: entry for entry in entries}.values())
+
+
+def tool_install_command(directory: Path) -> str:
+    """The one command that installs jetson-install from a wheelhouse with no network: a venv
+    of its own (pip's --no-index and --find-links; the system Python's ensurepip brings pip)."""
+    venv = "~/.local/jetson-install"
+    return (f"python3 -m venv {venv} && {venv}/bin/pip install --no-index --find-links {directory / FILES_DIR} "
+            f"jetson-install && mkdir -p ~/.local/bin && ln -sfn {venv}/bin/jetson-install ~/.local/bin/")
+
+
+def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) -> Dict[str, Any]:
+    """Download every file of `lock` (and of `tool`, jetson-install with its dependencies for the
+    board) into `directory`/files (checking each sha256), write the PEP 503 index under simple/
+    and the wheelhouse's own lock.txt. Files already there are kept."""
     from jetson_install.index import fetch_file
 
     files = directory / FILES_DIR
     files.mkdir(parents=True, exist_ok=True)
     _confined(directory, files)
     fetched = 0
-    for entry in lock.entries:
+    for entry in _unique(list(lock.entries) + list(tool)):
         problem = file_name_problem(entry)
         if problem is not None:  # parse_lock refuses these; a Lock made otherwise is held to it too
             raise BadInput(f"{entry.name}: {problem}", fix="make the lock again: jetson-install lock --output FILE")
@@ -77,7 +92,7 @@ def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
                              "the index changed the file since the lock was made: make the lock again")
         partial.replace(path)
         fetched += path.stat().st_size
-    for relative, text in wheelhouse_pages(lock).items():
+    for relative, text in wheelhouse_pages(lock, tool).items():
         page = directory / SIMPLE_DIR / relative
         page.parent.mkdir(parents=True, exist_ok=True)
         _confined(directory, page.parent)
@@ -85,7 +100,8 @@ def fill_wheelhouse(lock: Lock, directory: Path) -> Dict[str, Any]:
     replace_file(directory / WHEELHOUSE_LOCK, render_lock(lock))
     return {"schema_version": 1, "command": "wheelhouse", "directory": str(directory), "files": len(lock.entries),
             "downloaded_bytes": fetched, "index": (directory / SIMPLE_DIR).as_uri(),
-            "lock": str(directory / WHEELHOUSE_LOCK), "target": lock.target}
+            "lock": str(directory / WHEELHOUSE_LOCK), "target": lock.target,
+            "tool": {"files": len(tool), "install": tool_install_command(directory)} if tool else None}
 
 
 def _confined(directory: Path, inner: Path) -> None:

@@ -9,6 +9,7 @@ Orin sample root.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -394,3 +395,91 @@ def test_the_policy_entry_validates_against_upstreams_rules() -> None:
     ]
     for document in broken:
         assert list(jsonschema.Draft202012Validator(schema).iter_errors(document)), document
+
+
+# --------------------------------------------------------------------------- offline from the first byte
+
+
+def _tiny_lock(tmp_path: Path, python: str, arch: str, platform: str) -> Path:
+    """A lock of one stub file: what matters here is the board it names."""
+    from support import build_wheel
+
+    from jetson_install.lock_file import Lock, Locked, render_lock
+
+    stub = build_wheel(tmp_path / "stub", "obliteratus-stub", "1.0")
+    digest = hashlib.sha256(stub.read_bytes()).hexdigest()
+    lock = Lock("jp6-cu126", python, arch, platform, "obliteratus", None, "0.1.0",
+                (Locked("obliteratus-stub", "1.0", stub.as_uri(), digest, "built"),))
+    path = tmp_path / "obliteratus.lock"
+    path.write_text(render_lock(lock))
+    return path
+
+
+def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Dict[str, object], tmp_path: Path) -> None:
+    from support import LoopbackIndex
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "true"]).returncode != 0:
+        lane_unavailable("fleet", "unshare -n does not work here (it needs root or user namespaces)")
+    lock = _tiny_lock(tmp_path, "%d.%d" % sys.version_info[:2], os.uname().machine, "native")
+    served = LoopbackIndex(WHEELHOUSE, name="tool-deps", core_metadata=False).start()
+    try:
+        house = tmp_path / "house"
+        made = subprocess.run([sys.executable, "-m", "jetson_install", "wheelhouse", str(house), "--lock", str(lock),
+                               "--tool-wheel", str(fleet["wheel"]), "--default-index", served.url, "--json"],
+                              capture_output=True, text=True, env=fleet["env"], timeout=300)  # type: ignore[arg-type]
+    finally:
+        served.stop()
+    assert made.returncode == 0, made.stderr
+    result = json.loads(made.stdout)
+    names = {path.name.split("-")[0].lower() for path in (house / "files").iterdir()}
+    assert {"jetson_install", "uv", "packaging", "distro", "requests", "platformdirs", "click"} <= names
+    command = result["tool"]["install"]
+    assert f"the tool itself ({result['tool']['files']} files), offline on the board: {command}" in made.stderr
+    # The board: no network at all, a home of its own, the documented command as printed.
+    home = tmp_path / "board-home"
+    home.mkdir()
+    board = dict(fleet["env"], HOME=str(home))  # type: ignore[arg-type]
+    for variable in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIPX_BIN_DIR", "PIPX_HOME"):
+        board.pop(variable, None)
+    installed = subprocess.run(["unshare", "-n", "bash", "-c", command], capture_output=True, text=True, env=board,
+                               timeout=300)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    tool = home / ".local" / "bin" / "jetson-install"
+    detected = subprocess.run(["unshare", "-n", str(tool), "detect", "--root", ORIN_ROOT], capture_output=True,
+                              text=True, env=board, timeout=60)
+    assert detected.returncode == 0 and "L4T" in detected.stdout, detected.stderr
+
+
+@pytest.mark.parametrize("python, glibc", [("3.10", "2.35"), ("3.12", "2.39")], ids=["jp6-cp310", "jp7-cp312"])
+def test_registry_lane_a_wheelhouse_carries_the_tool_for_an_aarch64_board(
+        fleet: Dict[str, object], tmp_path: Path, python: str, glibc: str) -> None:
+    """By content, for the board's Python: the aarch64 uv wheel and every dependency of the tool
+    (from uv's default index: this lane alone reaches the registry)."""
+    from packaging.utils import parse_wheel_filename
+    from support import PROXY_VARIABLES
+
+    from jetson_install.tags import python_platform, wheel_tags
+
+    env = dict(fleet["env"])  # type: ignore[arg-type]
+    for variable in PROXY_VARIABLES:
+        env.pop(variable, None)
+        if variable in os.environ:
+            env[variable] = os.environ[variable]
+    lock = _tiny_lock(tmp_path, python, "aarch64", python_platform("aarch64", glibc))
+    house = tmp_path / "house"
+    made = subprocess.run([sys.executable, "-m", "jetson_install", "wheelhouse", str(house), "--lock", str(lock),
+                           "--tool-wheel", str(fleet["wheel"]), "--json"], capture_output=True, text=True, env=env,
+                          timeout=600)
+    if made.returncode != 0 and ("did not answer" in made.stderr or "dns error" in made.stderr
+                                 or "Failed to fetch" in made.stderr):
+        lane_unavailable("registry", f"the default index did not answer: {made.stderr.splitlines()[0]}")
+    assert made.returncode == 0, made.stderr
+    accepted = set(wheel_tags(python, "aarch64", glibc))
+    wheels = {parse_wheel_filename(path.name)[0]: path.name for path in (house / "files").glob("*.whl")}
+    for name, filename in wheels.items():
+        assert set(parse_wheel_filename(filename)[3]) & accepted, filename  # each installs on the board
+    wanted = {"jetson-install", "uv", "packaging", "distro", "requests", "platformdirs", "click", "idna", "urllib3",
+              "certifi", "charset-normalizer"} | ({"tomli"} if python == "3.10" else set())
+    assert wanted <= set(wheels), sorted(wheels)
+    assert "aarch64" in wheels["uv"] and "aarch64" in wheels["charset-normalizer"]
+    print(f"\nregistry lane: the tool for aarch64/Python {python}: {wheels['uv']}, {len(wheels)} wheels")

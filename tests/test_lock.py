@@ -228,3 +228,24 @@ def test_registry_lane_locks_obliteratus_0_1_2_for_the_board(board_indexes, tmp_
     with capsys.disabled():
         print(f"\nregistry lane: {len(lock.entries)} files locked for aarch64/Python 3.10; built from source on "
               f"the board: {', '.join(data['built_from_source_on_the_board']) or 'none'}")
+
+
+def test_a_tool_wheel_that_is_not_jetson_installs_is_one_line(tmp_path: Path) -> None:
+    from jetson_install.lock_file import Lock, render_lock
+    from jetson_install.tags import platform_glibc
+
+    assert platform_glibc("aarch64-manylinux_2_35") == "2.35" and platform_glibc("native") is None
+    lock = tmp_path / "board.lock"
+    lock.write_text(render_lock(Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus", None,
+                                     "0.1.0", ())))
+    other = tmp_path / "requests-2.0-py3-none-any.whl"
+    other.write_bytes(b"")
+    for wheel, said in ((other, f"error: --tool-wheel {other} is requests, not jetson-install"),
+                        (tmp_path / "tool.zip", f"error: --tool-wheel {tmp_path / 'tool.zip'}: not a wheel file name"),
+                        (tmp_path / "jetson_install-0.1.0-py3-none-any.whl",
+                         f"error: --tool-wheel {tmp_path / 'jetson_install-0.1.0-py3-none-any.whl'}: no such file")):
+        result = subprocess.run([sys.executable, "-m", "jetson_install", "wheelhouse", str(tmp_path / "house"),
+                                 "--lock", str(lock), "--tool-wheel", str(wheel)], capture_output=True, text=True,
+                                timeout=60)
+        assert result.returncode == 2 and result.stderr.splitlines()[0] == said, result.stderr
+        assert not (tmp_path / "house").exists()
