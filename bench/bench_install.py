@@ -15,6 +15,7 @@ Run by hand from the repository root: .venv/bin/python bench/bench_install.py [-
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "tests"))
@@ -33,11 +34,19 @@ from support.index_server import LoopbackIndex  # noqa: E402
 from support.stub_projects import build_index_dirs, make_obliteratus_git_repo, make_obliteratus_source  # noqa: E402
 
 
-def timed(commands: Sequence[Sequence[str]], env: Dict[str, str]) -> float:
+def timed(commands: Sequence[Sequence[str]], env: Dict[str, str],
+          steps: Optional[List[Dict[str, float]]] = None) -> float:
+    """Wall seconds of `commands`; for one install with --json, its steps' seconds go to `steps`,
+    with "outside steps" for the rest (start-up, the checks before the first step, the no-op test)."""
     start = time.perf_counter()
     for argv in commands:
-        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+        done = subprocess.run(argv, env=env, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    seconds = time.perf_counter() - start
+    if steps is not None:
+        result = {step["id"]: step["seconds"] for step in json.loads(done.stdout)["steps"]}
+        result["outside steps"] = seconds - sum(result.values())
+        steps.append(result)
+    return seconds
 
 
 def wrote_build_outputs(tree: Path) -> None:
@@ -51,11 +60,17 @@ def wrote_build_outputs(tree: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--real-torch", action="store_true",
+                        help="the stub vendor torch carries the real CPU torch's native files (bench_disk.py's set)")
     args = parser.parse_args()
     # As an installed wheel would be: compiled, not recompiled on every run.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(TOP / "jetson_install")], check=True)
     work = Path(tempfile.mkdtemp(prefix="bench-install-"))
     dirs = build_index_dirs(work / "indexes")
+    if args.real_torch:
+        from bench_disk import find_torch_wheel, with_native_files
+
+        with_native_files(next(dirs.vendor.glob("torch-*.whl")), find_torch_wheel(None))
     source = make_obliteratus_source(work / "OBLITERATUS")
     env = isolated_env(work)
     catalog = work / "wheels-index.toml"
@@ -76,7 +91,10 @@ def main() -> None:
         "git tag": (repository.as_uri(), "v0.1.3", f"obliteratus[quantization] @ git+{repository.as_uri()}@v0.1.3"),
     }
 
-    with LoopbackIndex(dirs.vendor, name="vendor") as vendor, LoopbackIndex(dirs.public, name="public") as public:
+    # Files kept by uv's cache, as a real index's are: the cold installs below then differ in
+    # what each does with the cache, not in downloads.
+    with LoopbackIndex(dirs.vendor, name="vendor", cache_files=True) as vendor, \
+            LoopbackIndex(dirs.public, name="public", cache_files=True) as public:
         def tool(venv: Path, kind: str = "folder") -> List[str]:
             given, ref, _ = kinds[kind]
             return [sys.executable, "-m", "jetson_install", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
@@ -106,9 +124,10 @@ def main() -> None:
         timed([tool(work / "warm-up")], env)  # fills the uv cache
         timed(by_hand(work / "hand-noop", True), env)
         samples: Dict[str, List[float]] = {name: [] for name in ("tool", "hand", "pip", "noop-tool", "noop-hand")}
+        cold_steps: List[Dict[str, float]] = []
         # Interleaved, so a slow moment on a busy machine hits every case alike.
         for n in range(args.repeat):
-            samples["tool"].append(timed([tool(work / f"tool-{n}")], env))
+            samples["tool"].append(timed([tool(work / f"tool-{n}")], env, cold_steps))
             samples["hand"].append(timed(by_hand(work / f"hand-{n}", True), env))
             samples["pip"].append(timed(pip_recipe(work / f"pip-{n}"), env))
             samples["noop-tool"].append(timed([tool(work / "warm-up")], env))
@@ -137,6 +156,9 @@ def main() -> None:
     for kind in kinds:
         noop, hand = statistics.median(kind_samples[f"{kind}-tool"]), statistics.median(kind_samples[f"{kind}-hand"])
         print(f"no-op, {kind + ':':13} jetson-install {noop:6.2f}s   uv by hand {hand:6.2f}s   ratio {noop / hand:4.2f}x")
+    print(f"cold install, fixed overhead over uv by hand: {cold_tool - cold_hand:+.2f} s; each step (median):")
+    for name in cold_steps[0]:
+        print(f"  {name:14} {statistics.median(result[name] for result in cold_steps):6.2f} s")
     shutil.rmtree(work, ignore_errors=True)
 
 
