@@ -239,23 +239,33 @@ class EnvironmentHome:
         # Beside DIR, not in DIR.d: a rename onto DIR must stay within one filesystem.
         return self.link.with_name(f".{self.link.name}.link-{uuid.uuid4().hex[:8]}")
 
-    def prune(self, keep: List[Optional[Path]]) -> None:
+    def prune(self, keep: List[Optional[Path]]) -> List[Tuple[Path, int]]:
         """Remove jetson-install's environments other than `keep`: older ones and any left by a
         killed run. Each is first renamed out of the way, so an interrupted removal leaves a
-        .removing-* folder (removed next time), never a half-deleted environment."""
+        .removing-* folder (removed next time), never a half-deleted environment.
+
+        Returns what killed or interrupted runs had left (half-built environments, removals
+        not finished), each with the bytes it took on disk, so that a run can say what it freed."""
         kept = {path.resolve() for path in keep if path is not None}
+        left: List[Tuple[Path, int]] = []
+        unfinished_removals = sorted(self.home.glob(f"{REMOVING_PREFIX}env-*"))
         for entry in self.environments():
             if entry.resolve() not in kept:
+                if not _is_complete(entry):
+                    left.append((entry, disk_usage(entry)))
                 self.remove(entry)
         for stray in self.strays():
+            left.append((stray, disk_usage(stray)))
             self.remove(stray)
         for mark in self.home.glob(".env-*.building"):
             if not mark.with_name(mark.name[1:-len(".building")]).exists():
                 mark.unlink()  # a run killed between marking its environment and making it
-        for doomed in self.home.glob(f"{REMOVING_PREFIX}env-*"):
+        for doomed in unfinished_removals:
+            left.append((doomed, disk_usage(doomed)))
             shutil.rmtree(doomed, ignore_errors=True)
         for leftover in self.link.parent.glob(f".{self.link.name}.link-*"):
             leftover.unlink()
+        return left
 
     def remove(self, environment: Path) -> None:
         """Remove one of jetson-install's environments: renamed first, so it is gone at once."""

@@ -70,6 +70,7 @@ class InstallResult:
     fix: Optional[str] = None
     warnings: Tuple[str, ...] = ()
     resolved: Optional[Plan] = None  # the plan as carried out (the set the index resolved to)
+    removed: Tuple[Tuple[str, int], ...] = ()  # what killed runs had left, and the bytes it took, removed by this one
 
     @property
     def exit_code(self) -> int:
@@ -99,6 +100,7 @@ class InstallResult:
             "steps": [step.to_json() for step in self.steps],
             "error": {"step": self.failed_step, "message": self.message, "fix": self.fix} if self.failed_step else None,
             "warnings": list(self.warnings),
+            "removed_leftovers": [{"path": path, "bytes": size} for path, size in self.removed],
         }
 
 
@@ -115,6 +117,7 @@ class _Run(Execution):
         self.command = rerun
         self.results: List[StepResult] = []
         self.warnings: List[str] = list(plan.warnings)
+        self.removed: List[Tuple[str, int]] = []  # what killed runs had left, removed by this one
         self.number = 0
         self._current: Optional[StepProgress] = None
         self._staging: Optional[Path] = None
@@ -471,12 +474,17 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
     run.warnings.extend(w for w in plan.warnings if w not in run.warnings)
     fingerprint = _fingerprint(plan, interpreter)
     source = _source(plan)
+    # Before the no-op test too: a run killed while building a different plan left its
+    # environment, and a re-run of the old command must not keep it growing the disk.
+    for path, size in home.prune(keep=[current, home.previous()]):
+        run.removed.append((str(path), size))
+        run.progress(f"removed {path}, left by a killed or interrupted run ({size / 1e6:.1f} MB)")
     installed = _satisfied(current, fingerprint, source, plan, record, run.progress) if current is not None else None
     if current is not None and installed is not None:
         run.progress(f"{plan.venv} already satisfies the plan; nothing to do")
         return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (), installed,
-                             _evidence_path(current), warnings=tuple(run.warnings), resolved=plan)
-    home.prune(keep=[current, home.previous()])
+                             _evidence_path(current), warnings=tuple(run.warnings), resolved=plan,
+                             removed=tuple(run.removed))
     staging = home.new_environment_path()
     if "file://" in source.url:
         source.current()  # a local tree is read before building writes into it
@@ -502,7 +510,8 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
         return _failed(run.plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
                        f"run it again: {run.command}")
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
-                         _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings), resolved=run.plan)
+                         _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings), resolved=run.plan,
+                         removed=tuple(run.removed))
 
 
 def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fingerprint: Dict[str, Any],
@@ -682,4 +691,4 @@ def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: s
     return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),
                          evidence=evidence, failed_step=step,
                          message=f"{message} ({kept})", fix=fix or f"fix the cause above, then run: {run.command}",
-                         warnings=tuple(run.warnings), resolved=plan)
+                         warnings=tuple(run.warnings), resolved=plan, removed=tuple(run.removed))

@@ -66,8 +66,10 @@ def test_a_leftover_of_a_killed_build_is_removed(tmp_path: Path) -> None:
     home.home.mkdir()
     killed = home.new_environment_path()
     (killed / "lib").mkdir(parents=True)  # uv venv was killed half-way: no complete mark
-    home.prune(keep=[])
+    (killed / "lib" / "libtorch.so").write_bytes(b"\0" * 100_000)
+    removed = home.prune(keep=[])
     assert not killed.exists() and list(home.home.iterdir()) == []
+    assert [path for path, _ in removed] == [killed] and removed[0][1] >= 100_000  # what it took, said
 
 
 @pytest.mark.skipif(os.stat("/dev/shm").st_dev == os.stat(Path.cwd()).st_dev if Path("/dev/shm").is_dir() else True,

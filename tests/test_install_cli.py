@@ -166,6 +166,10 @@ def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
     assert os.readlink(installer.venv) != before
     leftovers = [p.name for p in Path(f"{installer.venv}.d").glob("env-*")]
     assert len(leftovers) == 2, leftovers  # the new environment and the previous one, no partial build
+    # The killed run's environment, removed, is in the result with the disk it took.
+    [removed] = data["removed_leftovers"]
+    assert Path(removed["path"]).parent == Path(f"{installer.venv}.d") and removed["path"] != os.readlink(installer.venv)
+    assert removed["bytes"] > 0 and f"removed {removed['path']}, left by a killed or interrupted run" in stderr
 
 
 def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
