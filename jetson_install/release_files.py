@@ -72,11 +72,13 @@ _MAX_LINE = 4096
 def parse_nv_tegra_release(data: bytes) -> Tuple[L4T, Optional[str]]:
     """Return the L4T release and the EABI (architecture) from etc/nv_tegra_release."""
     try:
-        text = data.decode("utf-8")
+        # utf-8-sig: a copy saved by a Windows editor starts with a byte-order mark.
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InvalidReleaseFile("is not text") from None
     lines = text.splitlines()
-    first = lines[0] if lines else ""
+    # Trailing NULs are padding (a file copied from a fixed-size block); a NUL inside the line is not.
+    first = lines[0].rstrip("\x00") if lines else ""
     if not first.strip():
         raise InvalidReleaseFile("is empty")
     if len(first) > _MAX_LINE or "\x00" in first:

@@ -111,6 +111,8 @@ def test_override_that_is_not_a_version_is_bad_input() -> None:
         ("# R32 (release), REVISION: 5", L4T(32, 5, 0)),
         ("  # R32 (release), REVISION: 7.4\r\n", L4T(32, 7, 4)),
         ("# R36 (release), REVISION: 4.3, EABI: aarch64", L4T(36, 4, 3)),
+        ("\ufeff# R36 (release), REVISION: 4.3, GCID: 38968081\r\n", L4T(36, 4, 3)),
+        ("\ufeff# R39 (release), REVISION: 2.1, EABI: aarch64\x00\x00\x00", L4T(39, 2, 1)),
     ],
 )
 def test_release_line_variants(line: str, l4t: L4T) -> None:
