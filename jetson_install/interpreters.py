@@ -39,17 +39,24 @@ class Policy(Protocol):
 __all__ = ["Interpreter", "inspect_interpreter", "find_interpreter", "served_interpreter", "system_python3", "choose_interpreter",
            "inspect_stack", "visible_distributions", "sees_parent_environment", "pip_check"]
 
-_VERSION_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+# The version, and the ABI flags a wheel's ABI tag carries ("t": a free-threaded build, cp313t).
+_VERSION_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3], getattr(sys, 'abiflags', ''))"
 
 
 @dataclass(frozen=True)
 class Interpreter:
     path: str
     version: str  # "3.10.12"
+    abiflags: str = ""
 
     @property
     def abi(self) -> str:
         return ".".join(self.version.split(".")[:2])
+
+    @property
+    def abi_tag(self) -> str:
+        """The wheel ABI tag of what it builds: "cp310"."""
+        return "cp" + self.abi.replace(".", "") + self.abiflags
 
 
 def inspect_interpreter(path: str) -> Interpreter:
@@ -59,7 +66,8 @@ def inspect_interpreter(path: str) -> Interpreter:
             f"--python {path}: cannot run it ({result.last_stderr_line() or 'exit ' + str(result.returncode)})",
             fix="pass a working interpreter, e.g. --python /usr/bin/python3.10",
         )
-    return Interpreter(path, result.stdout.strip())
+    version, _, abiflags = result.stdout.strip().partition(" ")
+    return Interpreter(path, version, abiflags.strip())
 
 
 def _candidates(abi: str) -> Iterator[str]:

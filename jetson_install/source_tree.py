@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["BUILD_OUTPUTS", "is_build_output", "file_digest", "folder_digest"]
+__all__ = ["BUILD_OUTPUTS", "LinkOutside", "is_build_output", "file_digest", "folder_digest", "checkout_digest"]
 
 # What building a project writes into its tree (setuptools, hatchling, Python itself), and
 # git's own folder, as shutil.ignore_patterns patterns: the one rule for what is not source.
@@ -27,10 +27,16 @@ def is_build_output(relative: str, also: Sequence[str] = ()) -> bool:
 def file_digest(digest: "hashlib._Hash", root: Path, relative: str) -> None:
     path = root / relative
     digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
+    if path.is_symlink():
+        digest.update(b"link:" + os.readlink(path).encode("utf-8", "surrogateescape"))
+    else:
+        _content(digest, path)
+    digest.update(b"\0")
+
+
+def _content(digest: "hashlib._Hash", path: Path) -> None:
     try:
-        if path.is_symlink():
-            digest.update(b"link:" + os.readlink(path).encode("utf-8", "surrogateescape"))
-        elif path.is_file():
+        if path.is_file():
             with open(path, "rb") as handle:
                 for chunk in iter(lambda: handle.read(_READ_CHUNK), b""):
                     digest.update(chunk)
@@ -39,7 +45,6 @@ def file_digest(digest: "hashlib._Hash", root: Path, relative: str) -> None:
     except OSError as exc:
         # Unreadable: the build will say why; the identity only has to differ from a readable tree.
         digest.update(f"unreadable:{exc.errno}".encode())
-    digest.update(b"\0")
 
 
 def folder_digest(root: Path, also: Sequence[str] = ()) -> str:
@@ -55,3 +60,55 @@ def folder_digest(root: Path, also: Sequence[str] = ()) -> str:
             if not is_build_output(relative, also):
                 file_digest(digest, root, relative)
     return digest.hexdigest()
+
+
+class LinkOutside(ValueError):
+    """A symbolic link in a checkout that resolves to a place outside it."""
+
+    def __init__(self, relative: str, target: str) -> None:
+        super().__init__(f"{relative} -> {target}")
+        self.relative = relative
+        self.target = target
+
+
+def checkout_digest(root: Path, also: Sequence[str] = ()) -> str:
+    """The content of a checkout that is built from: like folder_digest, but a link counts by
+    the content it points at, never by its text, so a link re-pointed at an edited file is
+    another source. A link that leaves the checkout raises LinkOutside: what it points at is
+    not part of the checkout, and the build's private copy would read it from elsewhere."""
+    real_root = root.resolve()
+    digest = hashlib.sha256()
+    _digest_folder(digest, real_root, real_root, "", tuple(also), (real_root,))
+    return digest.hexdigest()
+
+
+def _digest_folder(digest: "hashlib._Hash", real_root: Path, folder: Path, prefix: str, also: Sequence[str],
+                   open_folders: Sequence[Path]) -> None:
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        digest.update(f"{prefix}unreadable:{exc.errno}\0".encode())
+        return
+    for name in names:
+        relative = prefix + name
+        if is_build_output(relative, also):
+            continue
+        path = folder / name
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if target != real_root and real_root not in target.parents:
+                raise LinkOutside(relative, os.readlink(path))
+            if not target.exists():
+                digest.update(relative.encode("utf-8", "surrogateescape") + b"\0dangling\0")
+                continue
+            path = target
+        if path.is_dir():
+            digest.update(relative.encode("utf-8", "surrogateescape") + b"/\0")
+            if path in open_folders:
+                digest.update(b"loop\0")  # a link to a folder it is inside of: its content is counted once
+            else:
+                _digest_folder(digest, real_root, path, relative + "/", also, (*open_folders, path))
+        else:
+            digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
+            _content(digest, path)
+            digest.update(b"\0")

@@ -11,9 +11,11 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from support.lanes import lane_unavailable
@@ -95,6 +97,60 @@ def test_a_checkouts_identity_ignores_build_outputs(tmp_path: Path) -> None:
     assert build.local_source(checkout).identity == before
     (checkout / "csrc" / "ops.cu").write_text("// changed\n")
     assert build.local_source(checkout).identity != before
+
+
+def test_a_checkouts_identity_follows_its_links_to_their_content(tmp_path: Path) -> None:
+    checkout = tmp_path / "bnb"
+    shutil.copytree(STANDIN, checkout)
+    (checkout / "kernels").mkdir()
+    (checkout / "kernels" / "a.cu").write_text("// kernel A\n")
+    (checkout / "kernels" / "copy-of-a.cu").write_text("// kernel A\n")
+    (checkout / "csrc" / "kernel.cu").symlink_to("../kernels/a.cu")
+    (checkout / "csrc" / "loop").symlink_to("..")  # a link to a folder it is in is counted once
+    before = build.local_source(checkout).identity
+    # Another link text to the same content is the same source; other content behind it is not.
+    (checkout / "csrc" / "kernel.cu").unlink()
+    (checkout / "csrc" / "kernel.cu").symlink_to(checkout / "kernels" / "copy-of-a.cu")
+    assert build.local_source(checkout).identity == before
+    (checkout / "kernels" / "copy-of-a.cu").write_text("// kernel B\n")
+    assert build.local_source(checkout).identity != before
+
+
+def test_a_link_out_of_the_checkout_is_refused_with_the_command_that_fixes_it(tmp_path: Path) -> None:
+    checkout = tmp_path / "bnb"
+    shutil.copytree(STANDIN, checkout)
+    (tmp_path / "elsewhere.cu").write_text("// not in the checkout\n")
+    (checkout / "csrc" / "extra.cu").symlink_to(tmp_path / "elsewhere.cu")
+    with pytest.raises(BadInput) as refused:
+        build.local_source(checkout)
+    assert str(refused.value) == (f"{checkout}/csrc/extra.cu is a link to {tmp_path}/elsewhere.cu, outside the checkout: "
+                                  "a build uses only the checkout's own files")
+    subprocess.run(refused.value.fix.split(": ", 1)[1], shell=True, check=True)
+    assert build.local_source(checkout).identity.startswith("sha256:")
+    assert (checkout / "csrc" / "extra.cu").read_text() == "// not in the checkout\n"
+    assert not (checkout / "csrc" / "extra.cu").is_symlink()
+
+
+def test_the_cache_key_takes_the_tag_of_the_interpreter_that_builds(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = tmp_path / "bnb"
+    shutil.copytree(STANDIN, checkout)
+    planned = build.PlannedBuild("0.49.2", build.local_source(checkout), "87")
+    asked: list = []
+
+    def no_build(request: building.BuildRequest, *args, **kwargs):
+        asked.append(request)
+        raise StepFailed("bitsandbytes", "stopped before building", "")
+
+    monkeypatch.setattr(building, "find_toolchain", lambda *args: building.Toolchain("cmake", "c++", "make", "nvcc", "12.6"))
+    monkeypatch.setattr(building, "build_wheel", no_build)
+    channel_python = "3.10" if sys.version_info[:2] != (3, 10) else "3.12"
+    plan = SimpleNamespace(platform=SimpleNamespace(cuda="12.6"), python_abi=channel_python,
+                           settings=SimpleNamespace(default_index=SimpleNamespace(value=None)))
+    run = SimpleNamespace(plan=plan, python=sys.executable, progress=lambda line: None, current=None)
+    with pytest.raises(StepFailed):
+        building.run_build_step(planned, build.build_step(planned, sys.executable, None), run)  # type: ignore[arg-type]
+    assert asked[0].python_tag == f"cp{sys.version_info[0]}{sys.version_info[1]}"  # not the channel's
 
 
 # --------------------------------------------------------------------------- the real pipeline (lane)

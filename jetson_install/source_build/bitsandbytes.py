@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import re
+from shlex import quote
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from jetson_install import git, uv
 from jetson_install.errors import BadInput
-from jetson_install.source_tree import folder_digest
+from jetson_install.source_tree import LinkOutside, checkout_digest
 from jetson_install.steps import Step
 from jetson_install.toml_file import TomlData
 from jetson_install.versions import satisfies
@@ -169,7 +170,15 @@ def local_source(path: Path) -> BuildSource:
         raise BadInput(f"{path} is not a bitsandbytes checkout (no CMakeLists.txt and bitsandbytes/ there)",
                        fix="git clone https://github.com/bitsandbytes-foundation/bitsandbytes, "
                            "then pass that folder: --bitsandbytes build=/path/to/bitsandbytes")
-    return BuildSource(str(path.resolve()), None, "sha256:" + folder_digest(path, BUILT_HERE))
+    try:
+        identity = checkout_digest(path, BUILT_HERE)
+    except LinkOutside as link:
+        inside = path / link.relative
+        raise BadInput(f"{path}/{link.relative} is a link to {link.target}, outside the checkout: "
+                       "a build uses only the checkout's own files",
+                       fix=f"put what it points at in its place: rm {quote(str(inside))} && "
+                           f"cp -a {quote(os.path.realpath(inside))} {quote(str(inside))}") from None
+    return BuildSource(str(path.resolve()), None, "sha256:" + identity)
 
 
 def parse_choice(text: str) -> Optional[str]:

@@ -55,7 +55,7 @@ class BuildRequest:
     capability: str  # "87": what COMPUTE_CAPABILITY wants
     toolchain: Toolchain
     python: str  # the interpreter the wheel is for
-    python_tag: str  # "cp310"
+    python_tag: str  # "cp310": the interpreter's own
     jobs: int
 
     @property
@@ -122,14 +122,17 @@ def run_build_step(planned: PlannedBuild, step: Step, run: "Execution") -> str:
     dependencies, and record it as the environment's vendor build."""
     import platformdirs
 
+    from jetson_install.interpreters import inspect_interpreter
     from jetson_install.record import record_built
 
     plan = run.plan
     toolchain = find_toolchain(CUDA_HOME, plan.platform.cuda)
     compile_ = next(command for command in step.commands if "--parallel" in command)
     jobs = int(compile_[compile_.index("--parallel") + 1])  # as the plan showed it
+    # The tag of the interpreter the wheel is built by, asked of it: another Python than the
+    # channel's (--python) makes another wheel.
     request = BuildRequest(planned.source, planned.capability, toolchain, run.python,
-                           f"cp{(plan.python_abi or '').replace('.', '')}", jobs)
+                           inspect_interpreter(run.python).abi_tag, jobs)
     cache = Path(platformdirs.user_cache_dir("jetson-install")) / BUILD_CACHE_DIR / "bitsandbytes"
     built = build_wheel(request, cache, run.progress, plan.settings.default_index.value, watch=run.current)
     run.run(install_argv(run.python, str(built.path)),
