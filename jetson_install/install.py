@@ -71,6 +71,7 @@ class InstallResult:
     warnings: Tuple[str, ...] = ()
     resolved: Optional[Plan] = None  # the plan as carried out (the set the index resolved to)
     removed: Tuple[Tuple[str, int], ...] = ()  # what killed runs had left, and the bytes it took, removed by this one
+    damaged: Tuple[str, ...] = ()  # how the previous environment's vendor packages had changed (swapped, files gone): why it is rebuilt
 
     @property
     def exit_code(self) -> int:
@@ -101,6 +102,7 @@ class InstallResult:
             "error": {"step": self.failed_step, "message": self.message, "fix": self.fix} if self.failed_step else None,
             "warnings": list(self.warnings),
             "removed_leftovers": [{"path": path, "bytes": size} for path, size in self.removed],
+            "damaged": list(self.damaged),
         }
 
 
@@ -118,6 +120,7 @@ class _Run(Execution):
         self.results: List[StepResult] = []
         self.warnings: List[str] = list(plan.warnings)
         self.removed: List[Tuple[str, int]] = []  # what killed runs had left, removed by this one
+        self.damaged: List[str] = []  # how the previous environment had changed, when that is why this run rebuilds
         self.number = 0
         self._current: Optional[StepProgress] = None
         self._staging: Optional[Path] = None
@@ -479,7 +482,10 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
     for path, size in home.prune(keep=[current, home.previous()]):
         run.removed.append((str(path), size))
         run.progress(f"removed {path}, left by a killed or interrupted run ({size / 1e6:.1f} MB)")
-    installed = _satisfied(current, fingerprint, source, plan, record, run.progress) if current is not None else None
+    installed, damaged = _satisfied(current, fingerprint, source, plan, record) if current is not None else (None, [])
+    if damaged:
+        run.progress(f"{current}: {'; '.join(damaged)}; building a new environment with the recorded builds")
+        run.damaged.extend(damaged)
     if current is not None and installed is not None:
         run.progress(f"{plan.venv} already satisfies the plan; nothing to do")
         return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (), installed,
@@ -511,7 +517,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
                        f"run it again: {run.command}")
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
                          _evidence_path(Path(plan.venv)), warnings=tuple(run.warnings), resolved=run.plan,
-                         removed=tuple(run.removed))
+                         removed=tuple(run.removed), damaged=tuple(run.damaged))
 
 
 def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fingerprint: Dict[str, Any],
@@ -584,36 +590,39 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     source = _source(plan)
     if not source.unchanged_since(recorded_source):
         return True, f"the source changed since {current} was made"
-    if _satisfied(current, fingerprint, source, plan, record, lambda line: None) is None:
+    installed, changed = _satisfied(current, fingerprint, source, plan, record)
+    if changed:
+        return True, f"{current}: {'; '.join(changed)}"
+    if installed is None:
         return True, f"{current} no longer holds the pinned vendor builds, or uv pip check fails there"
     return False, f"{plan.venv} already satisfies the plan"
 
 
 def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentity, plan: Plan,
-               record: Optional[EnvironmentRecord], progress: Callable[[str], None]) -> Optional[Dict[str, str]]:
-    """The installed versions when `current` already satisfies the plan, else None."""
+               record: Optional[EnvironmentRecord]) -> Tuple[Optional[Dict[str, str]], List[str]]:
+    """The installed versions when `current` already satisfies the plan, else None; and how its
+    vendor packages differ from what was installed (swapped, or files gone), when that is why."""
     recorded, recorded_source = _recorded(current)
     if recorded != redact_data(fingerprint):  # recorded redacted (record_plan)
-        return None
+        return None, []
     if not source.unchanged_since(recorded_source):
-        return None
+        return None, []
     if plan.resolution is not None:
         if record is None or record.resolution.files != plan.resolution.files:
-            return None
+            return None, []
         changed = record.differences(current)
         if changed:
-            progress(f"{current}: {'; '.join(changed)}; building a new environment with the recorded builds")
-            return None
+            return None, changed
     from packaging.version import Version
 
     installed = installed_versions(current)
     kept = plan.route.kept()  # a kept stack is not in the environment itself; its identities are in the fingerprint
     for name, version in plan.pins.items():
         if name not in kept and (name not in installed or Version(installed[name]) != Version(version)):
-            return None
+            return None, []
     if not pip_check(str(current / "bin" / "python")).ok:
-        return None
-    return {**kept, **installed}
+        return None, []
+    return {**kept, **installed}, []
 
 
 def _source(plan: Plan) -> SourceIdentity:
@@ -691,4 +700,5 @@ def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: s
     return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),
                          evidence=evidence, failed_step=step,
                          message=f"{message} ({kept})", fix=fix or f"fix the cause above, then run: {run.command}",
-                         warnings=tuple(run.warnings), resolved=plan, removed=tuple(run.removed))
+                         warnings=tuple(run.warnings), resolved=plan, removed=tuple(run.removed),
+                         damaged=tuple(run.damaged))

@@ -20,7 +20,7 @@ from jetson_install.errors import JetsonInstallError
 from jetson_install.identity import Companion, Resolution
 from jetson_install.layout import RECORD_FILE, STATE_DIR
 
-__all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "installed_versions", "installed_torch_cuda",
+__all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "missing_files", "installed_versions", "installed_torch_cuda",
            "read_record", "write_record", "record_path", "record_built", "record_installed"]
 
 
@@ -41,23 +41,71 @@ def _dist_infos(environment: Path) -> Iterable[Path]:
     return environment.glob("lib/python*/site-packages/*.dist-info")
 
 
-def installed_package(environment: Path, name: str) -> Optional[InstalledPackage]:
-    """Read `name`'s dist-info in the environment (a file read: the tool never imports torch)."""
+def _dist_info(environment: Path, name: str) -> Optional[Path]:
     from packaging.utils import canonicalize_name
 
     wanted = canonicalize_name(name)
     for dist_info in _dist_infos(environment):
-        dist_name, _, version = dist_info.name[: -len(".dist-info")].partition("-")
-        if canonicalize_name(dist_name) != wanted:
-            continue
-        try:
-            wheel = (dist_info / "WHEEL").read_text(encoding="utf-8", errors="replace")
-            record = (dist_info / "RECORD").read_bytes()
-        except OSError:
-            return InstalledPackage(name, version, (), "missing")
-        tags = tuple(line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:"))
-        return InstalledPackage(name, version, tags, hashlib.sha256(record).hexdigest())
+        if canonicalize_name(dist_info.name[: -len(".dist-info")].partition("-")[0]) == wanted:
+            return dist_info
     return None
+
+
+def installed_package(environment: Path, name: str) -> Optional[InstalledPackage]:
+    """Read `name`'s dist-info in the environment (a file read: the tool never imports torch)."""
+    dist_info = _dist_info(environment, name)
+    if dist_info is None:
+        return None
+    version = dist_info.name[: -len(".dist-info")].partition("-")[2]
+    try:
+        wheel = (dist_info / "WHEEL").read_text(encoding="utf-8", errors="replace")
+        record = (dist_info / "RECORD").read_bytes()
+    except OSError:
+        return InstalledPackage(name, version, (), "missing")
+    tags = tuple(line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:"))
+    return InstalledPackage(name, version, tags, hashlib.sha256(record).hexdigest())
+
+
+#: How many of a distribution's files beyond its top-level __init__.py files are looked at:
+#: the largest (torch's CUDA libraries) and some spread over the RECORD.
+_LARGEST, _SPREAD = 4, 12
+
+
+def missing_files(environment: Path, name: str) -> List[str]:
+    """Files `name`'s RECORD lists that are gone or of another size, from a spot-check: every
+    top-level package's __init__.py, the largest files and a spread of the rest, by stat alone
+    (a deleted `torch/` is seen without hashing gigabytes)."""
+    import csv
+    import heapq
+
+    dist_info = _dist_info(environment, name)
+    if dist_info is None:
+        return []
+    try:
+        lines = (dist_info / "RECORD").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []  # a missing RECORD is its own difference (installed_package)
+    entries: List[Tuple[str, Optional[int]]] = []
+    for line in lines:
+        # path,hash,size; csv only for a quoted path (one with a comma), since torch's RECORD has 15 000 lines.
+        row = next(csv.reader([line])) if line.startswith('"') else line.rsplit(",", 2)
+        if len(row) == 3 and "__pycache__" not in row[0] and not row[0].endswith(".dist-info/RECORD"):
+            entries.append((row[0], int(row[2]) if row[2].isdigit() else None))
+    # In the RECORD's own order, which its digest (compared before this) fixes.
+    chosen = {entry for entry in entries if entry[0].endswith("/__init__.py") and entry[0].count("/") == 1}
+    chosen.update(heapq.nlargest(_LARGEST, entries, key=lambda entry: entry[1] or 0))
+    chosen.update(entries[index * len(entries) // _SPREAD] for index in range(min(_SPREAD, len(entries))))
+    site_packages = dist_info.parent
+    problems = []
+    for path, size in sorted(chosen):
+        try:
+            found = (site_packages / path).stat().st_size
+        except OSError:
+            problems.append(f"{path} is gone")
+            continue
+        if size is not None and found != size:
+            problems.append(f"{path} has {found} bytes, not {size}")
+    return problems
 
 
 def installed_versions(environment: Path) -> Dict[str, str]:
@@ -123,6 +171,11 @@ class EnvironmentRecord:
             elif now.record_digest != recorded.record_digest:
                 problems.append(f"{name} {now.version} has another RECORD than the installed {label} "
                                 "(reinstalled from another file)")
+            else:
+                gone = missing_files(environment, name)
+                if gone:
+                    more = f" (and {len(gone) - 1} more of the files checked)" if len(gone) > 1 else ""
+                    problems.append(f"{name} {now.version} lost files its RECORD lists: {gone[0]}{more}")
         return problems
 
 

@@ -567,3 +567,32 @@ def test_a_vendor_index_with_credentials_is_the_same_policy_on_a_rerun_and_a_dry
     args = [arg for arg in installer.args() if arg != "--yes"] + ["--dry-run"]
     dry = json.loads(run_cli(*args, env=installer.env).stdout)
     assert dry["would_change"] is False, dry["would_change_reason"]
+
+
+def test_a_rerun_rebuilds_an_environment_whose_vendor_files_were_deleted(installer: Installer, tmp_path: Path) -> None:
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    [site_packages] = (installer.venv / "lib").glob("python*/site-packages")
+    shutil.rmtree(site_packages / "torch")  # dist-info, versions and RECORD unchanged: only the files are gone
+    args = [arg for arg in installer.args() if arg != "--yes"] + ["--dry-run"]
+    dry_run = json.loads(run_cli(*args, env=installer.env).stdout)
+    assert dry_run["would_change"] is True
+    assert "torch" in dry_run["would_change_reason"] and "torch/__init__.py is gone" in dry_run["would_change_reason"]
+    code, data, stderr = installer.run()
+    assert code == 0, stderr
+    assert data["status"] == "installed" and os.readlink(installer.venv) != before
+    [damage] = data["damaged"]
+    assert damage.startswith(f"torch {VENDOR_TORCH} lost files its RECORD lists: torch/__init__.py is gone")
+    assert f"{damage}; building a new environment with the recorded builds" in stderr
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+    again = installer.run()
+    assert again[1]["status"] == "unchanged" and again[1]["damaged"] == [], again[2]
+
+
+def test_a_truncated_vendor_file_is_seen_by_its_size(installer: Installer) -> None:
+    assert installer.run()[0] == 0
+    [site_packages] = (installer.venv / "lib").glob("python*/site-packages")
+    (site_packages / "torch" / "__init__.py").write_text("")
+    code, data, stderr = installer.run()
+    assert code == 0 and data["status"] == "installed", stderr
+    assert "torch/__init__.py has 0 bytes, not " in data["damaged"][0]
