@@ -315,7 +315,7 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int
     """Download every file of a lock into DIR, with a PEP 503 index beside them."""
     from pathlib import Path
 
-    from jetson_install.render import serving_lines, wheelhouse_lines
+    from jetson_install.render import serving_lines, serving_url, wheelhouse_lines
 
     where = Path(directory).absolute()
     given_lock = click.get_current_context().get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT
@@ -330,7 +330,11 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int
         from jetson_install.wheelhouse_server import open_server
 
         with open_server(where, bind, port, _rerun_command()) as server:
-            click.echo("\n".join(serving_lines(str(where), bind, server.server_address[1])), err=True)
+            if isinstance(sys.stderr, _QuietStream):
+                # -q drops notes, but the address is what the user runs this for (port 0 picks it).
+                sys.stderr.write_through(serving_url(bind, server.server_address[1]) + "\n")
+            else:
+                click.echo("\n".join(serving_lines(str(where), bind, server.server_address[1])), err=True)
             try:
                 server.serve_forever()
             except KeyboardInterrupt:
@@ -590,6 +594,11 @@ class _QuietStream:
             if line.startswith(("error:", "warning:")) or (self._in_error and line.startswith(("  fix:", "  log:"))):
                 self._stream.write(line + "\n")
         return len(text)
+
+    def write_through(self, text: str) -> None:
+        """A line -q must not drop: what the command is for, like the address it serves on."""
+        self._stream.write(text)
+        self._stream.flush()
 
     def flush(self) -> None:
         self._stream.flush()

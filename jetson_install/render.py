@@ -217,12 +217,17 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
         if result.get("tool") else [])
 
 
-def serving_lines(directory: str, bind: str, port: int) -> List[str]:
+def serving_url(bind: str, port: int) -> str:
+    """The address runners reach a served wheelhouse at: this host's name where it listens on all."""
     import socket
 
     host = socket.gethostname() if bind in ("0.0.0.0", "::") else bind
+    return f"http://{host}:{port}/"
+
+
+def serving_lines(directory: str, bind: str, port: int) -> List[str]:
     return [f"serving {directory} on {bind}:{port} (Ctrl-C stops)",
-            f"  install on each runner: jetson-install obliteratus --wheelhouse http://{host}:{port}/"]
+            f"  install on each runner: jetson-install obliteratus --wheelhouse {serving_url(bind, port)}"]
 
 
 def check_list(checks: Sequence[Tuple[str, str, bool]]) -> str:

@@ -153,3 +153,19 @@ def test_a_runner_installs_from_the_served_wheelhouse_fetching_each_file_once(
     entries = parse_lock(lock.read_text(), "lock").entries
     # Every file whole once, and only a wheel's metadata (its last bytes) more: not each file twice.
     assert files <= sum(sent) - (house / "lock.txt").stat().st_size < files * 1.25, (files, sum(sent), len(entries))
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_serving_says_its_address_even_under_quiet(house: Path, quiet: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    def stop(server: WheelhouseServer) -> None:
+        raise KeyboardInterrupt  # Ctrl-C at once: what was printed before serving is what a user saw
+
+    monkeypatch.setattr(WheelhouseServer, "serve_forever", stop)
+    result = run_cli("wheelhouse", str(house), "--serve", "--bind", "127.0.0.1", "--port", "0", *(["-q"] if quiet else []))
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    url = lines[0] if quiet else lines[1].split()[-1]
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/") and int(url.split(":")[2].rstrip("/")) > 0
+    assert lines == ([url] if quiet else [f"serving {house} on 127.0.0.1:{url.split(':')[2].rstrip('/')} (Ctrl-C stops)",
+                                          f"  install on each runner: jetson-install obliteratus --wheelhouse {url}",
+                                          "stopped serving"])
