@@ -1,0 +1,25 @@
+"""The `jetson-install` console script and `python -m jetson_install`.
+
+`--version` alone is answered here, without loading click (a bare `import click` takes about
+four times what `python -c pass` does); every other command line goes to `cli.main`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+from jetson_install import __version__
+
+#: What click's version option prints for `jetson-install --version` (cli.py's `version_option`).
+VERSION_LINE = f"jetson-install, version {__version__}"
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["--version"], ["-V"]):
+        print(VERSION_LINE)
+        sys.exit(0)
+    from jetson_install.cli import main as run_cli
+
+    run_cli(args)
