@@ -7,14 +7,13 @@ fix the data without reading this code.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install import UPGRADE_COMMAND
-from jetson_install.errors import CatalogError
+from jetson_install.catalog_file import TARGET_NAME, default_catalog_path
 from jetson_install.identity import VENDOR_PACKAGES, KnownBuild, VersionSet
 from jetson_install.platform import Platform
 from jetson_install.toml_file import TomlData
@@ -287,19 +286,6 @@ def _pre_release(version: str) -> bool:
         return False
 
 
-def default_catalog_path() -> Path:
-    override = os.environ.get("JETSON_INSTALL_WHEELS_INDEX")
-    if override:
-        return Path(override)
-    # Inside the wheel the file sits beside this module; in a source checkout it is
-    # at the top level, where reviewers find it.
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "wheels-index.toml", here.parent / "wheels-index.toml"):
-        if candidate.is_file():
-            return candidate
-    raise CatalogError(f"wheels-index.toml is missing from {here}", fix="reinstall: pipx reinstall jetson-install")
-
-
 def load_catalog(path: Optional[Path] = None) -> Catalog:
     # Cached per file, not per call: the default follows JETSON_INSTALL_WHEELS_INDEX.
     return _load_catalog(path or default_catalog_path())
@@ -564,7 +550,7 @@ class _Loader(TomlData):
         where = f"target {name!r}"
         if not isinstance(entry, dict):
             raise self.fail(where, name, "must be a table", start)
-        if not re.fullmatch(r"[a-z][a-z0-9-]*", name):
+        if not TARGET_NAME.fullmatch(name):
             raise self.fail(where, name, "must be a command name: lowercase letters, digits and '-'", start)
         unknown = sorted(set(entry) - _TARGET_KEYS)
         if unknown:

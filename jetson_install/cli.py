@@ -56,12 +56,12 @@ def _exit_if(code: int) -> None:
 
 
 def _target_summaries() -> Dict[str, str]:
-    """Each catalog target and its command's help line; none where the catalog cannot be read
-    (its own error comes with the command that reads it)."""
-    from jetson_install.catalog import load_catalog
+    """Each catalog target and its command's help line, read without validating the catalog
+    (its mistakes are said by the command that loads it); none where the file cannot be parsed."""
+    from jetson_install.catalog_file import target_summaries
 
     try:
-        return {name: target.summary for name, target in load_catalog().targets.items()}
+        return target_summaries()
     except JetsonInstallError:
         return {}
 

@@ -6,6 +6,7 @@ of the real projects (ultralytics asks for torch and torchvision as the real one
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -232,3 +233,28 @@ def test_a_lock_names_its_target_and_another_targets_install_refuses_it() -> Non
     # A lock made before there were targets is OBLITERATUS'.
     old = text.replace("jetson-install torch --lock", "jetson-install obliteratus --lock")
     assert parse_lock(old, "old.lock").target == "obliteratus"
+
+
+def test_help_lists_the_targets_of_a_catalog_it_does_not_validate_and_their_commands_say_its_mistake(
+        tmp_path: Path) -> None:
+    real = (TOP / "wheels-index.toml").read_text()
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(real.replace("schema_version = 2", "schema_version = 9", 1))
+    env = {**isolated_env(tmp_path), "JETSON_INSTALL_WHEELS_INDEX": str(path)}
+    shown = run_cli("--help", env=env)
+    assert shown.returncode == 0
+    assert any(line.split()[:1] == ["torch"] for line in shown.stdout.splitlines()), shown.stdout
+    for argv in (["torch", "--dry-run"], ["plan", "obliteratus"]):
+        result = run_cli(*argv, "--root", ORIN, env=env, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"error: {path}:"), result.stderr
+        assert "schema_version" in result.stderr.splitlines()[0]
+
+
+def test_help_reads_the_targets_without_loading_the_catalog() -> None:
+    probe = ("import sys, runpy; sys.argv = ['jetson-install', '--help']\n"
+             "try:\n    runpy.run_module('jetson_install', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('LOADED', sorted(m for m in sys.modules if m in ('jetson_install.catalog', 'packaging')))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "LOADED []" in result.stdout and "  obliteratus " in result.stdout, result.stdout + result.stderr
