@@ -9,21 +9,23 @@ there is none, which adds runpy). Run by hand: python bench/bench_startup.py [--
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 
-def median_seconds(argv: Sequence[str], repeat: int) -> float:
-    samples: List[float] = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+def seconds(argv: Sequence[str]) -> Tuple[float, float]:
+    """Wall seconds, and the CPU seconds the process used (user + system): on a machine shared
+    with other work the CPU time moves far less than the wall time does."""
+    start, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - start, after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
 
 
 def main() -> None:
@@ -44,17 +46,23 @@ def main() -> None:
         "detect (sample root)": tool + ["detect"] + sample,
         "plan (sample root)": tool + ["plan", "obliteratus"] + sample,
     }
-    # Interleave warm-up so disk caches favour no case.
-    median_seconds([sys.executable, "-c", "pass"], 3)
-    baseline = median_seconds([sys.executable, "-c", "pass"], args.repeat)
-    print(f"baseline python -c pass: {baseline * 1000:.1f} ms (median of {args.repeat})")
+    baseline = [sys.executable, "-c", "pass"]
+    for argv in [baseline, *cases.values()]:
+        seconds(argv)  # warm-up: disk caches favour no case
+    # Interleaved, one sample of each case a round: a busy moment on a shared machine hits all alike.
+    samples: Dict[str, List[Tuple[float, float]]] = {name: [] for name in ["python -c pass", *cases]}
+    for _ in range(args.repeat):
+        for name, argv in [("python -c pass", baseline), *cases.items()]:
+            samples[name].append(seconds(argv))
+    wall, cpu = ({name: statistics.median(sample[n] for sample in taken) for name, taken in samples.items()}
+                 for n in (0, 1))
+    print(f"baseline python -c pass: {wall['python -c pass'] * 1000:.1f} ms wall, {cpu['python -c pass'] * 1000:.1f} ms "
+          f"CPU (medians of {args.repeat}, interleaved); load average {os.getloadavg()[0]:.1f}")
     # click is a dependency every command parses with: what the tool adds is what lies above it.
-    click_seconds = 0.0
-    for name, argv in cases.items():
-        seconds = median_seconds(argv, args.repeat)
-        click_seconds = click_seconds or seconds
-        print(f"{name:24} {seconds * 1000:7.1f} ms  {seconds / baseline:5.2f}x  "
-              f"{(seconds - click_seconds) * 1000:+6.1f} ms over import click")
+    for name in cases:
+        print(f"{name:24} {wall[name] * 1000:7.1f} ms  {wall[name] / wall['python -c pass']:5.2f}x wall  "
+              f"{cpu[name] / cpu['python -c pass']:5.2f}x CPU  "
+              f"{(wall[name] - wall['import click (reference)']) * 1000:+6.1f} ms over import click")
 
 
 if __name__ == "__main__":
