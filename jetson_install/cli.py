@@ -17,7 +17,7 @@ from jetson_install.cli_options import INSTALL_OPTIONS, with_options as _with
 from jetson_install.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, JetsonInstallError
 
 if TYPE_CHECKING:
-    from jetson_install.commands import Given, InstallOptions, PlatformOptions
+    from jetson_install.commands import Addition, Given, InstallOptions, PlatformOptions
     from jetson_install.fixes import Rerun
 
 _ENVIRONMENT = {"root": "JETSON_INSTALL_ROOT", "l4t": "JETSON_L4T_VERSION", "soc": "JETSON_INSTALL_SOC",
@@ -244,16 +244,18 @@ def constraints(write: bool, directory: str) -> None:
     click.echo("\n".join(constraint_files(directory, write)))
 
 
-def _install(target_id: str, given: Dict[str, Any]) -> None:
+def _install(target_id: str, given: Dict[str, Any], added: Optional["Addition"] = None) -> None:
+    """`added`: what `add` asked for (in the JSON beside the install's own)."""
     from jetson_install.commands import install_plan, preview
     from jetson_install.errors import EXIT_UNSUPPORTED
     from jetson_install.render import plan_text
 
+    extra = {"add": added.to_json()} if added is not None else {}
     the_plan = install_plan(_options(target_id, given), given["lock_file"], given["wheelhouse"], _rerun_command())
     if given["dry_run"] or not the_plan.supported:
         the_plan, data, warnings = preview(the_plan, given["dry_run"], given["as_json"])
         click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
-        _print_json(data) if given["as_json"] else click.echo(plan_text(the_plan))
+        _print_json({**data, **extra}) if given["as_json"] else click.echo(plan_text(the_plan))
         _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
         return
     if not given["yes"] and sys.stdin.isatty() and not given["as_json"]:
@@ -267,10 +269,45 @@ def _install(target_id: str, given: Dict[str, Any]) -> None:
 
     log_file = start_log(target_id)
     result = install(the_plan, progress=display_for(sys.stderr), rerun=_rerun_command(), upgrade=given["upgrade"])
+    if added is not None:
+        result = added.result(result)
     if given["as_json"]:
-        _print_json({**result.to_json(the_plan), "log": str(log_file)})
+        _print_json({**result.to_json(the_plan), "log": str(log_file), **extra})
     click.echo("\n".join(install_lines(result, the_plan, log_file)), err=True)
     _exit_if(result.exit_code)
+
+
+@cli.command()
+@click.argument("requirements", nargs=-1, metavar="REQUIREMENT...")
+@click.option("--venv", metavar="DIR",
+              help="The environment to add to (default: the one a target's install made at its default location).")
+@click.option("--dry-run", is_flag=True, help="Print the plan of the new environment and change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")
+@_with("json")
+def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: bool, as_json: bool) -> None:
+    """Add REQUIREMENT... (package names, git URLs, project folders) to an environment: a new one
+    beside it, from the command that made it, switched in only if its doctor passes."""
+    import os
+
+    from jetson_install.commands import addition
+    from jetson_install.fixes import Rerun
+
+    flags = tuple(flag for flag, given in (("--dry-run", dry_run), ("--yes", yes), ("--json", as_json)) if given)
+    made = addition(venv, requirements, flags, _rerun_command())
+    click.echo(f"add: {', '.join(made.new)} to {made.link}" + (f" (kept: {', '.join(made.kept)})" if made.kept else "")
+               + f"; a new environment from the command that made it: {Rerun(made.command)}", err=True)
+    root = click.get_current_context().find_root()
+    root.obj = list(made.command)  # a fix names the command that runs, as if typed
+    command = cli.get_command(root, made.target)
+    assert command is not None  # addition() checked the target is the catalog's
+    here = os.getcwd()
+    if made.cwd is not None and os.path.isdir(made.cwd):
+        os.chdir(made.cwd)  # the recorded command's relative paths (--root, --python) mean what they meant
+    try:
+        with command.make_context(made.target, list(made.command[1:]), parent=root) as context:
+            _install(made.target, context.params, made)
+    finally:
+        os.chdir(here)
 
 
 @cli.command("lock")

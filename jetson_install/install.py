@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -531,8 +532,10 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fin
 
     def record_and_doctor(step: Step, execution: _Run) -> str:
         # The doctor reads what the environment was made from (a kept stack, a preflight profile).
+        # The command (and where it ran, for its relative paths) is what `add` makes the next one from.
         home.record_plan(staging, {**_fingerprint(run.plan, interpreter), "source": source.current(),
-                                   "target": run.plan.target.id})
+                                   "target": run.plan.target.id, "command": list(run.rerun.argv),
+                                   "cwd": os.getcwd()})
         return _doctor(step, execution)
 
     def switch(step: Step, execution: _Run) -> str:
@@ -634,6 +637,8 @@ def _recorded(environment: Path) -> Tuple[Dict[str, Any], Any]:
     """An environment's recorded plan fingerprint, and apart from it its source's identity."""
     recorded = dict(recorded_plan(environment) or {})
     recorded.pop("target", None)  # what made it, for the doctor; the requirement compares the target
+    recorded.pop("command", None)  # how it was asked for (`add` replays it); the plan is what compares
+    recorded.pop("cwd", None)
     return recorded, recorded.pop("source", None)
 
 

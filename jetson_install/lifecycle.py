@@ -13,7 +13,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from jetson_install.environment import EnvironmentHome, disk_usage, known_environments, recorded_plan, remove_tree
+from jetson_install.environment import (
+    EnvironmentHome, disk_usage, known_environments, recorded_additions, recorded_plan, remove_tree,
+)
 from jetson_install.errors import BadInput
 
 __all__ = ["EnvironmentView", "Listed", "list_environments", "RolledBack", "rollback", "Uninstalled", "uninstall",
@@ -32,10 +34,13 @@ class EnvironmentView:
     doctor: Optional[str]  # the install's doctor: its status and how many checks ran
     doctor_at: Optional[str]
     size: int  # bytes on disk
+    target: Optional[str] = None  # the command that made it (`obliteratus`, `torch`)
+    additions: Tuple[str, ...] = ()  # what --with or `add` put on the stack
 
     def to_json(self) -> Dict[str, Any]:
         return {"path": self.path, "made": self.made, "channel": self.channel, "requirement": self.requirement,
-                "torch": self.torch, "doctor": self.doctor, "doctor_at": self.doctor_at, "size_bytes": self.size}
+                "torch": self.torch, "doctor": self.doctor, "doctor_at": self.doctor_at, "size_bytes": self.size,
+                "target": self.target, "additions": list(self.additions)}
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,10 @@ def _view(environment: Path) -> EnvironmentView:
         doctor_at = str(evidence.get("generated_at"))
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    target = plan.get("target")
     return EnvironmentView(str(environment), made, plan.get("channel"), plan.get("requirement"), torch, doctor,
-                           doctor_at, disk_usage(environment))
+                           doctor_at, disk_usage(environment), target if isinstance(target, str) else None,
+                           recorded_additions(environment))
 
 
 def list_environments() -> List[Listed]:

@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from jetson_install.errors import JetsonInstallError
 from jetson_install.identity import Companion, Resolution
 from jetson_install.layout import RECORD_FILE, STATE_DIR
+from jetson_install.redact import redact
 
 __all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "missing_files", "installed_versions", "installed_torch_cuda",
            "read_record", "write_record", "record_path", "record_built", "record_installed"]
@@ -227,6 +228,7 @@ def record_installed(environment: Path, resolution: Resolution, companions: Sequ
             installed[chosen.name] = package
     torch = resolution.file("torch")
     cuda = (torch.cuda if torch else None) or installed_torch_cuda(environment)
-    record = EnvironmentRecord(resolution, installed, cuda, repair, tuple(companions))
+    # The command as typed may carry an index's credentials: the record keeps them masked.
+    record = EnvironmentRecord(resolution, installed, cuda, redact(repair), tuple(companions))
     write_record(environment, record)
     return record

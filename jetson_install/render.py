@@ -266,6 +266,8 @@ def environments_lines(listed: Sequence[Listed]) -> List[str]:
             lines += _environment_line("current", entry.current)
             if entry.current.requirement:
                 lines.append(f"  {'':9} {entry.current.requirement}")
+            if entry.current.additions:
+                lines.append(f"  {'':9} added: {', '.join(entry.current.additions)}")
         if entry.previous is not None:
             lines += _environment_line("previous", entry.previous)
             lines.append(f"  {'':9} roll back to it: jetson-install rollback --venv {entry.venv}")

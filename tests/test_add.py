@@ -1,0 +1,216 @@
+"""`jetson-install add`: a new environment beside the old one, made from the command that made
+the old one, with its additions kept and the new ones added under the same constraints,
+switched in only if its doctor passes. Installs run against the loopback stub indexes; the
+stand-ins are CPU-only stubs of the real projects (transformers and accelerate ask for torch
+as the real ones do)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from support import VENDOR_PINS, isolated_env
+from support.catalogs import stub_catalog_text
+from support.cli import run_cli
+from support.stub_projects import make_obliteratus_source
+from support.planned import assert_ran_as_planned, assert_vendor_set_pinned
+from support.wheels import build_wheel
+
+TOP = Path(__file__).resolve().parent.parent
+ORIN = "sample:agx-orin-64gb-jp6.2"
+
+
+@pytest.fixture
+def stack(tmp_path: Path, private_index_dirs, start_index):
+    """The stub indexes, with CPU stand-ins of what Jetson users put on the stack."""
+    public_dir = private_index_dirs.public
+    build_wheel(public_dir, "transformers", "4.46.0", requires=("torch>=2.0", "numpy>=1.17"), source_index="public")
+    build_wheel(public_dir, "accelerate", "1.1.0", requires=("torch>=2.0.0", "numpy>=1.17"), source_index="public")
+    build_wheel(public_dir, "wants-new-torch", "1.0", requires=("torch>=2.9",), source_index="public")
+    catalog = tmp_path / "wheels-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor))
+    env = isolated_env(tmp_path, fast_fail=True)
+    env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+    vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(public_dir)
+    return env, vendor.url, public.url
+
+
+def _torch(venv: Path, env: Dict[str, str], vendor: str, public: str, *extra: str) -> Tuple[int, dict, str]:
+    result = run_cli("torch", "--root", ORIN, "--venv", str(venv), "--python", sys.executable, "--vendor-index",
+                     vendor, "--default-index", public, "--no-verify", "--yes", "--json", *extra, env=env)
+    return result.returncode, json.loads(result.stdout) if result.stdout.strip() else {}, result.stderr
+
+
+def _add(env: Dict[str, str], *argv: str, cwd: Path = TOP) -> Tuple[int, dict, str]:
+    result = run_cli("add", *argv, "--json", env=env, cwd=cwd)
+    return result.returncode, json.loads(result.stdout) if result.stdout.strip() else {}, result.stderr
+
+
+def _versions(venv: Path, env: Dict[str, str], *names: str) -> List[str]:
+    import subprocess
+
+    code = f"import importlib.metadata as m; print(' '.join(m.version(n) for n in {list(names)!r}))"
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def _own(venv: Path) -> List[str]:
+    """What DIR.d holds of jetson-install's: its environments and what a run may leave."""
+    return sorted(entry.name for entry in Path(f"{venv}.d").iterdir() if entry.name != ".lock")
+
+
+def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tmp_path: Path, stack) -> None:
+    env, vendor, public = stack
+    venv = tmp_path / "stack"
+    code, made, stderr = _torch(venv, env, vendor, public, "--with", "transformers")
+    assert code == 0, stderr
+    first = made["environment"]
+    # Run from another folder than the first install: the recorded command is what counts.
+    code, data, stderr = _add(env, "--venv", str(venv), "accelerate", cwd=tmp_path)
+    assert code == 0, stderr
+    assert_ran_as_planned(data)
+    assert data["add"]["requirements"] == ["accelerate"] and data["add"]["kept"] == ["transformers"]
+    assert data["add"]["made_with"].startswith("jetson-install torch --root sample:agx-orin-64gb-jp6.2 --venv ")
+    assert data["command"] == "torch" and data["environment"] != first
+    assert os.readlink(venv) == data["environment"]
+    # The vendor builds stay exactly as they were: same files, by hash, from the recorded set.
+    assert assert_vendor_set_pinned(venv, list(VENDOR_PINS)) == VENDOR_PINS
+    assert _versions(venv, env, "transformers", "accelerate", "torch") == ["4.46.0", "1.1.0", VENDOR_PINS["torch"]]
+    assert (venv / "jetson-install" / "added.txt").read_text() == "transformers\naccelerate\n"
+    assert "no index read" in stderr  # the recorded vendor set, not a new resolution
+    # The old environment is the one a rollback goes back to.
+    assert _own(venv) == sorted([Path(first).name, Path(data["environment"]).name, "previous"])
+    assert Path(f"{venv}.d/previous").read_text().strip() == first
+    # A re-run of the first command keeps both additions: nothing changes.
+    code, again, stderr = _torch(venv, env, vendor, public)
+    assert code == 0 and again["status"] == "unchanged", stderr
+    # So does adding what is there already.
+    code, same, stderr = _add(env, "--venv", str(venv), "accelerate")
+    assert code == 0 and same["status"] == "unchanged", stderr
+    listed = run_cli("list", "--json", env=env)
+    entry = next(e for e in json.loads(listed.stdout)["environments"] if e["venv"] == str(venv))
+    assert entry["current"]["target"] == "torch" and entry["current"]["additions"] == ["transformers", "accelerate"]
+
+
+def test_add_dry_run_shows_the_plan_it_runs_and_changes_nothing(tmp_path: Path, stack) -> None:
+    env, vendor, public = stack
+    venv = tmp_path / "stack"
+    code, made, stderr = _torch(venv, env, vendor, public)
+    assert code == 0, stderr
+    before = _own(venv)
+    code, dry, stderr = _add(env, "--venv", str(venv), "--dry-run", "transformers")
+    assert code == 0, stderr
+    assert dry["additions"] == ["transformers"] and dry["would_change"] is True
+    target = next(step for step in dry["steps"] if step["id"] == "target")
+    assert target["title"] == "install transformers under the vendor constraints"
+    assert _own(venv) == before and os.readlink(venv) == made["environment"]
+    text = run_cli("add", "--venv", str(venv), "--dry-run", "transformers", env=env)
+    assert text.returncode == 0 and "install transformers under the vendor constraints" in text.stdout
+    assert text.stderr.startswith(f"add: transformers to {venv}; a new environment from the command that made it: "
+                                  "jetson-install torch --root sample:agx-orin-64gb-jp6.2"), text.stderr
+    # What the dry run showed is what runs.
+    code, data, stderr = _add(env, "--venv", str(venv), "transformers")
+    assert code == 0, stderr
+    ran = next(step for step in data["plan_steps"] if step["id"] == "target")
+    assert ran["commands"] == target["commands"]
+
+
+def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothing(tmp_path: Path, stack) -> None:
+    env, vendor, public = stack
+    venv = tmp_path / "stack"
+    code, made, stderr = _torch(venv, env, vendor, public, "--with", "transformers")
+    assert code == 0, stderr
+    before = _own(venv)
+    code, data, stderr = _add(env, "--venv", str(venv), "wants-new-torch")
+    assert code == 1
+    assert data["error"]["step"] == "target"
+    # uv's own reason, naming the package and the torch it wants; the old environment stays.
+    assert "wants-new-torch" in data["error"]["message"] and "torch" in data["error"]["message"]
+    assert f"{venv} is unchanged" in data["error"]["message"]
+    assert data["error"]["fix"] == (f"the vendor pins (torch=={VENDOR_PINS['torch']}) never change: add a release of "
+                                    "wants-new-torch that accepts them, where one exists: jetson-install add --venv "
+                                    f"{venv} 'wants-new-torch<VERSION'")
+    assert os.readlink(venv) == made["environment"] and _own(venv) == before
+    assert (venv / "jetson-install" / "added.txt").read_text() == "transformers\n"
+    lines = stderr.splitlines()
+    error = next(number for number, line in enumerate(lines) if line.startswith("error: "))
+    assert lines[error + 1].startswith("  fix: ")
+
+
+def test_add_to_a_local_folder_resolved_where_add_ran(tmp_path: Path, stack) -> None:
+    env, vendor, public = stack
+    venv = tmp_path / "stack"
+    code, _, stderr = _torch(venv, env, vendor, public)
+    assert code == 0, stderr
+    # A project folder of one's own (the stub OBLITERATUS tree builds offline), named relatively.
+    project = make_obliteratus_source(tmp_path / "work" / "myproj")
+    code, data, stderr = _add(env, "--venv", str(venv), "./myproj", cwd=tmp_path / "work")
+    assert code == 0, stderr
+    assert data["add"]["requirements"] == [str(project)]
+    assert (venv / "jetson-install" / "added.txt").read_text() == f"{project}\n"
+
+
+def test_add_refuses_an_environment_made_from_a_lock_with_the_commands_that_do_it(tmp_path: Path) -> None:
+    venv = _fake_environment(tmp_path, ["torch", "--lock", "board.lock", "--venv", "x"])
+    result = run_cli("add", "--venv", str(venv), "accelerate", env=isolated_env(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: {venv} was installed from a lock, which holds exactly its files and no addition",
+        "  fix: lock them with the rest, then install that lock: jetson-install lock torch --with accelerate "
+        f"--output new.lock && jetson-install torch --lock new.lock --venv {venv}"]
+
+
+def _fake_environment(tmp_path: Path, command: List[str]) -> Path:
+    """DIR -> DIR.d/env-… as an install leaves it, recording `command` (no install run)."""
+    venv = tmp_path / "made"
+    environment = tmp_path / "made.d" / "env-20260101-000000-abcdef"
+    state = environment / "jetson-install"
+    state.mkdir(parents=True)
+    (state / "complete").write_text("2026-01-01T00:00:00+0000\n")
+    (state / "plan.json").write_text(json.dumps({"target": "torch", "command": command, "cwd": str(tmp_path)}))
+    venv.symlink_to(environment)
+    return venv
+
+
+@pytest.mark.parametrize("case, argv, message, fix", [
+    ("empty", [], "add: no REQUIREMENT given", "name what to add, e.g.: jetson-install add --venv {venv} transformers"),
+    ("missing", ["accelerate"], "no environment at {venv}",
+     "make one with the additions: jetson-install torch --venv {venv} --with accelerate"),
+    ("foreign", ["accelerate"], "{venv} was not made by jetson-install (no link into {venv}.d); it is left as it is",
+     "make one with the additions beside it: jetson-install torch --venv {venv}-torch --with accelerate"),
+    ("masked", ["accelerate"], "the command that made {venv} gave an index's credentials in a URL, which are not "
+     "recorded", "run it again with the additions, the credentials in place of ****: jetson-install torch "
+     "--vendor-index 'https://alice:****@mirror.example/simple' --with accelerate"),
+    ("bad", ["not a requirement!"], "--with 'not a requirement!' is not a requirement",
+     "give a package name with an optional version"),
+])
+def test_add_refuses_in_one_line_with_the_fix(case: str, argv: List[str], message: str, fix: str,
+                                              tmp_path: Path) -> None:
+    venv = tmp_path / "made"
+    if case == "foreign":
+        venv.mkdir()
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    elif case == "masked":
+        _fake_environment(tmp_path, ["torch", "--vendor-index", "https://alice:****@mirror.example/simple"])
+    result = run_cli("add", "--venv", str(venv), *argv, env=isolated_env(tmp_path))
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("error: " + message.format(venv=venv)), result.stderr
+    assert lines[1].startswith("  fix: ") and fix.format(venv=venv) in lines[1] and len(lines) == 2, result.stderr
+    as_json = run_cli("add", "--venv", str(venv), *argv, "--json", env=isolated_env(tmp_path))
+    assert json.loads(as_json.stdout)["error"]["exit_code"] == 2
+
+
+def test_add_without_venv_takes_the_default_environment_that_exists(tmp_path: Path) -> None:
+    env = isolated_env(tmp_path)
+    result = run_cli("add", "accelerate", env=env)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == "error: add: no environment made by jetson-install at the default locations"
+    assert "jetson-install torch --with accelerate" in result.stderr
