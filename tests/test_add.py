@@ -27,10 +27,9 @@ ORIN = "sample:agx-orin-64gb-jp6.2"
 
 @pytest.fixture
 def stack(tmp_path: Path, private_index_dirs, start_index):
-    """The stub indexes, with CPU stand-ins of what Jetson users put on the stack."""
+    """The stub indexes (transformers and accelerate are their own), and a project that wants a
+    newer torch than any Jetson build."""
     public_dir = private_index_dirs.public
-    build_wheel(public_dir, "transformers", "4.46.0", requires=("torch>=2.0", "numpy>=1.17"), source_index="public")
-    build_wheel(public_dir, "accelerate", "1.1.0", requires=("torch>=2.0.0", "numpy>=1.17"), source_index="public")
     build_wheel(public_dir, "wants-new-torch", "1.0", requires=("torch>=2.9",), source_index="public")
     catalog = tmp_path / "wheels-index.toml"
     catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor))
@@ -82,7 +81,7 @@ def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tm
     assert os.readlink(venv) == data["environment"]
     # The vendor builds stay exactly as they were: same files, by hash, from the recorded set.
     assert assert_vendor_set_pinned(venv, list(VENDOR_PINS)) == VENDOR_PINS
-    assert _versions(venv, env, "transformers", "accelerate", "torch") == ["4.46.0", "1.1.0", VENDOR_PINS["torch"]]
+    assert _versions(venv, env, "transformers", "accelerate", "torch") == ["4.46.0", "1.0.1", VENDOR_PINS["torch"]]
     assert (venv / "jetson-install" / "added.txt").read_text() == "transformers\naccelerate\n"
     assert "no index read" in stderr  # the recorded vendor set, not a new resolution
     # The old environment is the one a rollback goes back to.

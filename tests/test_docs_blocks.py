@@ -44,6 +44,8 @@ RUN_HERE = {
     "README.md / On a Jetson", "README.md / Try it without a Jetson", "docs/containers.md / Two lanes: a container "
     "for the support claim, bare metal for a quick start", "docs/install.md / bitsandbytes where no Jetson build exists#2",
     "docs/install.md / The environments' lifecycle", "docs/fleets.md / Locks and wheelhouses",
+    "README.md / For other projects", "README.md / For other projects#2",
+    "docs/install.md / The stack for other projects, and adding to it later",
 }
 
 
@@ -86,6 +88,54 @@ def board(tmp_path: Path, start_index, public_index, obliteratus_git_repo) -> Di
     (tmp_path / "work").mkdir()
     os.symlink(TOP, tmp_path / "work" / "jetson-install")  # the checkout, where the docs' ./jetson-install is
     return env
+
+
+@pytest.fixture
+def board_with_projects(tmp_path: Path, start_index, private_index_dirs, obliteratus_git_repo) -> Dict[str, str]:
+    """The board's shell, its default index also carrying a CPU stand-in of ultralytics (asking
+    for torch as the real one does)."""
+    from support.wheels import build_wheel
+
+    public = private_index_dirs.public
+    # transformers and accelerate are the stub index's own (with what the doctor asks of transformers).
+    build_wheel(public, "ultralytics", "8.3.0", requires=("torch>=1.8.0", "numpy>=1.23.0"), source_index="public")
+    vendor = make_gate_vendor_index(tmp_path / "gate-vendor")
+    catalog = make_gate_catalog(tmp_path / "wheels-index.toml", vendor)
+    served, index = start_index(vendor, name="gate-vendor"), start_index(public)
+    env = board_env(tmp_path, served.url, index.url, catalog, obliteratus_git_repo)
+    for variable in ("XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        env.pop(variable, None)
+    env["PIP_INDEX_URL"], env["UV_DEFAULT_INDEX"] = index.url, index.url
+    (tmp_path / "work").mkdir()
+    return env
+
+
+def test_the_other_projects_dry_run_on_a_sample_root(board_with_projects: Dict[str, str], tmp_path: Path) -> None:
+    result = run_block(block("README.md", "For other projects"), board_with_projects, tmp_path / "work")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "install transformers and accelerate under the vendor constraints" in result.stdout
+    assert not (_home(board_with_projects) / ".local" / "share" / "jetson-install" / "envs" / "torch").exists()
+
+
+def test_the_other_projects_block_on_the_board_then_add(board_with_projects: Dict[str, str], tmp_path: Path) -> None:
+    result = run_block(block("README.md", "For other projects", 1), board_with_projects, tmp_path / "work")
+    assert result.returncode == 0, result.stdout + result.stderr
+    venv = _home(board_with_projects) / ".local" / "share" / "jetson-install" / "envs" / "torch"
+    # The doctor passed before each switch; the second environment holds all three, the first is kept.
+    assert result.stderr.count(f"the Jetson torch stack is ready in {venv}\n") == 2, result.stderr
+    assert "install transformers, accelerate and ultralytics under the vendor constraints" in result.stderr
+    assert f"add: ultralytics to {venv} (kept: transformers, accelerate)" in result.stderr
+    assert (venv / "jetson-install" / "added.txt").read_text() == "transformers\naccelerate\nultralytics\n"
+    assert (Path(f"{venv}.d") / "previous").is_file()
+
+
+def test_the_add_block(board_with_projects: Dict[str, str], tmp_path: Path) -> None:
+    result = run_block(block("docs/install.md", "The stack for other projects, and adding to it later"),
+                       board_with_projects, tmp_path / "work")
+    assert result.returncode == 0, result.stdout + result.stderr
+    venv = _home(board_with_projects) / "stack"
+    assert "install transformers and accelerate under the vendor constraints" in result.stdout
+    assert f"{venv}\n  current   env-" in result.stdout and "added: transformers, accelerate" in result.stdout
 
 
 def _home(env: Dict[str, str]) -> Path:

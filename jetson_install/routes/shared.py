@@ -59,7 +59,8 @@ def target_step(plan: Plan) -> Step:
     took the builds alone), from the default index under the vendor constraints."""
     what = [f"{plan.target.title} from its source"] if plan.requirement else []
     what += list(plan.additions) or ([] if what else ["the vendor builds' dependencies"])
-    return Step("target", "target", f"install {' and '.join(what)} under the vendor constraints",
+    listed = " and ".join(what) if len(what) < 3 else f"{', '.join(what[:-1])} and {what[-1]}"
+    return Step("target", "target", f"install {listed} under the vendor constraints",
                 (tuple(uv.target_install_argv(python_of(plan), target_requirements(plan),
                                               f"{state_of(plan)}/{CONSTRAINTS_FILE}",
                                               plan.settings.default_index.value)),))
