@@ -46,7 +46,7 @@ from jetson_install.process import Completed
 from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import redact, redact_data
 from jetson_install.routes.shared import FIX_COMMAND_VARIABLE, PROGRAM, target_lines
-from jetson_install.source_identity import SourceIdentity
+from jetson_install.source_identity import Sources
 from jetson_install.steps import Step, StepResult
 from jetson_install.uv_errors import read_uv_failure
 
@@ -493,8 +493,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
                              _evidence_path(current), warnings=tuple(run.warnings), resolved=plan,
                              removed=tuple(run.removed))
     staging = home.new_environment_path()
-    if "file://" in source.url:
-        source.current()  # a local tree is read before building writes into it
+    source.read_local()  # a local tree is read before building writes into it
     try:
         previous = _execute(home, staging, interpreter, fingerprint, source, run)
         # From here on the new environment is the user's; nothing may remove it.
@@ -522,7 +521,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
 
 
 def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fingerprint: Dict[str, Any],
-             source: SourceIdentity, run: _Run) -> Optional[Path]:
+             source: Sources, run: _Run) -> Optional[Path]:
     """Run the plan's steps into `staging`, then switch the user's path to it; return the
     environment it replaced. A step may learn what the rest of the plan needs (the versions it
     installed, the companions' hashes): the rest runs from the plan as it then stands."""
@@ -533,7 +532,7 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fin
     def record_and_doctor(step: Step, execution: _Run) -> str:
         # The doctor reads what the environment was made from (a kept stack, a preflight profile).
         # The command (and where it ran, for its relative paths) is what `add` makes the next one from.
-        home.record_plan(staging, {**_fingerprint(run.plan, interpreter), "source": source.current(),
+        home.record_plan(staging, {**_fingerprint(run.plan, interpreter), **source.record(),
                                    "target": run.plan.target.id, "command": list(run.rerun.argv),
                                    "cwd": os.getcwd()})
         return _doctor(step, execution)
@@ -601,7 +600,7 @@ def would_change(plan: Plan) -> Tuple[bool, str]:
     return False, f"{plan.venv} already satisfies the plan"
 
 
-def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentity, plan: Plan,
+def _satisfied(current: Path, fingerprint: Dict[str, Any], source: Sources, plan: Plan,
                record: Optional[EnvironmentRecord]) -> Tuple[Optional[Dict[str, str]], List[str]]:
     """The installed versions when `current` already satisfies the plan, else None; and how its
     vendor packages differ from what was installed (swapped, or files gone), when that is why."""
@@ -628,18 +627,18 @@ def _satisfied(current: Path, fingerprint: Dict[str, Any], source: SourceIdentit
     return {**kept, **installed}, []
 
 
-def _source(plan: Plan) -> SourceIdentity:
-    # No project of its own (the stack alone): nothing whose content can move under the same name.
-    return SourceIdentity(plan.source_url or "")
+def _source(plan: Plan) -> Sources:
+    # No project of its own (the stack alone): only the additions' content can move under the same name.
+    return Sources(plan.source_url or "", plan.additions)
 
 
-def _recorded(environment: Path) -> Tuple[Dict[str, Any], Any]:
-    """An environment's recorded plan fingerprint, and apart from it its source's identity."""
+def _recorded(environment: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """An environment's recorded plan fingerprint, and apart from it its sources' identities."""
     recorded = dict(recorded_plan(environment) or {})
     recorded.pop("target", None)  # what made it, for the doctor; the requirement compares the target
     recorded.pop("command", None)  # how it was asked for (`add` replays it); the plan is what compares
     recorded.pop("cwd", None)
-    return recorded, recorded.pop("source", None)
+    return recorded, {"source": recorded.pop("source", None), "additions_source": recorded.pop("additions_source", None)}
 
 
 def _fingerprint(plan: Plan, interpreter: Interpreter) -> Dict[str, Any]:

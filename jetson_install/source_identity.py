@@ -6,6 +6,8 @@ and an edited checkout or a moved branch is never taken for the same.
   the tree), without build outputs;
 * a git URL: the commit a branch points to, looked up once per run (`git ls-remote`); a tag
   or a commit names its content already and needs no look-up after the first install.
+
+The same holds for what --with (or `add`) puts on the stack from a folder or a git URL.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
 from jetson_install import git
 from jetson_install.source_tree import file_digest, folder_digest, is_build_output
 
-__all__ = ["SourceIdentity", "recorded_commit", "split_git_url"]
+__all__ = ["SourceIdentity", "Sources", "addition_url", "recorded_commit", "split_git_url"]
 
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -113,3 +115,42 @@ class SourceIdentity:
         if recorded["kind"] in ("tag", "commit", "archive"):
             return True  # the requirement, compared beside this, names fixed content
         return self.current() == recorded
+
+
+def addition_url(requirement: str) -> Optional[str]:
+    """The source of an addition whose content can change under the same requirement: a project
+    folder (absolute, as planner.additions gives it) or a git URL; None for a release by name."""
+    url = requirement.split(" @ ", 1)[1].strip() if " @ " in requirement else requirement
+    if url.startswith("/"):
+        return Path(url).as_uri()
+    return url if url.startswith(("git+", "file://")) else None
+
+
+class Sources:
+    """The target's source and each addition's that can change under the same name: what a
+    re-run compares (plan.json's `source` and `additions_source`)."""
+
+    def __init__(self, target_url: str, additions: Sequence[str]) -> None:
+        self.target = SourceIdentity(target_url)
+        self.additions = {requirement: SourceIdentity(url) for requirement, url in
+                          ((requirement, addition_url(requirement)) for requirement in additions) if url}
+
+    def read_local(self) -> None:
+        """Read each local tree now, before building writes into it."""
+        for identity in (self.target, *self.additions.values()):
+            if identity.url.startswith("file://"):
+                identity.current()
+
+    def record(self) -> Dict[str, Any]:
+        recorded: Dict[str, Any] = {"source": self.target.current()}
+        if self.additions:
+            recorded["additions_source"] = {name: identity.current() for name, identity in self.additions.items()}
+        return recorded
+
+    def unchanged_since(self, recorded: Mapping[str, Any]) -> bool:
+        """Whether every source is what it was when `recorded` (a record()) was taken."""
+        if not self.target.unchanged_since(recorded.get("source")):
+            return False
+        added = recorded.get("additions_source") or {}
+        return all(identity.unchanged_since(added.get(name) if isinstance(added, dict) else None)
+                   for name, identity in self.additions.items())

@@ -143,7 +143,7 @@ def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothin
     assert lines[error + 1].startswith("  fix: ")
 
 
-def test_add_to_a_local_folder_resolved_where_add_ran(tmp_path: Path, stack) -> None:
+def test_add_a_local_folder_named_where_add_ran_and_known_by_its_content(tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
     code, _, stderr = _torch(venv, env, vendor, public)
@@ -154,6 +154,13 @@ def test_add_to_a_local_folder_resolved_where_add_ran(tmp_path: Path, stack) -> 
     assert code == 0, stderr
     assert data["add"]["requirements"] == [str(project)]
     assert (venv / "jetson-install" / "added.txt").read_text() == f"{project}\n"
+    # The folder is known by its content: unchanged, a re-run does nothing; edited, it builds again.
+    code, again, stderr = _torch(venv, env, vendor, public)
+    assert code == 0 and again["status"] == "unchanged", stderr
+    (project / "obliteratus" / "cli.py").write_text("# edited\n", encoding="utf-8")
+    code, edited, stderr = _torch(venv, env, vendor, public)
+    assert code == 0 and edited["status"] == "installed", stderr
+    assert edited["environment"] != data["environment"]
 
 
 def test_add_refuses_an_environment_made_from_a_lock_with_the_commands_that_do_it(tmp_path: Path) -> None:
