@@ -387,7 +387,8 @@ def _rerun_command() -> "Rerun":
 
 @cli.command()
 @_root_options
-@click.option("--venv", metavar="DIR", help="Check this environment (default: the one `jetson-install obliteratus` made).")
+@click.option("--venv", metavar="DIR", help="Check this environment (default: the one a target's install made at its "
+                                            "default location, OBLITERATUS' first).")
 @click.option("--python", "python", metavar="PATH", help="Check this interpreter instead of an environment.")
 @click.option("--json", "as_json", is_flag=True, help="Print the evidence JSON on stdout.")
 @click.option("--evidence", metavar="FILE", help="Also write the evidence JSON to FILE.")
@@ -415,7 +416,10 @@ def doctor(root: str, l4t: Optional[str], soc: Optional[str], venv: Optional[str
         else:
             click.echo(check_list(checks_listed()))
         return
-    run = commands.doctor(commands.doctor_interpreter(venv, python), _platform_options(root, l4t, soc), only,
+    interpreter, note = commands.doctor_interpreter(venv, python)
+    if note:
+        click.echo(f"note: {note}", err=True)
+    run = commands.doctor(interpreter, _platform_options(root, l4t, soc), only,
                           strict or bool(gate_evidence), no_gpu, preflight, evidence, gate_evidence,
                           progress=lambda line: click.echo(line, err=True))
     if as_json:
@@ -520,7 +524,12 @@ def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Opt
     """Runner labels for this Jetson, comma-separated (what a runner's --labels takes)."""
     from jetson_install.commands import labels as runner_labels
 
-    result = runner_labels(_platform_options(root, l4t, soc), evidence_file, max_age)
+    from jetson_install.commands import default_environment
+
+    environment, note = default_environment("labels") if evidence_file is None else (None, None)
+    if note:
+        click.echo(f"note: {note}", err=True)
+    result = runner_labels(_platform_options(root, l4t, soc), evidence_file, max_age, environment)
     if as_json:
         _print_json(result.to_json())
         return
@@ -543,7 +552,8 @@ def list_command(as_json: bool) -> None:
 
 
 _LIFECYCLE_VENV = click.option("--venv", metavar="DIR",
-                               help="The environment's location (default: the one `jetson-install obliteratus` made).")
+                               help="The environment's location (default: the one a target's install made at its "
+                                    "default location, OBLITERATUS' first).")
 
 
 @cli.command()
@@ -555,7 +565,10 @@ def rollback(venv: Optional[str], as_json: bool) -> None:
     from jetson_install.lifecycle import rollback as roll_back
     from jetson_install.render import rollback_lines
 
-    result = roll_back(*environment_link(venv))
+    link, where, note = environment_link(venv, "rollback")
+    if note:
+        click.echo(f"note: {note}", err=True)
+    result = roll_back(link, where)
     if as_json:
         _print_json(result.to_json())
     click.echo("\n".join(rollback_lines(result)), err=as_json)
@@ -571,7 +584,9 @@ def uninstall(venv: Optional[str], yes: bool, as_json: bool) -> None:
     from jetson_install.lifecycle import uninstall as remove
     from jetson_install.render import uninstall_lines
 
-    link, where = environment_link(venv)
+    link, where, note = environment_link(venv, "uninstall")
+    if note:
+        click.echo(f"note: {note}", err=True)
     if not yes and sys.stdin.isatty() and not as_json:
         if not click.confirm(f"Remove {link} and the environments jetson-install made for it?", default=False,
                              err=True):

@@ -216,17 +216,20 @@ def given_platform(options: PlatformOptions) -> Tuple[str, ...]:
     return tuple(words)
 
 
-def doctor_interpreter(venv: Optional[str], python: Optional[str]) -> str:
-    """The interpreter `doctor` checks: --python, else the environment's (--venv, else the default one)."""
+def doctor_interpreter(venv: Optional[str], python: Optional[str]) -> Tuple[str, Optional[str]]:
+    """The interpreter `doctor` checks: --python, else the environment's (--venv, else the default
+    one that exists), and a note naming the default it took."""
     if venv and python:
         raise BadInput("--venv and --python were both given", fix="pass only one of them")
     if python:
-        return python
-    interpreter = (venv_path(venv) if venv is not None else default_venv("obliteratus")) / "bin" / "python"
+        return python, None
+    link, note = (venv_path(venv), None) if venv is not None else default_environment("doctor")
+    interpreter = link / "bin" / "python"
     if not interpreter.exists():
-        raise BadInput(f"no environment at {interpreter.parent.parent}",
-                       fix="pass --venv DIR or --python PATH, or install first: jetson-install obliteratus")
-    return str(interpreter)
+        raise BadInput(f"no environment at {link}",
+                       fix="pass --venv DIR or --python PATH, or install first: jetson-install obliteratus (or "
+                           "jetson-install torch, the stack alone)")
+    return str(interpreter), note
 
 
 def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: bool, no_gpu: bool, preflight: bool,
@@ -497,9 +500,10 @@ def judged(files: Sequence[str], max_age: Optional[float], requirements: Sequenc
     return [judge(path, data, max_age_days=age, requirements=wanted) for path, data in loaded]
 
 
-def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Optional[float]) -> "RunnerLabels":
+def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Optional[float],
+           environment: Optional[Path] = None) -> "RunnerLabels":
     """The runner labels for this board; `cuda` only with evidence that proves it (by default
-    the environment's own)."""
+    that of `environment`, the default one that exists)."""
     from jetson_install.labels import runner_labels
     from jetson_install.layout import EVIDENCE_FILE, STATE_DIR
 
@@ -508,7 +512,7 @@ def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Opti
     platform = detect_platform(options)
     if evidence_file is not None:
         return runner_labels(platform, judged((evidence_file,), max_age)[0])
-    own = default_venv("obliteratus") / STATE_DIR / EVIDENCE_FILE
+    own = (environment or default_venv("obliteratus")) / STATE_DIR / EVIDENCE_FILE
     if not own.exists():
         return runner_labels(platform, None)
     try:
@@ -519,13 +523,13 @@ def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Opti
     return runner_labels(platform, verdict)
 
 
-def environment_link(venv: Optional[str]) -> Tuple[Path, str]:
-    """The DIR a lifecycle command works on (--venv, else the default one), and how to name it
-    in a message: as the user typed it."""
+def environment_link(venv: Optional[str], command: str) -> Tuple[Path, str, Optional[str]]:
+    """The DIR a lifecycle command works on (--venv, else the default one that exists), how to
+    name it in a message (as the user typed it), and a note naming the default it took."""
     if venv is not None:
-        return venv_path(venv).absolute(), f"--venv {venv}"
-    link = default_venv("obliteratus")
-    return link, str(link)
+        return venv_path(venv).absolute(), f"--venv {venv}", None
+    link, note = default_environment(command)
+    return link, str(link), note
 
 
 #: What `add` leaves out of the recorded command: how it was shown and confirmed (add's own
@@ -655,20 +659,23 @@ def _made_with(link: Path, with_new: Tuple[str, ...]) -> Tuple[str, ...]:
 
 
 def default_environment(command: str) -> Tuple[Path, Optional[str]]:
-    """The DIR a command works on without --venv: the default one of the targets that has an
-    environment (OBLITERATUS' where both have), with a note saying which when it is not
-    OBLITERATUS'; `add` refuses to choose between two."""
+    """The DIR a command works on without --venv: the default one of a target that has an
+    environment there (OBLITERATUS' where several have), and a note saying which, unless it is
+    OBLITERATUS' alone; `add` refuses to choose between two."""
     from jetson_install.catalog import load_catalog
     from jetson_install.environment import EnvironmentHome
 
-    names = sorted(load_catalog().targets, key=lambda name: name != "obliteratus")
+    names = sorted(load_catalog().targets, key=lambda name: (name != "obliteratus", name))
     made = [name for name in names if EnvironmentHome(default_venv(name)).current() is not None]
     if command == "add" and len(made) > 1:
-        raise BadInput(f"add: environments of {' and '.join(made)} are at their default locations; which one?",
+        raise BadInput(f"add: {' and '.join(made)} both have an environment at their default location; which one?",
                        fix=f"name it: jetson-install add --venv {default_venv(made[0])} REQUIREMENT")
     if not made:
         return default_venv("obliteratus"), None
-    name = made[0]
-    return default_venv(name), (None if name == "obliteratus" else
-                                f"{command}: the environment of `jetson-install {name}` at {default_venv(name)} "
-                                "(the default one there is)")
+    chosen = made[0]
+    if made == ["obliteratus"]:
+        return default_venv(chosen), None
+    others = "; " + ", ".join(f"`jetson-install {name}`'s is at {default_venv(name)}" for name in made[1:]) \
+        if made[1:] else ""
+    return default_venv(chosen), (f"{command}: {default_venv(chosen)}, the environment `jetson-install {chosen}` "
+                                  f"made (no --venv{others})")

@@ -220,3 +220,25 @@ def test_add_without_venv_takes_the_default_environment_that_exists(tmp_path: Pa
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == "error: add: no environment made by jetson-install at the default locations"
     assert "jetson-install torch --with accelerate" in result.stderr
+
+
+def test_without_venv_the_commands_take_the_default_environment_that_exists_and_say_which(
+        tmp_path: Path, stack) -> None:
+    env, vendor, public = stack
+    made = run_cli("torch", "--root", ORIN, "--python", sys.executable, "--vendor-index", vendor, "--default-index",
+                   public, "--no-verify", "--yes", "--json", "--with", "transformers", env=env)
+    assert made.returncode == 0, made.stderr
+    venv = Path(json.loads(made.stdout)["venv"])
+    assert venv.name == "torch"  # only `jetson-install torch`'s default environment exists
+    note = f"{venv}, the environment `jetson-install torch` made (no --venv)"
+    doctor = run_cli("doctor", "--root", ORIN, "--no-gpu", env=env)
+    assert f"note: doctor: {note}" in doctor.stderr
+    assert doctor.returncode == 0 and "torch" in doctor.stdout, doctor.stdout + doctor.stderr
+    labels = run_cli("labels", "--root", ORIN, env=env)
+    assert labels.returncode == 0 and f"note: labels: {note}" in labels.stderr
+    rollback = run_cli("rollback", env=env)
+    assert rollback.returncode == 2 and f"note: rollback: {note}" in rollback.stderr
+    assert f"error: --venv {venv}: no previous environment is kept" in rollback.stderr
+    code, data, stderr = _add(env, "accelerate")
+    assert code == 0, stderr
+    assert data["add"]["venv"] == str(venv) and data["add"]["kept"] == ["transformers"]
