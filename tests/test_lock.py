@@ -173,6 +173,39 @@ def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
         assert again.returncode == 0, again.stderr
 
 
+def test_lock_torch_with_an_addition_then_install_from_the_lock_here(
+        cli_env, vendor_index, public_index, tmp_path: Path) -> None:
+    """`lock torch --with` to `torch --lock`, end to end: the stack and the addition, each by
+    its hash, with no index read by the install; `add` then refuses a lock's environment."""
+    output = tmp_path / "torch.lock"
+    made = jetson_install(cli_env, "lock", "torch", "--root", SAMPLE, "--vendor-index", vendor_index.url,
+                          "--default-index", public_index.url, "--with", "transformers", "--python", sys.executable,
+                          "--output", str(output))
+    assert made.returncode == 0, made.stderr
+    assert output.read_text().splitlines()[0].endswith("install with `jetson-install torch --lock FILE`")
+    assert "install: jetson-install torch --lock " in made.stderr
+    lock = parse_lock(output.read_text(), "lock")
+    assert lock.target == "torch" and {"torch", "transformers"} <= {entry.name for entry in lock.entries}
+    assert "obliteratus" not in {entry.name for entry in lock.entries}
+    dead = _dead_url()  # the lock names every file: an index the install asked would fail it
+    venv = tmp_path / "stack"
+    result = jetson_install(cli_env, "torch", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable,
+                            "--vendor-index", dead, "--default-index", dead, "--lock", str(output), "--no-verify",
+                            "--yes", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert_ran_as_planned(data)
+    assert data["command"] == "torch" and data["route"] == "lock"
+    assert data["installed"]["torch"] == VENDOR_PINS["torch"] and data["installed"]["transformers"] == "4.46.0"
+    # An obliteratus install refuses the torch lock, in one line.
+    other = jetson_install(cli_env, "obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "obl"), "--python",
+                           sys.executable, "--lock", str(output), "--yes")
+    assert other.returncode == 2 and "the lock was made by `jetson-install lock torch`" in other.stderr
+    added = jetson_install(cli_env, "add", "--venv", str(venv), "accelerate")
+    assert added.returncode == 2
+    assert f"error: {venv} was installed from a lock" in added.stderr
+
+
 def test_the_lock_format_reads_back_what_it_wrote() -> None:
     entry = Locked("torch", "2.5.0", "http://127.0.0.1/files/torch-2.5.0-cp310-cp310-linux_aarch64.whl", "a" * 64,
                    "vendor")
