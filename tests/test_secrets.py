@@ -107,6 +107,10 @@ def test_install_authenticates_yet_nothing_written_or_shown_holds_the_secret(
     assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(log.parent.stat().st_mode) == 0o700
     plan_json = Path(data["environment"]) / "jetson-install" / "plan.json"
     assert SECRET not in plan_json.read_text() and stat.S_IMODE(plan_json.stat().st_mode) == 0o600
+    # The command it was made with (the record's repair command, plan.json's for `add`) is kept masked.
+    record = (Path(data["environment"]) / "jetson-install" / "vendor.json").read_text()
+    assert SECRET not in record and TOKEN not in record and "alice:****@127.0.0.1" in record
+    assert "alice:****@127.0.0.1" in " ".join(json.loads(plan_json.read_text())["command"])
     # Unchanged on a re-run: the redacted record still matches the plan.
     again = run_process(["obliteratus", "--root", SAMPLE, "--venv", str(venv), "--python", sys.executable,
                      "--vendor-index", vendor.url.replace("http://", f"http://alice:{SECRET}@"),
