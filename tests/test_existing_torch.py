@@ -101,6 +101,17 @@ def test_the_doctor_works_on_the_environment_as_in_the_download_lane(image: Imag
     assert checks["python-abi"]["status"] == "ok"
 
 
+def test_add_on_a_kept_stack_keeps_it_and_adds_around_it(image: Image) -> None:
+    code, made, stderr = image.install()
+    assert code == 0, stderr
+    code, data, stderr = image.cli("add", "--venv", str(image.venv), "accelerate", "--json")
+    assert code == 0, stderr
+    assert data["route"] == "existing-torch" and data["environment"] != made["environment"]
+    assert_ran_as_planned(data)
+    # The image's torch is still the one the environment takes, and accelerate sits on it.
+    assert image.run("import accelerate, torch; print(torch.__file__.startswith(%r))" % str(image.user_site)) == "True"
+
+
 def test_protection_outlives_the_tool_for_pip_and_for_uv(image: Image) -> None:
     assert image.install("--no-verify")[0] == 0
     pip = subprocess.run([str(image.venv / "bin" / "pip"), "install", "-U", "torch", "--index-url", image.public_url],
