@@ -285,8 +285,11 @@ def _install(target_id: str, given: Dict[str, Any], added: Optional["Addition"] 
 @click.option("--yes", "-y", is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")
 @_with("json")
 def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: bool, as_json: bool) -> None:
-    """Add REQUIREMENT... (package names, git URLs, project folders) to an environment: a new one
-    beside it, from the command that made it, switched in only if its doctor passes."""
+    """Add packages to an environment, built as a new one beside it.
+
+    REQUIREMENT... are package names (with a version), git URLs or project folders. The new
+    environment is made by the command that made the old one, with what that one had added
+    kept, and is switched in only if its doctor passes; the old one stays for rollback."""
     import os
 
     from jetson_install.commands import addition
