@@ -303,3 +303,19 @@ def test_channels_check_of_a_mistyped_channel_names_the_closest(tmp_path: Path, 
     assert result.returncode == 2
     assert "no channel 'jp6-cu12'" in result.stderr and "did you mean jp6-cu126?" in result.stderr
     assert "fix: jetson-install channels --check jp6-cu126" in result.stderr
+
+
+def test_an_environments_versions_are_its_metadata_headers_by_normalized_name(tmp_path: Path) -> None:
+    from jetson_install.record import installed_versions
+
+    site = tmp_path / "env" / "lib" / "python3.10" / "site-packages"
+    for folder, text in {
+        "Foo_Bar-1.0.dist-info": "Metadata-Version: 2.1\nName: Foo.Bar\nVersion: 1.0\n\nVersion: 9.9 in the description\n",
+        "torch-2.5.0a0+872d972e41.nv24.08.dist-info": "Name: torch\nVersion: 2.5.0a0+872d972e41.nv24.08\n",
+        "legacy.egg-info": "Name: legacy\nVersion: 0.3\n",
+        "broken-1.0.dist-info": "Name: broken\n",  # no Version: not a distribution uv or pip would leave
+    }.items():
+        (site / folder).mkdir(parents=True)
+        (site / folder / ("PKG-INFO" if folder.endswith(".egg-info") else "METADATA")).write_text(text)
+    assert installed_versions(tmp_path / "env") == {"foo-bar": "1.0", "torch": "2.5.0a0+872d972e41.nv24.08",
+                                                    "legacy": "0.3"}
