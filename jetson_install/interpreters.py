@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Protocol,
 
 from jetson_install import uv
 from jetson_install.errors import BadInput
+from jetson_install.layout import INTERPRETER_CACHE
 from jetson_install.process import Completed
 from jetson_install.runner import run, run_uv
 
@@ -60,6 +61,13 @@ class Interpreter:
 
 
 def inspect_interpreter(path: str) -> Interpreter:
+    """What the Python at `path` is: asked once per binary, then read from the per-user cache
+    while the binary the path leads to keeps its size and modification time (uv keys its
+    interpreter cache the same way), which spares each run a Python start-up."""
+    key = _binary_key(path)
+    cached = _cached_interpreters().get(path) if key is not None else None
+    if cached is not None and cached.get("key") == key:
+        return Interpreter(path, str(cached["version"]), str(cached["abiflags"]))
     result = run([path, "-c", _VERSION_PROBE], timeout=30)
     if not result.ok or not result.stdout.strip():
         raise BadInput(
@@ -67,7 +75,57 @@ def inspect_interpreter(path: str) -> Interpreter:
             fix="pass a working interpreter, e.g. --python /usr/bin/python3.10",
         )
     version, _, abiflags = result.stdout.strip().partition(" ")
-    return Interpreter(path, version, abiflags.strip())
+    found = Interpreter(path, version, abiflags.strip())
+    if key is not None:
+        _remember_interpreter(found, key)
+    return found
+
+
+def _binary_key(path: str) -> Optional[List[Any]]:
+    """The binary `path` leads to, with its size, time and inode; None for what is not an ELF
+    binary (a pyenv shim or another wrapper script answers for whichever Python it selects)."""
+    try:
+        real = os.path.realpath(path)
+        with open(real, "rb") as binary:
+            if binary.read(4) != b"\x7fELF":
+                return None
+            stat = os.fstat(binary.fileno())
+    except OSError:
+        return None
+    return [real, stat.st_size, stat.st_mtime_ns, stat.st_ino]
+
+
+def _interpreter_cache() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("jetson-install")) / INTERPRETER_CACHE
+
+
+def _cached_interpreters() -> Dict[str, Dict[str, Any]]:
+    # A cache only saves time: one that cannot be read, or is not what this version wrote, is empty.
+    try:
+        data = json.loads(_interpreter_cache().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entries = data.get("interpreters") if isinstance(data, dict) and data.get("schema_version") == 1 else None
+    if not isinstance(entries, dict):
+        return {}
+    return {path: entry for path, entry in entries.items()
+            if isinstance(entry, dict) and isinstance(entry.get("version"), str) and isinstance(entry.get("abiflags"), str)}
+
+
+def _remember_interpreter(found: Interpreter, key: List[Any]) -> None:
+    cache = _interpreter_cache()
+    entries = _cached_interpreters()
+    entries[found.path] = {"key": key, "version": found.version, "abiflags": found.abiflags}
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        # Written whole and renamed into place: a run reading it meanwhile sees the old or the new.
+        partial = cache.with_name(f".{cache.name}.{os.getpid()}")
+        partial.write_text(json.dumps({"schema_version": 1, "interpreters": entries}, indent=1) + "\n", encoding="utf-8")
+        os.replace(partial, cache)
+    except OSError:
+        pass  # a read-only cache folder: the next run asks the interpreter again
 
 
 def _candidates(abi: str) -> Iterator[str]:

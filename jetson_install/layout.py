@@ -26,6 +26,7 @@ __all__ = [
     "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
+    "INTERPRETER_CACHE",
     "staging_placeholder", "home_of", "state_of",
 ]
 
@@ -78,6 +79,8 @@ KNOWN_ENVIRONMENTS = "environments.txt"
 ENVIRONMENTS_DIR = "envs"
 #: In the per-user cache folder: the bitsandbytes wheels built on this machine.
 BUILD_CACHE_DIR = "builds"
+#: In the per-user cache folder: what each Python binary said it is, by its path, size and time.
+INTERPRETER_CACHE = "interpreters.json"
 
 
 def home_of(venv: Path) -> Path:

@@ -175,7 +175,7 @@ def clean(dry_run: bool) -> Cleaned:
     The environments in use and their previous ones are never touched."""
     import platformdirs
 
-    from jetson_install.layout import BUILD_CACHE_DIR, HOME_LOCK, REMOVING_PREFIX
+    from jetson_install.layout import BUILD_CACHE_DIR, HOME_LOCK, INTERPRETER_CACHE, REMOVING_PREFIX
     from jetson_install.logs import log_directory, own_logs
 
 
@@ -202,6 +202,8 @@ def clean(dry_run: bool) -> Cleaned:
         for entry in sorted(cache.iterdir()) if cache.is_dir() else []:
             if entry.name == BUILD_CACHE_DIR or entry.name.startswith(REMOVING_PREFIX):
                 items.append(("bitsandbytes build cache", entry, partial(remove_tree, entry)))
+            elif entry.name == INTERPRETER_CACHE:
+                items.append(("interpreter cache", entry, partial(entry.unlink, missing_ok=True)))
             else:
                 left.append(str(entry))  # the tool's cache folder, but not a name it gives: never removed
         sized = tuple((what, str(path), _size(path)) for what, path, _ in items)

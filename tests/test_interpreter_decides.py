@@ -159,3 +159,64 @@ def test_channels_check_says_a_mirror_has_the_set_for_another_python(mirrors, tm
     assert checked.returncode == 1
     assert "missing for Python 3.10" in checked.stdout
     assert f"it has the set for Python {HERE}, which an install with that interpreter takes (--python)" in checked.stdout
+
+
+def _probes(monkeypatch: pytest.MonkeyPatch) -> List[List[str]]:
+    from jetson_install import interpreters
+
+    ran: List[List[str]] = []
+    real = interpreters.run
+
+    def counted(argv, **kwargs):  # type: ignore[no-untyped-def]
+        ran.append(list(argv))
+        return real(argv, **kwargs)
+
+    monkeypatch.setattr(interpreters, "run", counted)
+    return ran
+
+
+def test_an_interpreter_is_asked_once_while_its_binary_is_unchanged(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import shutil
+
+    from jetson_install.interpreters import inspect_interpreter
+
+    binary = tmp_path / "bin" / "python3"
+    binary.parent.mkdir()
+    shutil.copy2(os.path.realpath(sys.executable), binary)
+    link = tmp_path / "env" / "bin" / "python"  # a venv's python: a link to the binary
+    link.parent.mkdir(parents=True)
+    link.symlink_to(binary)
+    ran = _probes(monkeypatch)
+    first = inspect_interpreter(str(link))
+    assert inspect_interpreter(str(link)) == first and first.version.startswith(HERE + ".") and len(ran) == 1
+    # Another Python put at the same path (an upgrade, a rebuilt venv) is asked again.
+    os.utime(binary, ns=(binary.stat().st_atime_ns, binary.stat().st_mtime_ns + 10**9))
+    assert inspect_interpreter(str(link)) == first and len(ran) == 2
+    assert inspect_interpreter(str(link)) == first and len(ran) == 2
+
+
+def test_a_wrapper_script_is_asked_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jetson_install.interpreters import inspect_interpreter
+
+    shim = tmp_path / "python3"  # as a pyenv shim is: it answers for whichever Python it selects
+    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    shim.chmod(0o755)
+    ran = _probes(monkeypatch)
+    assert inspect_interpreter(str(shim)) == inspect_interpreter(str(shim))
+    assert len(ran) == 2
+
+
+def test_an_unreadable_interpreter_cache_is_asked_past(monkeypatch: pytest.MonkeyPatch) -> None:
+    import platformdirs
+
+    from jetson_install.interpreters import inspect_interpreter
+
+    cache = Path(platformdirs.user_cache_dir("jetson-install")) / "interpreters.json"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("{not json")
+    ran = _probes(monkeypatch)
+    found = inspect_interpreter(sys.executable)
+    assert found.version.startswith(HERE + ".") and len(ran) == 1
+    assert json.loads(cache.read_text())["interpreters"][sys.executable]["version"] == found.version
