@@ -37,7 +37,7 @@ class Policy(Protocol):
     @property
     def warn_other_abi(self) -> bool: ...
 
-__all__ = ["Interpreter", "inspect_interpreter", "find_interpreter", "served_interpreter", "system_python3", "choose_interpreter",
+__all__ = ["Interpreter", "inspect_interpreter", "known_interpreter", "find_interpreter", "served_interpreter", "system_python3", "choose_interpreter",
            "inspect_stack", "visible_distributions", "sees_parent_environment", "pip_check"]
 
 # The version, and the ABI flags a wheel's ABI tag carries ("t": a free-threaded build, cp313t).
@@ -64,10 +64,9 @@ def inspect_interpreter(path: str) -> Interpreter:
     """What the Python at `path` is: asked once per binary, then read from the per-user cache
     while the binary the path leads to keeps its size and modification time (uv keys its
     interpreter cache the same way), which spares each run a Python start-up."""
-    key = _binary_key(path)
-    cached = _cached_interpreters().get(path) if key is not None else None
-    if cached is not None and cached.get("key") == key:
-        return Interpreter(path, str(cached["version"]), str(cached["abiflags"]))
+    known = known_interpreter(path)
+    if known is not None:
+        return known
     result = run([path, "-c", _VERSION_PROBE], timeout=30)
     if not result.ok or not result.stdout.strip():
         raise BadInput(
@@ -76,9 +75,20 @@ def inspect_interpreter(path: str) -> Interpreter:
         )
     version, _, abiflags = result.stdout.strip().partition(" ")
     found = Interpreter(path, version, abiflags.strip())
-    if key is not None:
+    key = _binary_key(path)
+    if key is not None and re.fullmatch(r"\d+\.\d+\.\d+", version):  # a Python 2 prints a tuple: not kept
         _remember_interpreter(found, key)
     return found
+
+
+def known_interpreter(path: str) -> Optional[Interpreter]:
+    """What the cache says the Python at `path` is, asking no process: kept by the binary the
+    path leads to, so a venv's python is known once the Python it was made from is."""
+    key = _binary_key(path)
+    cached = _cached_interpreters().get(key[0]) if key is not None else None
+    if key is None or cached is None or cached.get("key") != key:
+        return None
+    return Interpreter(path, cached["version"], cached["abiflags"])
 
 
 def _binary_key(path: str) -> Optional[List[Any]]:
@@ -102,6 +112,7 @@ def _interpreter_cache() -> Path:
 
 
 def _cached_interpreters() -> Dict[str, Dict[str, Any]]:
+    """The real path of each binary asked -> its key, version and ABI flags."""
     # A cache only saves time: one that cannot be read, or is not what this version wrote, is empty.
     try:
         data = json.loads(_interpreter_cache().read_text(encoding="utf-8"))
@@ -117,7 +128,7 @@ def _cached_interpreters() -> Dict[str, Dict[str, Any]]:
 def _remember_interpreter(found: Interpreter, key: List[Any]) -> None:
     cache = _interpreter_cache()
     entries = _cached_interpreters()
-    entries[found.path] = {"key": key, "version": found.version, "abiflags": found.abiflags}
+    entries[key[0]] = {"key": key, "version": found.version, "abiflags": found.abiflags}
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         # Written whole and renamed into place: a run reading it meanwhile sees the old or the new.

@@ -9,7 +9,9 @@ a build of one Python that installs on any platform.
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Dict, List
@@ -177,9 +179,6 @@ def _probes(monkeypatch: pytest.MonkeyPatch) -> List[List[str]]:
 
 def test_an_interpreter_is_asked_once_while_its_binary_is_unchanged(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-    import shutil
-
     from jetson_install.interpreters import inspect_interpreter
 
     binary = tmp_path / "bin" / "python3"
@@ -219,4 +218,22 @@ def test_an_unreadable_interpreter_cache_is_asked_past(monkeypatch: pytest.Monke
     ran = _probes(monkeypatch)
     found = inspect_interpreter(sys.executable)
     assert found.version.startswith(HERE + ".") and len(ran) == 1
-    assert json.loads(cache.read_text())["interpreters"][sys.executable]["version"] == found.version
+    assert json.loads(cache.read_text())["interpreters"][os.path.realpath(sys.executable)]["version"] == found.version
+
+
+def test_the_doctor_asks_no_version_of_a_venv_whose_python_the_install_asked(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from jetson_install import runner
+    from jetson_install.doctor.run import _resolve_interpreter
+    from jetson_install.interpreters import inspect_interpreter
+
+    link = tmp_path / "env" / "bin" / "python"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(os.path.realpath(sys.executable))
+    ran: List[List[str]] = []
+    real = runner.run
+    monkeypatch.setattr(runner, "run", lambda argv, **kwargs: ran.append(list(argv)) or real(argv, **kwargs))
+    assert _resolve_interpreter(str(link)) == str(link) and len(ran) == 1  # not known yet: asked
+    inspect_interpreter(sys.executable)  # what an install does first
+    ran.clear()
+    assert _resolve_interpreter(str(link)) == str(link) and ran == []

@@ -57,6 +57,7 @@ from jetson_install.doctor.report import (
 )
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, Verdict
 from jetson_install.errors import BadInput
+from jetson_install.interpreters import known_interpreter
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
@@ -171,6 +172,10 @@ def _resolve_interpreter(python: str) -> str:
             f"no Python interpreter at {python}",
             fix="pass --python with the path of the environment's python, or --venv with an existing environment",
         )
+    # An install's new environment is a venv of a Python the install asked already: no process.
+    known = known_interpreter(found)
+    if known is not None and int(known.version.split(".")[0]) >= 3:
+        return found
     # Written for Python 2 and 3 alike, so a Python 2 target is named as such; /bin/true
     # and other programs that exit 0 print no version.
     answer = runner.run([found, "-c", "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"], timeout=60)
