@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -23,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "tests"))
@@ -34,19 +36,33 @@ from support.index_server import LoopbackIndex  # noqa: E402
 from support.stub_projects import build_index_dirs, make_obliteratus_git_repo, make_obliteratus_source  # noqa: E402
 
 
+class Sample(NamedTuple):
+    wall: float
+    cpu: float  # user + system seconds of every process it started: far steadier than wall on a shared machine
+
+
 def timed(commands: Sequence[Sequence[str]], env: Dict[str, str],
-          steps: Optional[List[Dict[str, float]]] = None) -> float:
-    """Wall seconds of `commands`; for one install with --json, its steps' seconds go to `steps`,
-    with "outside steps" for the rest (start-up, the checks before the first step, the no-op test)."""
-    start = time.perf_counter()
+          steps: Optional[List[Dict[str, float]]] = None) -> Sample:
+    """Wall and CPU seconds of `commands`; for one install with --json, its steps' seconds go to
+    `steps`, with "outside steps" for the rest (start-up, the checks before the first step, the no-op test)."""
+    start, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     for argv in commands:
         done = subprocess.run(argv, env=env, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if steps is not None:
         result = {step["id"]: step["seconds"] for step in json.loads(done.stdout)["steps"]}
         result["outside steps"] = seconds - sum(result.values())
         steps.append(result)
-    return seconds
+    return Sample(seconds, after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime)
+
+
+def compared(what: str, tool: List[Sample], other: List[Sample], other_name: str) -> str:
+    """One line: the medians of both, and their ratio in wall and in CPU seconds."""
+    wall, other_wall = statistics.median(s.wall for s in tool), statistics.median(s.wall for s in other)
+    cpu, other_cpu = statistics.median(s.cpu for s in tool), statistics.median(s.cpu for s in other)
+    return (f"{what:21} jetson-install {wall:6.2f}s   {other_name} {other_wall:6.2f}s   ratio {wall / other_wall:4.2f}x "
+            f"(CPU {cpu:5.2f}s vs {other_cpu:5.2f}s: {cpu / other_cpu:4.2f}x)")
 
 
 def wrote_build_outputs(tree: Path) -> None:
@@ -123,7 +139,7 @@ def main() -> None:
 
         timed([tool(work / "warm-up")], env)  # fills the uv cache
         timed(by_hand(work / "hand-noop", True), env)
-        samples: Dict[str, List[float]] = {name: [] for name in ("tool", "hand", "pip", "noop-tool", "noop-hand")}
+        samples: Dict[str, List[Sample]] = {name: [] for name in ("tool", "hand", "pip", "noop-tool", "noop-hand")}
         cold_steps: List[Dict[str, float]] = []
         # Interleaved, so a slow moment on a busy machine hits every case alike.
         for n in range(args.repeat):
@@ -132,9 +148,6 @@ def main() -> None:
             samples["pip"].append(timed(pip_recipe(work / f"pip-{n}"), env))
             samples["noop-tool"].append(timed([tool(work / "warm-up")], env))
             samples["noop-hand"].append(timed(by_hand(work / "hand-noop", False), env))
-        cold_tool, cold_hand, cold_pip, noop_tool, noop_hand = (
-            statistics.median(samples[name]) for name in ("tool", "hand", "pip", "noop-tool", "noop-hand")
-        )
         for kind in kinds:
             timed([tool(work / f"kind-{kind}", kind)], env)
             timed(by_hand(work / f"kind-hand-{kind}", True, kind), env)
@@ -143,19 +156,20 @@ def main() -> None:
             if "unchanged" not in subprocess.run(tool(work / f"kind-{kind}", kind), env=env, capture_output=True,
                                                  text=True).stdout:
                 print(f"{kind}: the re-run was not a no-op")
-        kind_samples: Dict[str, List[float]] = {}
+        kind_samples: Dict[str, List[Sample]] = {}
         for n in range(args.repeat):
             for kind in kinds:
                 kind_samples.setdefault(f"{kind}-tool", []).append(timed([tool(work / f"kind-{kind}", kind)], env))
                 kind_samples.setdefault(f"{kind}-hand", []).append(
                     timed(by_hand(work / f"kind-hand-{kind}", False, kind), env))
 
-    print(f"cold install:  jetson-install {cold_tool:6.2f}s   uv by hand {cold_hand:6.2f}s   ratio {cold_tool / cold_hand:4.2f}x")
-    print(f"no-op re-run:  jetson-install {noop_tool:6.2f}s   uv by hand {noop_hand:6.2f}s   ratio {noop_tool / noop_hand:4.2f}x")
-    print(f"cold install:  jetson-install {cold_tool:6.2f}s   pip recipe {cold_pip:6.2f}s   ratio {cold_tool / cold_pip:4.2f}x")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs); medians of {args.repeat}")
+    print(compared("cold install:", samples["tool"], samples["hand"], "uv by hand"))
+    print(compared("no-op re-run:", samples["noop-tool"], samples["noop-hand"], "uv by hand"))
+    print(compared("cold install:", samples["tool"], samples["pip"], "pip recipe"))
     for kind in kinds:
-        noop, hand = statistics.median(kind_samples[f"{kind}-tool"]), statistics.median(kind_samples[f"{kind}-hand"])
-        print(f"no-op, {kind + ':':13} jetson-install {noop:6.2f}s   uv by hand {hand:6.2f}s   ratio {noop / hand:4.2f}x")
+        print(compared(f"no-op, {kind}:", kind_samples[f"{kind}-tool"], kind_samples[f"{kind}-hand"], "uv by hand"))
+    cold_tool, cold_hand = (statistics.median(s.wall for s in samples[name]) for name in ("tool", "hand"))
     print(f"cold install, fixed overhead over uv by hand: {cold_tool - cold_hand:+.2f} s; each step (median):")
     for name in cold_steps[0]:
         print(f"  {name:14} {statistics.median(result[name] for result in cold_steps):6.2f} s")
