@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from jetson_install.fixes import (
     repository_of,
     vendor_missing_fix,
 )
-from jetson_install.identity import Companion
+from jetson_install.identity import Companion, Resolution
 from jetson_install.record import EnvironmentRecord, installed_versions, read_record, record_installed
 from jetson_install.interpreters import Interpreter, choose_interpreter, pip_check, served_interpreter
 from jetson_install.layout import (
@@ -366,6 +367,9 @@ def _source_build(step: Step, run: _Run) -> str:
     return run_build_step(planned, step, run)
 
 
+#: The step kinds that run the same whatever the vendor set: they need not wait for the index.
+_NO_VENDOR_SET = ("interpreter", "venv")
+
 _COMMON: Mapping[str, _Handler] = {
     "vendor": _vendor, "companions": _companions, "source-build": _source_build, "target": _target,
     "protect": _protect, "check": _check,
@@ -432,10 +436,13 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
              run: _Run, interpreter: Interpreter) -> Plan:
     """The plan with its vendor set: the route's own files (a lock), the recorded one while the
     policy is unchanged, else the index's."""
-    from jetson_install import index
-    from jetson_install.identity import NoBuildForPython, NothingInPolicy
-    from jetson_install.platform_data import ubuntu_glibc
+    known = _known_set(plan, current, record, upgrade, run)
+    return known if known is not None else _index_set(plan, run, _IndexRead(plan, interpreter))
 
+
+def _known_set(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRecord], upgrade: bool,
+               run: _Run) -> Optional[Plan]:
+    """The plan with its vendor set where no index is read for it; None: the index decides."""
     fixed = plan.route.fixed_resolution()
     if fixed is not None:  # the lock names the vendor files: no index is read
         return resolved_plan(plan, fixed)
@@ -446,9 +453,48 @@ def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRe
         run.progress(f"vendor set: {record.resolution.set_name}, as recorded in {current} (no index read; "
                      "--upgrade reads it again)")
         return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
+    return None
+
+
+class _IndexRead:
+    """The vendor index's listings, read and chosen from on a thread of its own: a first install
+    makes its environment meanwhile (`uv venv` needs no vendor set), which hides the read (and
+    the import of requests, about 0.12 s of CPU) behind it. A daemon thread: an interrupted run
+    does not wait for its connections."""
+
+    def __init__(self, plan: Plan, interpreter: Interpreter) -> None:
+        from jetson_install import index
+        from jetson_install.platform_data import ubuntu_glibc
+
+        assert plan.vendor is not None
+        vendor, location, glibc = plan.vendor, plan.vendor_index, ubuntu_glibc(plan.platform.ubuntu)
+        self._outcome: List[Any] = []
+
+        def read() -> None:
+            try:
+                # The interpreter's own Python decides the files, whatever the channel's is.
+                self._outcome.append(index.resolve(vendor, location, interpreter.abi, glibc))
+            except BaseException as exc:  # handed to the thread that waits for it
+                self._outcome.append(exc)
+
+        self._thread = threading.Thread(target=read, name="vendor-index", daemon=True)
+        self._thread.start()
+
+    def resolution(self) -> Resolution:
+        self._thread.join()
+        outcome = self._outcome[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome  # type: ignore[no-any-return]
+
+
+def _index_set(plan: Plan, run: _Run, reading: _IndexRead) -> Plan:
+    """The plan with the set the index read chose; a failure is the vendor step's, with its fixes."""
+    from jetson_install import index
+    from jetson_install.identity import NoBuildForPython, NothingInPolicy
+
     try:
-        # The interpreter's own Python decides the files, whatever the channel's is.
-        resolution = index.resolve(plan.vendor, plan.vendor_index, interpreter.abi, ubuntu_glibc(plan.platform.ubuntu))
+        resolution = reading.resolution()
     except JetsonInstallError as exc:
         # Reading the index is the vendor step's first half: its fixes are the vendor step's.
         context = StepContext("vendor", run.command, plan.vendor_index, Path(plan.venv + ".d"), "",
@@ -470,8 +516,14 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
     """The whole install, under the lock on DIR.d."""
     current = home.current()
     record = read_record(current) if current is not None else None
+    reading: Optional[_IndexRead] = None
     try:
-        plan = _resolve(plan, current, record, upgrade, run, interpreter)
+        if current is None and _known_set(plan, None, None, upgrade, run) is None:
+            # A first install has no environment to be a no-op against: its index is read while
+            # the environment is made, and the first step that needs the set waits for it.
+            reading = _IndexRead(plan, interpreter)
+        else:
+            plan = _resolve(plan, current, record, upgrade, run, interpreter)
     except StepFailed as failure:
         return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
     run.plan = plan
@@ -495,7 +547,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
     staging = home.new_environment_path()
     source.read_local()  # a local tree is read before building writes into it
     try:
-        previous = _execute(home, staging, interpreter, fingerprint, source, run)
+        previous = _execute(home, staging, interpreter, fingerprint, source, run, reading)
         # From here on the new environment is the user's; nothing may remove it.
         home.prune(keep=[staging, previous])
         installed = {**run.plan.route.kept(), **installed_versions(staging)}
@@ -521,10 +573,11 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
 
 
 def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fingerprint: Dict[str, Any],
-             source: Sources, run: _Run) -> Optional[Path]:
+             source: Sources, run: _Run, reading: Optional[_IndexRead] = None) -> Optional[Path]:
     """Run the plan's steps into `staging`, then switch the user's path to it; return the
     environment it replaced. A step may learn what the rest of the plan needs (the versions it
-    installed, the companions' hashes): the rest runs from the plan as it then stands."""
+    installed, the companions' hashes): the rest runs from the plan as it then stands; so does
+    the vendor set of an index still being read (`reading`), before the first step that needs it."""
     run.start(staging)
     handlers: Dict[str, _Handler] = {**_COMMON, **run.plan.route.handlers(), **_interpreter_handlers(interpreter)}
     previous: List[Optional[Path]] = []
@@ -544,6 +597,10 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fin
 
     handlers.update({"doctor": record_and_doctor, "switch": switch})
     for number in range(len(run.plan.steps)):
+        if reading is not None and run.plan.steps[number].kind not in _NO_VENDOR_SET:
+            run.learned(_index_set(run.plan, run, reading))
+            run.warnings.extend(w for w in run.plan.warnings if w not in run.warnings)
+            reading = None
         step = run.plan.steps[number].bound(run.plan.staging, str(staging))
         handler = handlers[step.kind]
         run.step(step, lambda: handler(step, run))

@@ -108,7 +108,7 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
     home.switch_to(oldest)
     home.switch_to(previous)
 
-    def fake_execute(home, staging, interpreter, fingerprint, source, run):  # the real steps need uv and indexes
+    def fake_execute(home, staging, interpreter, fingerprint, source, run, reading=None):  # the real steps need uv and indexes
         (staging / STATE_DIR).mkdir(parents=True)
         home.record_plan(staging, fingerprint)
         home.mark_complete(staging)

@@ -244,6 +244,8 @@ def test_a_vendor_index_that_is_down_offers_the_channels_fallback(installer: Ins
     assert data["error"]["step"] == "vendor" and fix.startswith("http://127.0.0.1:9/simple did not answer")
     assert "use the channel's fallback source: jetson-install obliteratus" in fix and "--vendor-fallback" in fix
     assert fix.count("--vendor-index") == 1 and fix.endswith("--vendor-index URL")
+    # A first install reads the index while it makes the environment: that one is gone again.
+    assert not installer.venv.exists() and not list(Path(f"{installer.venv}.d").glob("*env-*"))
 
 
 def test_failed_verification_keeps_the_old_environment_and_the_evidence(installer: Installer) -> None:
