@@ -587,7 +587,7 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fin
         # The command (and where it ran, for its relative paths) is what `add` makes the next one from.
         home.record_plan(staging, {**_fingerprint(run.plan, interpreter), **source.record(),
                                    "target": run.plan.target.id, "command": list(run.rerun.argv),
-                                   "cwd": os.getcwd()})
+                                   "cwd": _working_folder()})
         return _doctor(step, execution)
 
     def switch(step: Step, execution: _Run) -> str:
@@ -605,6 +605,14 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fin
         handler = handlers[step.kind]
         run.step(step, lambda: handler(step, run))
     return previous[0] if previous else None
+
+
+def _working_folder() -> Optional[str]:
+    """Where the command runs; None when that folder was removed under it."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 def _compiled(text: str) -> List[Companion]:
