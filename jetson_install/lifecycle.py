@@ -202,7 +202,8 @@ def clean(dry_run: bool) -> Cleaned:
         for entry in sorted(cache.iterdir()) if cache.is_dir() else []:
             if entry.name == BUILD_CACHE_DIR or entry.name.startswith(REMOVING_PREFIX):
                 items.append(("bitsandbytes build cache", entry, partial(remove_tree, entry)))
-            elif entry.name == INTERPRETER_CACHE:
+            elif entry.name == INTERPRETER_CACHE or entry.name.startswith(f".{INTERPRETER_CACHE}."):
+                # (the second: one a kill left half-written, before its rename)
                 items.append(("interpreter cache", entry, partial(entry.unlink, missing_ok=True)))
             else:
                 left.append(str(entry))  # the tool's cache folder, but not a name it gives: never removed
