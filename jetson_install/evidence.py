@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_MAX_AGE_DAYS",
     "GATE_ID",
     "Verdict",
+    "not_proven",
     "load",
     "contradiction",
     "proven_here",
@@ -172,11 +173,11 @@ def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
-def proven_here(evidence: Mapping[str, Any], platform: "Platform") -> Optional[str]:
-    """Why passing, fresh evidence does not prove that CUDA works on ``platform``, the board as
-    read now, else None: it must come from the strict doctor's full run (every check of
-    the doctor ran; one left out only as not applicable, with its reason, and never one that
-    proves CUDA), and name this board's L4T, SoC, module and compute capability."""
+def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
+    """Why passing, fresh evidence does not prove that CUDA worked on the board it names, else
+    None: it must come from the strict doctor's full run (every check of the doctor ran; one
+    left out only as not applicable, with its reason, and never one that proves CUDA). The one
+    rule for the `cuda` label and for a "passed" in the support table."""
     from jetson_install.doctor import CHECKS
 
     if evidence.get("profile", "jetson") != "jetson":
@@ -193,6 +194,16 @@ def proven_here(evidence: Mapping[str, Any], platform: "Platform") -> Optional[s
         return f"CUDA is not proven: {', '.join(unproven)} not ok"
     if evidence["strict"] is not True:
         return "not strict: make it with jetson-install doctor --strict --evidence FILE"
+    return None
+
+
+def proven_here(evidence: Mapping[str, Any], platform: "Platform") -> Optional[str]:
+    """Why passing, fresh evidence does not prove that CUDA works on ``platform``, the board as
+    read now, else None: it must prove CUDA (not_proven) and name this board's L4T, SoC,
+    module and compute capability."""
+    unproven = not_proven(evidence)
+    if unproven is not None:
+        return unproven
     recorded, torch = evidence["platform"], evidence["torch"]
     here = {
         "L4T": (recorded.get("l4t"), str(platform.l4t) if platform.l4t is not None else None),
@@ -264,13 +275,17 @@ def _cell(value: Any) -> str:
 
 
 def support_table(verdicts: Sequence[Verdict]) -> str:
-    """The Markdown support table from fresh passing evidence only; the rest listed apart,
-    so that support wording names only combinations with fresh green evidence."""
+    """The Markdown support table from fresh, passing, strict and complete evidence only (what
+    grants the `cuda` label); the rest listed apart with the reason, so that support wording
+    names only combinations with fresh green evidence of the whole gate."""
     header = ["| board | JetPack / L4T | channel | torch | bitsandbytes | date | result |",
               "|---|---|---|---|---|---|---|"]
     rows = []
+    left_out: List[Tuple[str, str]] = []
     for verdict in verdicts:
-        if not verdict.ok:
+        reason = verdict.reason if not verdict.ok else not_proven(verdict.evidence)
+        if reason is not None:
+            left_out.append((verdict.path, reason))
             continue
         evidence = verdict.evidence
         platform, torch, bnb = evidence["platform"], evidence["torch"], evidence["bitsandbytes"]
@@ -278,15 +293,14 @@ def support_table(verdicts: Sequence[Verdict]) -> str:
         rows.append("| " + " | ".join(_cell(value) for value in (
             platform.get("board") or platform.get("module") or platform.get("family"),
             _release(platform), platform.get("channel"), torch.get("version"), bnb_cell,
-            evidence["generated_at"][:10], "passed (strict)" if evidence["strict"] else "passed",
+            evidence["generated_at"][:10], "passed (strict)",
         )) + " |")
     lines = header + sorted(set(rows))
     if not rows:
         lines.append("| - | - | - | - | - | - | no fresh passing evidence |")
-    left_out = [verdict for verdict in verdicts if not verdict.ok]
     if left_out:
-        lines += ["", "Not counted (stale, failed or invalid):", ""]
-        lines += [f"- `{verdict.path}`: {verdict.reason}" for verdict in left_out]
+        lines += ["", "Not counted (stale, failed, not strict, incomplete or invalid):", ""]
+        lines += [f"- `{path}`: {reason}" for path, reason in left_out]
     return "\n".join(lines)
 
 

@@ -165,7 +165,7 @@ def test_support_table_counts_fresh_passing_evidence_only(gate_runs: Dict[str, A
     assert lines[0] == "| board | JetPack / L4T | channel | torch | bitsandbytes | date | result |"
     assert lines[2] == (f"| NVIDIA Jetson AGX Orin Developer Kit | JetPack 6.2 / L4T 36.4.3 | jp6-cu126 | 2.8.0 | "
                         f"0.46.1 (kernels passed) | {_days_ago(0)[:10]} | passed (strict) |")
-    assert lines[3:6] == ["", "Not counted (stale, failed or invalid):", ""]
+    assert lines[3:6] == ["", "Not counted (stale, failed, not strict, incomplete or invalid):", ""]
     assert lines[6].startswith(f"- `{stale}`: stale") and lines[7].startswith(f"- `{failed}`: status failed")
 
 
@@ -289,6 +289,14 @@ def test_cuda_is_refused_for_evidence_that_did_not_check_cuda(gate_runs: Dict[st
         expected = "not strict" if name == "not-strict" else "incomplete: "
         assert expected in labels["cuda_reason"], labels["cuda_reason"]
     assert "cuda-available" in _cuda(cli_env, str(tmp_path / "no-gpu.json"))["cuda_reason"]
+    # The support table counts by the same rule: only the strict, complete run is "passed".
+    files = [str(tmp_path / f"{name}.json") for name in runs]
+    table = jetson_install(cli_env, "evidence", "table", str(gate_runs["working"]["evidence"]), *files)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert len([line for line in lines if line.startswith("| NVIDIA")]) == 1 and lines[2].endswith("| passed (strict) |")
+    assert lines[3:6] == ["", "Not counted (stale, failed, not strict, incomplete or invalid):", ""]
+    assert lines[6:] == [f"- `{file}`: {_cuda(cli_env, file)['cuda_reason'].split(': ', 1)[1]}" for file in files]
 
 
 def test_cuda_is_refused_where_a_cuda_check_only_warned_or_did_not_apply(
