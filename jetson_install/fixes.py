@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
+from jetson_install.redact import CREDENTIALS_FIX
+
 if TYPE_CHECKING:
     from jetson_install.uv_errors import UvFailure
 
@@ -120,6 +122,8 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
                 f"to the mirror, or use another: {rerun.with_option('--default-index', 'URL')}")
     if kind == "network":
         return index_down_fix(context)
+    if kind == "refused":
+        return f"{CREDENTIALS_FIX}, then run: {rerun}"
     if kind == "missing-file":
         return (f"{failure.subject or 'a file the build reads'} is missing (a dangling symlink?): restore or "
                 f"remove it, then run: {rerun}")

@@ -21,10 +21,10 @@ from jetson_install.errors import (
 )
 from jetson_install.identity import ChosenFile, ListedFile, Resolution
 from jetson_install.resolve import choose_set
-from jetson_install.redact import credentials, redact
+from jetson_install.redact import CREDENTIALS_FIX, credentials, redact
 from jetson_install.tags import wheel_tags
 
-__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "project_files", "resolve", "SetReport", "check_source",
+__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "resolve", "SetReport", "check_source",
            "CHECK_STATUSES", "check_exit_code",
            "fetch_file", "fetch_text"]
 
@@ -39,12 +39,15 @@ _ARCH = "aarch64"
 
 #: An authenticated mirror's answers to missing or wrong credentials: not "did not answer".
 _REFUSED = (401, 403)
-_CREDENTIALS_FIX = ("give the mirror's user and token in the URL you pass (https://USER:TOKEN@HOST/...; they "
-                    "are never written to a file or shown) or in ~/.netrc (machine HOST login USER password TOKEN)")
 
 
 class IndexUnreachable(JetsonInstallError):
     """The index did not answer (or answered with an error)."""
+
+
+class IndexRefused(JetsonInstallError):
+    """The index answered, refusing the credentials (401, 403): its fix is the credentials', not a
+    network's, so callers that replace an unreachable index's fix leave this one."""
 
 
 def project_files(index: str, project: str) -> List[ListedFile]:
@@ -63,8 +66,8 @@ def project_files(index: str, project: str) -> List[ListedFile]:
     if response.status_code == 404:
         return []
     if response.status_code in _REFUSED:
-        raise IndexUnreachable(f"the vendor index {redact(index)} refused the request (HTTP {response.status_code}): "
-                               "check the credentials", fix=_CREDENTIALS_FIX)
+        raise IndexRefused(f"the vendor index {redact(index)} refused the request (HTTP {response.status_code}): "
+                               "check the credentials", fix=CREDENTIALS_FIX)
     if response.status_code != 200:
         raise _unreachable(index, f"HTTP {response.status_code}")
     if response.headers.get("Content-Type", "").split(";")[0].strip() == _PEP691:
@@ -251,7 +254,7 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
         return SetReport(channel_id, where, "not-read", ("not read: the source has no index URL to list",))
     try:
         listings = _listings(source, index)
-    except IndexUnreachable as exc:
+    except (IndexUnreachable, IndexRefused) as exc:  # not read, the message says why
         return SetReport(channel_id, where, "unreachable", (exc.message,))
     known = {build.file: build for build in source.builds}
     lines: List[str] = []
@@ -346,6 +349,6 @@ def fetch_text(url: str) -> str:
 
 def _failed(url: str, why: str) -> StepFailed:
     if why in (f"HTTP {code}" for code in _REFUSED):
-        return StepFailed("download", f"{redact(url)} was refused ({why}): check the credentials", _CREDENTIALS_FIX)
+        return StepFailed("download", f"{redact(url)} was refused ({why}): check the credentials", CREDENTIALS_FIX)
     return StepFailed("download", f"could not fetch {redact(url)} ({why})",
                       "check that the index or wheelhouse answers, then run the command again")

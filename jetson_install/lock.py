@@ -23,9 +23,10 @@ from packaging.utils import canonicalize_name
 from jetson_install import __version__, git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.lock_file import Lock, Locked, render_lock
-from jetson_install.redact import redact
+from jetson_install.redact import CREDENTIALS_FIX, redact
 from jetson_install.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
 from jetson_install.toml_file import load_toml
+from jetson_install.uv_errors import read_uv_failure
 
 if TYPE_CHECKING:
     from packaging.tags import Tag
@@ -223,9 +224,19 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
     result = runner.run_uv(argv, indexes=[index] if index else [])
     if not result.ok:
         where = index or "uv's default index"
+        failure = read_uv_failure(result.stderr)
+        fix = f"check that {where} answers and carries what the message names, then run the lock again"
+        if failure.kind == "refused":
+            fix = f"{CREDENTIALS_FIX}, then run the lock again"
+            refused, named = urlsplit(failure.subject or ""), urlsplit(index or "")
+            host = refused.hostname
+            if host and (host, refused.port) != (named.hostname, named.port):
+                # A vendor file, asked for by its URL: the vendor index URL's credentials do not go with it.
+                fix = (f"put the credentials for {host} in ~/.netrc (machine {host} login USER password TOKEN, "
+                       "mode 0600): this resolution fetches the vendor files by their URLs, which carry none, "
+                       "then run the lock again")
         raise StepFailed(f"resolve ({origin})", f"resolving from the {origin} index ({where}) failed: "
-                                                f"{uv.summarize_failure(result)}",
-                         f"check that {where} answers and carries what the message names, then run the lock again")
+                                                f"{failure.summary}", fix)
     return entries_from_pylock(output, origin, target.accepted, skip)
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple, Optional
 
-__all__ = ["MASK", "redact", "redact_data", "Credentials", "credentials", "RedactingStream"]
+__all__ = ["MASK", "CREDENTIALS_FIX", "redact", "redact_data", "Credentials", "credentials", "RedactingStream"]
 
 MASK = "****"
+#: What to do when a mirror refuses (401, 403): the two ways credentials reach it, neither written anywhere.
+CREDENTIALS_FIX = ("give the mirror's user and token in the URL you pass (USER:TOKEN@ before its host; they "
+                   "are never written to a file or shown) or in ~/.netrc (machine HOST login USER password TOKEN)")
 
 # scheme://userinfo@ ; the userinfo ends at the last '@' before the path, as URL parsers read it.
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s]*)@")

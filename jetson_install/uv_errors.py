@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from jetson_install.redact import redact
+
 __all__ = ["UvFailure", "read_uv_failure", "cause_chain"]
 
 _CAUSE_MARKERS = ("cause:", "Caused by:", "╰─▶", "×")
@@ -21,6 +23,13 @@ _NETWORK_MARKERS = (
     "timed out", "could not connect", "tcp connect error", "503 service unavailable", "connection closed",
     "connection reset", "http status server error",
 )
+# An index or a file's server answering that the credentials are missing or wrong: uv says it in
+# a hint ("could not be queried due to a lack of valid authentication credentials (401
+# Unauthorized)") after calling the package "not found", or as a fetch's cause.
+# Read per statement (uv wraps long lines at the terminal's width: COLUMNS).
+_REFUSED = re.compile(r"(https?://[^\s()`]+).*?\((40[13]) (?:Unauthorized|Forbidden)\)|"
+                      r"\((40[13]) (?:Unauthorized|Forbidden)\).*?(https?://[^\s()`]+)")
+_STATEMENT = re.compile(r"\s(?:error|cause|hint|help|Caused by):\s|[×╰├│]")
 _QUOTED_PATH = re.compile(r"`([^`]+)`")
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
 _MAX_LINE = 600
@@ -31,7 +40,7 @@ class UvFailure:
     """One uv failure: what kind it is and the one line that says so."""
 
     # disk-full, permission, cross-device, hash-mismatch, git-ref, seed-packages, network,
-    # missing-file, unsatisfiable; "other" is quoted as uv said it.
+    # refused (401/403: the credentials), missing-file, unsatisfiable; "other" is quoted as uv said it.
     kind: str
     summary: str  # uv's error line and its deepest cause, as one line
     subject: Optional[str] = None  # the ref, path or package the cause names, when it names one
@@ -76,6 +85,12 @@ def read_uv_failure(text: str) -> UvFailure:
     head = chain[0][0]
     root, details = chain[-1]
 
+    statements = _STATEMENT.split(" " + " ".join(text.split()))
+    refused = next(filter(None, map(_REFUSED.search, statements)), None)
+    if refused is not None:
+        url, code = refused.group(1) or refused.group(4), refused.group(2) or refused.group(3)
+        return UvFailure("refused", _clip(f"{redact(url)} refused the request (HTTP {code}): check the credentials"),
+                         redact(url))
     if "no space left on device" in lowered or 28 in os_errors:
         return UvFailure("disk-full", _clip(f"{head}: no space left on device"), _target_path(chain))
     if "hash mismatch" in lowered:

@@ -46,6 +46,7 @@ RUN_HERE = {
     "docs/install.md / The environments' lifecycle", "docs/fleets.md / Locks and wheelhouses",
     "README.md / For other projects", "README.md / For other projects#2",
     "docs/install.md / The stack for other projects, and adding to it later",
+    "docs/fleets.md / An authenticated mirror",
 }
 
 
@@ -226,6 +227,23 @@ def test_the_lock_and_wheelhouse_block(board: Dict[str, str], tmp_path: Path) ->
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "work" / "jp6.lock").is_file() and (tmp_path / "work" / "wheelhouse" / "simple").is_dir()
     assert "files in " in result.stderr and "install offline: jetson-install obliteratus --wheelhouse " in result.stderr
+
+
+def test_the_authenticated_mirror_block(board: Dict[str, str], tmp_path: Path, start_index, stub_index_dirs) -> None:
+    # The mirror: the gate's vendor builds and the public index, each answering only with the credentials.
+    token = "fleet-token-5f3a"
+    vendor = start_index(tmp_path / "gate-vendor", name="vendor-mirror", credentials=f"runner:{token}")
+    public = start_index(stub_index_dirs.public, name="public-mirror", credentials=f"runner:{token}")
+    board.update(MIRROR_HOST="127.0.0.1", FLEET_USER="runner", FLEET_TOKEN=token, VENDOR_MIRROR=vendor.url,
+                 PYPI_MIRROR=public.url)
+    result = run_block(block("docs/fleets.md", "An authenticated mirror"), board, tmp_path / "work")
+    assert result.returncode == 0, result.stdout + result.stderr
+    netrc = _home(board) / ".netrc"
+    assert netrc.stat().st_mode & 0o777 == 0o600
+    lock = (tmp_path / "work" / "jp6.lock").read_text()
+    assert f"{vendor.base_url}/files/torch-" in lock and token not in lock + result.stdout + result.stderr
+    assert (tmp_path / "work" / "wheelhouse" / "lock.txt").is_file()
+    assert vendor.requests and public.requests  # the mirror answered both
 
 
 @pytest.mark.lane

@@ -218,10 +218,10 @@ def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs, vendor_index
 
 def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs, start_index) -> None:
     from jetson_install.errors import StepFailed
-    from jetson_install.index import IndexUnreachable, fetch_text, project_files
+    from jetson_install.index import IndexRefused, fetch_text, project_files
 
     mirror = start_index(stub_index_dirs.vendor, name="authenticated", credentials="fleet:s3cret")
-    with pytest.raises(IndexUnreachable) as refused:
+    with pytest.raises(IndexRefused) as refused:
         project_files(mirror.url, "torch")
     assert refused.value.message.endswith("refused the request (HTTP 401): check the credentials")
     assert "~/.netrc" in (refused.value.fix or "")
@@ -230,3 +230,59 @@ def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs, start
     assert "was refused (HTTP 401): check the credentials" in str(failed.value.message)
     assert "wrong" not in failed.value.message
     assert project_files(mirror.url.replace("//", "//fleet:s3cret@", 1), "torch")  # the URL's credentials work
+
+
+def test_an_authenticated_mirror_serves_lock_wheelhouse_and_install_through_netrc(
+        stub_index_dirs, start_index, obliteratus_source: Path, tmp_path: Path) -> None:
+    env = _cli_env(tmp_path, stub_index_dirs.vendor)
+    vendor = start_index(stub_index_dirs.vendor, name="vendor-mirror", credentials="fleet:s3cret")
+    public = start_index(stub_index_dirs.public, name="public-mirror", credentials="fleet:s3cret")
+
+    def lock(output: Path, userinfo: str = "") -> CliResult:
+        vendor_url, public_url = (url.replace("//", f"//{userinfo}", 1) for url in (vendor.url, public.url))
+        return run_cli("lock", "--root", SAMPLE, "--vendor-index", vendor_url, "--default-index", public_url,
+                       "--source", str(obliteratus_source), "--output", str(output), "--python", sys.executable, env=env)
+
+    # The credentials in the URLs given reach those indexes, not the vendor files the resolution
+    # asks for by URL: the fix names the netrc line for their host, and no output the token.
+    in_url = lock(tmp_path / "in-url.lock", "fleet:s3cret@")
+    assert in_url.returncode == 1 and not (tmp_path / "in-url.lock").exists(), in_url.stderr
+    assert in_url.stderr.splitlines()[1] == (
+        "  fix: put the credentials for 127.0.0.1 in ~/.netrc (machine 127.0.0.1 login USER password TOKEN, mode "
+        "0600): this resolution fetches the vendor files by their URLs, which carry none, then run the lock again")
+    assert "s3cret" not in in_url.stdout + in_url.stderr
+    netrc = Path(env["HOME"]) / ".netrc"  # read by jetson-install (requests) and by uv alike
+    netrc.write_text("machine 127.0.0.1 login fleet password s3cret\n")
+    netrc.chmod(0o600)
+    made = lock(tmp_path / "here.lock")
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "here.lock").read_text()
+    assert "s3cret" not in text and f"{vendor.base_url}/files/torch-" in text  # the mirror's URLs, no credentials
+    house = run_cli("wheelhouse", str(tmp_path / "house"), "--lock", str(tmp_path / "here.lock"), env=env)
+    assert house.returncode == 0, house.stderr
+    installed = _install(env, tmp_path / "env", "--lock", str(tmp_path / "here.lock"))
+    assert installed.returncode == 0, installed.stderr
+    assert json.loads(installed.stdout)["installed"]["torch"].startswith("2.5.0a0")
+
+    # Wrong credentials: each of the three says the mirror refused them, never "did not answer".
+    netrc.write_text("machine 127.0.0.1 login fleet password expired\n")
+    refused = lock(tmp_path / "refused.lock")
+    assert refused.returncode == 1 and not (tmp_path / "refused.lock").exists()
+    assert refused.stderr.splitlines()[0] == (
+        f"error: the vendor index {vendor.url} refused the request (HTTP 401): check the credentials")
+    assert "~/.netrc (machine HOST login USER password TOKEN)" in refused.stderr and "expired" not in refused.stderr
+    vendor.credentials = "fleet:expired"  # the vendor index takes them now; uv's resolution is refused
+    by_uv = lock(tmp_path / "refused.lock")
+    assert by_uv.returncode == 1 and "did not answer" not in by_uv.stderr
+    assert by_uv.stderr.splitlines()[0] == (
+        f"error: resolving from the default index ({public.url}) failed: {public.url} refused the request "
+        "(HTTP 401): check the credentials")
+    public.credentials = "fleet:expired"
+    vendor.credentials = "fleet:s3cret"
+    cold = dict(env, UV_CACHE_DIR=str(tmp_path / "cold-cache"))  # a runner that has not downloaded them yet
+    again = _install(cold, tmp_path / "env2", "--lock", str(tmp_path / "here.lock"))
+    error = json.loads(again.stdout)["error"]
+    assert again.returncode == 1 and "refused the request (HTTP 401): check the credentials" in error["message"]
+    assert error["fix"].startswith("give the mirror's user and token in the URL you pass")
+    filled = run_cli("wheelhouse", str(tmp_path / "house2"), "--lock", str(tmp_path / "here.lock"), env=env)
+    assert filled.returncode == 1 and "was refused (HTTP 401): check the credentials" in filled.stderr

@@ -138,3 +138,18 @@ def test_a_dangling_symlink_met_by_the_tool_is_named(tmp_path: Path) -> None:
     link.symlink_to(tmp_path / "nowhere")
     assert fix_for_os_error(OSError(errno.ENOENT, "No such file", str(link)), "run: x").startswith(
         f"{link} is a dangling symlink")
+
+
+@pytest.mark.parametrize("name, step, url", [
+    ("compile-index-401", "resolve", "http://127.0.0.1:45793/simple"),
+    ("install-file-401", "lock", "http://127.0.0.1:45793/files/six-1.16.0-py3-none-any.whl"),
+    # With COLUMNS=80 (a terminal's width, passed on by a CI runner) uv wraps its lines.
+    ("compile-file-401-wrapped", "resolve", "http://127.0.0.1:45467/files/torch-2.5.0a0+872d972e41.nv24.08-py3-none-any.whl"),
+])
+def test_a_mirror_refusing_the_credentials_says_so_not_not_found(name: str, step: str, url: str) -> None:
+    # uv calls the package "not found in the package registry" and says why only in a hint.
+    failure, fix = explain(name, step, index="http://127.0.0.1:45793/simple")
+    assert failure.kind == "refused"
+    assert failure.summary == f"{url} refused the request (HTTP 401): check the credentials"
+    assert fix.startswith("give the mirror's user and token in the URL you pass") and "~/.netrc" in fix
+    assert fix.endswith("then run: jetson-install obliteratus --venv /srv/obl --vendor-index https://mirror.example/jp6 --yes")
