@@ -9,6 +9,7 @@ hashes required, no resolution) and carried to machines without internet as a wh
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import sys
@@ -23,6 +24,7 @@ from packaging.utils import canonicalize_name
 from jetson_install import __version__, git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
 from jetson_install.lock_file import Lock, Locked, render_lock
+from jetson_install.outputs import replace_file
 from jetson_install.redact import CREDENTIALS_FIX, redact
 from jetson_install.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
 from jetson_install.toml_file import load_toml
@@ -111,18 +113,22 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
     package from the first that has it), OBLITERATUS built into a wheel beside `output`."""
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="jetson-install-lock-") as scratch:
-        work = Path(scratch)
+    _remove_abandoned(Path(tempfile.gettempdir()), output.parent)
+    # A killed lock leaves its work folder (a clone, a build): named by its pid, so the next
+    # lock removes it once that process is gone.
+    work = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
+    try:
         vendor = _vendor_entries(work, resolution, vendor_index, target)
         built: List[Locked] = []
         rest_requirements: List[str] = []
-        wheel, commit = None, None
+        wheel, built_wheel, commit = None, None, None
         if requirement is not None:
-            wheel, commit = _build_target(requirement, default_index, output.parent, work)
+            built_wheel, commit = _build_target(requirement, default_index, work)
+            wheel = output.parent / built_wheel.name  # where it goes with the lock, once the lock is written
             name = _distribution(requirement)
             extras = requirement.split(" @ ", 1)[0][len(name):]
-            rest_requirements.append(f"{name}{extras} @ {wheel.as_uri()}")
-            built.append(Locked(name, _wheel_version(wheel.name), wheel.as_uri(), _sha256(wheel), "built"))
+            rest_requirements.append(f"{name}{extras} @ {built_wheel.as_uri()}")
+            built.append(Locked(name, _wheel_version(wheel.name), wheel.as_uri(), _sha256(built_wheel), "built"))
         # The vendor files as direct references: their dependencies come from the default index,
         # and the vendor index is asked for nothing else.
         rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
@@ -132,12 +138,47 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
         rest_requirements.append("pip")
         rest = _resolve(work, "default", rest_requirements, constraints, default_index, target, no_deps=False,
                         skip=[entry.name for entry in vendor + built])
-    # The header names the source without a token in its URL: a lock is copied to every runner.
-    lock = Lock(channel, target.python, target.arch, target.platform,
-                redact(requirement) if requirement else "none (the stack alone)", commit, __version__,
-                tuple(vendor + built + rest), resolution.warnings, target_id)
-    output.write_text(render_lock(lock), encoding="utf-8")
+        # The header names the source without a token in its URL: a lock is copied to every runner.
+        lock = Lock(channel, target.python, target.arch, target.platform,
+                    redact(requirement) if requirement else "none (the stack alone)", commit, __version__,
+                    tuple(vendor + built + rest), resolution.warnings, target_id)
+        # The wheel beside the lock may be the previous lock's (the same name for another commit):
+        # both are replaced by a rename, one straight after the other, so a killed lock leaves the
+        # previous pair whole and never half a file.
+        part = None
+        if wheel is not None and built_wheel is not None:
+            part = output.parent / f".{wheel.name}.{os.getpid()}{_PART}"
+            shutil.copyfile(built_wheel, part)
+        replace_file(output, render_lock(lock))
+        if part is not None and wheel is not None:
+            os.replace(part, wheel)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return LockResult(lock, str(output), str(wheel) if wheel else None)
+
+
+_WORK_PREFIX = "jetson-install-lock-"
+_PART = ".part"
+
+
+def _remove_abandoned(scratch: Path, beside: Path) -> None:
+    """What killed locks left: their work folders, and a wheel copied beside a lock not yet
+    written (`.NAME.PID.part`), once the process named is gone."""
+    leftovers = [(path, path.name[len(_WORK_PREFIX):].split("-", 1)[0]) for path in scratch.glob(f"{_WORK_PREFIX}*")]
+    leftovers += [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1]) for path in beside.glob(f".*{_PART}")]
+    for path, pid in leftovers:
+        try:
+            os.kill(int(pid), 0)
+        except (ValueError, ProcessLookupError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    path.unlink()
+                except OSError:
+                    pass  # not ours to remove
+        except PermissionError:
+            pass  # another user's live lock
 
 
 def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[Locked]:
@@ -240,8 +281,8 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
     return entries_from_pylock(output, origin, target.accepted, skip)
 
 
-def _build_target(requirement: str, default_index: Optional[str], out_dir: Path, work: Path) -> Tuple[Path, Optional[str]]:
-    """Build the target once into a wheel in `out_dir`; return it and the source commit."""
+def _build_target(requirement: str, default_index: Optional[str], work: Path) -> Tuple[Path, Optional[str]]:
+    """Build the target once into a wheel in `work`; return it and the source commit."""
     url = requirement.split(" @ ", 1)[1]
     if url.startswith("git+"):
         repository, _, ref = url[len("git+"):].rpartition("@") if "@" in url.split("://", 1)[1] else (url[4:], "", "")
@@ -279,9 +320,7 @@ def _build_target(requirement: str, default_index: Optional[str], out_dir: Path,
     if not result.ok or not wheels:
         raise StepFailed("build", f"building {source} into a wheel failed: {uv.summarize_failure(result)}",
                          "fix the build error above, then run the lock again")
-    wheel = out_dir / wheels[0].name
-    shutil.copyfile(wheels[0], wheel)
-    return wheel, commit
+    return wheels[0], commit
 
 
 def _sha256(path: Path) -> str:

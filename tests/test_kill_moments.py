@@ -1,7 +1,8 @@
 """A killed run leaves nothing growing: kill -9 of jetson-install alone (not its process group,
 as an OOM killer or a CI runner's timeout may do) at many moments of the vendor, target and lock
-steps. No child survives it (each dies with the tool: PR_SET_PDEATHSIG), the user's environment
-is the one before, and after one more run DIR.d holds only what the tool marked as its own."""
+steps, and of `jetson-install lock`. No child survives it (each dies with the tool:
+PR_SET_PDEATHSIG), the user's environment (or lock) is the one before, and after one more run
+DIR.d holds only what the tool marked as its own (and no lock's work is left behind)."""
 
 from __future__ import annotations
 
@@ -38,10 +39,11 @@ def _marked(mark: str) -> List[str]:
 
 
 def _survivors(mark: str) -> List[str]:
-    """The uv processes of the killed run still alive a moment later: the signal a child gets
-    when its parent dies is immediate; a uv left running finishes its step within a second."""
+    """The uv and git processes of the killed run still alive a moment later: the signal a child
+    gets when its parent dies is immediate; a uv left running finishes its step within a second."""
     time.sleep(0.3)
-    return [process for process in _marked(mark) if Path(process.split(": ", 1)[1].split(" ", 1)[0]).name == "uv"]
+    return [process for process in _marked(mark)
+            if Path(process.split(": ", 1)[1].split(" ", 1)[0]).name in ("uv", "git")]
 
 
 def _kill_at(argv: List[str], env: Dict[str, str], seconds: float) -> "tuple[bool, List[str]]":
@@ -93,3 +95,56 @@ def test_kill_9_at_twenty_moments_leaves_no_child_and_nothing_growing(
     _only_what_is_marked(Path(f"{installer.venv}.d"))
     print(f"\nkill moments: {killed} of {MOMENTS} runs killed between {moments[0]:.1f} and {moments[-1]:.1f} s "
           f"(a whole run: {whole:.1f} s)", file=sys.stderr)
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=test", "-c", "user.email=test@example.invalid", *args],
+                   check=True, capture_output=True)
+
+
+def _pair_is_whole(lock_path: Path) -> None:
+    """The lock at the output path reads whole, and the built wheel beside it is the one it names."""
+    import hashlib
+
+    from jetson_install.lock_file import parse_lock
+
+    lock = parse_lock(lock_path.read_text(), str(lock_path))
+    [built] = [entry for entry in lock.entries if entry.origin == "built"]
+    wheel = lock_path.parent / built.filename
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == built.sha256, f"{wheel.name} is not the lock's"
+
+
+def test_kill_9_of_lock_leaves_no_child_no_half_lock_and_the_previous_lock_whole(
+        stub_index_dirs, vendor_index, public_index, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    from test_lock import catalog_env, lock_argv
+
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    source = tmp_path / "source"
+    shutil.copytree(obliteratus_git_repo, source, symlinks=True)
+    out = tmp_path / "locks"
+    out.mkdir()
+    output = out / "fleet.lock"
+    argv = [sys.executable, "-m", "jetson_install", *lock_argv(vendor_index.url, public_index.url, source, output,
+                                                              "--python", sys.executable)]
+    started = time.monotonic()
+    first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    assert first.returncode == 0, first.stderr
+    whole = time.monotonic() - started
+    moments, killed = [whole * (i + 1) / 11 for i in range(10)], 0
+    for number, seconds in enumerate(moments):
+        # Each lock builds another commit: its wheel has the previous one's name and other bytes.
+        (source / "obliteratus" / "extra.py").write_text(f"X = {number}\n")
+        _git(source, "add", "-A")
+        _git(source, "commit", "-q", "-m", f"change {number}")
+        was_running, survivors = _kill_at(argv, env, seconds)
+        assert survivors == [], f"kill -9 of lock at {seconds:.1f} s left {survivors}"
+        killed += was_running
+        _pair_is_whole(output)  # the previous lock and its wheel, or (killed after both renames) the new pair
+    assert killed >= 5, f"only {killed} of 10 locks were still running when killed"
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr
+    _pair_is_whole(output)
+    assert sorted(path.name for path in out.iterdir()) == ["fleet.lock", "obliteratus-0.1.3-py3-none-any.whl"]
+    assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []  # the killed locks' work folders
+    print(f"\nlock kill moments: {killed} of 10 killed between {moments[0]:.1f} and {moments[-1]:.1f} s "
+          f"(a whole lock: {whole:.1f} s)", file=sys.stderr)
