@@ -290,6 +290,18 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
         from jetson_install.routes.preflight import require_aarch64
 
         require_aarch64()  # before anything else: no plan made here could run
+    if options.added and (lock_file or wheelhouse):
+        from jetson_install.fixes import Rerun
+
+        # A lock installs exactly its files: an addition beside it would be left out unsaid.
+        option = "--lock" if lock_file else "--wheelhouse"
+        locked = rerun.keeping("lock", ("--root", "--l4t", "--soc", "--vendor-index", "--default-index", "--source",
+                                        "--ref", "--python", "--with"), ("--vendor-fallback", "--allow-insecure-index"))
+        lock_command = Rerun(("lock", options.target, *locked.argv[1:], "--output", "new.lock"))
+        install_command = rerun.without("--with").without("--wheelhouse").with_option("--lock", "new.lock")
+        raise BadInput(f"--with and {option} were both given: a lock installs exactly its files, so --with would add "
+                       "nothing", fix=f"lock the additions with the rest, then install that lock: {lock_command} && "
+                                      f"{install_command}")
     plan = make_install_plan(options)
     if plan.supported and (lock_file or wheelhouse):
         from jetson_install.routes.lock import read_lock_in_use, with_lock

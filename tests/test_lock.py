@@ -201,6 +201,15 @@ def test_lock_torch_with_an_addition_then_install_from_the_lock_here(
     other = jetson_install(cli_env, "obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "obl"), "--python",
                            sys.executable, "--lock", str(output), "--yes")
     assert other.returncode == 2 and "the lock was made by `jetson-install lock torch`" in other.stderr
+    # --with beside a lock would add nothing: refused, with the commands that lock it and install that.
+    beside = jetson_install(cli_env, "torch", "--root", SAMPLE, "--venv", str(venv), "--lock", str(output),
+                            "--with", "accelerate", "--yes")
+    assert beside.returncode == 2
+    assert beside.stderr.splitlines() == [
+        "error: --with and --lock were both given: a lock installs exactly its files, so --with would add nothing",
+        f"  fix: lock the additions with the rest, then install that lock: jetson-install lock torch --root {SAMPLE} "
+        f"--with accelerate --output new.lock && jetson-install torch --root {SAMPLE} --venv {venv} --yes "
+        "--lock new.lock"]
     added = jetson_install(cli_env, "add", "--venv", str(venv), "accelerate")
     assert added.returncode == 2
     assert f"error: {venv} was installed from a lock" in added.stderr
