@@ -253,8 +253,15 @@ def sees_parent_environment(python: str) -> bool:
 
 def pip_check(python: str, command: Optional[Sequence[str]] = None) -> Completed:
     """`uv pip check` on `python`'s environment; in a venv that sees its parent's packages,
-    what the parent provides is judged by what the interpreter imports (uv does not see it)."""
+    what the parent provides is judged by what the interpreter imports (uv does not see it), and
+    a wheel mislabelled with an SBSA platform is judged by the interpreter's machine."""
     result = run_uv(command or uv.pip_check_argv(python), timeout=300)
-    if result.ok or result.timed_out or not sees_parent_environment(python):
+    parent = sees_parent_environment(python)
+    if result.ok or result.timed_out or not (parent or "built for a different platform" in result.stdout + result.stderr):
         return result
-    return uv.judge_unseen(result, visible_distributions(python))
+    seen = _run_stack_probe(python)
+    if parent:
+        result = uv.judge_unseen(result, seen["distributions"])
+    if result.ok:
+        return result
+    return uv.judge_sbsa_tags(result, seen.get("wheel_tags", {}), seen.get("machine", ""))

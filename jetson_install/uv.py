@@ -35,6 +35,8 @@ __all__ = [
     "companions_install_argv",
     "summarize_failure",
     "judge_unseen",
+    "judge_sbsa_tags",
+    "accepted_note",
     "read_installed",
     "read_event",
     "parse_size",
@@ -212,6 +214,46 @@ def judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
     if problems:
         return Completed(result.argv, result.returncode, "", "\n".join(problems + [note]) + "\n")
     return Completed(result.argv, 0, f"All installed packages are compatible ({note})\n", "")
+
+
+_OTHER_PLATFORM = re.compile(r"The package `([^`]+)` was built for a different platform")
+# NVIDIA's aarch64 nvidia-cusparselt-cu13 0.8.x wheels are named for manylinux2014_aarch64 (what
+# an installer picks them by) but their WHEEL file records `py3-none-manylinux2014_sbsa`, a
+# platform no interpreter has, so a wheel-tag check calls them "built for a different platform"
+# though they install and run; fixed in 0.9.1, while torch pins 0.8.x
+# (https://github.com/newton-physics/newton/pull/3582).
+_SBSA_PLATFORM = re.compile(r"^manylinux\w*_sbsa$")
+
+
+def judge_sbsa_tags(result: Completed, wheel_tags: Mapping[str, Sequence[str]], machine: str) -> Completed:
+    """Keep uv pip check's problems, less its "built for a different platform" lines for the
+    distributions whose WHEEL file names only an SBSA platform, on an aarch64 interpreter (SBSA
+    is the Arm server flavour of aarch64): those are NVIDIA's mislabel, said as a note."""
+    from packaging.utils import canonicalize_name
+
+    problems, mislabelled = [], []
+    for line in (result.stdout + "\n" + result.stderr).splitlines():
+        found = _OTHER_PLATFORM.search(line)
+        if found:
+            name = canonicalize_name(found.group(1))
+            tags = wheel_tags.get(name, ())
+            if machine == "aarch64" and tags and all(_SBSA_PLATFORM.match(tag.split("-")[-1]) for tag in tags):
+                mislabelled.append(f"{name} (its WHEEL file says {', '.join(tags)})")
+                continue
+        if line.strip().startswith("The package") or "requirement(s) met by the parent" in line:
+            problems.append(line.strip())
+    if not mislabelled:
+        return result
+    note = "accepted as aarch64: " + "; ".join(mislabelled)
+    if any(line.startswith("The package") for line in problems):
+        return Completed(result.argv, result.returncode, "", "\n".join(problems + [note]) + "\n")
+    return Completed(result.argv, 0, f"All installed packages are compatible ({'; '.join(problems + [note])})\n", "")
+
+
+def accepted_note(result: Completed) -> Optional[str]:
+    """What a passing check accepted that uv itself did not (judge_unseen, judge_sbsa_tags)."""
+    found = re.match(r"All installed packages are compatible \((.+)\)$", result.stdout.strip())
+    return found.group(1) if found else None
 
 
 def read_installed(result: Completed) -> Dict[str, str]:

@@ -6,6 +6,7 @@ from shlex import quote
 
 from jetson_install.doctor.context import Context, uv_command
 from jetson_install.doctor.results import FAIL, OK, Verdict
+from jetson_install.uv import accepted_note
 
 
 def check_obliteratus(ctx: Context) -> Verdict:
@@ -36,7 +37,8 @@ def check_pip(ctx: Context) -> Verdict:
     if completed is None:
         return FAIL, "uv pip check did not run", f"uv pip check --python {quote(ctx.python)}"
     if completed.ok:
-        return OK, "uv pip check: no broken requirements", None
+        note = accepted_note(completed)
+        return OK, "uv pip check: no broken requirements" + (f" ({note})" if note else ""), None
     if completed.timed_out:
         return FAIL, "uv pip check could not run: it did not finish in time", f"{uv_command()} pip check --python {quote(ctx.python)}"
     if completed.returncode == 127:

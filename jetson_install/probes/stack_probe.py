@@ -2,14 +2,17 @@
 sees on its whole sys.path, which uv does not look through for a venv's parent
 (astral-sh/uv#17215, #15162), and the identity of each package of the torch stack: version,
 location, the sha256 of its dist-info RECORD, and torch's CUDA version read from
-torch/version.py without importing torch (no GPU or CUDA library is needed to read it).
+torch/version.py without importing torch (no GPU or CUDA library is needed to read it), and
+the tags each distribution's WHEEL file records (`uv pip check` judges those, not the file name).
 
-Prints one JSON line: {"probe": "stack", "python": ..., "distributions": {...}, "stack": {...}}.
+Prints one JSON line: {"probe": "stack", "python": ..., "machine": ..., "distributions": {...},
+"wheel_tags": {...}, "stack": {...}}.
 """
 
 import hashlib
 import importlib.util
 import json
+import platform
 import re
 import sys
 import sysconfig
@@ -50,6 +53,7 @@ def main():
     from importlib import metadata
 
     visible = {}
+    wheel_tags = {}
     stack = {}
     # sys.path order: the first distribution of a name is the one an import gets.
     for distribution in metadata.distributions():
@@ -57,14 +61,18 @@ def main():
         if not name or normalize(name) in visible:
             continue
         visible[normalize(name)] = distribution.version
+        wheel = distribution.read_text("WHEEL") or ""
+        wheel_tags[normalize(name)] = re.findall(r"^Tag:\s*(\S+)\s*$", wheel, re.MULTILINE)
         if normalize(name) in STACK:
             stack[normalize(name)] = identity(distribution)
     print(json.dumps({
         "probe": "stack",
         "python": "%d.%d.%d" % sys.version_info[:3],
+        "machine": platform.machine(),
         "prefix": sys.prefix,
         "purelib": sysconfig.get_paths()["purelib"],
         "distributions": visible,
+        "wheel_tags": wheel_tags,
         "stack": stack,
     }))
 
