@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
+from jetson_install import apt
 from jetson_install.catalog import Channel, Target, VendorSource
 from jetson_install.identity import Resolution, VersionSet
 from jetson_install.layout import staging_placeholder
@@ -296,6 +297,9 @@ class Plan:
             "requirement": self.requirement,
             "additions": list(self.additions),
             "apt": list(self.chosen_set.apt) if self.chosen_set else [],
+            # The whole command, NVIDIA's CUDA repository added first where a package is only there.
+            "apt_command": apt.install_command(self.chosen_set.apt, assume_yes=True)
+            if self.chosen_set and self.chosen_set.apt else None,
             "containers": [image.to_json() for image in self.channel.containers] if self.channel else [],
             "existing_torch": None,
             "lock": None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
+from jetson_install import apt
 from jetson_install.platform import Platform
 
 if TYPE_CHECKING:
@@ -72,7 +73,11 @@ def plan_text(plan: Plan) -> str:
     if fallback:
         lines.append(f"  fallback  {fallback}   (if the vendor source is down: --vendor-fallback)")
     if plan.vendor and plan.vendor.apt:
-        lines.append(f"  apt       sudo apt-get install -y {' '.join(plan.vendor.apt)}   (the vendor wheels need these)")
+        lines.append(f"  apt       {apt.install_command(plan.vendor.apt, assume_yes=True)}   (the vendor wheels need these)")
+        elsewhere = apt.from_cuda_repository(plan.vendor.apt)
+        if elsewhere:
+            lines.append(f"            ({', '.join(elsewhere)}: from NVIDIA's CUDA repository, which its cuda-keyring"
+                         " package adds first)")
     if plan.channel is not None:
         lines += container_lines(plan.channel)
     lines.append("steps:")

@@ -412,6 +412,10 @@ def test_transformers_seeing_torch_passes_and_absent_transformers_does_not_apply
     assert absent.to_json()["runtime"]["transformers"] == {"version": None, "torch_floor": None, "sees_torch": None}
 
 
+ADD_CUDA_REPOSITORY = ("wget https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/arm64/"
+                       "cuda-keyring_1.1-1_all.deb && sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update && ")
+
+
 @pytest.mark.parametrize(
     "platform, library, provided_by, fix",
     [
@@ -420,10 +424,11 @@ def test_transformers_seeing_torch_passes_and_absent_transformers_does_not_apply
         (THOR, "libnvpl_blas_lp64_gomp.so.0", "pip: nvpl-blas", "pip install --python {python} nvpl-blas"),
         (THOR, "libcudss.so.0", "pip: nvidia-cudss-cu13", "pip install --python {python} nvidia-cudss-cu13"),
         (THOR, "libcusparseLt.so.0", "pip: nvidia-cusparselt-cu13", "nvidia-cusparselt-cu13"),
-        # jp6/cu126 torch 2.11 links libcudss.so.0; on JetPack 6 it is an apt package.
-        (ORIN, "libcudss.so.0", "apt: cudss", "sudo apt-get install cudss"),
+        # jp6/cu126 torch 2.11 links libcudss.so.0; on JetPack 6 it is an apt package of NVIDIA's
+        # CUDA repository, which the fix adds first (a stock JetPack's apt has no `cudss`).
+        (ORIN, "libcudss.so.0", "apt: cudss", ADD_CUDA_REPOSITORY + "sudo apt-get install cudss"),
         (ORIN, "libcusparseLt.so.0", "apt: libcusparselt0 libcusparselt-dev",
-         "sudo apt-get install libcusparselt0 libcusparselt-dev"),
+         ADD_CUDA_REPOSITORY + "sudo apt-get install libcusparselt0 libcusparselt-dev"),
     ],
 )
 def test_a_missing_library_is_named_with_the_package_that_provides_it(
@@ -437,7 +442,10 @@ def test_a_missing_library_is_named_with_the_package_that_provides_it(
     installer, package = provided_by.split(": ")
     noun = "packages" if " " in package else "package"
     assert check.detail == f"import torch failed: OSError: {error}; {library} comes from the {installer} {noun} {package}"
-    assert fix.format(python=python) in check.fix
+    if installer == "apt":
+        assert check.fix == fix
+    else:
+        assert fix.format(python=python) in check.fix
     assert report.to_json()["torch"]["missing_library"] == {"file": library, "provided_by": provided_by}
 
 

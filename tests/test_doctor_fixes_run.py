@@ -125,4 +125,7 @@ def test_a_native_library_missing_a_dependency_is_named_with_its_package(tmp_pat
     assert library["status"] == "fail"
     assert library["detail"].startswith("bitsandbytes 0.46.1 cannot load libbitsandbytes_cpu.so: it needs "
                                         "libcudss.so.0, which is not installed (apt: cudss; the loader: ")
-    assert library["fix"] == "sudo apt-get install cudss"
+    # cudss is a package of NVIDIA's CUDA repository: the fix adds it first.
+    assert library["fix"] == ("wget https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/arm64/"
+                              "cuda-keyring_1.1-1_all.deb && sudo dpkg -i cuda-keyring_1.1-1_all.deb && "
+                              "sudo apt-get update && sudo apt-get install cudss")

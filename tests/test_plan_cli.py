@@ -269,3 +269,22 @@ def test_the_verify_step_promises_bitsandbytes_only_where_the_route_installs_it(
     assert fallback["verify"] == ("prove torch.cuda runs CUDA kernels (this route installs no bitsandbytes); "
                                   "keep the evidence")
 
+
+
+def test_the_plan_says_where_apt_finds_cudss() -> None:
+    # cudss is a package of NVIDIA's CUDA repository (https://github.com/NVIDIA/Isaac-GR00T/issues/343):
+    # a stock JetPack 6's apt has no such package until its cuda-keyring package is installed.
+    keyring = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/arm64/cuda-keyring_1.1-1_all.deb"
+    command = (f"wget {keyring} && sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update && "
+               "sudo apt-get install -y libopenblas-dev libomp-dev cudss")
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
+    assert data["apt"] == ["libopenblas-dev", "libomp-dev", "cudss"]
+    assert data["apt_command"] == command
+    lines = plan("--root", "sample:agx-orin-64gb-jp6.2").stdout.splitlines()
+    at = lines.index(f"  apt       {command}   (the vendor wheels need these)")
+    assert lines[at + 1] == "            (cudss: from NVIDIA's CUDA repository, which its cuda-keyring package adds first)"
+    # NVIDIA's JetPack 6.1 fallback wheel needs cuSPARSELt, from the same repository.
+    fallback = plan("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-fallback").stdout
+    assert (f"  apt       wget {keyring} && sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update && "
+            "sudo apt-get install -y libopenblas-dev libcusparselt0   (the vendor wheels need these)\n"
+            "            (libcusparselt0: from NVIDIA's CUDA repository") in fallback

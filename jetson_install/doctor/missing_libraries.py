@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from jetson_install.apt import install_command
+
 # "libnvpl_lapack_lp64_gomp.so.0: cannot open shared object file" -> libnvpl_lapack_lp64_gomp.so.0
 _LIBRARY_FILE = re.compile(r"\b(lib[A-Za-z0-9_+\-]+\.so(?:\.[0-9]+)*)")
 
@@ -43,7 +45,7 @@ _PROVIDERS: Tuple[_Provider, ...] = (
     _Provider("libnvpl_blas", None, "nvpl-blas"),
     _Provider("libnvpl", None, "nvpl-blas nvpl-lapack"),
     # jp6/cu126 torch 2.11 links libcudss.so.0; JetPack takes NVIDIA's cudss apt package
-    # (https://developer.nvidia.com/cudss-downloads).
+    # (https://developer.nvidia.com/cudss-downloads), from NVIDIA's CUDA repository (apt.py).
     _Provider("libcudss", "cudss", "nvidia-cudss-cu13"),
 )
 
@@ -66,5 +68,5 @@ def missing_library(error: str, cuda: Optional[str], python: str, uv: str) -> Op
                 f"{uv} pip install --python {python} {provider.pip}, then make the library directory it"
                 " installs under site-packages visible to the loader (LD_LIBRARY_PATH)",
             )
-        return MissingLibrary(file, f"apt: {provider.apt}", f"sudo apt-get install {provider.apt}")
+        return MissingLibrary(file, f"apt: {provider.apt}", install_command((provider.apt or "").split()))
     return MissingLibrary(file, None, None)
