@@ -120,6 +120,7 @@ class LoopbackIndex(object):
         slow: Optional[Dict[str, float]] = None,
         cache_files: bool = False,
         pep691: bool = False,
+        port: int = 0,
     ) -> None:
         self.root = Path(root)
         self.credentials = credentials  # "user:password": every request must carry them (HTTP Basic)
@@ -131,6 +132,8 @@ class LoopbackIndex(object):
         self.hidden = set(normalize_name(n) for n in hide)
         # Answer clients that ask for it (Accept: application/vnd.pypi.simple.v1+json) with PEP 691 JSON.
         self.pep691 = pep691
+        # A fixed port keeps the URLs, and so uv's cache of what they served, across runs.
+        self.fixed_port = port
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._requests: List[str] = []
@@ -147,7 +150,7 @@ class LoopbackIndex(object):
         if self._server is not None:
             return self
         handler = _make_handler(self)
-        server = _QuietServer(("127.0.0.1", 0), handler)
+        server = _QuietServer(("127.0.0.1", self.fixed_port), handler)
         self._server = server
         self._port = server.server_address[1]
         self._thread = threading.Thread(

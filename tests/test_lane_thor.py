@@ -1,0 +1,238 @@
+"""The aarch64 lane's Thor test: channel jp7-thor-cu130's real CUDA 13 stack, installed by
+jetson-install inside the arm64 Debian root (tests/setup.d/20-arm64-root) under qemu-user, and
+judged by the doctor, all but the GPU.
+
+The stack is the channel's preferred set from the default index, as the catalog records it:
+torch 2.13.0 (CUDA 13.0), torchvision 0.28.0, bitsandbytes 0.50.2 with its CUDA 13 library, and
+the nvidia-* runtime wheels torch declares (2.9 GB). jp7-thor-cu130 rather than jp7.2-thor: both
+channels' default-index sources hold the same sets, and this one's CUDA 13.0 is the wheels' own.
+
+Where the bytes come from: tests/setup.d/25-thor-wheels downloads the set once, as uv resolves
+it for the root's interpreter, into ~/.cache/jetson-install-tests/thor-cu130. This test serves
+that folder as a loopback index on a fixed port and gives it as --default-index, so no registry
+is read, and uv's cache inside the root keeps what it unpacked by URL: a warm run unpacks nothing.
+
+Everything runs as a board would run it: the root's own aarch64 Python 3.11 (bookworm has no
+3.12, so the interpreter decides the files: cp311, with the tool's warning) and the aarch64 uv
+of the tool's environment, both emulated. Where the time goes (measured 2026-12-02 on the
+shared 2-core host): cold, the whole test took 9 min under load (the install 5.5 min: vendor
+37 s and target 2 min of uv fetching and unpacking 2.8 GB emulated, check 57 s of `import
+torch` under qemu beside uv pip check, verify 41 s of the doctor's torch probe); warm, 3 min
+(the install 79 s, its vendor and target steps seconds from uv's cache; lock 6 s; the doctor
+77 s). What is left warm is `import torch` under emulation, which no faster way keeps honest:
+the host's uv could unpack faster, but the interpreter that must import torch is the root's.
+
+Marked `lane`: where the root, qemu or the downloaded set is missing it skips with one line
+(fails under CI=true), see tests/support/lanes.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterator
+
+import pytest
+from support.arm64_root import arm64_root, chroot_environment
+from support.index_server import LoopbackIndex
+from support.lanes import lane_unavailable
+from support.stub_projects import make_obliteratus_source
+
+from jetson_install.catalog import VendorSource, load_catalog
+
+pytestmark = pytest.mark.lane
+
+TOP = Path(__file__).resolve().parent.parent
+LANE = "aarch64"
+SAMPLE = "sample:agx-thor-jp7.0"  # L4T 38.2: channel jp7-thor-cu130
+CHANNEL = "jp7-thor-cu130"
+# Inside the root, apart from test_lane_arm64.py's paths (the two may run side by side).
+TOOL, DIST = "/lane/thor-tool", "/lane/thor-dist"
+SOURCE, ENV, LOCKS = "/lane/thor-OBLITERATUS", "/lane/thor", "/lane/thor-lock"
+STANDIN_DEPENDENCIES = ("torch>=2.0", "numpy>=1.24")
+STANDIN_EXTRAS = {"quantization": ("bitsandbytes>=0.46.1",)}
+# The same port on every run keeps the URLs, so uv's cache in the root answers a warm run.
+PORT = 38163
+
+
+def wheels_folder() -> Path:
+    """Where tests/setup.d/25-thor-wheels keeps the set (the same rule as the script)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "jetson-install-tests" / "thor-cu130"
+
+
+class ThorRoot:
+    def __init__(self, root: Path, index: LoopbackIndex) -> None:
+        self.root = root
+        self.index = index
+        self.timings: Dict[str, float] = {}
+
+    def run(self, step: str, *argv: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+        started = time.monotonic()
+        result = subprocess.run(["chroot", str(self.root), *argv], capture_output=True, text=True,
+                                env=chroot_environment(), timeout=timeout)
+        self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - started, 1)
+        return result
+
+    def tool(self, step: str, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+        return self.run(step, f"{TOOL}/bin/jetson-install", *args, timeout=timeout)
+
+    def inside(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+
+def _start(index: LoopbackIndex) -> LoopbackIndex:
+    try:
+        return index.start()
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+    # Another program holds the port: a run on any other is as correct, only not warm.
+    index.fixed_port = 0
+    return index.start()
+
+
+@pytest.fixture(scope="module")
+def thor() -> Iterator[ThorRoot]:
+    root = arm64_root()
+    if sys.platform != "linux" or os.geteuid() != 0:
+        lane_unavailable(LANE, "it needs root on Linux (chroot into the arm64 root)")
+    if not (root / ".lane-ready").is_file() or not Path("/proc/sys/fs/binfmt_misc/qemu-aarch64").exists():
+        lane_unavailable(LANE, f"no arm64 root at {root} with qemu-aarch64 registered; run tests/setup")
+    folder = wheels_folder()
+    if not (folder / ".ready").is_file():
+        lane_unavailable(LANE, f"the Thor set is not downloaded to {folder}; run tests/setup (25-thor-wheels)")
+    lane = root / "lane"
+    for stale in (ENV, ENV + ".d", SOURCE, DIST, LOCKS):
+        path = root / stale.lstrip("/")
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path)
+    (root / DIST.lstrip("/")).mkdir(parents=True)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / DIST.lstrip("/")),
+                            str(TOP)], capture_output=True, text=True, timeout=600)
+    if built.returncode != 0:
+        lane_unavailable(LANE, f"cannot build a wheel of jetson-install: {built.stderr.strip()[-300:]}")
+    make_obliteratus_source(root / SOURCE.lstrip("/"), dependencies=STANDIN_DEPENDENCIES, extras=STANDIN_EXTRAS)
+    index = _start(LoopbackIndex(folder, name="thor", cache_files=True, port=PORT))
+    thor = ThorRoot(root, index)
+    port = index.port
+    try:
+        yield thor
+    finally:
+        index.stop()
+    (lane / "thor-timings.json").write_text(json.dumps({
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "port": port,
+        "seconds": thor.timings,
+    }, indent=2) + "\n")
+
+
+def _preferred_source() -> VendorSource:
+    channel = load_catalog().channel(CHANNEL)
+    assert channel.primary is not None and channel.primary.default_index
+    return channel.primary
+
+
+def test_the_downloaded_set_is_the_channels_preferred_set() -> None:
+    folder = wheels_folder()
+    if not (folder / ".ready").is_file():
+        lane_unavailable(LANE, f"the Thor set is not downloaded to {folder}; run tests/setup (25-thor-wheels)")
+    pins = dict(_preferred_source().preferred.pins)
+    downloaded = {path.name.split("-")[0]: path.name.split("-")[1] for path in folder.glob("*.whl")}
+    assert {name: downloaded.get(name) for name in ("torch", "torchvision")} == \
+        {name: pins[name].lstrip("=") for name in ("torch", "torchvision")}, \
+        "wheels-index.toml's preferred set moved: change tests/setup.d/25-thor-wheels' set and run tests/setup"
+
+
+def test_the_tool_installs_into_the_roots_python(thor: ThorRoot) -> None:
+    if not thor.inside(f"{TOOL}/bin/pip").exists():
+        made = thor.run("tool", "/usr/bin/python3", "-m", "venv", TOOL)
+        assert made.returncode == 0, made.stderr
+    (wheel,) = thor.inside(DIST).glob("jetson_install-*.whl")
+    # Its dependencies from the registry (pip's cache inside the root keeps them), then this checkout.
+    for argv in (("install", "-q", f"{DIST}/{wheel.name}"),
+                 ("install", "-q", "--force-reinstall", "--no-deps", f"{DIST}/{wheel.name}")):
+        installed = thor.run("tool", f"{TOOL}/bin/pip", *argv, timeout=900)
+        assert installed.returncode == 0, installed.stderr[-3000:]
+
+
+def test_the_real_cuda13_stack_installs_and_is_recorded_by_hash(thor: ThorRoot) -> None:
+    result = thor.tool("install", "obliteratus", "--root", SAMPLE, "--venv", ENV, "--source", SOURCE,
+                       "--python", "/usr/bin/python3", "--default-index", thor.index.url, "--no-verify",
+                       "--yes", "--json")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert data["status"] == "installed" and data["channel"] == CHANNEL
+    assert data["installed"]["torch"] == "2.13.0" and data["installed"]["bitsandbytes"] == "0.50.2"
+    # Every runtime wheel torch declares came, nvidia-cusparselt-cu13 with its SBSA-labelled WHEEL file.
+    for companion in ("nvidia-cudnn-cu13", "nvidia-cusparselt-cu13", "nvidia-nccl-cu13", "nvidia-cublas",
+                      "nvidia-cuda-runtime", "cuda-toolkit"):
+        assert companion in data["installed"], companion
+    check = next(step for step in data["steps"] if step["id"] == "check")
+    assert check["status"] == "ok"
+    # The catalog lists these files by sha256: no "not a build wheels-index.toml lists" warning.
+    assert not [warning for warning in data["warnings"] if "is not a build" in warning], data["warnings"]
+    assert "is Python 3.11, but channel jp7-thor-cu130 wheels are built for Python 3.12" in " ".join(data["warnings"])
+
+    environment = thor.inside(os.readlink(thor.inside(ENV)))
+    vendor = json.loads((environment / "jetson-install" / "vendor.json").read_text())
+    files = {entry["name"]: entry for entry in vendor["resolution"]["files"]}
+    known = {build.file: build.sha256 for build in _preferred_source().builds}
+    for name, file in (("torch", "torch-2.13.0-cp311-cp311-manylinux_2_28_aarch64.whl"),
+                       ("torchvision", "torchvision-0.28.0-cp311-cp311-manylinux_2_28_aarch64.whl"),
+                       ("bitsandbytes", "bitsandbytes-0.50.2-py3-none-manylinux_2_24_aarch64.whl")):
+        assert files[name]["file"] == file
+        assert files[name]["sha256"] == known[file] and files[name]["known"] is True, files[name]
+    # bitsandbytes' CUDA 13 library is what torch 2.13.0+cu130 makes it load on a Thor.
+    (site_packages,) = environment.glob("lib/python3.11/site-packages")
+    assert (site_packages / "bitsandbytes" / "libbitsandbytes_cuda130.so").is_file()
+    thor.timings["install steps"] = sum(step["seconds"] for step in data["steps"])
+
+
+def test_a_lock_of_the_thor_set_pins_every_file_by_hash(thor: ThorRoot) -> None:
+    result = thor.tool("lock", "lock", "--root", SAMPLE, "--python", "/usr/bin/python3", "--source", SOURCE,
+                       "--default-index", thor.index.url, "--output", f"{LOCKS}/obliteratus.lock", "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["channel"] == CHANNEL
+    lines = thor.inside(f"{LOCKS}/obliteratus.lock").read_text().splitlines()
+    assert lines[1] == f"# channel: {CHANNEL}"
+    pinned = {line.split(" @ ")[0]: line for line in lines if " @ " in line and not line.startswith("#")}
+    known = {build.file: build.sha256 for build in _preferred_source().builds}
+    torch = pinned["torch"]
+    assert torch.endswith(f"/torch-2.13.0-cp311-cp311-manylinux_2_28_aarch64.whl --hash=sha256:"
+                          f"{known['torch-2.13.0-cp311-cp311-manylinux_2_28_aarch64.whl']}")
+    assert "nvidia-cusparselt-cu13" in pinned and all("--hash=sha256:" in line for line in pinned.values())
+
+
+def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
+    doctor = thor.tool("doctor", "doctor", "--venv", ENV, "--root", SAMPLE, "--json")
+    assert doctor.returncode == 1, doctor.stderr[-3000:]
+    assert "Traceback" not in doctor.stderr
+    evidence = json.loads(doctor.stdout)
+    assert evidence["status"] == "failed"
+    checks = {check["id"]: check for check in evidence["checks"]}
+    assert {check_id: check["status"] for check_id, check in checks.items()} == {
+        "platform": "ok", "python-abi": "ok", "torch-import": "ok", "torch-build": "ok",
+        "cuda-available": "fail",
+        "cuda-arch": "skip", "cuda-matmul": "skip", "cuda-conv2d": "skip", "cuda-bf16": "skip",
+        "numpy": "ok",
+        # bitsandbytes loads its CPU library when torch sees no GPU; the fix points at torch's checks.
+        "bnb-library": "fail", "bnb-kernels": "skip", "bnb-int8": "skip",
+        "obliteratus": "fail", "jetson-contract": "skip",
+        "transformers-torch": "not_applicable",
+        "pip-check": "ok",
+    }
+    assert checks["torch-build"]["detail"].startswith("torch 2.13.0+cu130, CUDA 13.0")
+    assert checks["cuda-available"]["detail"] == "torch is built for CUDA 13.0 but sees 0 device(s)"
+    assert checks["cuda-available"]["fix"].startswith("check that this user can open the GPU")
+    assert checks["bnb-library"]["fix"] == "fix the torch checks first (cuda-available)"
+    assert checks["pip-check"]["detail"] == ("uv pip check: no broken requirements (accepted as aarch64: "
+                                             "nvidia-cusparselt-cu13 (its WHEEL file says py3-none-manylinux2014_sbsa))")
