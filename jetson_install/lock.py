@@ -161,11 +161,12 @@ _WORK_PREFIX = "jetson-install-lock-"
 _PART = ".part"
 
 
-def _remove_abandoned(scratch: Path, beside: Path) -> None:
+def _remove_abandoned(scratch: Path, beside: Optional[Path]) -> None:
     """What killed locks left: their work folders, and a wheel copied beside a lock not yet
-    written (`.NAME.PID.part`), once the process named is gone."""
+    written (`.NAME.PID.part`, in `beside`), once the process named is gone."""
     leftovers = [(path, path.name[len(_WORK_PREFIX):].split("-", 1)[0]) for path in scratch.glob(f"{_WORK_PREFIX}*")]
-    leftovers += [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1]) for path in beside.glob(f".*{_PART}")]
+    if beside is not None:
+        leftovers += [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1]) for path in beside.glob(f".*{_PART}")]
     for path, pid in leftovers:
         try:
             os.kill(int(pid), 0)
@@ -209,9 +210,15 @@ def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[
                        f"jetson-install runs Python {sys.version_info[0]}.{sys.version_info[1]}",
                        fix="make the lock for the board: jetson-install lock --root ... (without --python)")
     url = wheel.absolute().as_uri()
-    with tempfile.TemporaryDirectory(prefix="jetson-install-tool-") as scratch:
-        rest = _resolve(Path(scratch), "default", [f"{name} @ {url}"], None, default_index, target, no_deps=False,
+    # Named as a lock's work folder, by pid, so that the next lock or wheelhouse removes it when
+    # a kill left it behind.
+    _remove_abandoned(Path(tempfile.gettempdir()), None)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
+    try:
+        rest = _resolve(scratch, "default", [f"{name} @ {url}"], None, default_index, target, no_deps=False,
                         skip=[name])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return [Locked(name, str(version), url, _sha256(wheel), "built")] + rest
 
 

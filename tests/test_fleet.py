@@ -422,6 +422,11 @@ def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Dict[str,
         lane_unavailable("fleet", "unshare -n does not work here (it needs root or user namespaces)")
     lock = _tiny_lock(tmp_path, "%d.%d" % sys.version_info[:2], os.uname().machine, "native")
     served = LoopbackIndex(WHEELHOUSE, name="tool-deps", core_metadata=False).start()
+    # What a wheelhouse killed while it resolved the tool left: its work folder, named by its pid.
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    scratch = Path(fleet["env"]["TMPDIR"])  # type: ignore[index]
+    (scratch / f"jetson-install-lock-{ended.pid}-abc").mkdir()
     try:
         house = tmp_path / "house"
         made = subprocess.run([sys.executable, "-m", "jetson_install", "wheelhouse", str(house), "--lock", str(lock),
@@ -430,6 +435,7 @@ def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Dict[str,
     finally:
         served.stop()
     assert made.returncode == 0, made.stderr
+    assert [path.name for path in scratch.glob("jetson-install-*")] == []  # the killed one's and its own
     result = json.loads(made.stdout)
     names = {path.name.split("-")[0].lower() for path in (house / "files").iterdir()}
     assert {"jetson_install", "uv", "packaging", "distro", "requests", "platformdirs", "click"} <= names
