@@ -14,16 +14,17 @@ import re
 import shutil
 import sys
 import tempfile
+from glob import escape as glob_escape
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
 
 from jetson_install import __version__, git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
-from jetson_install.lock_file import Lock, Locked, render_lock
+from jetson_install.lock_file import LOCK_HEADER, Lock, Locked, render_lock
 from jetson_install.outputs import replace_file
 from jetson_install.redact import CREDENTIALS_FIX, redact
 from jetson_install.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
@@ -113,7 +114,7 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
     package from the first that has it), OBLITERATUS built into a wheel beside `output`."""
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(Path(tempfile.gettempdir()), output.parent)
+    _remove_abandoned(Path(tempfile.gettempdir()), output)
     # A killed lock leaves its work folder (a clone, a build): named by its pid, so the next
     # lock removes it once that process is gone.
     work = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
@@ -124,11 +125,12 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
         wheel, built_wheel, commit = None, None, None
         if requirement is not None:
             built_wheel, commit = _build_target(requirement, default_index, work)
-            wheel = output.parent / built_wheel.name  # where it goes with the lock, once the lock is written
+            digest = _sha256(built_wheel)
+            wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
             name = _distribution(requirement)
             extras = requirement.split(" @ ", 1)[0][len(name):]
             rest_requirements.append(f"{name}{extras} @ {built_wheel.as_uri()}")
-            built.append(Locked(name, _wheel_version(wheel.name), wheel.as_uri(), _sha256(built_wheel), "built"))
+            built.append(Locked(name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
         # The vendor files as direct references: their dependencies come from the default index,
         # and the vendor index is asked for nothing else.
         rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
@@ -142,31 +144,80 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
         lock = Lock(channel, target.python, target.arch, target.platform,
                     redact(requirement) if requirement else "none (the stack alone)", commit, __version__,
                     tuple(vendor + built + rest), resolution.warnings, target_id)
-        # The wheel beside the lock may be the previous lock's (the same name for another commit):
-        # both are replaced by a rename, one straight after the other, so a killed lock leaves the
-        # previous pair whole and never half a file.
-        part = None
-        if wheel is not None and built_wheel is not None:
+        # Each build's wheel has a name of its own, so it goes in beside the previous lock and its
+        # wheel without touching them, and the lock's own rename is the one step that switches
+        # the pair: a lock killed at any moment leaves one whole pair, never a lock naming
+        # another wheel's bytes (two renames, one after the other, did: seen in CI).
+        if wheel is not None and built_wheel is not None and not (wheel.is_file() and _sha256(wheel) == digest):
             part = output.parent / f".{wheel.name}.{os.getpid()}{_PART}"
             shutil.copyfile(built_wheel, part)
-        replace_file(output, render_lock(lock))
-        if part is not None and wheel is not None:
             os.replace(part, wheel)
+        replace_file(output, render_lock(lock))
+        if requirement is not None:
+            remove_unnamed_builds(output.parent, _distribution(requirement))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return LockResult(lock, str(output), str(wheel) if wheel else None)
+
+
+# PEP 427: a build tag starts with a digit and tells two builds of one version apart.
+# https://packaging.python.org/en/latest/specifications/binary-distribution-format/
+_OWN_BUILD = re.compile(r"0[0-9a-f]{16}")
+
+
+def own_build_name(filename: str, sha256: str) -> str:
+    """The built wheel's file name with a build tag of its own: 0 and its sha256's first 16
+    hex digits (obliteratus-0.1.3-0e257cd2fe45864bf-py3-none-any.whl)."""
+    parts = filename[: -len(".whl")].split("-")
+    return "-".join([parts[0], parts[1], f"0{sha256[:16]}", *parts[-3:]]) + ".whl"
+
+
+def remove_unnamed_builds(folder: Path, distribution: str) -> None:
+    """The built wheels of `distribution` in `folder` that no lock there names: those of a lock
+    made again for another commit, or of one killed just after its rename. Only this tool's
+    own build names are touched, and a lock that cannot be read keeps every one: locks for
+    several boards in one folder share a build."""
+    from jetson_install.lock_file import parse_lock
+
+    named: Set[str] = set()
+    builds: List[Path] = []
+    for path in folder.iterdir():
+        parts = path.name[: -len(".whl")].split("-") if path.name.endswith(".whl") else []
+        if len(parts) == 6 and _OWN_BUILD.fullmatch(parts[2]) and \
+                canonicalize_name(parts[0]) == canonicalize_name(distribution):
+            builds.append(path)
+            continue
+        try:
+            if not path.is_file() or path.stat().st_size > 16 * 2**20:
+                continue
+            with path.open("rb") as stream:
+                if stream.read(len(LOCK_HEADER)) != LOCK_HEADER.encode():
+                    continue
+            named.update(entry.filename for entry in parse_lock(path.read_text(), str(path)).entries)
+        except (OSError, UnicodeDecodeError, BadInput):
+            return
+    for path in builds:
+        if path.name not in named:
+            try:
+                path.unlink()
+            except OSError:
+                pass  # not ours to remove after all: kept
 
 
 _WORK_PREFIX = "jetson-install-lock-"
 _PART = ".part"
 
 
-def _remove_abandoned(scratch: Path, beside: Optional[Path]) -> None:
-    """What killed locks left: their work folders, and a wheel copied beside a lock not yet
-    written (`.NAME.PID.part`, in `beside`), once the process named is gone."""
+def _remove_abandoned(scratch: Path, output: Optional[Path]) -> None:
+    """What killed locks left: their work folders, and beside `output` a wheel not yet renamed
+    (`.NAME.PID.part`) or the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`, as
+    replace_file names it), once the process named is gone."""
     leftovers = [(path, path.name[len(_WORK_PREFIX):].split("-", 1)[0]) for path in scratch.glob(f"{_WORK_PREFIX}*")]
-    if beside is not None:
-        leftovers += [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1]) for path in beside.glob(f".*{_PART}")]
+    if output is not None:
+        leftovers += [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1])
+                      for path in output.parent.glob(f".*{_PART}")]
+        leftovers += [(path, path.name[len(output.name) + 2:].split(".", 1)[0])
+                      for path in output.parent.glob(f".{glob_escape(output.name)}.*.tmp")]
     for path, pid in leftovers:
         try:
             os.kill(int(pid), 0)

@@ -24,10 +24,11 @@ from packaging.version import InvalidVersion, Version
 
 from jetson_install.errors import BadInput
 
-__all__ = ["LOCK_VERSION", "WHEELHOUSE_LOCK", "FILES_DIR", "SIMPLE_DIR", "Locked", "Lock", "render_lock", "parse_lock",
+__all__ = ["LOCK_VERSION", "LOCK_HEADER", "WHEELHOUSE_LOCK", "FILES_DIR", "SIMPLE_DIR", "Locked", "Lock", "render_lock", "parse_lock",
            "read_lock", "lock_mismatch", "relocated", "file_name_problem"]
 
 LOCK_VERSION = 1
+LOCK_HEADER = "# jetson-install lock "  # how every lock begins, whatever its version
 #: The lock a wheelhouse carries, beside its files/ and simple/ (the PEP 503 index).
 WHEELHOUSE_LOCK = "lock.txt"
 FILES_DIR = "files"
@@ -85,7 +86,7 @@ _HEADER_KEYS = ("channel", "python", "arch", "platform", "source", "source-commi
 def render_lock(lock: Lock) -> str:
     """The lock as a hashed requirements file: `pip install --no-deps --require-hashes -r`
     and `uv pip install --no-deps --require-hashes -r` read it as it is."""
-    lines = [f"# jetson-install lock {LOCK_VERSION}: install with `jetson-install {lock.target} --lock FILE`",
+    lines = [f"{LOCK_HEADER}{LOCK_VERSION}: install with `jetson-install {lock.target} --lock FILE`",
              f"# channel: {lock.channel}", f"# python: {lock.python}", f"# arch: {lock.arch}",
              f"# platform: {lock.platform}", f"# source: {lock.source}",
              f"# source-commit: {lock.source_commit or 'none (a local tree without git)'}", f"# tool: {lock.tool}"]
@@ -136,7 +137,7 @@ _FIRST_LINE = re.compile(r"^# jetson-install lock \d+: install with `jetson-inst
 def parse_lock(text: str, where: str) -> Lock:
     """A lock from its text; one clear error naming `where` for anything else."""
     lines = text.splitlines()
-    if not lines or not lines[0].startswith(f"# jetson-install lock {LOCK_VERSION}"):
+    if not lines or not lines[0].startswith(f"{LOCK_HEADER}{LOCK_VERSION}"):
         raise BadInput(f"{where} is not a jetson-install lock (version {LOCK_VERSION})",
                        fix="make one with: jetson-install lock --output FILE")
     header: Dict[str, str] = {}

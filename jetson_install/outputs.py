@@ -56,7 +56,9 @@ def replace_file(path: Union[str, Path], data: Union[str, bytes], mode: Optional
         os.umask(mask)
         mode = 0o666 & ~mask
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
+    # Named by pid, so what a killed writer left can be told from a live one's (lock.py removes it).
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
+                                             dir=str(target.parent))
     try:
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(payload)

@@ -173,6 +173,57 @@ def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
         assert again.returncode == 0, again.stderr
 
 
+def _commit(repo: Path, message: str) -> None:
+    for args in (["add", "-A"], ["commit", "-q", "-m", message]):
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=test", "-c", "user.email=test@example.invalid", *args],
+                       check=True, capture_output=True)
+
+
+def _built(lock_path: Path) -> Path:
+    """The built wheel a lock names, beside it, checked to hold the bytes the lock's sha256 says."""
+    import hashlib
+
+    [built] = [entry for entry in parse_lock(lock_path.read_text(), str(lock_path)).entries if entry.origin == "built"]
+    wheel = lock_path.parent / built.filename
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == built.sha256, f"{wheel.name} is not {lock_path.name}'s"
+    return wheel
+
+
+def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_sibling_locks(
+        cli_env, vendor_index, public_index, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    shutil.copytree(obliteratus_git_repo, source, symlinks=True)
+    out = tmp_path / "locks"
+    out.mkdir()
+    (out / "obliteratus-0.1.0-py3-none-any.whl").write_bytes(b"the user's own file")
+    for name in ("orin.lock", "thor.lock"):
+        made = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, source, out / name,
+                                                  "--python", sys.executable))
+        assert made.returncode == 0, made.stderr
+    first = _built(out / "thor.lock")
+    assert re.fullmatch(r"obliteratus-0\.1\.3-0[0-9a-f]{16}-py3-none-any\.whl", first.name), first.name
+    # What a killed lock left (its pid is gone): the lock's text and a wheel, neither yet renamed.
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    (out / f".orin.lock.{gone}.k2j3h4.tmp").write_text("half a lock")
+    (out / f".{first.name}.{gone}.part").write_bytes(b"half a wheel")
+    (source / "obliteratus" / "extra.py").write_text("X = 1\n")
+    _commit(source, "another commit")
+    again = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, source, out / "orin.lock",
+                                               "--python", sys.executable))
+    assert again.returncode == 0, again.stderr
+    orin, thor = _built(out / "orin.lock"), _built(out / "thor.lock")
+    assert orin != thor and thor == first  # the other lock's wheel stays; each lock names its own bytes
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        ["orin.lock", "thor.lock", orin.name, thor.name, "obliteratus-0.1.0-py3-none-any.whl"])
+    (out / "thor.lock").unlink()
+    once_more = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, source, out / "orin.lock",
+                                                   "--python", sys.executable))
+    assert once_more.returncode == 0, once_more.stderr
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        ["orin.lock", orin.name, "obliteratus-0.1.0-py3-none-any.whl"])  # thor's build, named by no lock, went
+
+
 def test_lock_torch_with_an_addition_then_install_from_the_lock_here(
         cli_env, vendor_index, public_index, tmp_path: Path) -> None:
     """`lock torch --with` to `torch --lock`, end to end: the stack and the addition, each by
