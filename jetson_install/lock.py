@@ -8,7 +8,6 @@ hashes required, no resolution) and carried to machines without internet as a wh
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -24,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from jetson_install import __version__, git, runner, uv
 from jetson_install.errors import BadInput, StepFailed
-from jetson_install.lock_file import LOCK_HEADER, Lock, Locked, render_lock
+from jetson_install.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, render_lock
 from jetson_install.outputs import replace_file
 from jetson_install.redact import CREDENTIALS_FIX, redact
 from jetson_install.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
@@ -125,7 +124,7 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
         wheel, built_wheel, commit = None, None, None
         if requirement is not None:
             built_wheel, commit = _build_target(requirement, default_index, work)
-            digest = _sha256(built_wheel)
+            digest = file_sha256(built_wheel)
             wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
             name = _distribution(requirement)
             extras = requirement.split(" @ ", 1)[0][len(name):]
@@ -148,7 +147,7 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
         # wheel without touching them, and the lock's own rename is the one step that switches
         # the pair: a lock killed at any moment leaves one whole pair, never a lock naming
         # another wheel's bytes (two renames, one after the other, did: seen in CI).
-        if wheel is not None and built_wheel is not None and not (wheel.is_file() and _sha256(wheel) == digest):
+        if wheel is not None and built_wheel is not None and not (wheel.is_file() and file_sha256(wheel) == digest):
             part = output.parent / f".{wheel.name}.{os.getpid()}{_PART}"
             shutil.copyfile(built_wheel, part)
             os.replace(part, wheel)
@@ -270,7 +269,7 @@ def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[
                         skip=[name])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return [Locked(name, str(version), url, _sha256(wheel), "built")] + rest
+    return [Locked(name, str(version), url, file_sha256(wheel), "built")] + rest
 
 
 def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional[str],
@@ -290,7 +289,7 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
         if not sha256:
             copy = work / chosen.file
             fetch_file(chosen.url, copy)
-            sha256 = _sha256(copy)
+            sha256 = file_sha256(copy)
             copy.unlink()
         entries.append(Locked(canonicalize_name(chosen.name), chosen.version, chosen.url.split("#", 1)[0], sha256, "vendor"))
     if by_version:
@@ -379,13 +378,5 @@ def _build_target(requirement: str, default_index: Optional[str], work: Path) ->
         raise StepFailed("build", f"building {source} into a wheel failed: {uv.summarize_failure(result)}",
                          "fix the build error above, then run the lock again")
     return wheels[0], commit
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 

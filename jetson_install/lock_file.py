@@ -7,6 +7,7 @@ lock.py's; filling a wheelhouse is wheelhouse.py's.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from jetson_install.errors import BadInput
 
-__all__ = ["LOCK_VERSION", "LOCK_HEADER", "WHEELHOUSE_LOCK", "FILES_DIR", "SIMPLE_DIR", "Locked", "Lock", "render_lock", "parse_lock",
+__all__ = ["LOCK_VERSION", "LOCK_HEADER", "file_sha256", "WHEELHOUSE_LOCK", "FILES_DIR", "SIMPLE_DIR", "Locked", "Lock", "render_lock", "parse_lock",
            "read_lock", "lock_mismatch", "relocated", "file_name_problem"]
 
 LOCK_VERSION = 1
@@ -97,6 +98,15 @@ def render_lock(lock: Lock) -> str:
                         "build of the source" if entry.origin == "built" else "index"))
         lines.append(entry.line())
     return "\n".join(lines) + "\n"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 a lock line records for a file, read a MiB at a time (a vendor wheel is up to GBs)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 _HEADER = re.compile(r"^# (?P<key>[a-z-]+): (?P<value>.*)$")

@@ -3,7 +3,6 @@ the lock itself, so boards without internet (or a whole fleet, over http) instal
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 from urllib.parse import quote
@@ -18,6 +17,7 @@ from jetson_install.lock_file import (
     Lock,
     Locked,
     file_name_problem,
+    file_sha256,
     render_lock,
 )
 from jetson_install.outputs import replace_file
@@ -74,7 +74,7 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) ->
         if problem is not None:  # parse_lock refuses these; a Lock made otherwise is held to it too
             raise BadInput(f"{entry.name}: {problem}", fix="make the lock again: jetson-install lock --output FILE")
         path = files / entry.filename
-        if path.is_file() and not path.is_symlink() and _sha256(path) == entry.sha256:
+        if path.is_file() and not path.is_symlink() and file_sha256(path) == entry.sha256:
             continue
         partial = path.with_name(path.name + ".part")
         # Whatever was there (a link planted to redirect the write) goes; the download is a new file.
@@ -86,7 +86,7 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) ->
             # complete stay, and a re-run starts at this one.
             partial.unlink(missing_ok=True)
             raise
-        if _sha256(partial) != entry.sha256:
+        if file_sha256(partial) != entry.sha256:
             partial.unlink()
             raise StepFailed("download", f"{entry.url} does not have the sha256 the lock names ({entry.sha256})",
                              "the index changed the file since the lock was made: make the lock again")
@@ -112,9 +112,3 @@ def _confined(directory: Path, inner: Path) -> None:
                        fix=f"remove {inner}, or pass another DIR")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
