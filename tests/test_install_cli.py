@@ -474,10 +474,11 @@ def test_the_install_records_each_vendor_build_it_installed(installer: Installer
     assert record["installed"]["torch"]["tags"] == ["py3-none-any"] and len(record["installed"]["torch"]["record_sha256"]) == 64
 
 
-def test_runtime_companions_come_from_the_default_index_recorded_and_pinned(
+def test_runtime_companions_come_from_the_default_index_by_both_commands_the_plan_shows(
     tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path
 ) -> None:
     from support import build_wheel
+    from support.planned import assert_ran_as_planned, planned_commands
 
     companion = "nvidia-cuda-runtime-cu12"
     build_wheel(private_index_dirs.public, companion, "12.9.79", source_index="public")
@@ -493,6 +494,10 @@ def test_runtime_companions_come_from_the_default_index_recorded_and_pinned(
     code, data, stderr = installer.run()
     assert code == 0, stderr
     assert "companions" in [s["id"] for s in data["steps"]]
+    assert_ran_as_planned(data)
+    companions = next(step for step in data["plan_steps"] if step["id"] == "companions")
+    assert [command[:3] for command in companions["commands"]] == [["uv", "pip", "compile"], ["uv", "pip", "install"]]
+    assert any("pip compile" in command for command in planned_commands(data))
     assert installer.python("import nvidia_cuda_runtime_cu12 as m; print(m.__version__, m.__source_index__)") == "12.9.79 public"
     assert companion not in vendor.requested_projects()
     record = json.loads((installer.venv / "jetson-install" / "vendor.json").read_text())

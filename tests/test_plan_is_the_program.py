@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from support import VENDOR_PINS, isolated_env
-from support.catalogs import stub_catalog_text
 from support.installer import Installer
-from support.planned import assert_ran_as_planned, assert_vendor_set_pinned, planned_commands
+from support.planned import assert_ran_as_planned, assert_vendor_set_pinned
 from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
 from support.wheels import build_wheel
 
@@ -47,25 +46,6 @@ def test_the_download_route_runs_its_plan_and_pins_the_whole_vendor_set(installe
     assert _commands(resolved["steps"]) == _commands(data["plan_steps"])
     pins = assert_vendor_set_pinned(installer.venv, list(VENDOR_PINS))
     assert pins == VENDOR_PINS
-
-
-def test_the_companions_step_runs_both_commands_it_shows(tmp_path: Path, private_index_dirs, start_index,
-                                                          obliteratus_source: Path) -> None:
-    companion = "nvidia-cuda-runtime-cu12"
-    build_wheel(private_index_dirs.public, companion, "12.9.79", source_index="public")
-    catalog = tmp_path / "companions-index.toml"
-    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
-                                         companions=(f"{companion}==12.9.79",)))
-    env = isolated_env(tmp_path, fast_fail=True)
-    env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
-    vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public)
-    installer = Installer(tmp_path / "obl", env, vendor.url, public.url, obliteratus_source)
-    code, data, stderr = installer.run()
-    assert code == 0, stderr
-    assert_ran_as_planned(data)
-    companions = next(step for step in data["plan_steps"] if step["id"] == "companions")
-    assert [command[:3] for command in companions["commands"]] == [["uv", "pip", "compile"], ["uv", "pip", "install"]]
-    assert any("pip compile" in command for command in planned_commands(data))
 
 
 def test_thor_plans_bitsandbytes_in_its_vendor_step_with_and_without_resolving() -> None:
