@@ -20,12 +20,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Iterator, List
 
 import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-from support.arm64_root import SAMPLE, TOOL, arm64_root, chroot_environment
+from support.arm64_root import SAMPLE, TOOL, InRoot, arm64_root
 from support.lanes import lane_unavailable
 from support.planned import assert_ran_as_planned
 from support.stub_projects import make_obliteratus_source
@@ -45,21 +45,9 @@ STANDIN_DEPENDENCIES = ("torch>=2.0", "numpy>=1.24")
 STANDIN_EXTRAS = {"quantization": ("bitsandbytes>=0.46.1",)}
 
 
-class Arm64Root:
+class Arm64Root(InRoot):
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.timings: Dict[str, float] = {}
-
-    def run(self, step: str, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        """Run argv inside the root (chroot, qemu-user through binfmt) and time it as `step`."""
-        started = time.monotonic()
-        result = subprocess.run(["chroot", str(self.root), *argv], capture_output=True, text=True,
-                                env=chroot_environment(), timeout=timeout)
-        self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - started, 1)
-        return result
-
-    def tool(self, step: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        return self.run(step, f"{TOOL}/bin/jetson-install", *args, timeout=timeout)
+        super().__init__(root, TOOL, timeout=900)
 
     def install_argv(self) -> List[str]:
         return [f"{TOOL}/bin/jetson-install", "obliteratus", *RELEASE, "--preflight", "--venv", ENV,

@@ -36,10 +36,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Iterator
 
 import pytest
-from support.arm64_root import arm64_root, chroot_environment
+from support.arm64_root import InRoot, arm64_root
 from support.index_server import LoopbackIndex
 from support.lanes import lane_unavailable
 from support.stub_projects import make_obliteratus_source
@@ -67,24 +67,10 @@ def wheels_folder() -> Path:
     return cache / "jetson-install-tests" / "thor-cu130"
 
 
-class ThorRoot:
+class ThorRoot(InRoot):
     def __init__(self, root: Path, index: LoopbackIndex) -> None:
-        self.root = root
+        super().__init__(root, TOOL, timeout=1800)
         self.index = index
-        self.timings: Dict[str, float] = {}
-
-    def run(self, step: str, *argv: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-        started = time.monotonic()
-        result = subprocess.run(["chroot", str(self.root), *argv], capture_output=True, text=True,
-                                env=chroot_environment(), timeout=timeout)
-        self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - started, 1)
-        return result
-
-    def tool(self, step: str, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-        return self.run(step, f"{TOOL}/bin/jetson-install", *args, timeout=timeout)
-
-    def inside(self, path: str) -> Path:
-        return self.root / path.lstrip("/")
 
 
 def _start(index: LoopbackIndex) -> LoopbackIndex:

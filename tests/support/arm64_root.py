@@ -5,12 +5,14 @@ environment a command inside it runs with (under qemu-user, through chroot)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 from . import PROXY_VARIABLES
 
-__all__ = ["SAMPLE", "TOOL", "arm64_root", "chroot_environment"]
+__all__ = ["SAMPLE", "TOOL", "arm64_root", "chroot_environment", "InRoot"]
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 # Inside the root: jetson-install's own environment.
@@ -38,3 +40,25 @@ def chroot_environment() -> Dict[str, str]:
     # The machine's own proxy settings: the lane reaches the registry as a user would.
     env.update({name: os.environ[name] for name in PROXY_VARIABLES if name in os.environ})
     return env
+
+
+class InRoot:
+    """Commands inside the root (chroot, qemu-user through binfmt), each timed as its step;
+    `tool` is where jetson-install's environment is inside it."""
+
+    def __init__(self, root: Path, tool: str, timeout: float) -> None:
+        self.root, self.tool_dir, self.timeout = root, tool, timeout
+        self.timings: Dict[str, float] = {}
+
+    def run(self, step: str, *argv: str, timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+        started = time.monotonic()
+        result = subprocess.run(["chroot", str(self.root), *argv], capture_output=True, text=True,
+                                env=chroot_environment(), timeout=timeout or self.timeout)
+        self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - started, 1)
+        return result
+
+    def tool(self, step: str, *args: str, timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+        return self.run(step, f"{self.tool_dir}/bin/jetson-install", *args, timeout=timeout)
+
+    def inside(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
