@@ -88,11 +88,9 @@ def platform_and_channel(options: PlatformOptions) -> Tuple[Optional["Platform"]
 
 
 def default_venv(target: str) -> Path:
-    import platformdirs
+    from jetson_install.environment import default_environments
 
-    from jetson_install.layout import ENVIRONMENTS_DIR
-
-    return Path(platformdirs.user_data_dir("jetson-install")) / ENVIRONMENTS_DIR / target
+    return default_environments() / target
 
 
 def venv_path(value: str) -> Path:

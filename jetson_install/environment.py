@@ -330,18 +330,22 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(doomed)
 
 
+def default_environments() -> Path:
+    """Where each target's default DIR is (envs/<target>), in the user's data folder."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("jetson-install")) / ENVIRONMENTS_DIR
+
+
 def known_environments() -> List[Path]:
     """Every DIR jetson-install worked on for this user, first seen first: the default DIRs
     (envs/<target>) and each one recorded when a run took its lock."""
-    import platformdirs
-
-    data = Path(platformdirs.user_data_dir("jetson-install"))
+    envs = default_environments()
     # envs/ holds each default DIR beside its DIR.d (and a killed switch's hidden link).
-    found = sorted(path for path in (data / ENVIRONMENTS_DIR).glob("[!.]*") if not path.name.endswith(HOME_SUFFIX))
-    found += sorted(path.with_name(path.name[:-len(HOME_SUFFIX)])
-                    for path in (data / ENVIRONMENTS_DIR).glob(f"[!.]*{HOME_SUFFIX}"))
+    found = sorted(path for path in envs.glob("[!.]*") if not path.name.endswith(HOME_SUFFIX))
+    found += sorted(path.with_name(path.name[:-len(HOME_SUFFIX)]) for path in envs.glob(f"[!.]*{HOME_SUFFIX}"))
     try:
-        found += [Path(line) for line in (data / KNOWN_ENVIRONMENTS).read_text().splitlines() if line.strip()]
+        found += [Path(line) for line in (envs.parent / KNOWN_ENVIRONMENTS).read_text().splitlines() if line.strip()]
     except OSError:
         pass
     unique: Dict[Path, None] = {}

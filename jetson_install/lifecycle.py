@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install.environment import (
-    EnvironmentHome, disk_usage, known_environments, recorded_additions, recorded_plan, remove_tree,
+    EnvironmentHome, default_environments, disk_usage, known_environments, recorded_additions, recorded_plan,
+    remove_tree,
 )
 from jetson_install.errors import BadInput
 
@@ -52,10 +53,12 @@ class Listed:
     current: Optional[EnvironmentView]
     previous: Optional[EnvironmentView]
     other_size: int  # what else of the tool's is in DIR.d (killed builds, leftovers): `clean` removes it
+    target: Optional[str]  # the command that made DIR (`obliteratus`, `torch`), where anything says
 
     def to_json(self) -> Dict[str, Any]:
         return {"venv": self.venv, "state": self.state, "current": self.current.to_json() if self.current else None,
-                "previous": self.previous.to_json() if self.previous else None, "other_size_bytes": self.other_size}
+                "previous": self.previous.to_json() if self.previous else None, "other_size_bytes": self.other_size,
+                "target": self.target}
 
 
 def _view(environment: Path) -> EnvironmentView:
@@ -100,8 +103,19 @@ def list_environments() -> List[Listed]:
         other_size = sum(_size(path) for path in others)
         state = "ok" if current is not None else "broken" if link.is_symlink() else "partly removed"
         listed.append(Listed(str(link), state, _view(current) if current else None,
-                             _view(previous) if previous else None, other_size))
+                             _view(previous) if previous else None, other_size, _made_by(home)))
     return listed
+
+
+def _made_by(home: EnvironmentHome) -> Optional[str]:
+    """The target whose command made DIR: as any environment in DIR.d recorded it (one made
+    before targets were recorded was OBLITERATUS'), else the name of a default DIR."""
+    for environment in home.environments():
+        plan = recorded_plan(environment)
+        if plan is not None:
+            target = plan.get("target", "obliteratus")
+            return target if isinstance(target, str) else None
+    return home.link.name if home.link.absolute().parent == default_environments() else None
 
 
 def _own_home(link: Path, where: str) -> EnvironmentHome:

@@ -281,7 +281,9 @@ def environments_lines(listed: Sequence[Listed]) -> List[str]:
                          "(remove: jetson-install clean)")
         if entry.state == "broken":
             lines.append(f"  fix: jetson-install rollback --venv {entry.venv}" if entry.previous else
-                         f"  fix: install it again: jetson-install obliteratus --venv {entry.venv}")
+                         f"  fix: install it again: jetson-install {entry.target} --venv {entry.venv}" if entry.target
+                         else f"  fix: install it again with the command that made it: jetson-install TARGET --venv "
+                              f"{entry.venv} (the targets: jetson-install --help)")
         elif entry.state == "partly removed":
             lines.append(f"  fix: finish removing it: jetson-install uninstall --venv {entry.venv}")
     return lines

@@ -155,6 +155,38 @@ def test_list_finds_the_default_environment_and_says_what_is_broken(tmp_path: Pa
     assert f"  fix: install it again: jetson-install obliteratus --venv {home.link}" in listed.stdout
 
 
+def test_a_broken_dir_is_fixed_by_the_command_of_the_target_that_made_it(tmp_path: Path) -> None:
+    from jetson_install.commands import default_venv
+
+    torch = EnvironmentHome(default_venv("torch"))
+    torch.link.parent.mkdir(parents=True)
+    torch.lock().__enter__().__exit__()
+    made = built(torch)
+    torch.switch_to(made)
+    shutil.rmtree(made)  # nothing in DIR.d says what made it: the default DIR's name does
+    elsewhere = EnvironmentHome(tmp_path / "mine")
+    elsewhere.lock().__enter__().__exit__()
+    made = built(elsewhere)
+    elsewhere.switch_to(made)
+    shutil.rmtree(made)
+    killed = elsewhere.new_environment_path()  # a build killed before it finished, its plan recorded
+    (killed / STATE_DIR).mkdir(parents=True)
+    elsewhere.record_plan(killed, {"channel": "jp6-cu126", "target": "torch"})
+    unknown = EnvironmentHome(tmp_path / "unknown")
+    unknown.lock().__enter__().__exit__()
+    made = built(unknown)
+    unknown.switch_to(made)
+    shutil.rmtree(made)
+    listed = run_cli("list", "--json")
+    targets = {entry["venv"]: entry["target"] for entry in json.loads(listed.stdout)["environments"]}
+    assert targets == {str(torch.link): "torch", str(elsewhere.link): "torch", str(unknown.link): None}, targets
+    text = run_cli("list").stdout
+    assert f"  fix: install it again: jetson-install torch --venv {torch.link}" in text
+    assert f"  fix: install it again: jetson-install torch --venv {elsewhere.link}" in text
+    assert (f"  fix: install it again with the command that made it: jetson-install TARGET --venv {unknown.link} "
+            "(the targets: jetson-install --help)") in text
+
+
 def _user_folders() -> "tuple[Path, Path]":
     import platformdirs
 
