@@ -604,8 +604,9 @@ def uninstall(venv: Optional[str], yes: bool, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Show what would be removed, and its size; remove nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def clean(dry_run: bool, as_json: bool) -> None:
-    """Remove the logs, the bitsandbytes build cache and what interrupted runs left; never an
-    environment in use or its previous one, nor uv's own cache (`uv cache clean`)."""
+    """Remove the logs, the bitsandbytes build cache, the cache of interpreters' versions and
+    what interrupted runs left; never an environment in use or its previous one, nor uv's own
+    cache (`uv cache clean`)."""
     from jetson_install.lifecycle import clean as clean_up
     from jetson_install.render import clean_lines
 

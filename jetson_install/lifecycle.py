@@ -184,8 +184,8 @@ class Cleaned:
 
 
 def clean(dry_run: bool) -> Cleaned:
-    """`clean`: the logs, the bitsandbytes build cache and what killed runs left beside the
-    environments, under the lock of every environment, so no run is using them meanwhile.
+    """`clean`: the logs, the bitsandbytes build cache, the interpreters' versions kept and
+    what killed runs left beside the environments, under the lock of every environment, so no run is using them meanwhile.
     The environments in use and their previous ones are never touched."""
     import platformdirs
 
