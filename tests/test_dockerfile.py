@@ -23,6 +23,18 @@ BUILT_FOR_ORIN = {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "36", "JETSON_INSTALL_IMAGE_
                   "JETSON_INSTALL_IMAGE_CHANNEL": "jp6-cu126"}
 
 
+@pytest.fixture(autouse=True)
+def start_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the entrypoint leaves its status and evidence: the test's own folder, not this
+    machine's /tmp/jetson-install (which a container's is)."""
+    from jetson_install import container
+
+    folder = tmp_path / "start"
+    monkeypatch.setattr(container, "START_STATUS", str(folder / "start-status"))
+    monkeypatch.setattr(container, "START_EVIDENCE", str(folder / "start-evidence.json"))
+    return folder
+
+
 def cli(*args: str, env: Dict[str, str] = {}) -> CliResult:
     return run_cli(*args, env=dict(os.environ, **env))
 
@@ -113,7 +125,8 @@ def test_host_facts_come_from_the_mounted_release_file_not_the_images_dpkg(tmp_p
     assert (str(overridden.l4t), overridden.l4t_source, overridden.capability) == ("35.4.1", "JETSON_INSTALL_HOST_L4T", "7.2")
 
 
-def test_the_entrypoint_refuses_another_host_with_one_line_and_starts_nothing(tmp_path: Path) -> None:
+def test_the_entrypoint_refuses_another_host_with_one_line_and_starts_nothing(tmp_path: Path,
+                                                                             start_files: Path) -> None:
     marker = tmp_path / "started"
     result = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "--", "touch", str(marker),
                  env=dict(BUILT_FOR_ORIN, JETSON_INSTALL_HOST_L4T="35.4.1"))
@@ -122,7 +135,7 @@ def test_the_entrypoint_refuses_another_host_with_one_line_and_starts_nothing(tm
         "error: this image is built for L4T R36, compute capability 8.7, and the host runs L4T R35.4.1 "
         "(JETSON_INSTALL_HOST_L4T)")
     assert not marker.exists()
-    assert Path("/tmp/jetson-install/start-status").read_text() == "refused\n"
+    assert (start_files / "start-status").read_text() == "refused\n"
 
 
 BUILT_FOR_THOR = {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "39", "JETSON_INSTALL_IMAGE_CAPABILITY": "11.0",
@@ -279,15 +292,15 @@ def test_the_healthcheck_waits_for_the_start_and_never_reads_an_old_pass() -> No
     assert 'HEALTHCHECK --interval=5m --timeout=5s --start-period=10m CMD ["grep", "-qx", "passed",' in text
 
 
-def test_the_entrypoint_says_starting_while_its_doctor_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_entrypoint_says_starting_while_its_doctor_runs(tmp_path: Path, start_files: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from jetson_install import commands, container, doctor
     from jetson_install.container import Start
 
-    status, evidence = tmp_path / "start-status", tmp_path / "start-evidence.json"
+    status, evidence = start_files / "start-status", start_files / "start-evidence.json"
+    start_files.mkdir()
     status.write_text("passed\n")  # the previous start's
     evidence.write_text("{}")
-    monkeypatch.setattr(container, "START_STATUS", str(status))
-    monkeypatch.setattr(container, "START_EVIDENCE", str(evidence))
     monkeypatch.setattr(container, "start_check", lambda environ: Start(None, None, None, L4T(36, 4, 3)))
     seen = []
 
