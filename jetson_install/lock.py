@@ -8,15 +8,17 @@ hashes required, no resolution) and carried to machines without internet as a wh
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import sys
 import tempfile
-from glob import escape as glob_escape
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
@@ -147,16 +149,30 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
         # wheel without touching them, and the lock's own rename is the one step that switches
         # the pair: a lock killed at any moment leaves one whole pair, never a lock naming
         # another wheel's bytes (two renames, one after the other, did: seen in CI).
-        if wheel is not None and built_wheel is not None and not (wheel.is_file() and file_sha256(wheel) == digest):
-            part = output.parent / f".{wheel.name}.{os.getpid()}{_PART}"
-            shutil.copyfile(built_wheel, part)
-            os.replace(part, wheel)
-        replace_file(output, render_lock(lock))
-        if requirement is not None:
-            remove_unnamed_builds(output.parent, _distribution(requirement))
+        with _folder_held(output.parent):
+            if wheel is not None and built_wheel is not None and not (wheel.is_file() and file_sha256(wheel) == digest):
+                part = output.parent / f".{wheel.name}.{os.getpid()}{_PART}"
+                shutil.copyfile(built_wheel, part)
+                os.replace(part, wheel)
+            replace_file(output, render_lock(lock))
+            if requirement is not None:
+                remove_unnamed_builds(output.parent, _distribution(requirement))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return LockResult(lock, str(output), str(wheel) if wheel else None)
+
+
+@contextlib.contextmanager
+def _folder_held(folder: Path) -> Iterator[None]:
+    """The folder's flock (a directory's, so no file of ours is left in it) for putting a wheel
+    and a lock in place and removing the builds no lock names: another lock made in the same
+    folder at once must not remove this one's wheel between its rename and its lock's."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 # PEP 427: a build tag starts with a digit and tells two builds of one version apart.

@@ -224,6 +224,27 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
         ["orin.lock", orin.name, "obliteratus-0.1.0-py3-none-any.whl"])  # thor's build, named by no lock, went
 
 
+def test_two_locks_of_two_commits_made_at_once_in_one_folder_each_keep_their_wheel(
+        cli_env, vendor_index, public_index, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    sources = [tmp_path / "orin-source", tmp_path / "thor-source"]
+    for number, source in enumerate(sources):
+        shutil.copytree(obliteratus_git_repo, source, symlinks=True)
+        (source / "obliteratus" / "extra.py").write_text(f"X = {number}\n")
+        _commit(source, f"commit {number}")
+    out = tmp_path / "locks"
+    for _ in range(3):
+        runs = [subprocess.Popen([sys.executable, "-m", "jetson_install",
+                                  *lock_argv(vendor_index.url, public_index.url, source, out / f"{source.name}.lock",
+                                             "--python", sys.executable)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cli_env)
+                for source in sources]
+        for run in runs:
+            assert run.wait(timeout=300) == 0, run.stderr.read() if run.stderr else ""
+        wheels = {_built(out / f"{source.name}.lock").name for source in sources}
+        assert len(wheels) == 2 and sorted(path.name for path in out.iterdir()) == sorted(
+            [f"{source.name}.lock" for source in sources] + list(wheels))
+
+
 def test_lock_torch_with_an_addition_then_install_from_the_lock_here(
         cli_env, vendor_index, public_index, tmp_path: Path) -> None:
     """`lock torch --with` to `torch --lock`, end to end: the stack and the addition, each by
