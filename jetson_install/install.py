@@ -37,10 +37,15 @@ from jetson_install.fixes import (
     vendor_missing_fix,
 )
 from jetson_install.identity import Companion, Resolution
-from jetson_install.record import EnvironmentRecord, installed_versions, read_record, record_installed
-from jetson_install.interpreters import Interpreter, choose_interpreter, pip_check, served_interpreter
+from jetson_install.record import (
+    EnvironmentRecord, distributions_state, installed_versions, read_record, record_installed,
+)
+from jetson_install.interpreters import (
+    Interpreter, choose_interpreter, pip_check, sees_parent_environment, served_interpreter,
+)
 from jetson_install.layout import (
-    COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, FAILED_EVIDENCE, REQUIREMENTS_FILE, STATE_DIR, state_of,
+    CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, FAILED_EVIDENCE, REQUIREMENTS_FILE, STATE_DIR,
+    state_of,
 )
 from jetson_install.plan import Execution, Plan, resolved_plan, with_interpreter
 from jetson_install.process import Completed
@@ -322,6 +327,7 @@ def _check(step: Step, run: _Run) -> str:
         raise StepFailed("check", f"step 'check' failed: {' '.join(run.plan.target.smoke)} -> "
                                   f"{smoke.last_stderr_line() or 'exit ' + str(smoke.returncode)}",
                          f"fix the cause above, then run: {run.rerun}")
+    (state_of(run.staging) / CHECKED_FILE).write_text(distributions_state(run.staging) + "\n")
     return f"dependencies consistent; {run.plan.target.title} imports (device: {smoke.stdout.strip() or '?'})"
 
 
@@ -687,9 +693,24 @@ def _satisfied(current: Path, fingerprint: Dict[str, Any], source: Sources, plan
     for name, version in plan.pins.items():
         if name not in kept and (name not in installed or Version(installed[name]) != Version(version)):
             return None, []
-    if not pip_check(str(current / "bin" / "python")).ok:
+    if not _still_checked(current) and not pip_check(str(current / "bin" / "python")).ok:
         return None, []
     return {**kept, **installed}, []
+
+
+def _still_checked(environment: Path) -> bool:
+    """Whether the check step's `uv pip check` passed on exactly the distributions the
+    environment holds now. uv judges only their metadata (requirements, wheel tags) against each
+    other and the interpreter, so with each dist-info and the interpreter as they were
+    (distributions_state), its answer cannot differ: a no-op re-run need not start it again
+    (about a tenth of a no-op's CPU). Any install, removal or reinstall since runs it; so does
+    a venv that sees its parent's packages, which the state does not cover."""
+    try:
+        checked = (state_of(environment) / CHECKED_FILE).read_text().strip()
+    except OSError:
+        return False  # made before the check step kept its state, or without one
+    return (checked == distributions_state(environment)
+            and not sees_parent_environment(str(environment / "bin" / "python")))
 
 
 def _source(plan: Plan) -> Sources:

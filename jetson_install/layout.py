@@ -26,7 +26,7 @@ __all__ = [
     "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
-    "INTERPRETER_CACHE",
+    "INTERPRETER_CACHE", "CHECKED_FILE",
     "staging_placeholder", "home_of", "state_of",
 ]
 
@@ -48,6 +48,8 @@ COMPLETE_MARK = "complete"
 RECORD_FILE = "vendor.json"
 #: The lock an environment was installed from.
 LOCK_FILE = "lock.txt"
+#: What the check step's `uv pip check` passed on: the state of the environment's distributions.
+CHECKED_FILE = "checked.txt"
 #: The target's requirements when its source URL carries a token (readable by the user only).
 REQUIREMENTS_FILE = "requirements.txt"
 #: What --with (and `add`) put on the stack, one requirement a line: a re-run keeps them.

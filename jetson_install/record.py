@@ -124,6 +124,34 @@ def installed_versions(environment: Path) -> Dict[str, str]:
     return found
 
 
+def distributions_state(environment: Path) -> str:
+    """A digest of what `uv pip check` judges in the environment, by stat alone: each
+    dist-info (and egg-info) folder's name with its metadata file's inode, size and time, and
+    the interpreter's binary (its version and platform decide markers). Installing, removing
+    or reinstalling any distribution, with pip or uv, changes it; a reinstall linked from the
+    same cache file keeps it, and with it the very metadata uv read."""
+    import os
+
+    digest = hashlib.sha256()
+    for folder in sorted(environment.glob("lib/python*/site-packages")):
+        with os.scandir(folder) as entries:
+            names = sorted(entry.name for entry in entries if entry.name.endswith((".dist-info", ".egg-info")))
+        for name in names:
+            metadata = folder / name / ("METADATA" if name.endswith(".dist-info") else "PKG-INFO")
+            digest.update(f"{folder.name}/{name} {_stat_key(metadata if metadata.exists() else folder / name)}\n"
+                          .encode())
+    digest.update(f"python {_stat_key(environment / 'bin' / 'python')}\n".encode())
+    return digest.hexdigest()
+
+
+def _stat_key(path: Path) -> str:
+    try:
+        found = path.stat()
+    except OSError:
+        return "gone"
+    return f"{found.st_ino} {found.st_size} {found.st_mtime_ns}"
+
+
 def _name_and_version(metadata: Path) -> Tuple[str, str]:
     """The Name and Version fields of a core metadata file's header (it ends at the first blank line)."""
     fields: Dict[str, str] = {}

@@ -354,6 +354,21 @@ def test_a_rerun_with_a_git_checkout_is_a_no_op_until_it_changes(installer: Inst
     assert installer.run(checkout)[1]["status"] == "unchanged"
 
 
+def test_a_no_op_trusts_the_check_steps_uv_pip_check_only_while_no_distribution_changed(installer: Installer) -> None:
+    assert installer.run()[0] == 0
+    code, data, stderr = installer.run(extra=("-v",))
+    assert (code, data["status"]) == (0, "unchanged"), stderr
+    assert "pip check" not in stderr  # the check step's answer, on these very distributions, stands
+    # A dependency removed by hand: the no-op asks uv again, which finds it missing, and the run rebuilds.
+    uv_bin = __import__("uv").find_uv_bin()
+    removed = subprocess.run([uv_bin, "pip", "uninstall", "--python", str(installer.venv / "bin" / "python"), "pyyaml"],
+                             capture_output=True, text=True, env=installer.env, timeout=60)
+    assert removed.returncode == 0, removed.stderr
+    code, data, stderr = installer.run(extra=("-v",))
+    assert "uv pip check" in stderr and (code, data["status"]) == (0, "installed"), stderr
+    assert installer.python("import yaml; print('ok')") == "ok"
+
+
 def counting_git(tmp_path: Path, env: Dict[str, str]) -> Path:
     """Put a `git` first on PATH that logs each `git ls-remote`, then runs the real git."""
     log = tmp_path / "ls-remote.log"
