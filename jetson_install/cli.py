@@ -55,15 +55,22 @@ def _exit_if(code: int) -> None:
         sys.exit(code)
 
 
-def _target_summaries() -> Dict[str, str]:
+def _target_summaries(ctx: click.Context) -> Dict[str, str]:
     """Each catalog target and its command's help line, read without validating the catalog
-    (its mistakes are said by the command that loads it); none where the file cannot be parsed."""
+    (its mistakes are said by the command that loads it); none where the file cannot be parsed.
+    Read once per command line: `--help` asks for every command (the parse was two thirds of
+    its cost, read three times); kept on the root context, not the process, since the file
+    named by JETSON_INSTALL_WHEELS_INDEX may differ between two command lines of one process."""
     from jetson_install.catalog_file import target_summaries
 
-    try:
-        return target_summaries()
-    except JetsonInstallError:
-        return {}
+    meta = ctx.find_root().meta
+    if "jetson_install.targets" not in meta:
+        try:
+            meta["jetson_install.targets"] = target_summaries()
+        except JetsonInstallError:
+            meta["jetson_install.targets"] = {}
+    summaries: Dict[str, str] = meta["jetson_install.targets"]
+    return summaries
 
 
 class _WithTargets(click.Group):
@@ -75,12 +82,12 @@ class _WithTargets(click.Group):
         self.make = make
 
     def list_commands(self, ctx: click.Context) -> List[str]:
-        return sorted(set(super().list_commands(ctx)) | set(_target_summaries()))
+        return sorted(set(super().list_commands(ctx)) | set(_target_summaries(ctx)))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
         command = super().get_command(ctx, cmd_name)
         if command is None:
-            summary = _target_summaries().get(cmd_name)
+            summary = _target_summaries(ctx).get(cmd_name)
             command = self.make(cmd_name, summary) if summary is not None else None
             if command is not None:
                 command.params.extend(_verbosity_options())
