@@ -9,7 +9,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import uv
 from jetson_install.catalog import Channel, Target, VendorSource
@@ -22,9 +22,11 @@ from jetson_install.platform import Platform
 from jetson_install.routes import shared
 from jetson_install.samples import root_shown
 from jetson_install.settings import IndexSettings
-from jetson_install.source_build.bitsandbytes import PlannedBuild, build_step, plan_build
 from jetson_install.steps import Step
 from jetson_install.versions import satisfies
+
+if TYPE_CHECKING:
+    from jetson_install.source_build.bitsandbytes import PlannedBuild
 
 
 __all__ = ["DownloadRoute", "Checked", "check_channel", "vendor_source", "plan_download", "with_extra"]
@@ -48,6 +50,9 @@ class DownloadRoute(Route):
         """The route once the set's torch is known: the build it needs is planned for it."""
         if self.choice is None:
             return self
+        # Here, not at the top: only --bitsandbytes build needs the build's modules (git, the releases).
+        from jetson_install.source_build.bitsandbytes import plan_build
+
         return dataclasses.replace(self, build=plan_build(self.choice or None, torch, plan.platform.compute_capability))
 
     def extra_pins(self) -> Dict[str, str]:
@@ -248,6 +253,8 @@ def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpre
                                               default_index)),
              tuple(uv.companions_install_argv(python, f"{state}/{COMPANIONS_FILE}", default_index)))))
     if route.build is not None:
+        from jetson_install.source_build.bitsandbytes import build_step
+
         steps.append(build_step(route.build, python, plan.settings.default_index.value))
     steps += [
         shared.target_step(plan),
