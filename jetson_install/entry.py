@@ -7,9 +7,14 @@ four times what `python -c pass` does); every other command line goes to `cli.ma
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
 
 from jetson_install import __version__
+
+#: typing itself costs `--version` as much again as Python's start-up: its names are for the
+#: type checkers only (which read this name as true).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional
 
 #: What click's version option prints for `jetson-install --version` (cli.py's `version_option`).
 VERSION_LINE = f"jetson-install, version {__version__}"
