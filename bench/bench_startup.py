@@ -3,7 +3,9 @@
 
 Goal (issue 24): at most 4x each. The commands run as a user runs them, through the
 `jetson-install` script installed beside this interpreter (`python -m jetson_install` where
-there is none, which adds runpy). Run by hand: python bench/bench_startup.py [--repeat N]
+there is none, which adds runpy). Beside the wall and CPU seconds, the instructions each case
+executes (valgrind's callgrind, where valgrind is installed): the same on every run of the same
+code, whatever else the machine is doing. Run by hand: python bench/bench_startup.py [--repeat N]
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 
 def seconds(argv: Sequence[str]) -> Tuple[float, float]:
@@ -26,6 +30,19 @@ def seconds(argv: Sequence[str]) -> Tuple[float, float]:
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.perf_counter() - start, after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
+
+
+def instructions(argv: Sequence[str]) -> Optional[int]:
+    """Instructions executed by `argv` and every process it starts (callgrind's totals); None
+    without valgrind. One run is enough: the count does not move with the machine's load."""
+    if shutil.which("valgrind") is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as folder:
+        subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes",
+                        f"--callgrind-out-file={folder}/callgrind.%p", *argv],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        return sum(int(line.split()[1]) for path in Path(folder).iterdir()
+                   for line in path.read_text().splitlines() if line.startswith("totals:"))
 
 
 def main() -> None:
@@ -58,11 +75,19 @@ def main() -> None:
                  for n in (0, 1))
     print(f"baseline python -c pass: {wall['python -c pass'] * 1000:.1f} ms wall, {cpu['python -c pass'] * 1000:.1f} ms "
           f"CPU (medians of {args.repeat}, interleaved); load average {os.getloadavg()[0]:.1f}")
+    counted = {name: instructions(argv) for name, argv in [("python -c pass", baseline), *cases.items()]}
+    base = counted["python -c pass"]
+    if base is None:
+        print("no valgrind here: no instruction counts (apt-get install valgrind)")
+    else:
+        print(f"baseline python -c pass: {base / 1e6:.1f} M instructions (callgrind)")
     # click is a dependency every command parses with: what the tool adds is what lies above it.
     for name in cases:
+        count = counted[name]
         print(f"{name:24} {wall[name] * 1000:7.1f} ms  {wall[name] / wall['python -c pass']:5.2f}x wall  "
               f"{cpu[name] / cpu['python -c pass']:5.2f}x CPU  "
-              f"{(wall[name] - wall['import click (reference)']) * 1000:+6.1f} ms over import click")
+              + (f"{count / base:5.2f}x instructions ({count / 1e6:6.1f} M)  " if count and base else "")
+              + f"{(wall[name] - wall['import click (reference)']) * 1000:+6.1f} ms over import click")
 
 
 if __name__ == "__main__":
