@@ -260,9 +260,12 @@ def test_quiet_keeps_results_and_errors_and_verbose_shows_each_command(installer
     assert code == 0 and data["status"] == "installed"
     # No progress and no summary: only the warnings (a sample root, another Python) are left.
     assert stderr and all(line.startswith("warning: ") for line in stderr.splitlines()), stderr
-    code, data, stderr = installer.run(extra=("--upgrade", "-v"))
-    assert code == 0, stderr
-    assert "  | run: " in stderr
+    # A no-op re-run runs no command at all: -v is seen on an install into a new DIR.
+    args = installer.args()
+    args[args.index("--venv") + 1] = f"{installer.venv}-verbose"
+    verbose = run_cli(*args, "-v", env=installer.env)
+    assert verbose.returncode == 0, verbose.stderr
+    assert "  | run: " in verbose.stderr
     refused = run_cli("obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--venv", "", "-q")
     assert refused.returncode == 2
     assert refused.stderr.splitlines() == ["error: --venv is empty", "  fix: give the environment's location, e.g. "
