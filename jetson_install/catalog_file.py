@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from jetson_install.errors import CatalogError
-from jetson_install.toml_file import load_toml
+from jetson_install.toml_file import load_tables
 
 __all__ = ["TARGET_NAME", "default_catalog_path", "target_summaries"]
 
@@ -38,7 +38,7 @@ def default_catalog_path() -> Path:
 def target_summaries(path: Optional[Path] = None) -> Dict[str, str]:
     """Each `[targets.NAME]` whose name is a command and whose `summary` is text, and that
     summary. Raises CatalogError where the file is missing or not TOML."""
-    targets = load_toml(path or default_catalog_path()).get("targets")
+    targets = load_tables(path or default_catalog_path(), "targets").get("targets")
     if not isinstance(targets, dict):
         return {}
     return {name: entry["summary"] for name, entry in targets.items()

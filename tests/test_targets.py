@@ -6,6 +6,7 @@ of the real projects (ultralytics asks for torch and torchvision as the real one
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -258,3 +259,21 @@ def test_help_reads_the_targets_without_loading_the_catalog() -> None:
              "print('LOADED', sorted(m for m in sys.modules if m in ('jetson_install.catalog', 'packaging')))\n")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert "LOADED []" in result.stdout and "  obliteratus " in result.stdout, result.stdout + result.stderr
+
+
+def test_help_lists_the_targets_past_a_mistake_outside_them_and_reads_a_value_across_a_header_like_line(
+        tmp_path: Path) -> None:
+    real = (TOP / "wheels-index.toml").read_text()
+    path = tmp_path / "wheels-index.toml"
+    env = {**isolated_env(tmp_path), "JETSON_INSTALL_WHEELS_INDEX": str(path)}
+    # Not TOML after the targets: --help still lists them, and their command names the line.
+    path.write_text(real + "\n[[channels]\n")
+    shown = run_cli("--help", env=env)
+    assert shown.returncode == 0 and "  obliteratus " in shown.stdout, shown.stdout
+    result = run_cli("plan", "obliteratus", "--root", ORIN, env=env, cwd=tmp_path)
+    assert result.returncode == 2 and "invalid TOML" in result.stderr.splitlines()[0], result.stderr
+    # A target's multi-line summary holding a line that looks like a header: read as the file says.
+    summary = 'summary = """Install OBLITERATUS\n[channels]\non the stack."""'
+    path.write_text(re.sub(r'^summary = ".*"$', summary.replace("\\", "\\\\"), real, count=1, flags=re.M))
+    shown = run_cli("--help", env=env)
+    assert shown.returncode == 0 and re.search(r"^  obliteratus +Install OBLITERATUS", shown.stdout, re.M), shown.stdout
