@@ -3,7 +3,7 @@ and an edited checkout or a moved branch is never taken for the same.
 
 * a git checkout: its commit, plus a digest of its uncommitted changes and untracked files;
 * a plain folder: a digest of its files' content (never their times: building writes into
-  the tree), without build outputs;
+  the tree), without build outputs, a link counted by what it points at, as a build reads it;
 * a git URL: the commit a branch points to, looked up once per run (`git ls-remote`); a tag
   or a commit names its content already and needs no look-up after the first install.
 
@@ -19,7 +19,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
 from jetson_install import git
-from jetson_install.source_tree import file_digest, folder_digest, is_build_output
+from jetson_install.source_tree import checkout_digest, file_digest, is_build_output
 
 __all__ = ["SourceIdentity", "Sources", "addition_url", "recorded_commit", "split_git_url"]
 
@@ -46,7 +46,7 @@ def _local_identity(root: Path) -> Dict[str, str]:
         identity = _checkout_identity(root)
         if identity is not None:
             return identity
-    return {"kind": "folder", "content": folder_digest(root)}
+    return {"kind": "folder", "content": checkout_digest(root, follow_outside=True)}
 
 
 def split_git_url(url: str) -> Tuple[str, Optional[str]]:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["BUILD_OUTPUTS", "LinkOutside", "is_build_output", "file_digest", "folder_digest", "checkout_digest"]
+__all__ = ["BUILD_OUTPUTS", "LinkOutside", "is_build_output", "file_digest", "checkout_digest"]
 
 # What building a project writes into its tree (setuptools, hatchling, Python itself), and
 # git's own folder, as shutil.ignore_patterns patterns: the one rule for what is not source.
@@ -25,12 +25,15 @@ def is_build_output(relative: str, also: Sequence[str] = ()) -> bool:
 
 
 def file_digest(digest: "hashlib._Hash", root: Path, relative: str) -> None:
+    """One path of a tree, by what a build reads there: a link by the content it points at
+    (a file's bytes, a folder's files), since a build copies that, not the link's text."""
     path = root / relative
     digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
-    if path.is_symlink():
-        digest.update(b"link:" + os.readlink(path).encode("utf-8", "surrogateescape"))
+    real = Path(os.path.realpath(path))
+    if real.is_dir():
+        _digest_folder(digest, real, real, "", (), (real,), follow_outside=True)
     else:
-        _content(digest, path)
+        _content(digest, real)
     digest.update(b"\0")
 
 
@@ -47,21 +50,6 @@ def _content(digest: "hashlib._Hash", path: Path) -> None:
         digest.update(f"unreadable:{exc.errno}".encode())
 
 
-def folder_digest(root: Path, also: Sequence[str] = ()) -> str:
-    """The content of every file under `root` except build outputs (and `also`), in a fixed order."""
-    digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        base = Path(dirpath)
-        # A link to a folder counts by where it points, like a link to a file.
-        entries = filenames + [name for name in dirnames if (base / name).is_symlink()]
-        dirnames[:] = sorted(name for name in dirnames if not is_build_output(name, also) and not (base / name).is_symlink())
-        for name in sorted(entries):
-            relative = (base / name).relative_to(root).as_posix()
-            if not is_build_output(relative, also):
-                file_digest(digest, root, relative)
-    return digest.hexdigest()
-
-
 class LinkOutside(ValueError):
     """A symbolic link in a checkout that resolves to a place outside it."""
 
@@ -71,19 +59,21 @@ class LinkOutside(ValueError):
         self.target = target
 
 
-def checkout_digest(root: Path, also: Sequence[str] = ()) -> str:
-    """The content of a checkout that is built from: like folder_digest, but a link counts by
-    the content it points at, never by its text, so a link re-pointed at an edited file is
-    another source. A link that leaves the checkout raises LinkOutside: what it points at is
-    not part of the checkout, and the build's private copy would read it from elsewhere."""
+def checkout_digest(root: Path, also: Sequence[str] = (), follow_outside: bool = False) -> str:
+    """The content of every file under `root` that a build reads, except build outputs (and
+    `also`), in a fixed order, never their times. A link counts by the content it points at,
+    never by its text, so a link re-pointed at an edited file is another source. A link that
+    leaves the tree raises LinkOutside, unless `follow_outside`: for a build that copies the
+    tree privately what it points at is not there, while a build from the folder itself (uv's
+    of a target's folder) reads it, so the identity of such a folder counts it."""
     real_root = root.resolve()
     digest = hashlib.sha256()
-    _digest_folder(digest, real_root, real_root, "", tuple(also), (real_root,))
+    _digest_folder(digest, real_root, real_root, "", tuple(also), (real_root,), follow_outside)
     return digest.hexdigest()
 
 
 def _digest_folder(digest: "hashlib._Hash", real_root: Path, folder: Path, prefix: str, also: Sequence[str],
-                   open_folders: Sequence[Path]) -> None:
+                   open_folders: Sequence[Path], follow_outside: bool) -> None:
     try:
         names = sorted(os.listdir(folder))
     except OSError as exc:
@@ -96,7 +86,7 @@ def _digest_folder(digest: "hashlib._Hash", real_root: Path, folder: Path, prefi
         path = folder / name
         if path.is_symlink():
             target = Path(os.path.realpath(path))
-            if target != real_root and real_root not in target.parents:
+            if target != real_root and real_root not in target.parents and not follow_outside:
                 raise LinkOutside(relative, os.readlink(path))
             if not target.exists():
                 digest.update(relative.encode("utf-8", "surrogateescape") + b"\0dangling\0")
@@ -107,7 +97,7 @@ def _digest_folder(digest: "hashlib._Hash", real_root: Path, folder: Path, prefi
             if path in open_folders:
                 digest.update(b"loop\0")  # a link to a folder it is inside of: its content is counted once
             else:
-                _digest_folder(digest, real_root, path, relative + "/", also, (*open_folders, path))
+                _digest_folder(digest, real_root, path, relative + "/", also, (*open_folders, path), follow_outside)
         else:
             digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
             _content(digest, path)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from jetson_install.source_identity import SourceIdentity
-from jetson_install.source_tree import folder_digest
 
 
 def build_outputs(tree: Path) -> None:
@@ -27,21 +26,38 @@ def build_outputs(tree: Path) -> None:
 def test_a_folder_is_known_by_content_without_build_outputs_or_times(obliteratus_source: Path, tmp_path: Path) -> None:
     tree = tmp_path / "src"
     shutil.copytree(obliteratus_source, tree)
-    before = folder_digest(tree)
+    before = identity(tree)
+    assert before["kind"] == "folder"
     build_outputs(tree)
-    assert folder_digest(tree) == before
+    assert identity(tree) == before
     (tree / "obliteratus" / "cli.py").write_text("changed = True\n")
-    assert folder_digest(tree) != before
+    assert identity(tree) != before
 
 
 def test_a_dangling_symlink_or_unreadable_file_does_not_stop_the_digest(obliteratus_source: Path, tmp_path: Path) -> None:
     tree = tmp_path / "src"
     shutil.copytree(obliteratus_source, tree)
     (tree / "obliteratus" / "gone.py").symlink_to(tmp_path / "nowhere")
-    first = folder_digest(tree)
-    (tree / "obliteratus" / "gone.py").unlink()
-    (tree / "obliteratus" / "gone.py").symlink_to(tmp_path / "elsewhere")
-    assert folder_digest(tree) != first
+    first = identity(tree)
+    (tmp_path / "nowhere").write_text("X = 1\n")  # what the link points at comes to be
+    assert identity(tree) != first
+
+
+def test_a_link_out_of_the_folder_counts_by_what_the_build_reads_there(obliteratus_source: Path,
+                                                                        tmp_path: Path) -> None:
+    # uv builds the folder in place, so the wheel holds what a link points at, wherever it is.
+    tree, shared = tmp_path / "src", tmp_path / "shared"
+    shutil.copytree(obliteratus_source, tree)
+    (shared / "presets").mkdir(parents=True)
+    (shared / "config.py").write_text("LAYERS = 1\n")
+    (shared / "presets" / "small.py").write_text("SIZE = 1\n")
+    (tree / "obliteratus" / "config.py").symlink_to(shared / "config.py")
+    (tree / "obliteratus" / "presets").symlink_to(shared / "presets")
+    first = identity(tree)
+    (shared / "config.py").write_text("LAYERS = 2\n")
+    second = identity(tree)
+    (shared / "presets" / "small.py").write_text("SIZE = 2\n")
+    assert len({str(first), str(second), str(identity(tree))}) == 3
 
 
 def git(tree: Path, *args: str) -> str:
