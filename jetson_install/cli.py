@@ -45,7 +45,7 @@ def _platform_options(root: str, l4t: Optional[str], soc: Optional[str]) -> "Pla
 
 
 def _print_json(data: Any) -> None:
-    from jetson_install.render import json_text
+    from jetson_install.redact import json_text
 
     click.echo(json_text(data), nl=False)
 

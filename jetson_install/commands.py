@@ -13,7 +13,7 @@ from jetson_install.errors import BadInput, NotAJetson, Unsupported
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Catalog, Channel
-    from jetson_install.doctor.report import DoctorReport
+    from jetson_install.doctor.on_environment import DoctorRun
     from jetson_install.evidence import Verdict
     from jetson_install.fixes import Rerun
     from jetson_install.index import SetReport
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from jetson_install.platform import Platform
 
 __all__ = ["Given", "PlatformOptions", "InstallOptions", "detect_platform", "platform_and_channel", "make_install_plan",
-           "resolve_plan", "install_plan", "preview", "dry_run", "default_venv", "venv_path", "DoctorRun", "doctor_interpreter", "doctor",
+           "resolve_plan", "install_plan", "preview", "dry_run", "default_venv", "venv_path", "doctor_interpreter", "doctor",
            "board_lock", "check_channels", "unknown_channel", "constraint_files",
            "Dockerfile", "dockerfile", "EntrypointStart", "container_start", "labels", "judged",
            "environment_link", "Addition", "addition", "default_environment"]
@@ -199,12 +199,6 @@ def resolve_plan(plan: "Plan", rerun: "Rerun", python: Optional[str] = None) -> 
                                exc.python, exc.served) from None
 
 
-@dataclass(frozen=True)
-class DoctorRun:
-    report: "DoctorReport"
-    evidence: Dict[str, Any]  # the report as JSON, with the environment's lock named
-
-
 def given_platform(options: PlatformOptions) -> Tuple[str, ...]:
     """The --root and --l4t the user typed, for the commands a fix prints."""
     words: List[str] = []
@@ -231,17 +225,12 @@ def doctor_interpreter(venv: Optional[str], python: Optional[str]) -> Tuple[str,
 
 
 def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: bool, no_gpu: bool, preflight: bool,
-           evidence_file: Optional[str], gate_file: Optional[str], progress: Any) -> DoctorRun:
-    """The doctor on the environment of `python`, judged against what it was made with; its
-    evidence (and the gate record) written where asked."""
-    from jetson_install.outputs import check_output_directory, write_output
-    from jetson_install.render import json_text
-    from jetson_install import doctor as doctor_module
-    from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
-    from jetson_install.doctor.profiles import profile_from_record
-    from jetson_install.routes.shared import FIX_COMMAND_VARIABLE
-    from jetson_install.catalog import load_catalog
-    from jetson_install.source_identity import recorded_commit
+           evidence_file: Optional[str], gate_file: Optional[str], progress: Any) -> "DoctorRun":
+    """The doctor on the environment of `python`, on the platform the options give, judged
+    against what it was made with; its evidence (and the gate record) written where asked."""
+    from jetson_install.outputs import check_output_directory
+    from jetson_install.doctor import GPU_FREE_CHECKS
+    from jetson_install.doctor.on_environment import doctor_environment
 
     for option, path in (("--evidence", evidence_file), ("--gate-evidence", gate_file)):
         if path:
@@ -250,36 +239,15 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
         raise BadInput("--no-gpu selects the checks that need no GPU; --check and --strict select others",
                        fix="drop --no-gpu, or drop --check/--strict")
     platform, channel = platform_and_channel(options)
-    environment = Path(python).parent.parent
-    channel, vendor = recorded_doctor_inputs(environment, channel)
-    recorded = recorded_plan(environment) or {}
-    target = recorded_target(recorded)
-    report = doctor_module.run_doctor(
-        python, platform=platform, channel=channel, vendor=vendor,
-        only=doctor_module.GPU_FREE_CHECKS if no_gpu else only, strict=strict, progress=progress,
-        source_commit=recorded_commit(recorded.get("source")), profile=profile_from_record(recorded, channel, preflight),
-        install_command=os.environ.get(FIX_COMMAND_VARIABLE) or None, platform_options=given_platform(options),
-        target=target, left_out=load_catalog().left_out(target))
-    evidence = report.to_json()
-    lock = recorded_lock(environment)
-    if lock is not None:
-        evidence["lock"] = lock  # which exact files the proven environment holds
-    if evidence_file:
-        write_output("--evidence", evidence_file, json_text(evidence))
+    run = doctor_environment(python, platform, channel, only=GPU_FREE_CHECKS if no_gpu else only, strict=strict,
+                             preflight=preflight, evidence_file=evidence_file, progress=progress, install_command=None,
+                             platform_options=given_platform(options))
     if gate_file:
         from jetson_install.evidence import gate_record_text
+        from jetson_install.outputs import write_output
 
-        write_output("--gate-evidence", gate_file, gate_record_text(evidence, report.exit_code, os.environ))
-    return DoctorRun(report, evidence)
-
-
-def recorded_target(recorded: Mapping[str, Any]) -> str:
-    """The target an environment was made for (its plan.json); OBLITERATUS for one made before
-    there were others, or not by jetson-install."""
-    from jetson_install.catalog import load_catalog
-
-    target = recorded.get("target")
-    return target if isinstance(target, str) and target in load_catalog().targets else "obliteratus"
+        write_output("--gate-evidence", gate_file, gate_record_text(run.evidence, run.report.exit_code, os.environ))
+    return run
 
 
 def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: Optional[str], rerun: "Rerun") -> "Plan":
@@ -476,7 +444,7 @@ def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
     from jetson_install.errors import EXIT_UNSUPPORTED
 
     from jetson_install.outputs import replace_file
-    from jetson_install.render import json_text
+    from jetson_install.redact import json_text
 
     status = Path(START_STATUS)
     status.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 import shlex
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +49,7 @@ from jetson_install.plan import Execution, Plan, resolved_plan, with_interpreter
 from jetson_install.process import Completed
 from jetson_install.progress import Display, StepProgress
 from jetson_install.redact import redact, redact_data
-from jetson_install.routes.shared import FIX_COMMAND_VARIABLE, PROGRAM, target_lines
+from jetson_install.routes.shared import target_lines
 from jetson_install.source_identity import Sources
 from jetson_install.steps import Step, StepResult
 from jetson_install.uv_errors import read_uv_failure
@@ -167,9 +166,6 @@ class _Run(Execution):
         program = command[0]
         if program == uv.PROGRAM:
             result = runner.run_uv(command, indexes=self.plan.indexes, watch=self._current)
-        elif program == PROGRAM:
-            result = runner.run([sys.executable, "-m", "jetson_install", *command[1:]], timeout=3600,
-                                env={FIX_COMMAND_VARIABLE: redact(str(self.rerun))}, on_line=self._forward)
         else:
             result = runner.run(command, timeout=3600, on_tick=self._current.tick if self._current else None)
         if program == uv.PROGRAM:
@@ -205,11 +201,6 @@ class _Run(Execution):
             self._current = None
             self.results.append(StepResult(step.id, status, current.elapsed(), detail, current.downloaded_bytes))
             self.display.finish(current, status, detail)
-
-    def _forward(self, stream: str, line: str) -> None:
-        """What the doctor tells while it works (on stderr) reaches the user as progress."""
-        if stream == "stderr" and line.strip():
-            self.display(line)
 
     def outcome(self, result: Completed, usual_fix: str, index: Optional[str] = None) -> None:
         """Fail the step with uv's own reason and the fix for that cause; `usual_fix` is the
@@ -335,37 +326,38 @@ def _check(step: Step, run: _Run) -> str:
 
 
 def _doctor(step: Step, run: _Run) -> str:
-    """The doctor as the plan wrote it; its evidence decides whether the environment is switched in."""
-    evidence_path = Path(step.argv[step.argv.index("--evidence") + 1])
-    done = run.run(step.argv, "")
+    """The doctor on the new environment, in this process on the platform and channel the plan
+    holds (its probes, the step's commands, run by the environment's interpreter); its evidence
+    decides whether the environment is switched in."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.doctor import GPU_FREE_CHECKS
+    from jetson_install.doctor.on_environment import doctor_environment
+
+    plan = run.plan
+    evidence_path = state_of(run.staging) / EVIDENCE_FILE
     try:
-        evidence = json.loads(evidence_path.read_text())
-    except (OSError, ValueError):
-        raise StepFailed("verify", f"step 'verify' failed: the doctor wrote no evidence "
-                                   f"({done.last_stderr_line() or 'exit ' + str(done.returncode)})",
-                         f"run it by hand to see why: {shlex.join(step.argv)}") from None
-    partial = "--no-gpu" in step.argv
-    if done.returncode != 0:
+        done = doctor_environment(
+            run.python, plan.platform, load_catalog().match(plan.platform).channel,
+            only=() if plan.verify else GPU_FREE_CHECKS, strict=False, preflight=plan.route.profile == "preflight",
+            evidence_file=str(evidence_path), progress=run.progress,
+            install_command=redact(str(run.rerun)), platform_options=plan.doctor_platform_args)
+    except JetsonInstallError as exc:
+        raise StepFailed("verify", f"step 'verify' failed: {exc.message}", exc.fix) from None
+    evidence = done.evidence
+    if done.report.exit_code != 0:
         checks = {check.get("id"): check for check in evidence.get("checks", []) if isinstance(check, dict)}
         first = checks.get(evidence.get("headline")) or {}
         detail = f"{first['id']}: {first.get('detail')}" if first else "a required check failed"
         fixes = [first["fix"]] if first.get("fix") else []
-        if not partial and evidence.get("profile") == "jetson" and first.get("id") not in _gpu_free_checks():
+        if plan.verify and evidence.get("profile") == "jetson" and first.get("id") not in GPU_FREE_CHECKS:
             fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
         raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(run.staging)})",
                          "; ".join(fixes) or None)
-    if partial:
+    if not plan.verify:
         return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence_path}"
     if evidence.get("profile") == "preflight":
         return f"preflight checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence_path}"
     return f"all required checks passed; evidence in {evidence_path}"
-
-
-def _gpu_free_checks() -> Tuple[str, ...]:
-    # Only on a failure: which checks a --no-verify install also runs, as the doctor defines them.
-    from jetson_install.doctor.run import GPU_FREE_CHECKS
-
-    return GPU_FREE_CHECKS
 
 
 def _source_build(step: Step, run: _Run) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Protocol,
 from jetson_install import uv
 from jetson_install.errors import BadInput
 from jetson_install.layout import INTERPRETER_CACHE
+from jetson_install.probes import probe_command
 from jetson_install.process import Completed
 from jetson_install.runner import run, run_uv
 
@@ -202,11 +203,8 @@ def choose_interpreter(policy: Policy, channel: str) -> Tuple[Optional[Interpret
 
 # -- what an interpreter's environment has -------------------------------------------------------
 
-_STACK_PROBE = Path(__file__).parent / "probes" / "stack_probe.py"
-
-
 def _run_stack_probe(python: str) -> Dict[str, Any]:
-    completed = run([python, str(_STACK_PROBE)], timeout=120)
+    completed = run(probe_command(python, "stack"), timeout=120)
     for line in reversed(completed.stdout.splitlines()):
         if line.startswith("{"):
             try:

@@ -136,10 +136,6 @@ class Route:
         """Packages the environment takes from its parent interpreter, not installs."""
         return {}
 
-    def doctor_options(self) -> Tuple[str, ...]:
-        """Options of `jetson-install doctor` that judge this route's environment."""
-        return ()
-
     def facts(self) -> Dict[str, Any]:
         """The route's own entries in the plan's fingerprint: what a re-run compares."""
         return {}

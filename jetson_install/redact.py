@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple, Optional
 
-__all__ = ["MASK", "CREDENTIALS_FIX", "redact", "redact_data", "Credentials", "credentials", "RedactingStream"]
+__all__ = ["MASK", "CREDENTIALS_FIX", "redact", "redact_data", "Credentials", "credentials", "RedactingStream", "json_text"]
 
 MASK = "****"
 #: What to do when a mirror refuses (401, 403): the two ways credentials reach it, neither written anywhere.
@@ -83,3 +83,9 @@ class RedactingStream:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
 
+
+def json_text(data: Any) -> str:
+    """What --json prints (and evidence files hold): indented, with URL credentials masked."""
+    import json
+
+    return json.dumps(redact_data(data), indent=2) + "\n"

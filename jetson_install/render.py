@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from jetson_install.lock import LockResult
     from jetson_install.plan import Plan
 
-__all__ = ["json_text", "platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines", "serving_lines",
+__all__ = ["platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines", "serving_lines",
            "container_lines", "channels_text", "channels_markdown", "channels_json", "check_lines", "check_list",
            "size_text", "environments_lines", "rollback_lines", "uninstall_lines", "clean_lines"]
 
@@ -84,6 +84,9 @@ def plan_text(plan: Plan) -> str:
     for number, step in enumerate(plan.steps, 1):
         lines.append(f"  {number}. {step.id:12} {step.title}")
         lines.extend(f"       $ {_shell_line(command)}" for command in step.commands)
+        if step.equivalent:
+            lines.append(f"       (the doctor, in jetson-install's own process; the same later: "
+                         f"{_shell_line(step.equivalent)})")
     lines.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(lines)
 
@@ -139,15 +142,6 @@ def _shell_line(argv: Sequence[str]) -> str:
     import shlex
 
     return " ".join(shlex.quote(part) for part in argv)
-
-
-def json_text(data: Any) -> str:
-    """What --json prints: indented, with URL credentials masked."""
-    import json
-
-    from jetson_install.redact import redact_data
-
-    return json.dumps(redact_data(data), indent=2) + "\n"
 
 
 def channels_json(catalog: Catalog) -> List[Dict[str, Any]]:

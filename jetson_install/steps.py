@@ -3,7 +3,10 @@
 A plan's steps are the program the install carries out: the executor runs each step's
 commands as they are written here, with the new environment's path put in for the
 placeholder (DIR.d/<new>) and each program name (uv, jetson-install, cmake) replaced by the
-binary found at run time. `plan` and `--dry-run` print the same steps.
+binary found at run time. A step whose work is the tool's own (the verify step's doctor)
+runs in the install's process, starting only the commands it lists, and names the command
+a user can run later for the same result (`equivalent`). `plan` and `--dry-run` print the
+same steps.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ KINDS = (
     "lock",  # install exactly a lock's files
     "protect",  # keep the constraints in force after jetson-install exits; no command
     "check",  # uv pip check and the target's smoke command, side by side
-    "doctor",  # the doctor on the new environment, keeping its evidence
+    "doctor",  # the doctor on the new environment, in process (its probes are the commands), keeping its evidence
     "switch",  # point DIR at the new environment; no command
 )
 
@@ -38,6 +41,9 @@ class Step:
     kind: str
     title: str
     commands: Tuple[Command, ...] = ()
+    #: The command that does this step's work where the executor does it in process: what a
+    #: user runs later for the same result.
+    equivalent: Command = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -51,11 +57,11 @@ class Step:
     def bound(self, placeholder: str, staging: str) -> "Step":
         """The step as it runs: the new environment's path in place of the placeholder."""
         commands = tuple(tuple(part.replace(placeholder, staging) for part in command) for command in self.commands)
-        return Step(self.id, self.kind, self.title, commands)
+        return Step(self.id, self.kind, self.title, commands, self.equivalent)
 
     def to_json(self) -> Dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "title": self.title, "command": list(self.argv) or None,
-                "commands": [list(command) for command in self.commands]}
+                "commands": [list(command) for command in self.commands], "equivalent": list(self.equivalent) or None}
 
 
 @dataclass(frozen=True)

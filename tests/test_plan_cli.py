@@ -54,9 +54,25 @@ def test_unsupported_jetpack5_exits_3_with_reason_and_remedy() -> None:
 def test_no_verify_keeps_only_the_checks_that_need_no_gpu() -> None:
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--no-verify")
     verify = next(s for s in data["steps"] if s["id"] == "verify")
-    assert verify["kind"] == "doctor" and verify["command"][:2] == ["jetson-install", "doctor"]
-    assert verify["command"][-1] == "--no-gpu"
+    assert verify["kind"] == "doctor" and verify["equivalent"][:2] == ["jetson-install", "doctor"]
+    assert verify["equivalent"][-1] == "--no-gpu"
     assert "no GPU needed" in verify["title"]
+    # The doctor runs in the install's process: what it starts is the torch probe alone.
+    assert [Path(command[1]).name for command in verify["commands"]] == ["torch_probe.py"]
+
+
+def test_the_verify_step_lists_what_its_doctor_starts_and_the_doctor_command_to_run_later() -> None:
+    data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
+    verify = next(s for s in data["steps"] if s["id"] == "verify")
+    python = f"{data['venv']}.d/<new>/bin/python"
+    assert [command[0] for command in verify["commands"][:2]] == [python, python]
+    assert [Path(command[1]).name for command in verify["commands"][:2]] == ["torch_probe.py", "bnb_probe.py"]
+    assert verify["commands"][2][:3] == ["uv", "pip", "check"]
+    assert verify["equivalent"] == ["jetson-install", "doctor", "--venv", data["venv"], "--evidence",
+                                    f"{data['venv']}/jetson-install/evidence.json", "--root",
+                                    "sample:agx-orin-64gb-jp6.2"]
+    text = plan("--root", "sample:agx-orin-64gb-jp6.2").stdout
+    assert f"the same later: jetson-install doctor --venv {data['venv']} " in text
 
 
 def test_vendor_index_flag_and_env_are_reported_as_sources() -> None:

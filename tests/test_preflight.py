@@ -40,7 +40,7 @@ def test_preflight_plan_takes_cpu_builds_of_the_channel_torch_with_its_pins_and_
     assert "--default-index" not in vendor["command"] and "--no-index" not in vendor["command"]
     assert vendor["command"][-3:] == ["torch==2.8.0", "torchvision==0.23.0", "torchaudio==2.8.0"]
     assert "not the Jetson GPU build" in vendor["title"]
-    assert next(step for step in data["steps"] if step["id"] == "verify")["command"][-1] == "--preflight"
+    assert next(step for step in data["steps"] if step["id"] == "verify")["equivalent"][-1] == "--preflight"
     assert data["fallback"] is None and data["vendor_index_source"] == "--preflight (uv's default index)"
     assert not [w for w in data["warnings"] if "bitsandbytes" in w]
 

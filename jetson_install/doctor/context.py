@@ -15,14 +15,13 @@ from packaging.version import InvalidVersion
 
 from jetson_install import runner
 from jetson_install.platform_data import platform_data
+from jetson_install.probes import probe_command
 from jetson_install.doctor.profiles import JETSON, Profile
 from jetson_install.versions import satisfies
 
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel, VendorSource
     from jetson_install.platform import Platform
-
-PROBES_DIR = Path(__file__).parent.parent / "probes"
 
 
 def uv_command() -> str:
@@ -123,10 +122,10 @@ def _unfinished(report: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
-def _run_probe(python: str, name: str, script: str, timeout: float,
+def _run_probe(python: str, name: str, timeout: float,
                progress: Optional[Callable[[str], None]] = None) -> ProbeOutcome:
     watch = _ProbeWatch(name, python, progress) if progress is not None else None
-    completed = runner.run([python, str(PROBES_DIR / script)], timeout=timeout,
+    completed = runner.run(probe_command(python, name), timeout=timeout,
                            on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
                            own_group=True)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)

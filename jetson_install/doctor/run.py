@@ -234,12 +234,12 @@ def run_doctor(
     probes_needed = {spec.probe for spec in selected}
     with ThreadPoolExecutor(max_workers=3) as pool:
         torch_future = (
-            pool.submit(_run_probe, interpreter, "torch", "torch_probe.py", timeout, progress)
+            pool.submit(_run_probe, interpreter, "torch", timeout, progress)
             if "torch" in probes_needed
             else None
         )
         bnb_future = (
-            pool.submit(_run_probe, interpreter, "bitsandbytes", "bnb_probe.py", timeout, progress)
+            pool.submit(_run_probe, interpreter, "bitsandbytes", timeout, progress)
             if "bitsandbytes" in probes_needed
             else None
         )

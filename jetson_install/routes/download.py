@@ -261,7 +261,7 @@ def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpre
         shared.protect_step("keep the constraints in force after jetson-install exits: pip.conf and UV_CONSTRAINT "
                             "in the activate scripts"),
         shared.check_step(plan, "check the installed dependencies"),
-        shared.verify_step(plan, verify_title or _verify_title(plan), route.doctor_options()),
+        shared.verify_step(plan, verify_title or _verify_title(plan)),
         shared.switch_step(plan),
     ]
     return tuple(steps)

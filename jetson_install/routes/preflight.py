@@ -91,9 +91,6 @@ class PreflightRoute(DownloadRoute):
     def set_note(self, plan: Plan) -> str:
         return "CPU builds for the preflight, in place of the channel's vendor set"
 
-    def doctor_options(self) -> Tuple[str, ...]:
-        return ("--preflight",)
-
     def facts(self) -> Dict[str, Any]:
         return {"preflight": self.preflight.to_json()}
 

@@ -3,23 +3,21 @@ the protection, the checks, the doctor and the switch."""
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
 from jetson_install import uv
 from jetson_install.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, REQUIREMENTS_FILE, STATE_DIR
 from jetson_install.plan import Plan
+from jetson_install.probes import probe_command
 from jetson_install.redact import credentials
 from jetson_install.steps import Step
 
-__all__ = ["PROGRAM", "FIX_COMMAND_VARIABLE", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
+__all__ = ["PROGRAM", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
            "protect_step",
            "check_step", "verify_step", "switch_step"]
 
-#: How the steps name this tool (the executor runs the same interpreter and package).
+#: How the steps name this tool.
 PROGRAM = "jetson-install"
-#: How an install tells its verify step's doctor the command that makes the environment
-#: again (the doctor's fixes then say how to run the install differently).
-FIX_COMMAND_VARIABLE = "JETSON_INSTALL_FIX_COMMAND"
 
 
 def python_of(plan: Plan) -> str:
@@ -78,12 +76,21 @@ def check_step(plan: Plan, title: str) -> Step:
     return Step("check", "check", title, (tuple(uv.pip_check_argv(python)), smoke))
 
 
-def verify_step(plan: Plan, title: str, options: Sequence[str] = ()) -> Step:
-    """The doctor on the new environment, as `jetson-install doctor` runs it, keeping its
-    evidence in the environment; with --no-verify only the checks that need no GPU."""
-    command = (PROGRAM, "doctor", "--python", python_of(plan), "--evidence", f"{state_of(plan)}/{EVIDENCE_FILE}",
-               *plan.doctor_platform_args, *options, *(() if plan.verify else ("--no-gpu",)))
-    return Step("verify", "doctor", title, (command,))
+def verify_step(plan: Plan, title: str) -> Step:
+    """The doctor on the new environment, keeping its evidence in the environment; with
+    --no-verify only the checks that need no GPU. It runs in the install's process, which
+    already holds the platform and the catalog: its commands are the probes it starts (the
+    torch probe alone for the checks that need no GPU: python-abi, torch-import and
+    torch-build), and the command that does the same later is `jetson-install doctor` on DIR."""
+    python = python_of(plan)
+    commands: List[Tuple[str, ...]] = [probe_command(python, "torch")]
+    if plan.verify:
+        commands += [probe_command(python, "bitsandbytes"), tuple(uv.pip_check_argv(python))]
+    options = (*plan.doctor_platform_args, *(("--preflight",) if plan.route.profile == "preflight" else ()),
+               *(() if plan.verify else ("--no-gpu",)))
+    equivalent = (PROGRAM, "doctor", "--venv", plan.venv, "--evidence", f"{plan.venv}/{STATE_DIR}/{EVIDENCE_FILE}",
+                  *options)
+    return Step("verify", "doctor", title, tuple(commands), equivalent)
 
 
 def switch_step(plan: Plan) -> Step:

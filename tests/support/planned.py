@@ -11,11 +11,12 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import runner
+from jetson_install.probes import SCRIPTS
 
-__all__ = ["host_programs", "planned_commands", "logged_commands", "assert_ran_as_planned", "assert_vendor_set_pinned"]
+__all__ = ["host_programs", "planned_commands", "planned_probes", "logged_commands", "assert_ran_as_planned", "assert_vendor_set_pinned"]
 
 
 #: What a source build's steps name by placeholder: its private work folder and its wheel.
@@ -43,9 +44,24 @@ def planned_commands(result: Dict[str, Any], programs: Optional[Mapping[str, str
     return commands
 
 
-def logged_commands(log: Path, programs: Optional[Mapping[str, str]] = None) -> List[str]:
-    """The command lines of those programs the install's log says it started, in order."""
-    started = tuple((programs or host_programs()).values())
+def probe_commands(commands: List[str]) -> List[str]:
+    """The doctor's probes among command lines, sorted: those of one step run side by side."""
+    scripts = tuple(f"/probes/{SCRIPTS[probe]}" for probe in ("torch", "bitsandbytes"))
+    return sorted(command for command in commands if command.endswith(scripts))
+
+
+def planned_probes(result: Dict[str, Any]) -> List[str]:
+    """The doctor's probes the plan lists (the verify step's), as they ran."""
+    placeholder = f"{result['venv']}.d/<new>"
+    return probe_commands([" ".join(part.replace(placeholder, result["environment"]) for part in command)
+                           for step in result["plan_steps"] for command in step["commands"]])
+
+
+def logged_commands(log: Path, programs: Optional[Mapping[str, str]] = None,
+                    started: Optional[Tuple[str, ...]] = None) -> List[str]:
+    """The command lines of those programs (or those `started` with these words) the install's
+    log says it started, in order."""
+    started = started or tuple((programs or host_programs()).values())
     found = []
     for line in log.read_text().splitlines():
         _, marker, command = line.partition(" DEBUG run: ")
@@ -70,6 +86,10 @@ def assert_ran_as_planned(result: Dict[str, Any], programs: Optional[Mapping[str
     logged = logged_commands(log or Path(result["log"]), programs)
     same = len(planned) == len(logged) and all(_same(p, r) for p, r in zip(planned, logged))
     assert planned and same, "\nplanned:\n  " + "\n  ".join(planned) + "\nran:\n  " + "\n  ".join(logged)
+    # The doctor runs in the install's process: the probes it started are the ones the plan lists.
+    planned = planned_probes(result)
+    logged = probe_commands(logged_commands(log or Path(result["log"]), started=(result["environment"] + "/",)))
+    assert planned == logged, "\nplanned:\n  " + "\n  ".join(planned) + "\nran:\n  " + "\n  ".join(logged)
 
 
 def assert_vendor_set_pinned(environment: Path, packages: List[str]) -> Dict[str, str]:

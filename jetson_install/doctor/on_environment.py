@@ -1,0 +1,64 @@
+"""The doctor on one environment, judged against what it was made with, its evidence written
+where asked: what `jetson-install doctor` does once it knows the platform, and what an
+install's verify step does in its own process with the platform and channel it already has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    from jetson_install.catalog import Channel
+    from jetson_install.doctor.report import DoctorReport
+    from jetson_install.platform import Platform
+
+__all__ = ["DoctorRun", "doctor_environment"]
+
+
+@dataclass(frozen=True)
+class DoctorRun:
+    report: "DoctorReport"
+    evidence: Dict[str, Any]  # the report as JSON, with the environment's lock named
+
+
+def doctor_environment(python: str, platform: Optional["Platform"], channel: Optional["Channel"], *,
+                       only: Sequence[str], strict: bool, preflight: bool, evidence_file: Optional[str],
+                       progress: Callable[[str], None], install_command: Optional[str],
+                       platform_options: Sequence[str]) -> DoctorRun:
+    """The doctor on the environment of `python` (the checks `only` names, else all);
+    `install_command`: the install that is making it, whose fixes then say how to run it
+    differently; `platform_options`: the --root/--l4t the fixes' commands keep."""
+    from jetson_install.catalog import load_catalog
+    from jetson_install.doctor.profiles import profile_from_record
+    from jetson_install.doctor.run import run_doctor
+    from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
+    from jetson_install.outputs import write_output
+    from jetson_install.redact import json_text
+    from jetson_install.source_identity import recorded_commit
+
+    environment = Path(python).parent.parent
+    channel, vendor = recorded_doctor_inputs(environment, channel)
+    recorded = recorded_plan(environment) or {}
+    target = recorded_target(recorded)
+    report = run_doctor(
+        python, platform=platform, channel=channel, vendor=vendor, only=only, strict=strict, progress=progress,
+        source_commit=recorded_commit(recorded.get("source")), profile=profile_from_record(recorded, channel, preflight),
+        install_command=install_command, platform_options=platform_options, target=target,
+        left_out=load_catalog().left_out(target))
+    evidence = report.to_json()
+    lock = recorded_lock(environment)
+    if lock is not None:
+        evidence["lock"] = lock  # which exact files the proven environment holds
+    if evidence_file:
+        write_output("--evidence", evidence_file, json_text(evidence))
+    return DoctorRun(report, evidence)
+
+
+def recorded_target(recorded: Mapping[str, Any]) -> str:
+    """The target an environment was made for (its plan.json); OBLITERATUS for one made before
+    there were others, or not by jetson-install."""
+    from jetson_install.catalog import load_catalog
+
+    target = recorded.get("target")
+    return target if isinstance(target, str) and target in load_catalog().targets else "obliteratus"
