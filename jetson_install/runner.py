@@ -18,14 +18,15 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from jetson_install.process import Completed
 
 if TYPE_CHECKING:
     from jetson_install.progress import StepProgress
 
-__all__ = ["Completed", "LineCallback", "TICK_SECONDS", "run", "run_uv", "uv_binary", "child_environment"]
+__all__ = ["Completed", "LineCallback", "TICK_SECONDS", "run", "run_uv", "uv_binary", "child_environment",
+           "end_own_groups"]
 
 log = logging.getLogger("jetson_install")
 
@@ -34,6 +35,9 @@ _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "__PYVENV_LAUNCHER__", "VIRTUAL_ENV", "
 #: How often on_tick is called while a child runs: often enough for a live line's clock.
 TICK_SECONDS = 0.25
 LineCallback = Callable[[str, str], None]
+# The children run() started in a process group of their own that still run (end_own_groups).
+_own_groups: Set["subprocess.Popen[bytes]"] = set()
+_own_groups_lock = threading.Lock()
 
 
 def child_environment(overrides: Optional[Mapping[str, str]] = None, unset: Sequence[str] = ()) -> dict:
@@ -113,6 +117,30 @@ def run(
         )
     except OSError as exc:
         return Completed(tuple(argv), 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
+    if own_group:
+        with _own_groups_lock:
+            _own_groups.add(proc)
+    try:
+        return _follow(proc, argv, name, timeout, input_text, on_line, on_tick, own_group)
+    finally:
+        with _own_groups_lock:
+            _own_groups.discard(proc)
+
+
+def end_own_groups() -> None:
+    """End every child started with own_group that still runs, with what it started. A Ctrl-C
+    reaches only the main thread, and a child in a group of its own gets no SIGINT: one that
+    another thread waits for (the doctor's probes run side by side) would run on to its end."""
+    with _own_groups_lock:
+        running = list(_own_groups)
+    for proc in running:
+        _kill(proc, own_group=True)
+
+
+def _follow(proc: "subprocess.Popen[bytes]", argv: Sequence[str], name: str, timeout: Optional[float],
+            input_text: Optional[str], on_line: Optional[LineCallback], on_tick: Optional[Callable[[], None]],
+            own_group: bool) -> Completed:
+    """Read a started child's output as it comes, to its end (or its timeout)."""
     arrived: "queue.Queue[Tuple[str, Optional[str]]]" = queue.Queue()
     threads = [threading.Thread(target=_read_lines, args=(proc.stdout, "stdout", arrived), daemon=True),
                threading.Thread(target=_read_lines, args=(proc.stderr, "stderr", arrived), daemon=True)]

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 import time
 from pathlib import Path
+from typing import List
+
+import pytest
 
 from support.cli import CliResult, run_cli
 
@@ -62,6 +68,41 @@ def test_a_hung_probe_is_ended_with_everything_it_started(tmp_path: Path) -> Non
     while alive(helper) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(helper)
+
+
+def test_a_ctrl_c_while_the_probes_run_ends_them(tmp_path: Path) -> None:
+    # An install runs the doctor in its own process: its probes, each in a process group of its
+    # own, get no SIGINT from the terminal, and must not be left running on to their end.
+    from jetson_install.doctor import run_doctor
+
+    started = tmp_path / "started"
+    python = tmp_path / "python3"
+    python.write_text(f'#!/bin/sh\ncase "$1" in -c) printf 3.11 ;; *) echo $$ >> {started}; exec sleep 120 ;; esac\n')
+    python.chmod(0o755)
+
+    def probes() -> List[int]:
+        return [int(line) for line in started.read_text().split()] if started.exists() else []
+
+    ended: List[bool] = []
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 60
+        while len(probes()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in probes()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ended.append(len(probes()) == 2 and not any(alive(pid) for pid in probes()))
+
+    thread = threading.Thread(target=interrupt)
+    thread.start()
+    with pytest.raises(KeyboardInterrupt):
+        # Both probes, without uv pip check: uv stays in the terminal's group, which this
+        # interrupt (of this process alone) does not reach.
+        run_doctor(str(python), platform=None, channel=None, only=("torch-import", "bnb-library"))
+    thread.join()
+    assert ended == [True]
 
 
 def test_pip_check_that_could_not_run_always_says_why() -> None:

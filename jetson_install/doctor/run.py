@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import os
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import (
     TYPE_CHECKING,
@@ -233,31 +233,43 @@ def run_doctor(
     selected = _with_prerequisites(only)
     probes_needed = {spec.probe for spec in selected}
     with ThreadPoolExecutor(max_workers=3) as pool:
-        torch_future = (
-            pool.submit(_run_probe, interpreter, "torch", timeout, progress)
-            if "torch" in probes_needed
-            else None
-        )
-        bnb_future = (
-            pool.submit(_run_probe, interpreter, "bitsandbytes", timeout, progress)
-            if "bitsandbytes" in probes_needed
-            else None
-        )
-        pip_future = pool.submit(_safe_pip_check, interpreter) if "uv" in probes_needed else None
-        ctx = Context(
-            python=interpreter,
-            platform=platform,
-            channel=channel,
-            vendor=vendor,
-            torch=torch_future.result() if torch_future else ProbeOutcome("torch", {}, None),
-            bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
-            pip_check=pip_future.result() if pip_future else None,
-            source_commit=source_commit,
-            install_command=install_command,
-            profile=profile,
-            platform_options=tuple(platform_options),
-            target=target,
-        )
+        try:
+            torch_future = (
+                pool.submit(_run_probe, interpreter, "torch", timeout, progress)
+                if "torch" in probes_needed
+                else None
+            )
+            bnb_future = (
+                pool.submit(_run_probe, interpreter, "bitsandbytes", timeout, progress)
+                if "bitsandbytes" in probes_needed
+                else None
+            )
+            pip_future = pool.submit(_safe_pip_check, interpreter) if "uv" in probes_needed else None
+            pending: List["Future[Any]"] = [future for future in (torch_future, bnb_future, pip_future)
+                                            if future is not None]
+            # Waited for a tick at a time: a signal may wake any thread, and only this one's
+            # return to Python code raises the Ctrl-C.
+            while wait(pending, timeout=runner.TICK_SECONDS).not_done:
+                pass
+            ctx = Context(
+                python=interpreter,
+                platform=platform,
+                channel=channel,
+                vendor=vendor,
+                torch=torch_future.result() if torch_future else ProbeOutcome("torch", {}, None),
+                bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
+                pip_check=pip_future.result() if pip_future else None,
+                source_commit=source_commit,
+                install_command=install_command,
+                profile=profile,
+                platform_options=tuple(platform_options),
+                target=target,
+            )
+        except BaseException:
+            # Ctrl-C: the probes run in process groups of their own, which it does not reach,
+            # and the pool would wait for them to end.
+            runner.end_own_groups()
+            raise
     results: Dict[str, CheckResult] = {}
     for spec in selected:
         if spec.id in left_out:
