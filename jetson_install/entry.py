@@ -6,6 +6,7 @@ four times what `python -c pass` does); every other command line goes to `cli.ma
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from jetson_install import __version__
@@ -27,4 +28,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.exit(0)
     from jetson_install.cli import main as run_cli
 
-    run_cli(args)
+    try:
+        run_cli(args)
+    finally:
+        # What the run made is freed with the process: at exit, Python's last garbage
+        # collections would walk every object first, about 30 ms of CPU once an install's
+        # modules are loaded (2-3 ms after `python -c pass`).
+        gc.freeze()
