@@ -11,8 +11,9 @@ from typing import Any, List
 
 __all__ = ["start_log", "show_log", "log_directory", "own_logs"]
 
-# What start_log names a log: the command, then when it started.
-_LOG_NAME = re.compile(r"^[a-z][a-z0-9-]*-\d{8}-\d{6}\.log$")
+# What start_log names a log: the command, then when it started (and a number, for a second
+# run in the same second).
+_LOG_NAME = re.compile(r"^[a-z][a-z0-9-]*-\d{8}-\d{6}(-\d+)?\.log$")
 
 
 def log_directory() -> Path:
@@ -45,8 +46,16 @@ def start_log(command: str) -> Path:
     directory = log_directory()
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     directory.chmod(0o700)
-    path = directory / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    # A log of its own: an install and the `add` after it can start in the same second, and the
+    # second run's commands appended to the first's log read as the first's.
+    stamp, number = f"{command}-{time.strftime('%Y%m%d-%H%M%S')}", 1
+    while True:
+        path = directory / (f"{stamp}.log" if number == 1 else f"{stamp}-{number}.log")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            break
+        except FileExistsError:
+            number += 1
     path.chmod(0o600)
     handler = logging.FileHandler(path)
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))

@@ -618,3 +618,24 @@ def test_a_truncated_vendor_file_is_seen_by_its_size(installer: Installer) -> No
     code, data, stderr = installer.run()
     assert code == 0 and data["status"] == "installed", stderr
     assert "torch/__init__.py has 0 bytes, not " in data["damaged"][0]
+
+
+def test_two_runs_in_the_same_second_each_log_to_a_file_of_their_own(tmp_path: Path, monkeypatch) -> None:
+    # An install and the `add` after it can start in the same second: the second one's commands
+    # must not be appended to the first one's log.
+    import logging
+
+    from jetson_install import logs
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(logs.time, "strftime", lambda pattern: "20261202-103228")
+    logger = logging.getLogger("jetson_install")
+    handlers = list(logger.handlers)
+    try:
+        first, second = logs.start_log("obliteratus"), logs.start_log("obliteratus")
+    finally:
+        for handler in logger.handlers[len(handlers):]:
+            handler.close()
+        logger.handlers[:] = handlers
+    assert first != second and first.is_file() and second.is_file()
+    assert logs.own_logs() == sorted([first, second])
