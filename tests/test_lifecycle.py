@@ -28,6 +28,16 @@ def built(home: EnvironmentHome) -> Path:
     return path
 
 
+def switched(link: Path) -> "tuple[EnvironmentHome, Path]":
+    """A DIR whose link points at one built environment, as a first install leaves it."""
+    home = EnvironmentHome(link)
+    home.link.parent.mkdir(parents=True, exist_ok=True)
+    home.lock().__enter__().__exit__()
+    env = built(home)
+    home.switch_to(env)
+    return home, env
+
+
 def installed_twice(installer: Installer, tmp_path: Path) -> "tuple[str, str]":
     """Two installs into one DIR: the first environment is kept as the previous one."""
     code, _, stderr = installer.run()
@@ -141,11 +151,7 @@ def test_uninstall_keeps_what_the_user_put_in_dir_d(tmp_path: Path) -> None:
 def test_list_finds_the_default_environment_and_says_what_is_broken(tmp_path: Path) -> None:
     from jetson_install.commands import default_venv
 
-    home = EnvironmentHome(default_venv("obliteratus"))
-    home.link.parent.mkdir(parents=True)
-    home.lock().__enter__().__exit__()
-    env = built(home)
-    home.switch_to(env)
+    home, env = switched(default_venv("obliteratus"))
     listed = run_cli("list")
     assert listed.stdout.splitlines()[0] == str(home.link)
     assert "channel jp6-cu126   torch none   no doctor evidence" in listed.stdout
@@ -158,24 +164,14 @@ def test_list_finds_the_default_environment_and_says_what_is_broken(tmp_path: Pa
 def test_a_broken_dir_is_fixed_by_the_command_of_the_target_that_made_it(tmp_path: Path) -> None:
     from jetson_install.commands import default_venv
 
-    torch = EnvironmentHome(default_venv("torch"))
-    torch.link.parent.mkdir(parents=True)
-    torch.lock().__enter__().__exit__()
-    made = built(torch)
-    torch.switch_to(made)
+    torch, made = switched(default_venv("torch"))
     shutil.rmtree(made)  # nothing in DIR.d says what made it: the default DIR's name does
-    elsewhere = EnvironmentHome(tmp_path / "mine")
-    elsewhere.lock().__enter__().__exit__()
-    made = built(elsewhere)
-    elsewhere.switch_to(made)
+    elsewhere, made = switched(tmp_path / "mine")
     shutil.rmtree(made)
     killed = elsewhere.new_environment_path()  # a build killed before it finished, its plan recorded
     (killed / STATE_DIR).mkdir(parents=True)
     elsewhere.record_plan(killed, {"channel": "jp6-cu126", "target": "torch"})
-    unknown = EnvironmentHome(tmp_path / "unknown")
-    unknown.lock().__enter__().__exit__()
-    made = built(unknown)
-    unknown.switch_to(made)
+    unknown, made = switched(tmp_path / "unknown")
     shutil.rmtree(made)
     listed = run_cli("list", "--json")
     targets = {entry["venv"]: entry["target"] for entry in json.loads(listed.stdout)["environments"]}
