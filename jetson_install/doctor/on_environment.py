@@ -8,6 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence
 
+# At the top, not in the functions: this module is imported only to doctor an environment, and
+# an install loads it (and so all the doctor needs) on a thread while uv installs the target.
+from jetson_install.catalog import load_catalog
+from jetson_install.doctor.profiles import profile_from_record
+from jetson_install.doctor.run import run_doctor
+from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
+from jetson_install.outputs import write_output
+from jetson_install.redact import json_text
+from jetson_install.source_identity import recorded_commit
+
 if TYPE_CHECKING:
     from jetson_install.catalog import Channel
     from jetson_install.doctor.report import DoctorReport
@@ -29,14 +39,6 @@ def doctor_environment(python: str, platform: Optional["Platform"], channel: Opt
     """The doctor on the environment of `python` (the checks `only` names, else all);
     `install_command`: the install that is making it, whose fixes then say how to run it
     differently; `platform_options`: the --root/--l4t the fixes' commands keep."""
-    from jetson_install.catalog import load_catalog
-    from jetson_install.doctor.profiles import profile_from_record
-    from jetson_install.doctor.run import run_doctor
-    from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
-    from jetson_install.outputs import write_output
-    from jetson_install.redact import json_text
-    from jetson_install.source_identity import recorded_commit
-
     environment = Path(python).parent.parent
     channel, vendor = recorded_doctor_inputs(environment, channel)
     recorded = recorded_plan(environment) or {}
@@ -58,7 +60,5 @@ def doctor_environment(python: str, platform: Optional["Platform"], channel: Opt
 def recorded_target(recorded: Mapping[str, Any]) -> str:
     """The target an environment was made for (its plan.json); OBLITERATUS for one made before
     there were others, or not by jetson-install."""
-    from jetson_install.catalog import load_catalog
-
     target = recorded.get("target")
     return target if isinstance(target, str) and target in load_catalog().targets else "obliteratus"
