@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from jetson_install import doctor, runner  # noqa: E402
+from jetson_install import doctor  # noqa: E402
+from jetson_install.tools import runner  # noqa: E402
 
 
 def timed(action) -> float:

@@ -1,3 +1,3 @@
-from jetson_install.entry import main
+from jetson_install.cli.entry import main
 
 main()

@@ -1,4 +1,4 @@
-"""Building bitsandbytes from source for the device's exact capability (jetson_install/source_build/).
+"""Building bitsandbytes from source for the device's exact capability (jetson_install/planning/bitsandbytes_source.py, jetson_install/running/bitsandbytes_build.py).
 
 The lane tests run the real pipeline (cmake, the C++ compiler, nvcc for sm_87, uv packaging the
 wheel) on a stand-in source tree with bitsandbytes' build interface, since these machines cannot
@@ -21,10 +21,10 @@ import pytest
 from support.lanes import lane_unavailable
 from support.planned import assert_ran_as_planned
 
-from jetson_install import runner
-from jetson_install.source_build import bitsandbytes as build
-from jetson_install.source_build import build as building
-from jetson_install.errors import BadInput, StepFailed
+from jetson_install.tools import runner
+from jetson_install.planning import bitsandbytes_source as build
+from jetson_install.running import bitsandbytes_build as building
+from jetson_install.base.errors import BadInput, StepFailed
 
 STANDIN = Path(__file__).parent / "resources" / "bitsandbytes-standin"
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from jetson_install.catalog import default_catalog_path, load_catalog
-from jetson_install.errors import CatalogError
-from jetson_install.platform import L4TOverride, detect
+from jetson_install.catalog.catalog import default_catalog_path, load_catalog
+from jetson_install.base.errors import CatalogError
+from jetson_install.board.platform import L4TOverride, detect
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
 

@@ -60,6 +60,6 @@ def test_the_pattern_catches_every_form(tmp_path: Path) -> None:
 
 def test_package_folders_named_like_build_outputs_are_read() -> None:
     files = project_files()
-    assert ROOT / "jetson_install" / "source_build" / "bitsandbytes.py" in files
+    assert ROOT / "jetson_install" / "planning" / "bitsandbytes_source.py" in files
     assert ROOT / "jetson_install" / "probes" / "bnb_probe.py" in files
     assert not [path for path in files if path.relative_to(ROOT).parts[0] in SKIPPED_AT_TOP | {".venv", ".git"}]

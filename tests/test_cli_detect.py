@@ -74,8 +74,8 @@ def test_unknown_sample_points_at_the_samples_command() -> None:
 
 
 # What only an install needs: uv's argument lists and binary, git, HTTP, processes, the doctor.
-_INSTALL_ONLY = ("jetson_install.uv", "jetson_install.git", "jetson_install.index", "jetson_install.runner",
-                 "jetson_install.source_identity", "jetson_install.doctor", "requests", "urllib3", "uv")
+_INSTALL_ONLY = ("jetson_install.tools.uv", "jetson_install.tools.git", "jetson_install.tools.index", "jetson_install.tools.runner",
+                 "jetson_install.envs.source_identity", "jetson_install.doctor", "requests", "urllib3", "uv")
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["detect", "--root", "sample:agx-orin-64gb-jp6.2"],

@@ -11,7 +11,7 @@ import pytest
 from support.cli import run_cli
 
 from jetson_install import UPGRADE_COMMAND
-from jetson_install.lock_file import Lock, Locked, render_lock
+from jetson_install.catalog.lock_file import Lock, Locked, render_lock
 
 
 def test_the_tool_alone_prints_its_help_not_an_error() -> None:
@@ -34,7 +34,7 @@ def test_ctrl_c_in_a_wheelhouse_says_how_to_resume_and_leaves_no_partial_file(
     lock = tmp_path / "obliteratus.lock"
     lock.write_text(render_lock(Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus", None,
                                      "jetson-install 0.1.0", entries)))
-    from jetson_install import index
+    from jetson_install.tools import index
 
     real = index.fetch_file
 
@@ -58,7 +58,7 @@ def test_a_sample_root_is_named_as_the_user_gave_it() -> None:
     result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2")
     assert result.returncode == 0, result.stderr
     assert "warning: --root sample:agx-orin-64gb-jp6.2 is an aarch64 machine" in result.stdout
-    assert "site-packages" not in result.stdout and "jetson_install/samples" not in result.stdout
+    assert "site-packages" not in result.stdout and "jetson_install/board/samples" not in result.stdout
 
 
 def test_bitsandbytes_build_says_it_replaces_the_channels_jetson_build() -> None:

@@ -86,7 +86,7 @@ def test_an_in_process_run_shows_what_a_process_shows(args: List[str]) -> None:
 
 
 def test_main_puts_back_the_streams_it_wraps(capsys: pytest.CaptureFixture) -> None:
-    from jetson_install.cli import main
+    from jetson_install.cli.main import main
 
     streams = sys.stdout, sys.stderr
     with pytest.raises(SystemExit) as exited:
@@ -97,7 +97,7 @@ def test_main_puts_back_the_streams_it_wraps(capsys: pytest.CaptureFixture) -> N
 
 
 def test_the_catalog_follows_its_variable_within_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jetson_install.catalog import default_catalog_path, load_catalog
+    from jetson_install.catalog.catalog import default_catalog_path, load_catalog
 
     real = load_catalog()
     edited = tmp_path / "wheels-index.toml"

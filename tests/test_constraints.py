@@ -6,8 +6,8 @@ from pathlib import Path
 
 from support.cli import run_cli
 
-from jetson_install.catalog import load_catalog
-from jetson_install.constraints import expected_files, stale_files
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.catalog.constraints import expected_files, stale_files
 
 TOP = Path(__file__).resolve().parent.parent
 

@@ -29,7 +29,7 @@ from support import LoopbackIndex, make_obliteratus_source
 from support.lanes import lane_unavailable
 
 import jetson_install
-from jetson_install.toml_file import load_toml
+from jetson_install.base.toml_file import load_toml
 
 from support.stub_stack import JETSON_STACK
 
@@ -54,13 +54,13 @@ def build_jetson_install_wheel(dest: Path) -> Path:
     for path in sorted((TOP / "jetson_install").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             files[path.relative_to(TOP).as_posix()] = path.read_bytes()
-    files["jetson_install/wheels-index.toml"] = (TOP / "wheels-index.toml").read_bytes()
+    files["jetson_install/catalog/wheels-index.toml"] = (TOP / "wheels-index.toml").read_bytes()
     metadata = ["Metadata-Version: 2.1", "Name: jetson-install", f"Version: {version}",
                 f"Requires-Python: {project['requires-python']}"]
     metadata += [f"Requires-Dist: {requirement}" for requirement in project["dependencies"]]
     files[f"{dist_info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
     files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: jetson-install-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    files[f"{dist_info}/entry_points.txt"] = b"[console_scripts]\njetson-install = jetson_install.entry:main\n"
+    files[f"{dist_info}/entry_points.txt"] = b"[console_scripts]\njetson-install = jetson_install.cli.entry:main\n"
     path = dest / f"jetson_install-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():

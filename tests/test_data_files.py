@@ -81,30 +81,30 @@ def test_wheels_index_names_the_table_that_lacks_a_key_not_the_next_ones_line(tm
 
 
 def test_platform_data_names_the_socs_line_and_the_major_that_lacks_a_key(tmp_path: Path) -> None:
-    path = broken_copy(tmp_path, "platform-data.toml", 'tegra234 = { family = "Orin", compute_capability',
+    path = broken_copy(tmp_path, "board/platform-data.toml", 'tegra234 = { family = "Orin", compute_capability',
                        'tegra234 = { family = "Orin", compute_capabilty')
     error = one_error(run(tmp_path, in_copy(tmp_path), "detect", "--root", SAMPLE), path, line_of(path, "tegra234 ="))
     assert "SoC 'tegra234': key 'compute_capabilty' is not a SoC key" in error[0]
     shutil.rmtree(tmp_path / "package")
-    path = broken_copy(tmp_path, "platform-data.toml", '[majors.36]\njetpack = "6.x"\n', "[majors.36]\n")
+    path = broken_copy(tmp_path, "board/platform-data.toml", '[majors.36]\njetpack = "6.x"\n', "[majors.36]\n")
     error = one_error(run(tmp_path, in_copy(tmp_path), "detect", "--root", SAMPLE), path, line_of(path, "[majors.36]"))
     assert "L4T major 36: key 'jetpack' is required" in error[0]
 
 
 def test_bitsandbytes_releases_name_a_typo_and_an_order_that_is_not_newest_first(tmp_path: Path) -> None:
     argv = ("plan", "obliteratus", "--root", SAMPLE, "--bitsandbytes", "build")
-    path = broken_copy(tmp_path, "source_build/bitsandbytes-releases.toml", 'commit = "c5d481be',
+    path = broken_copy(tmp_path, "planning/bitsandbytes-releases.toml", 'commit = "c5d481be',
                        'comit = "c5d481be')
     error = one_error(run(tmp_path, in_copy(tmp_path), *argv), path, line_of(path, "comit ="))
     assert "release 0.50.0: key 'comit' is not a release key" in error[0]
     shutil.rmtree(tmp_path / "package")
-    path = broken_copy(tmp_path, "source_build/bitsandbytes-releases.toml", 'version = "0.49.0"', 'version = "0.49.9"')
+    path = broken_copy(tmp_path, "planning/bitsandbytes-releases.toml", 'version = "0.49.0"', 'version = "0.49.9"')
     error = one_error(run(tmp_path, in_copy(tmp_path), *argv), path, line_of(path, 'version = "0.49.9"'))
     assert "release 0.49.9: key 'version' comes after 0.49.2: releases are listed newest first" in error[0]
 
 
 def test_preflight_data_names_the_line_of_a_typo(tmp_path: Path) -> None:
-    path = broken_copy(tmp_path, "preflight.toml", 'torchvision = "0.25.0"', 'torchvison = "0.25.0"')
+    path = broken_copy(tmp_path, "planning/routes/preflight.toml", 'torchvision = "0.25.0"', 'torchvison = "0.25.0"')
     result = run(tmp_path, in_copy(tmp_path), "plan", "obliteratus", "--root", SAMPLE, "--preflight")
     error = one_error(result, path, line_of(path, "torchvison ="))
     assert "[newest_default_index_cpu]: key 'torchvison' is not a package of the torch family" in error[0]

@@ -14,9 +14,9 @@ from typing import Dict, List
 import pytest
 from support.cli import CliResult, run_cli
 
-from jetson_install.catalog import load_catalog
-from jetson_install.container import HostFacts, host_facts, host_mismatch
-from jetson_install.release_files import L4T
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.fleet.container import HostFacts, host_facts, host_mismatch
+from jetson_install.board.release_files import L4T
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
 BUILT_FOR_ORIN = {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "36", "JETSON_INSTALL_IMAGE_CAPABILITY": "8.7",
@@ -27,7 +27,7 @@ BUILT_FOR_ORIN = {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "36", "JETSON_INSTALL_IMAGE_
 def start_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Where the entrypoint leaves its status and evidence: the test's own folder, not this
     machine's /tmp/jetson-install (which a container's is)."""
-    from jetson_install import container
+    from jetson_install.fleet import container
 
     folder = tmp_path / "start"
     monkeypatch.setattr(container, "START_STATUS", str(folder / "start-status"))
@@ -181,7 +181,7 @@ def _release_only(tmp_path: Path, sample: str) -> Path:
     """A container's view of the host: the mounted release file, no device tree."""
     root = tmp_path / "root"
     (root / "etc").mkdir(parents=True)
-    shutil.copy(Path(__file__).parent.parent / "jetson_install" / "samples" / sample / "etc" / "nv_tegra_release",
+    shutil.copy(Path(__file__).parent.parent / "jetson_install" / "board" / "samples" / sample / "etc" / "nv_tegra_release",
                 root / "etc" / "nv_tegra_release")
     return root
 
@@ -199,7 +199,7 @@ def test_the_hosts_soc_comes_from_the_variable_or_the_capability_without_a_devic
 
 
 def test_a_readable_device_tree_names_the_soc(tmp_path: Path) -> None:
-    facts = host_facts(Path(__file__).parent.parent / "jetson_install" / "samples" / "agx-orin-jp7.2.1", {})
+    facts = host_facts(Path(__file__).parent.parent / "jetson_install" / "board" / "samples" / "agx-orin-jp7.2.1", {})
     assert (facts.soc, facts.soc_source, facts.capability) == ("tegra234", "/proc/device-tree/compatible", "8.7")
 
 
@@ -272,7 +272,7 @@ def test_image_references_are_accepted_as_written(base: str) -> None:
 
 
 def test_the_build_context_holds_only_what_the_build_needs(tmp_path: Path) -> None:
-    from jetson_install.container import DOCKERIGNORE
+    from jetson_install.fleet.container import DOCKERIGNORE
 
     result = cli("dockerfile", "--root", "sample:agx-orin-64gb-jp6.2", "--output", str(tmp_path / "Dockerfile"))
     assert result.returncode == 0, result.stderr
@@ -294,8 +294,10 @@ def test_the_healthcheck_waits_for_the_start_and_never_reads_an_old_pass() -> No
 
 def test_the_entrypoint_says_starting_while_its_doctor_runs(tmp_path: Path, start_files: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from jetson_install import commands, container, doctor
-    from jetson_install.container import Start
+    from jetson_install.cli import commands
+    from jetson_install.fleet import container
+    from jetson_install import doctor
+    from jetson_install.fleet.container import Start
 
     status, evidence = start_files / "start-status", start_files / "start-evidence.json"
     start_files.mkdir()

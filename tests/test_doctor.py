@@ -10,11 +10,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from jetson_install import doctor, interpreters, runner
-from jetson_install.catalog import Channel, VendorSource
-from jetson_install.errors import BadInput
-from jetson_install.platform import Platform
-from jetson_install.release_files import L4T
+from jetson_install import doctor
+from jetson_install.envs import interpreters
+from jetson_install.tools import runner
+from jetson_install.catalog.catalog import Channel, VendorSource
+from jetson_install.base.errors import BadInput
+from jetson_install.board.platform import Platform
+from jetson_install.board.release_files import L4T
 from support.cli import CliResult, run_cli
 from support.doctor_env import HOST_PYTHON, HOST_TAG, JP6, JP6_SOURCE, ORIN, SCHEMA, make_env, run
 
@@ -276,7 +278,7 @@ def test_desktop_binary_compatibility_but_not_on_tegra() -> None:
 
 
 def test_pip_check_problems_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import jetson_install.interpreters as interpreters
+    import jetson_install.envs.interpreters as interpreters
 
     broken = runner.Completed(("uv",), 1, "pkgy 1.0 requires torch>=2.6, but 2.8.0 is installed\n", "")
     monkeypatch.setattr(interpreters, "pip_check", lambda python: broken)

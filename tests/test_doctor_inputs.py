@@ -14,7 +14,7 @@ import pytest
 
 from support.cli import CliResult, run_cli
 
-from jetson_install import runner
+from jetson_install.tools import runner
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 

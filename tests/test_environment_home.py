@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from jetson_install import environment as environment_module
-from jetson_install import install as install_module
-from jetson_install.catalog import load_catalog
-from jetson_install.environment import EnvironmentHome
-from jetson_install.fixes import Rerun
-from jetson_install.layout import STATE_DIR
-from jetson_install.planner import make_plan
-from jetson_install.platform import detect
-from jetson_install.samples import resolve_root
-from jetson_install.settings import IndexSettings, Setting
+from jetson_install.envs import environment as environment_module
+from jetson_install.running import install as install_module
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.envs.environment import EnvironmentHome
+from jetson_install.planning.fixes import Rerun
+from jetson_install.base.layout import STATE_DIR
+from jetson_install.planning.planner import make_plan
+from jetson_install.board.platform import detect
+from jetson_install.board.samples import resolve_root
+from jetson_install.catalog.settings import IndexSettings, Setting
 
 
 def built(home: EnvironmentHome) -> Path:
@@ -115,8 +115,8 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
         return home.switch_to(staging)
 
     def fake_resolve(plan, current, record, upgrade, run, interpreter):  # the preferred set, without reading the index
-        from jetson_install.index import offline_resolution
-        from jetson_install.plan import resolved_plan
+        from jetson_install.tools.index import offline_resolution
+        from jetson_install.planning.plan import resolved_plan
 
         return resolved_plan(plan, offline_resolution(plan.vendor))
 

@@ -19,7 +19,7 @@ from support.cli import CliResult, run_cli
 from support.doctor_env import HOST_PYTHON, make_env
 
 from jetson_install import doctor
-from jetson_install.evidence import schema_errors
+from jetson_install.fleet.evidence import schema_errors
 
 TOP = Path(__file__).resolve().parent.parent
 ORIN_ROOT = "sample:agx-orin-64gb-jp6.2"
@@ -197,7 +197,7 @@ def test_labels_refuse_cuda_for_evidence_from_another_release(gate_runs: Dict[st
 def test_memory_class_from_the_roots_meminfo(cli_env: Dict[str, str], tmp_path: Path) -> None:
     import shutil
 
-    from jetson_install.samples import resolve_root
+    from jetson_install.board.samples import resolve_root
 
     root = tmp_path / "root"
     shutil.copytree(str(resolve_root(ORIN_ROOT)), str(root))
@@ -240,7 +240,7 @@ def test_evidence_names_the_commit_a_checkout_source_was_installed_from(
         cli_env: Dict[str, str], tmp_path: Path) -> None:
     import hashlib
 
-    from jetson_install.layout import STATE_DIR
+    from jetson_install.base.layout import STATE_DIR
 
     python = complete_env(tmp_path / "env")
     commit = "0123456789abcdef0123456789abcdef01234567"
@@ -389,7 +389,7 @@ def test_hostile_evidence_is_one_line_and_exit_2(cli_env: Dict[str, str], tmp_pa
 
 
 def test_a_broken_default_evidence_still_gives_the_labels(cli_env: Dict[str, str], tmp_path: Path) -> None:
-    from jetson_install.layout import EVIDENCE_FILE, STATE_DIR
+    from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
 
     own = Path(cli_env["XDG_DATA_HOME"]) / "jetson-install" / "envs" / "obliteratus" / STATE_DIR / EVIDENCE_FILE
     own.parent.mkdir(parents=True)

@@ -23,8 +23,8 @@ from support import isolated_env
 from support.planned import assert_ran_as_planned
 from support.stub_stack import install_stub_stack
 
-from jetson_install import runner, uv
-from jetson_install.runner import Completed
+from jetson_install.tools import runner, uv
+from jetson_install.tools.runner import Completed
 
 BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 KEPT_TORCH = "2.5.0"

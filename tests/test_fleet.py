@@ -406,7 +406,7 @@ def _tiny_lock(tmp_path: Path, python: str, arch: str, platform: str) -> Path:
     """A lock of one stub file: what matters here is the board it names."""
     from support import build_wheel
 
-    from jetson_install.lock_file import Lock, Locked, render_lock
+    from jetson_install.catalog.lock_file import Lock, Locked, render_lock
 
     stub = build_wheel(tmp_path / "stub", "obliteratus-stub", "1.0")
     digest = hashlib.sha256(stub.read_bytes()).hexdigest()
@@ -466,7 +466,7 @@ def test_registry_lane_a_wheelhouse_carries_the_tool_for_an_aarch64_board(
     from packaging.utils import parse_wheel_filename
     from support import PROXY_VARIABLES
 
-    from jetson_install.tags import python_platform, wheel_tags
+    from jetson_install.base.tags import python_platform, wheel_tags
 
     env = dict(fleet["env"])  # type: ignore[arg-type]
     for variable in PROXY_VARIABLES:

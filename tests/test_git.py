@@ -13,8 +13,8 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from jetson_install import git
-from jetson_install.source_identity import SourceIdentity
+from jetson_install.tools import git
+from jetson_install.envs.source_identity import SourceIdentity
 
 TOKEN = "ghp-s3cret-token"
 

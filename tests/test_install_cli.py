@@ -560,7 +560,7 @@ def test_no_verify_still_refuses_a_cpu_only_vendor_torch_before_the_switch(
 
 def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index, public_index,
                                           obliteratus_source: Path) -> None:
-    from jetson_install.install import KEPT_FAILED_EVIDENCE
+    from jetson_install.running.install import KEPT_FAILED_EVIDENCE
 
     installer = Installer(tmp_path / "obl", cli_env, cpu_vendor_index.url, public_index.url, obliteratus_source)
     home = Path(f"{installer.venv}.d")
@@ -625,7 +625,7 @@ def test_two_runs_in_the_same_second_each_log_to_a_file_of_their_own(tmp_path: P
     # must not be appended to the first one's log.
     import logging
 
-    from jetson_install import logs
+    from jetson_install.base import logs
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setattr(logs.time, "strftime", lambda pattern: "20261202-103228")

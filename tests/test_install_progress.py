@@ -24,7 +24,7 @@ from support import OBLITERATUS_DEPENDENCIES, build_wheel
 from support.stub_projects import make_obliteratus_source
 from support.installer import Installer
 
-from jetson_install.progress import format_bytes, format_seconds
+from jetson_install.tools.progress import format_bytes, format_seconds
 
 BIG = "bigdata-stub"
 SLOW_SECONDS = 4.0

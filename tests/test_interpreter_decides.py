@@ -21,10 +21,10 @@ from support import isolated_env, make_vendor_index_files
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 
-from jetson_install import index
-from jetson_install.catalog import load_catalog
-from jetson_install.identity import NoBuildForPython
-from jetson_install.lock_file import parse_lock
+from jetson_install.tools import index
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.catalog.identity import NoBuildForPython
+from jetson_install.catalog.lock_file import parse_lock
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
@@ -164,7 +164,7 @@ def test_channels_check_says_a_mirror_has_the_set_for_another_python(mirrors, tm
 
 
 def _probes(monkeypatch: pytest.MonkeyPatch) -> List[List[str]]:
-    from jetson_install import interpreters
+    from jetson_install.envs import interpreters
 
     ran: List[List[str]] = []
     real = interpreters.run
@@ -179,7 +179,7 @@ def _probes(monkeypatch: pytest.MonkeyPatch) -> List[List[str]]:
 
 def test_an_interpreter_is_asked_once_while_its_binary_is_unchanged(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from jetson_install.interpreters import inspect_interpreter
+    from jetson_install.envs.interpreters import inspect_interpreter
 
     binary = tmp_path / "bin" / "python3"
     binary.parent.mkdir()
@@ -197,7 +197,7 @@ def test_an_interpreter_is_asked_once_while_its_binary_is_unchanged(tmp_path: Pa
 
 
 def test_a_wrapper_script_is_asked_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jetson_install.interpreters import inspect_interpreter
+    from jetson_install.envs.interpreters import inspect_interpreter
 
     shim = tmp_path / "python3"  # as a pyenv shim is: it answers for whichever Python it selects
     shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
@@ -210,7 +210,7 @@ def test_a_wrapper_script_is_asked_every_time(tmp_path: Path, monkeypatch: pytes
 def test_an_unreadable_interpreter_cache_is_asked_past(monkeypatch: pytest.MonkeyPatch) -> None:
     import platformdirs
 
-    from jetson_install.interpreters import inspect_interpreter
+    from jetson_install.envs.interpreters import inspect_interpreter
 
     cache = Path(platformdirs.user_cache_dir("jetson-install")) / "interpreters.json"
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -223,9 +223,9 @@ def test_an_unreadable_interpreter_cache_is_asked_past(monkeypatch: pytest.Monke
 
 def test_the_doctor_asks_no_version_of_a_venv_whose_python_the_install_asked(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from jetson_install import runner
+    from jetson_install.tools import runner
     from jetson_install.doctor.run import _resolve_interpreter
-    from jetson_install.interpreters import inspect_interpreter
+    from jetson_install.envs.interpreters import inspect_interpreter
 
     link = tmp_path / "env" / "bin" / "python"
     link.parent.mkdir(parents=True)

@@ -61,7 +61,7 @@ def _kill_at(argv: List[str], env: Dict[str, str], seconds: float) -> "tuple[boo
 
 
 def _only_what_is_marked(home: Path) -> None:
-    from jetson_install.environment import EnvironmentHome
+    from jetson_install.envs.environment import EnvironmentHome
 
     assert EnvironmentHome(home.with_name(home.name[:-2])).strays() == []
     for entry in home.iterdir():
@@ -107,7 +107,7 @@ def _pair_is_whole(lock_path: Path) -> str:
     (its file name is returned)."""
     import hashlib
 
-    from jetson_install.lock_file import parse_lock
+    from jetson_install.catalog.lock_file import parse_lock
 
     lock = parse_lock(lock_path.read_text(), str(lock_path))
     [built] = [entry for entry in lock.entries if entry.origin == "built"]

@@ -44,7 +44,7 @@ from support.index_server import LoopbackIndex
 from support.lanes import lane_unavailable
 from support.stub_projects import make_obliteratus_source
 
-from jetson_install.catalog import VendorSource, load_catalog
+from jetson_install.catalog.catalog import VendorSource, load_catalog
 
 pytestmark = pytest.mark.lane
 

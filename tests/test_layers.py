@@ -95,12 +95,33 @@ def test_every_table_entry_names_a_module() -> None:
     assert not stale, f"docs/architecture.md names modules that do not exist: {stale}"
 
 
+def test_the_layers_are_folders() -> None:
+    # A layer is a folder, so the tree shows the flow: only the package's own __init__ and
+    # __main__ stand beside the folders, and the table names folders, not modules.
+    loose = sorted(path.name for path in PACKAGE.glob("*.py") if path.name not in ("__init__.py", "__main__.py"))
+    assert not loose, f"modules outside a layer's folder: {loose}"
+    not_folders = [entry for entry in _layer_table()
+                   if entry not in ("jetson_install", "__main__") and not (PACKAGE / entry / "__init__.py").is_file()]
+    assert not not_folders, f"docs/architecture.md's layer table names modules, not folders: {not_folders}"
+
+
+def test_every_module_has_a_row_in_the_folder_table() -> None:
+    text = (TOP / "docs" / "architecture.md").read_text()
+    table = text[text.index("## Folders and modules"):text.index("## Layers")]
+    named = set(re.findall(r"`([a-z_]+\.py)`", table))
+    described = set(re.findall(r"`([a-z_]+)/`", table))  # a folder whose row describes it whole
+    missing = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                     if path.name != "__init__.py" and path.parent != PACKAGE
+                     and path.name not in named and path.parent.name not in described)
+    assert not missing, f"modules docs/architecture.md does not describe: {missing}"
+
+
 def test_planning_loads_nothing_that_runs_a_process_reads_an_index_or_runs_the_doctor() -> None:
     # What `plan obliteratus` needs, imported in a fresh interpreter: uv.py and git.py build
     # command lines there, and only runner.py (which they do not import) starts them.
-    heavy = ("jetson_install.runner", "jetson_install.index", "jetson_install.interpreters", "jetson_install.install",
-             "jetson_install.doctor", "jetson_install.source_build.build", "requests")
-    code = ("import sys; import jetson_install.planner, jetson_install.render; "
+    heavy = ("jetson_install.tools.runner", "jetson_install.tools.index", "jetson_install.envs.interpreters", "jetson_install.running.install",
+             "jetson_install.doctor", "jetson_install.running.bitsandbytes_build", "requests")
+    code = ("import sys; import jetson_install.planning.planner, jetson_install.cli.render; "
             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

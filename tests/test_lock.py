@@ -25,8 +25,8 @@ from support.lanes import lane_unavailable
 from support.planned import assert_ran_as_planned
 from support.wheels import build_wheel
 
-from jetson_install.lock_file import Lock, Locked, parse_lock, render_lock
-from jetson_install.tags import wheel_tags
+from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
+from jetson_install.base.tags import wheel_tags
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
@@ -345,8 +345,8 @@ def test_registry_lane_locks_obliteratus_0_1_2_for_the_board(board_indexes, tmp_
 
 
 def test_a_tool_wheel_that_is_not_jetson_installs_is_one_line(tmp_path: Path) -> None:
-    from jetson_install.lock_file import Lock, render_lock
-    from jetson_install.tags import platform_glibc
+    from jetson_install.catalog.lock_file import Lock, render_lock
+    from jetson_install.base.tags import platform_glibc
 
     assert platform_glibc("aarch64-manylinux_2_35") == "2.35" and platform_glibc("native") is None
     lock = tmp_path / "board.lock"

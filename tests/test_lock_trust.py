@@ -18,9 +18,9 @@ from support.catalogs import stub_catalog_text
 from support.cli import CliResult, run_cli
 from support.wheels import build_wheel
 
-from jetson_install.errors import BadInput
-from jetson_install.lock_file import Lock, Locked, parse_lock, render_lock
-from jetson_install.settings import check_index_url
+from jetson_install.base.errors import BadInput
+from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
+from jetson_install.catalog.settings import check_index_url
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
@@ -217,8 +217,8 @@ def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs, vendor_index
 
 
 def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs, start_index) -> None:
-    from jetson_install.errors import StepFailed
-    from jetson_install.index import IndexRefused, fetch_text, project_files
+    from jetson_install.base.errors import StepFailed
+    from jetson_install.tools.index import IndexRefused, fetch_text, project_files
 
     mirror = start_index(stub_index_dirs.vendor, name="authenticated", credentials="fleet:s3cret")
     with pytest.raises(IndexRefused) as refused:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from jetson_install.errors import CatalogError
-from jetson_install.labels import runner_labels
-from jetson_install.platform import detect
-from jetson_install.platform_data import DATA_FILE, platform_data
-from jetson_install.samples import resolve_root
+from jetson_install.base.errors import CatalogError
+from jetson_install.fleet.labels import runner_labels
+from jetson_install.board.platform import detect
+from jetson_install.board.platform_data import DATA_FILE, platform_data
+from jetson_install.board.samples import resolve_root
 
 SUPER = "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jetson_install.routes.existing_torch import resolved_requirements
-from jetson_install.record import installed_package
+from jetson_install.planning.routes.existing_torch import resolved_requirements
+from jetson_install.envs.record import installed_package
 
 PACKAGE = Path(__file__).resolve().parent.parent / "jetson_install"
 

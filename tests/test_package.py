@@ -52,17 +52,17 @@ def test_the_wheel_says_what_it_is_and_carries_its_license(dists: Dict[str, Path
     assert f"jetson_install-{__version__}.dist-info/licenses/LICENSE" in names
     entry_points = [n for n in names if n.endswith("entry_points.txt")]
     with zipfile.ZipFile(dists["wheel"]) as archive:
-        assert "jetson-install = jetson_install.entry:main" in archive.read(entry_points[0]).decode()
+        assert "jetson-install = jetson_install.cli.entry:main" in archive.read(entry_points[0]).decode()
 
 
 def test_the_wheel_carries_the_data_the_tool_reads_and_nothing_of_the_checkout(dists: Dict[str, Path]) -> None:
     _, names = wheel_metadata(dists["wheel"])
-    for needed in ("jetson_install/wheels-index.toml", "jetson_install/platform-data.toml",
-                   "jetson_install/evidence.schema.json", "jetson_install/probes/torch_probe.py",
-                   "jetson_install/probes/bnb_probe.py", "jetson_install/preflight.toml",
-                   "jetson_install/source_build/bitsandbytes.py", "jetson_install/source_build/bitsandbytes-releases.toml"):
+    for needed in ("jetson_install/catalog/wheels-index.toml", "jetson_install/board/platform-data.toml",
+                   "jetson_install/base/evidence.schema.json", "jetson_install/probes/torch_probe.py",
+                   "jetson_install/probes/bnb_probe.py", "jetson_install/planning/routes/preflight.toml",
+                   "jetson_install/planning/bitsandbytes_source.py", "jetson_install/planning/bitsandbytes-releases.toml"):
         assert needed in names, needed
-    assert any(name.startswith("jetson_install/samples/agx-orin-64gb-jp6.2/") for name in names)
+    assert any(name.startswith("jetson_install/board/samples/agx-orin-64gb-jp6.2/") for name in names)
     assert not [name for name in names if name.startswith(("tests/", "bench/", "constraints/", "docs/"))]
 
 
@@ -71,7 +71,7 @@ def test_the_sdist_builds_the_same_wheel(dists: Dict[str, Path], tmp_path: Path)
         names = archive.getnames()
         archive.extractall(tmp_path)
     top = names[0].split("/")[0]
-    for needed in ("LICENSE", "README.md", "pyproject.toml", "wheels-index.toml", "jetson_install/cli.py"):
+    for needed in ("LICENSE", "README.md", "pyproject.toml", "wheels-index.toml", "jetson_install/cli/main.py"):
         assert f"{top}/{needed}" in names, needed
     result = subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path / "out")],
                             cwd=tmp_path / top, capture_output=True, text=True, timeout=300)
@@ -111,7 +111,7 @@ def test_the_wheel_installed_in_a_fresh_environment_runs_without_a_checkout(dist
 
     (site / "dependencies.pth").write_text(str(Path(click.__file__).parent.parent) + "\n")
     script = venv / "bin" / "jetson-install"
-    script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom jetson_install.entry import main\nmain()\n")
+    script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom jetson_install.cli.entry import main\nmain()\n")
     script.chmod(0o755)
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import jetson_install; print(jetson_install.__file__)"],
                            capture_output=True, text=True, timeout=60, cwd=tmp_path)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Dict, List
 
 import pytest
-from jetson_install import uv
+from jetson_install.tools import uv
 from jetson_install.doctor.checks_environment import check_pip
-from jetson_install.process import Completed
+from jetson_install.base.process import Completed
 
 SBSA_LINE = "The package `nvidia-cusparselt-cu13` was built for a different platform"
 CONFLICT = "The package `a` requires `b<2`, but `2.0` is installed"

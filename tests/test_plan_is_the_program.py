@@ -66,8 +66,8 @@ def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_ch
     # bitsandbytes range is resolved by uv in the vendor step and pinned once installed. Here
     # the loopback index stands in for uv's default, read only by uv (the install runs
     # in-process, with the tool's own listing of it turned off).
-    from jetson_install import index
-    from jetson_install.cli import main
+    from jetson_install.tools import index
+    from jetson_install.cli.main import main
 
     public_dir = private_index_dirs.public
     for old in public_dir.glob("torch-*.whl"):

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jetson_install import errors
-from jetson_install.platform import L4TOverride, detect
-from jetson_install.release_files import L4T, parse_nv_tegra_release
-from jetson_install.samples import SAMPLES_DIR, sample_names
+from jetson_install.base import errors
+from jetson_install.board.platform import L4TOverride, detect
+from jetson_install.board.release_files import L4T, parse_nv_tegra_release
+from jetson_install.board.samples import SAMPLES_DIR, sample_names
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
 BOARD_NAMES = sorted(path.name for path in BOARDS.iterdir() if path.is_dir())

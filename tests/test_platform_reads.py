@@ -15,8 +15,8 @@ from typing import Union
 import pytest
 import support.cli as support_cli
 
-from jetson_install.platform import L4TOverride, detect
-from jetson_install.samples import SAMPLES_DIR
+from jetson_install.board.platform import L4TOverride, detect
+from jetson_install.board.samples import SAMPLES_DIR
 
 SAMPLE = SAMPLES_DIR / "agx-orin-64gb-jp6.2"
 

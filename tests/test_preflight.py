@@ -13,9 +13,10 @@ from support.cli import CliResult, run_cli
 from support.doctor_env import make_env, run
 from test_plan_cli import plan, plan_json
 
-from jetson_install import doctor, interpreters
-from jetson_install.errors import BadInput
-from jetson_install.evidence import gate_record, judge
+from jetson_install import doctor
+from jetson_install.envs import interpreters
+from jetson_install.base.errors import BadInput
+from jetson_install.fleet.evidence import gate_record, judge
 from jetson_install.doctor.profiles import PreflightProfile
 
 pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these tests exercise
@@ -146,14 +147,14 @@ def test_preflight_doctor_fails_a_bitsandbytes_outside_the_channel_range(tmp_pat
 
 def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An environment as a preflight install leaves it: its plan fingerprint and vendor record."""
-    from jetson_install.catalog import load_catalog
-    from jetson_install.environment import EnvironmentHome
-    from jetson_install.record import record_installed
-    from jetson_install.index import offline_resolution
-    from jetson_install.planner import make_plan
-    from jetson_install.platform import detect
-    from jetson_install.samples import resolve_root
-    from jetson_install.settings import load_index_settings
+    from jetson_install.catalog.catalog import load_catalog
+    from jetson_install.envs.environment import EnvironmentHome
+    from jetson_install.envs.record import record_installed
+    from jetson_install.tools.index import offline_resolution
+    from jetson_install.planning.planner import make_plan
+    from jetson_install.board.platform import detect
+    from jetson_install.board.samples import resolve_root
+    from jetson_install.catalog.settings import load_index_settings
 
     environment = tmp_path / "env"
     make_env(environment, **CPU_TORCH, bnb_load_error="libgomp.so.1: cannot open shared object file")

@@ -10,9 +10,9 @@ from typing import List
 
 import pytest
 
-from jetson_install import runner, uv
-from jetson_install.errors import BadInput
-from jetson_install.progress import PlainDisplay, TerminalDisplay, display_for, format_bytes
+from jetson_install.tools import runner, uv
+from jetson_install.base.errors import BadInput
+from jetson_install.tools.progress import PlainDisplay, TerminalDisplay, display_for, format_bytes
 
 CAPTURED = (Path(__file__).parent / "resources" / "uv" / "pip-install-into-a-pipe.txt").read_text()
 # The sizes of the two files in the captured run that uv announced (see tests/resources/uv/PROVENANCE.md).

@@ -32,8 +32,8 @@ def test_try_it_command_runs_the_tool_on_a_sample_root() -> None:
 
 
 def test_support_table_is_generated_from_the_catalog() -> None:
-    from jetson_install.catalog import load_catalog
-    from jetson_install.render import channels_markdown
+    from jetson_install.catalog.catalog import load_catalog
+    from jetson_install.cli.render import channels_markdown
 
     text = (TOP / "README.md").read_text()
     table = text.split("<!-- channels:start -->\n", 1)[1].split("\n<!-- channels:end -->", 1)[0]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import jsonschema
 
-from jetson_install import schema
+from jetson_install.base import schema
 
-SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "jetson_install" / "evidence.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "jetson_install" / "base" / "evidence.schema.json").read_text())
 SMALL = {"type": "object", "required": ["c"], "additionalProperties": False,
          "properties": {"a": {"type": "string", "pattern": "^x"}, "n": {"type": "integer", "minimum": 0},
                         "s": {"enum": ["ok", "fail"]}}}

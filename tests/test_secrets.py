@@ -14,8 +14,8 @@ import pytest
 from support import isolated_env
 from support.cli import run_cli
 
-from jetson_install import uv
-from jetson_install.redact import redact, redact_data
+from jetson_install.tools import uv
+from jetson_install.base.redact import redact, redact_data
 
 TOP = Path(__file__).resolve().parent.parent
 SECRET = "s3cr3t-pw"

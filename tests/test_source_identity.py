@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jetson_install.source_identity import SourceIdentity
+from jetson_install.envs.source_identity import SourceIdentity
 
 
 def build_outputs(tree: Path) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from jetson_install.catalog import load_catalog
-from jetson_install.lock import LockTarget
-from jetson_install.platform_data import major_glibc, platform_data
-from jetson_install.tags import python_platform, wheel_rank, wheel_tags
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.fleet.lock import LockTarget
+from jetson_install.board.platform_data import major_glibc, platform_data
+from jetson_install.base.tags import python_platform, wheel_rank, wheel_tags
 
 
 def test_a_jetpack_6_board_takes_manylinux_up_to_its_glibc_and_linux_wheels_last() -> None:

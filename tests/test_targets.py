@@ -175,7 +175,7 @@ def test_bad_additions_and_sources_are_one_line_with_the_fix(argv: List[str], me
 
 
 def test_every_targets_own_checks_are_doctor_checks() -> None:
-    from jetson_install.catalog import load_catalog
+    from jetson_install.catalog.catalog import load_catalog
     from jetson_install.doctor import list_checks
 
     known = {check_id for check_id, _, _ in list_checks()}
@@ -196,8 +196,8 @@ def test_every_targets_own_checks_are_doctor_checks() -> None:
      'quantization_extra_since = "0.2"\n', 6, "key 'quantization_extra_since' needs quantization_extra"),
 ])
 def test_a_wrong_target_entry_is_named_by_file_and_line(entry: str, line: int, message: str, tmp_path: Path) -> None:
-    from jetson_install.catalog import load_catalog
-    from jetson_install.errors import CatalogError
+    from jetson_install.catalog.catalog import load_catalog
+    from jetson_install.base.errors import CatalogError
 
     real = (TOP / "wheels-index.toml").read_text()
     at = real.index("[[channels]]")
@@ -212,7 +212,7 @@ def test_a_wrong_target_entry_is_named_by_file_and_line(entry: str, line: int, m
 
 
 def test_obliteratus_extra_follows_the_ref_in_the_data() -> None:
-    from jetson_install.catalog import load_catalog
+    from jetson_install.catalog.catalog import load_catalog
 
     target = load_catalog(TOP / "wheels-index.toml").targets["obliteratus"]
     assert target.extra_for("v0.1.2") is None
@@ -220,7 +220,7 @@ def test_obliteratus_extra_follows_the_ref_in_the_data() -> None:
 
 
 def test_a_lock_names_its_target_and_another_targets_install_refuses_it() -> None:
-    from jetson_install.lock_file import Lock, lock_mismatch, parse_lock, render_lock
+    from jetson_install.catalog.lock_file import Lock, lock_mismatch, parse_lock, render_lock
 
     lock = Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "none (the stack alone)", None, "0", (),
                 target="torch")
@@ -256,7 +256,7 @@ def test_help_reads_the_targets_without_loading_the_catalog() -> None:
     probe = ("import sys, runpy; sys.argv = ['jetson-install', '--help']\n"
              "try:\n    runpy.run_module('jetson_install', run_name='__main__')\n"
              "except SystemExit:\n    pass\n"
-             "print('LOADED', sorted(m for m in sys.modules if m in ('jetson_install.catalog', 'packaging')))\n")
+             "print('LOADED', sorted(m for m in sys.modules if m in ('jetson_install.catalog.catalog', 'packaging')))\n")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert "LOADED []" in result.stdout and "  obliteratus " in result.stdout, result.stdout + result.stderr
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jetson_install.fixes import Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, repository_of
-from jetson_install.uv_errors import read_uv_failure
+from jetson_install.planning.fixes import Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, repository_of
+from jetson_install.tools.uv_errors import read_uv_failure
 
 CAPTURED = Path(__file__).parent / "resources" / "uv-errors"
 RERUN = Rerun(("obliteratus", "--venv", "/srv/obl", "--vendor-index", "https://mirror.example/jp6", "--yes"))

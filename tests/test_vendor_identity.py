@@ -19,9 +19,9 @@ from support import VENDOR_PINS, VENDOR_TORCH, build_wheel, wheel_filename
 from support.catalogs import stub_catalog_text
 from support.cli import CliResult, run_cli
 
-from jetson_install import index
-from jetson_install.catalog import load_catalog
-from jetson_install.identity import IdentityMismatch, NothingInPolicy
+from jetson_install.tools import index
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy
 
 TOP = Path(__file__).resolve().parent.parent
 REAL = (TOP / "wheels-index.toml").read_text()
@@ -234,9 +234,9 @@ def manylinux_dir(tmp_path: Path) -> Path:
 
 
 def board_glibc(sample: str) -> str:
-    from jetson_install.platform import detect
-    from jetson_install.platform_data import ubuntu_glibc
-    from jetson_install.samples import resolve_root
+    from jetson_install.board.platform import detect
+    from jetson_install.board.platform_data import ubuntu_glibc
+    from jetson_install.board.samples import resolve_root
 
     return ubuntu_glibc(detect(resolve_root(f"sample:{sample}")).ubuntu)
 
@@ -306,7 +306,7 @@ def test_channels_check_of_a_mistyped_channel_names_the_closest(tmp_path: Path, 
 
 
 def test_an_environments_versions_are_its_metadata_headers_by_normalized_name(tmp_path: Path) -> None:
-    from jetson_install.record import installed_versions
+    from jetson_install.envs.record import installed_versions
 
     site = tmp_path / "env" / "lib" / "python3.10" / "site-packages"
     for folder, text in {

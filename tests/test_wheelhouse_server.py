@@ -15,10 +15,10 @@ from support import isolated_env
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 
-from jetson_install import wheelhouse_server
-from jetson_install.fixes import Rerun
-from jetson_install.lock_file import parse_lock
-from jetson_install.wheelhouse_server import WheelhouseServer, open_server
+from jetson_install.fleet import wheelhouse_server
+from jetson_install.planning.fixes import Rerun
+from jetson_install.catalog.lock_file import parse_lock
+from jetson_install.fleet.wheelhouse_server import WheelhouseServer, open_server
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"

@@ -14,9 +14,9 @@ from jetson_install.doctor.checks_torch import arch_support
 from jetson_install.doctor.report import (
     SCHEMA_VERSION,
     DoctorReport,
-    evidence_schema,
     render_lines,
 )
+from jetson_install.base.schema import evidence_schema
 from jetson_install.doctor.results import CheckResult
 from jetson_install.doctor.run import CHECKS, CheckSpec, GPU_FREE_CHECKS, headline, list_checks, run_doctor
 

@@ -6,7 +6,7 @@ from shlex import quote
 
 from jetson_install.doctor.context import Context, uv_command
 from jetson_install.doctor.results import FAIL, OK, Verdict
-from jetson_install.uv import accepted_note
+from jetson_install.tools.uv import accepted_note
 
 
 def check_obliteratus(ctx: Context) -> Verdict:

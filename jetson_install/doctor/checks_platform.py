@@ -7,7 +7,7 @@ import shlex
 from typing import Dict, Set
 
 from jetson_install.doctor.context import Context
-from jetson_install.interpreters import find_interpreter
+from jetson_install.envs.interpreters import find_interpreter
 from jetson_install.doctor.results import FAIL, OK, WARN, Verdict
 
 

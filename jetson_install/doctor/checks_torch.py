@@ -13,8 +13,8 @@ from jetson_install.doctor.checks_kernels import kernels_ran_correctly
 from jetson_install.doctor.context import Context, package_index_cpu_build, uv_command
 from jetson_install.doctor.missing_libraries import MissingLibrary, missing_library
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, WARN, Verdict
-from jetson_install.record import EnvironmentRecord, read_record
-from jetson_install.versions import satisfies
+from jetson_install.envs.record import EnvironmentRecord, read_record
+from jetson_install.base.versions import satisfies
 
 
 # --------------------------------------------------------------------------- results

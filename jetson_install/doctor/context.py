@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Set, T
 from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
-from jetson_install import runner
-from jetson_install.platform_data import platform_data
+from jetson_install.tools import runner
+from jetson_install.board.platform_data import platform_data
 from jetson_install.probes import probe_command
 from jetson_install.doctor.profiles import JETSON, Profile
-from jetson_install.versions import satisfies
+from jetson_install.base.versions import satisfies
 
 if TYPE_CHECKING:
-    from jetson_install.catalog import Channel, VendorSource
-    from jetson_install.platform import Platform
+    from jetson_install.catalog.catalog import Channel, VendorSource
+    from jetson_install.board.platform import Platform
 
 
 def uv_command() -> str:
@@ -147,7 +147,7 @@ def _last_json_object(stdout: str, probe: str) -> Dict[str, Any]:
 
 def _run_pip_check(python: str) -> runner.Completed:
     # Looked up at call time so that tests can replace it.
-    interpreters = importlib.import_module("jetson_install.interpreters")
+    interpreters = importlib.import_module("jetson_install.envs.interpreters")
     return interpreters.pip_check(python)
 
 
@@ -198,7 +198,7 @@ class Context:
 
     def _made_here(self) -> Optional[Path]:
         """The user's path of the environment when jetson-install made it (DIR, not DIR.d/env-<id>)."""
-        from jetson_install.layout import COMPLETE_MARK, STATE_DIR
+        from jetson_install.base.layout import COMPLETE_MARK, STATE_DIR
 
         environment = Path(self.python).parent.parent
         if not (environment / STATE_DIR / COMPLETE_MARK).is_file():
@@ -228,7 +228,7 @@ class Context:
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
         capability), or None when it was downloaded or the environment recorded nothing."""
-        from jetson_install.record import read_record
+        from jetson_install.envs.record import read_record
 
         record = read_record(Path(self.python).parent.parent)
         build = record.built.get(name) if record is not None else None

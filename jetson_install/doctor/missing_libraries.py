@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from jetson_install.apt import install_command
+from jetson_install.board.apt import install_command
 
 # "libnvpl_lapack_lp64_gomp.so.0: cannot open shared object file" -> libnvpl_lapack_lp64_gomp.so.0
 _LIBRARY_FILE = re.compile(r"\b(lib[A-Za-z0-9_+\-]+\.so(?:\.[0-9]+)*)")

@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequen
 
 # At the top, not in the functions: this module is imported only to doctor an environment, and
 # an install loads it (and so all the doctor needs) on a thread while uv installs the target.
-from jetson_install.catalog import load_catalog
+from jetson_install.catalog.catalog import load_catalog
 from jetson_install.doctor.profiles import profile_from_record
 from jetson_install.doctor.run import run_doctor
-from jetson_install.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
-from jetson_install.outputs import write_output
-from jetson_install.redact import json_text
-from jetson_install.source_identity import recorded_commit
+from jetson_install.envs.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
+from jetson_install.base.outputs import write_output
+from jetson_install.base.redact import json_text
+from jetson_install.envs.source_identity import recorded_commit
 
 if TYPE_CHECKING:
-    from jetson_install.catalog import Channel
+    from jetson_install.catalog.catalog import Channel
     from jetson_install.doctor.report import DoctorReport
-    from jetson_install.platform import Platform
+    from jetson_install.board.platform import Platform
 
 __all__ = ["DoctorRun", "doctor_environment"]
 

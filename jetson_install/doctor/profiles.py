@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Protocol, Tuple
 
 from jetson_install.doctor.results import FAIL, OK, Verdict
-from jetson_install.versions import satisfies
+from jetson_install.base.versions import satisfies
 
 if TYPE_CHECKING:
-    from jetson_install.catalog import Channel, VendorSource
-    from jetson_install.platform import Platform
+    from jetson_install.catalog.catalog import Channel, VendorSource
+    from jetson_install.board.platform import Platform
 
 
 class Context(Protocol):

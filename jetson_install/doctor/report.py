@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import __version__
-from jetson_install.catalog import DEFAULT_INDEX_LABEL
+from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL
 from jetson_install.doctor.checks_kernels import KERNEL_SECTIONS, PASSED, kernel_status
 from jetson_install.doctor.checks_torch import torch_missing_library
 from jetson_install.doctor.context import Context
@@ -22,11 +20,10 @@ from jetson_install.doctor.results import (
     WARN,
     CheckResult,
 )
-from jetson_install.errors import EXIT_FAILED, EXIT_OK
+from jetson_install.base.errors import EXIT_FAILED, EXIT_OK
 
 # Version 2 adds to version 1 (see the schema's description).
 SCHEMA_VERSION = 2
-SCHEMA_PATH = Path(__file__).parent.parent / "evidence.schema.json"
 
 
 @dataclass(frozen=True)
@@ -124,8 +121,6 @@ def render_lines(report: DoctorReport) -> List[str]:
     return lines
 
 
-def evidence_schema() -> Dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 

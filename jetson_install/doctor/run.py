@@ -21,7 +21,8 @@ from typing import (
     Tuple,
 )
 
-from jetson_install import runner, schema
+from jetson_install.tools import runner
+from jetson_install.base import schema
 from jetson_install.doctor.checks_bitsandbytes import (
     check_bnb_int8,
     check_bnb_kernels,
@@ -53,15 +54,15 @@ from jetson_install.doctor.report import (
     _platform_evidence,
     _runtime_evidence,
     _torch_evidence,
-    evidence_schema,
 )
+from jetson_install.base.schema import evidence_schema
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, Verdict
-from jetson_install.errors import BadInput
-from jetson_install.interpreters import known_interpreter
+from jetson_install.base.errors import BadInput
+from jetson_install.envs.interpreters import known_interpreter
 
 if TYPE_CHECKING:
-    from jetson_install.catalog import Channel, VendorSource
-    from jetson_install.platform import Platform
+    from jetson_install.catalog.catalog import Channel, VendorSource
+    from jetson_install.board.platform import Platform
 
 
 

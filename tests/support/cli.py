@@ -1,7 +1,7 @@
 """Runs `jetson-install ARGS` in the test's own process, as a user's shell would run it in a new one.
 
 A subprocess per CLI run cost most CLI tests more than their checks. `run_cli` calls
-`jetson_install.cli.main` with what a new process would have (its arguments in sys.argv,
+`jetson_install.cli.main.main` with what a new process would have (its arguments in sys.argv,
 the environment and working folder it is given, empty stdin, stdout and stderr of its
 own, and the package's caches empty, as a new process starts with them) and gives back what a
 user sees: the exit status and the two streams' text, as `subprocess.run(..., text=True)`
@@ -69,7 +69,7 @@ def _clear_caches() -> None:
 
 def run_cli(*args: str, env: Optional[Mapping[str, str]] = None, cwd: Union[str, Path, None] = None) -> CliResult:
     """`jetson-install ARGS`, with `env` as its whole environment (default: this process's)."""
-    from jetson_install.cli import main
+    from jetson_install.cli.main import main
 
     logger = logging.getLogger("jetson_install")
     saved_environment, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()

@@ -24,7 +24,7 @@ from . import isolated_env
 __all__ = ["TOP", "Block", "blocks", "doc_files", "block", "board_env", "run_block", "SAMPLE"]
 
 TOP = Path(__file__).resolve().parent.parent.parent
-SAMPLE = TOP / "jetson_install" / "samples" / "agx-orin-64gb-jp6.2"
+SAMPLE = TOP / "jetson_install" / "board" / "samples" / "agx-orin-64gb-jp6.2"
 OBLITERATUS_GIT = "https://github.com/elder-plinius/OBLITERATUS"
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```$", re.S | re.M)
 _HEADING = re.compile(r"^#+ (.+)$", re.M)

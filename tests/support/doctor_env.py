@@ -17,9 +17,9 @@ from typing import Any, Dict, Optional
 import jsonschema
 
 from jetson_install import doctor
-from jetson_install.catalog import Channel, VendorSource
-from jetson_install.platform import Platform
-from jetson_install.release_files import L4T
+from jetson_install.catalog.catalog import Channel, VendorSource
+from jetson_install.board.platform import Platform
+from jetson_install.board.release_files import L4T
 
 from .stub_stack import JETSON_STACK
 

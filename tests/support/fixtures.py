@@ -20,7 +20,7 @@ from typing import Callable, Dict, Iterator, List
 
 import pytest
 
-from jetson_install import runner
+from jetson_install.tools import runner
 
 from . import find_uv, isolated_env, venv_python
 from .catalogs import stub_catalog_text
@@ -177,14 +177,14 @@ def installer(tmp_path: Path, cli_env: Dict[str, str], vendor_index: LoopbackInd
 
 @pytest.fixture
 def clean_pip_check(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Replace jetson_install.interpreters.pip_check (uv is not what these tests exercise); returns the calls."""
+    """Replace jetson_install.envs.interpreters.pip_check (uv is not what these tests exercise); returns the calls."""
     calls: list = []
 
     def pip_check(python: str, command: object = None) -> runner.Completed:
         calls.append(python)
         return runner.Completed(("uv", "pip", "check"), 0, "", "Checked 4 packages in 1ms\nAll installed packages are compatible\n")
 
-    import jetson_install.interpreters as interpreters
+    import jetson_install.envs.interpreters as interpreters
 
     monkeypatch.setattr(interpreters, "pip_check", pip_check)
     return calls

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from jetson_install import runner
+from jetson_install.tools import runner
 from jetson_install.probes import SCRIPTS
 
 __all__ = ["host_programs", "planned_commands", "planned_probes", "logged_commands", "assert_ran_as_planned", "assert_vendor_set_pinned"]

@@ -1,0 +1,74 @@
+"""The per-user log of an install: every command line it ran and all their output, redacted."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, List
+
+__all__ = ["start_log", "show_log", "log_directory", "own_logs"]
+
+# What start_log names a log: the command, then when it started (and a number, for a second
+# run in the same second).
+_LOG_NAME = re.compile(r"^[a-z][a-z0-9-]*-\d{8}-\d{6}(-\d+)?\.log$")
+
+
+def log_directory() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_log_dir("jetson-install"))
+
+
+def own_logs() -> List[Path]:
+    """The logs start_log wrote (by their names), oldest first."""
+    directory = log_directory()
+    if not directory.is_dir():
+        return []
+    return sorted(path for path in directory.iterdir() if _LOG_NAME.match(path.name) and path.is_file()
+                  and not path.is_symlink())
+
+
+class _RedactingFormatter(logging.Formatter):
+    """A log formatter whose records (command lines, uv's output) are redacted."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from jetson_install.base.redact import redact
+
+        return redact(super().format(record))
+
+
+def start_log(command: str) -> Path:
+    """Log every subprocess and its output to a new file in the per-user log directory."""
+    # Logs hold command lines and uv's output: private to the user, and redacted all the same.
+    directory = log_directory()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    # A log of its own: an install and the `add` after it can start in the same second, and the
+    # second run's commands appended to the first's log read as the first's.
+    stamp, number = f"{command}-{time.strftime('%Y%m%d-%H%M%S')}", 1
+    while True:
+        path = directory / (f"{stamp}.log" if number == 1 else f"{stamp}-{number}.log")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            break
+        except FileExistsError:
+            number += 1
+    path.chmod(0o600)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("jetson_install")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    return path
+
+
+def show_log(stream: Any) -> None:
+    """-v: every line the log gets (each command started, each line of its output), on `stream` as it comes."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_RedactingFormatter("  | %(message)s"))
+    logger = logging.getLogger("jetson_install")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)

@@ -1,0 +1,85 @@
+"""Files the user names: inputs read bounded, outputs (--evidence, --gate-evidence, --output)
+written whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Optional, Union
+
+from jetson_install.base.errors import BadInput
+
+__all__ = ["check_output_directory", "write_output", "replace_file", "read_regular_file", "READ_CHUNK"]
+
+# One read() at a time: procfs answers a sysctl read of 64 MiB with ENOMEM.
+READ_CHUNK = 64 * 1024
+
+
+def read_regular_file(path: Union[str, Path], limit: int, *, follow: bool = True) -> Optional[bytes]:
+    """A regular file's first `limit` bytes, read in small pieces; None when it is not a
+    regular file (a FIFO would block, a device never ends). OSError when it cannot be opened.
+    `follow=False` refuses a symbolic link at `path` itself (ELOOP)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    # O_NONBLOCK: opening a FIFO returns at once, and fstat then refuses it.
+    descriptor = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        data = bytearray()
+        while len(data) < limit:
+            chunk = os.read(descriptor, min(READ_CHUNK, limit - len(data)))
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data)
+    finally:
+        os.close(descriptor)
+
+
+def check_output_directory(option: str, path: str) -> None:
+    """Refuse, before any work, an output whose directory does not exist."""
+    if not Path(path).absolute().parent.is_dir():
+        raise BadInput(f"{option} {path}: its directory does not exist",
+                       fix=f"mkdir -p {Path(path).absolute().parent}, or pass another file")
+
+
+def replace_file(path: Union[str, Path], data: Union[str, bytes], mode: Optional[int] = None) -> None:
+    """`path` holds `data`, whole: written to a temporary file beside it, then renamed over it.
+    A symbolic link at `path` is replaced, never followed, so an output cannot overwrite the
+    file a link points at; a reader never sees half a file. `mode` None: what a new file
+    would get (0666 less the umask)."""
+    target = Path(path)
+    if mode is None:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        mode = 0o666 & ~mask
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    # Named by pid, so what a killed writer left can be told from a live one's (lock.py removes it).
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
+                                             dir=str(target.parent))
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fchmod(handle.fileno(), mode)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def write_output(option: str, path: str, text: str) -> None:
+    """Write what an option asked for (see replace_file); a path that cannot be written is bad
+    input, not a traceback."""
+    if Path(path).is_dir():
+        raise BadInput(f"{option} {path}: is a directory", fix="pass a file name")
+    try:
+        replace_file(path, text)
+    except OSError as exc:
+        raise BadInput(f"{option} {path}: cannot write it ({exc.strerror})",
+                       fix="pass a file in an existing, writable directory") from None

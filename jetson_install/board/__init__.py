@@ -1,0 +1,1 @@
+"""The board: a root directory read into a `Platform` (read the files, then decide)."""

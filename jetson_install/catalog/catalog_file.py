@@ -1,0 +1,45 @@
+"""Where wheels-index.toml is, and its targets' command names and help lines read without the
+validating loader (catalog.py), so `--help` costs a TOML parse and not the catalog's
+validation and the modules it needs (about 70 ms of a 120 ms `--help`).
+
+Running a target's command loads the whole catalog, so a mistake in the file is still
+`FILE:LINE` and the fix, from the command that reads it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Dict, Optional
+
+from jetson_install.base.errors import CatalogError
+from jetson_install.base.toml_file import load_tables
+
+__all__ = ["TARGET_NAME", "default_catalog_path", "target_summaries"]
+
+#: A target is a command: `jetson-install NAME`.
+TARGET_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def default_catalog_path() -> Path:
+    override = os.environ.get("JETSON_INSTALL_WHEELS_INDEX")
+    if override:
+        return Path(override)
+    # Inside the wheel the file sits beside this module; in a source checkout it is
+    # at the top level, where reviewers find it.
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "wheels-index.toml", here.parent.parent / "wheels-index.toml"):
+        if candidate.is_file():
+            return candidate
+    raise CatalogError(f"wheels-index.toml is missing from {here}", fix="reinstall: pipx reinstall jetson-install")
+
+
+def target_summaries(path: Optional[Path] = None) -> Dict[str, str]:
+    """Each `[targets.NAME]` whose name is a command and whose `summary` is text, and that
+    summary. Raises CatalogError where the file is missing or not TOML."""
+    targets = load_tables(path or default_catalog_path(), "targets").get("targets")
+    if not isinstance(targets, dict):
+        return {}
+    return {name: entry["summary"] for name, entry in targets.items()
+            if TARGET_NAME.fullmatch(name) and isinstance(entry, dict) and isinstance(entry.get("summary"), str)}

@@ -1,0 +1,150 @@
+"""Where the indexes come from: command line, environment, user config file, or defaults.
+
+Each value keeps its source, so `plan` can show a fleet operator why a mirror was used.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+from urllib.parse import urlsplit
+
+from jetson_install.base.errors import BadInput
+
+__all__ = ["Setting", "IndexSettings", "config_path", "load_index_settings", "check_index_url"]
+
+CONFIG_KEYS = ("vendor_index", "default_index", "allow_insecure_index")
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Optional[str]
+    source: str
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    vendor_index: Setting  # value None: the channel's own vendor source
+    default_index: Setting  # value None: uv's own default index
+    allow_insecure: bool
+
+
+def config_path() -> Path:
+    explicit = os.environ.get("JETSON_INSTALL_CONFIG")
+    if explicit is not None:
+        if not explicit.strip():
+            # Set but empty: a fleet script's unset variable, not a wish for the public indexes.
+            raise BadInput("JETSON_INSTALL_CONFIG is set but empty",
+                           fix="point JETSON_INSTALL_CONFIG at the fleet's config.toml, or unset it")
+        path = Path(explicit)
+        if not path.is_file():
+            # A fleet's typo here must not quietly send installs to the public indexes.
+            what = "is not a file" if path.exists() else "no such file"
+            raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: {what}",
+                           fix="point JETSON_INSTALL_CONFIG at the fleet's config.toml, or unset it")
+        return path
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("jetson-install")) / "config.toml"
+
+
+def _read_config(path: Path) -> Dict[str, Any]:
+    if not path.is_file():
+        if path.exists() or path.is_symlink():
+            raise BadInput(f"{path}: is not a file (the configuration must be a TOML file)",
+                           fix=f"remove or rename {path}, then write the settings into a file of that name")
+        return {}
+    from jetson_install.base.toml_file import TomlData
+
+    file = TomlData(path, "jetson-install plan obliteratus")
+    file.unknown("config", file.data, CONFIG_KEYS, "a setting")
+    for key, value in file.data.items():
+        if key == "allow_insecure_index" and not isinstance(value, bool):
+            raise file.fail("config", key, "must be true or false")
+        if key != "allow_insecure_index" and not isinstance(value, str):
+            raise file.fail("config", key, 'must be a URL in quotes, like "https://mirror.example/simple"')
+    return file.data
+
+
+def load_index_settings(
+    vendor_index: Optional[str],
+    vendor_index_source: str,
+    default_index: Optional[str],
+    default_index_source: str,
+    allow_insecure: bool,
+) -> IndexSettings:
+    """Merge the command line (or its environment variables) over the config file."""
+    path = config_path()
+    config = _read_config(path)
+
+    def pick(given: Optional[str], given_source: str, key: str, fallback_source: str) -> Setting:
+        if given:
+            return Setting(given, given_source)
+        if key in config:
+            return Setting(config[key], f"config {path}")
+        return Setting(None, fallback_source)
+
+    vendor = pick(vendor_index, vendor_index_source, "vendor_index", "wheels-index.toml")
+    default = pick(default_index, default_index_source, "default_index", "uv default")
+    insecure = allow_insecure or bool(config.get("allow_insecure_index", False))
+    for setting, option in ((vendor, "--vendor-index"), (default, "--default-index")):
+        if setting.value is not None:
+            where = option if setting.source == option else f"{option} (from {setting.source})"
+            check_index_url(setting.value, where, insecure)
+    return IndexSettings(vendor, default, insecure)
+
+
+def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
+    """Remote indexes must use https; plain http only on loopback or when explicitly allowed."""
+    example = "give a full URL such as https://mirror.example/simple"
+    if url != url.strip() or " " in url:
+        raise BadInput(f"{where}: {url!r} contains spaces", fix=example)
+    # uv parses URLs as browsers do (WHATWG): it drops tabs and newlines and reads a backslash as
+    # a slash, so 'http://192.0.2.1\\@127.0.0.1/' goes to 192.0.2.1. Such URLs are refused outright.
+    odd = next((c for c in url if c == "\\" or c.isspace() or ord(c) < 32 or ord(c) == 127), None)
+    if odd is not None:
+        raise BadInput(f"{where}: {url!r} contains {_describe(odd)}, which URL parsers read differently", fix=example)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise BadInput(f"{where}: {url!r} is not a valid URL ({exc})", fix=example) from None
+    if parts.scheme == "file" and not parts.path:
+        raise BadInput(f"{where}: {url!r} names no directory", fix="give a local index as file:///path/to/simple")
+    if parts.scheme == "file" and parts.netloc not in ("", "localhost"):
+        # uv, pip and this tool read file:// as this machine: a host there is never reached.
+        raise BadInput(f"{where}: {url!r} names the host {parts.netloc}, and a file URL is read on this machine",
+                       fix="give a local index as file:///path/to/simple")
+    if parts.scheme in ("https", "file"):
+        if parts.scheme == "https" and not parts.hostname:
+            raise BadInput(f"{where}: {url!r} has no host", fix=example)
+        return
+    if parts.scheme != "http" or not parts.hostname:
+        raise BadInput(f"{where}: {url!r} is not an http(s) or file URL", fix=example)
+    if _is_loopback(parts.hostname) or allow_insecure:
+        return
+    raise BadInput(
+        f"{where}: {url} uses plain http to a remote host, so packages could be altered in transit",
+        fix=f"use {url.replace('http://', 'https://', 1)}, or accept the risk by adding --allow-insecure-index",
+    )
+
+
+def _describe(character: str) -> str:
+    return "a backslash" if character == "\\" else f"the character {character!r}"
+
+
+def _is_loopback(host: str) -> bool:
+    """Loopback only in forms every URL parser reads alike: 'localhost', a canonical IPv4
+    address (uv reads '0127.0.0.1' as octal, 87.0.0.1) or an IPv6 one; never a %-escaped host."""
+    if host == "localhost":
+        return True
+    if "%" in host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback and (address.version == 6 or str(address) == host)

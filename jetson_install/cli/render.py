@@ -1,0 +1,311 @@
+"""Human-readable text for the structured results; nothing here decides anything."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
+
+from jetson_install.board import apt
+from jetson_install.board.platform import Platform
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from jetson_install.catalog.catalog import Catalog, Channel
+    from jetson_install.envs.lifecycle import Cleaned, EnvironmentView, Listed, RolledBack, Uninstalled
+    from jetson_install.planning.fixes import Rerun
+    from jetson_install.tools.index import SetReport
+    from jetson_install.running.install import InstallResult
+    from jetson_install.fleet.lock import LockResult
+    from jetson_install.planning.plan import Plan
+
+__all__ = ["platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines", "serving_lines",
+           "container_lines", "channels_text", "channels_markdown", "channels_json", "check_lines", "check_list",
+           "size_text", "environments_lines", "rollback_lines", "uninstall_lines", "clean_lines"]
+
+
+def platform_summary(platform: Platform) -> str:
+    name = platform.module or platform.model or "Jetson (module unknown)"
+    soc = platform.soc or "SoC unknown"
+    if platform.family and platform.compute_capability:
+        soc += f" ({platform.family}, compute capability {platform.compute_capability})"
+    lines: List[str] = [
+        f"{name}: {soc}",
+        f"  L4T      {platform.l4t or 'unknown'}   ({platform.sources.get('l4t', '-')})",
+        f"  JetPack  {platform.jetpack or 'unknown'}",
+        f"  CUDA     {platform.cuda or 'unknown'}   ({platform.sources.get('cuda', '-')})",
+        f"  kind     {platform.kind or 'unknown'}",
+        f"  Ubuntu   {platform.ubuntu or 'unknown'}   Python {platform.python or 'unknown'}",
+    ]
+    if platform.model and platform.module:
+        lines.append(f"  model    {platform.model}")
+    if platform.kernel:
+        lines.append(f"  kernel   {platform.kernel}")
+    lines.extend(f"warning: {warning}" for warning in platform.warnings)
+    return "\n".join(lines)
+
+
+def plan_text(plan: Plan) -> str:
+    platform = plan.platform
+    board = platform.module or platform.model or "Jetson"
+    lines = [f"Plan: {plan.target.title} on {board}, L4T {platform.l4t or 'unknown'} / JetPack {platform.jetpack or 'unknown'}"]
+    if plan.channel is not None:
+        lines.append(f"  channel   {plan.channel.id} ({plan.channel.status}): {plan.channel.title}")
+    if not plan.supported:
+        lines.append(f"  {plan.reason}")
+        if plan.remedy:
+            lines.append(f"  to make it work: {plan.remedy}")
+        if plan.channel is not None:
+            lines += container_lines(plan.channel)
+        return "\n".join(lines + [f"warning: {w}" for w in plan.warnings])
+    settings = plan.settings
+    lines += [
+        f"  python    {plan.interpreter or plan.python_abi}",
+        f"  venv      {plan.venv}",
+        f"  vendor    {plan.vendor_location or 'none'}   ({plan.route.vendor_label(plan)})",
+        f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
+        f"  set       {_set_line(plan)}",
+        f"  pins      {' '.join(plan.constraints)}",
+        *[f"  cap       {cap}   ({why})" for cap, why in plan.caps],
+        f"  source    {plan.requirement or 'none: the stack alone'}",
+        *[f"  with      {addition}" for addition in plan.additions],
+    ]
+    fallback = plan.route.fallback_location(plan)
+    if fallback:
+        lines.append(f"  fallback  {fallback}   (if the vendor source is down: --vendor-fallback)")
+    if plan.vendor and plan.vendor.apt:
+        lines.append(f"  apt       {apt.install_command(plan.vendor.apt, assume_yes=True)}   (the vendor wheels need these)")
+        elsewhere = apt.from_cuda_repository(plan.vendor.apt)
+        if elsewhere:
+            lines.append(f"            ({', '.join(elsewhere)}: from NVIDIA's CUDA repository, which its cuda-keyring"
+                         " package adds first)")
+    if plan.channel is not None:
+        lines += container_lines(plan.channel)
+    lines.append("steps:")
+    for number, step in enumerate(plan.steps, 1):
+        lines.append(f"  {number}. {step.id:12} {step.title}")
+        lines.extend(f"       $ {_shell_line(command)}" for command in step.commands)
+        if step.equivalent:
+            lines.append(f"       (the doctor, in jetson-install's own process; the same later: "
+                         f"{_shell_line(step.equivalent)})")
+    lines.extend(f"warning: {w}" for w in plan.warnings)
+    return "\n".join(lines)
+
+
+def container_lines(channel: Channel) -> List[str]:
+    """The images known to match a channel, for the container lane (`jetson-install dockerfile`)."""
+    if not channel.containers:
+        return [f"  images    none known for {channel.id}: `jetson-install dockerfile` needs --base IMAGE"]
+    return [f"  {'images' if number == 0 else '':9} {image.image}   (source: {image.source})"
+            for number, image in enumerate(channel.containers)]
+
+
+def _set_line(plan: Plan) -> str:
+    vendor = plan.vendor
+    assert vendor is not None and plan.chosen_set is not None
+    policy = ", ".join(s.name for s in vendor.sets)
+    pre = "pre-releases count" if vendor.prereleases else "no pre-releases"
+    how = plan.route.set_note(plan)
+    return f"{plan.chosen_set.name} ({how}); policy: {policy}; {pre}"
+
+
+def channels_text(catalog: Catalog) -> str:
+    lines = []
+    for channel in catalog.channels:
+        low = f"R{channel.l4t_from[0]}.{channel.l4t_from[1]}"
+        high = f"R{channel.l4t_below[0]}.{channel.l4t_below[1]}"
+        families = f" [{', '.join(channel.families)}]" if channel.families else ""
+        lines.append(f"{channel.id:15} {channel.status:12} L4T {low} to below {high}{families}  Python {channel.python}  CUDA {channel.cuda}")
+        if channel.primary:
+            lines.append(f"{'':15} {channel.primary.location}")
+        lines += [f"{'':15} image {image.image}" for image in channel.containers]
+    lines.append(f"{catalog.path}: valid, {len(catalog.channels)} channels "
+                 f"({sum(1 for c in catalog.channels if c.installable)} installable)")
+    return "\n".join(lines)
+
+
+def channels_markdown(catalog: Catalog) -> str:
+    """The support table in README.md, generated from wheels-index.toml."""
+    rows = ["| channel | L4T | JetPack | Python | CUDA | status | vendor source | torch (preferred set) | bitsandbytes |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for channel in catalog.channels:
+        families = f" ({', '.join(channel.families)})" if channel.families else ""
+        l4t = f"R{channel.l4t_from[0]}.{channel.l4t_from[1]} to < R{channel.l4t_below[0]}.{channel.l4t_below[1]}{families}"
+        wanted = channel.primary.preferred.specifiers if channel.installable and channel.primary else {}
+        torch, bnb = wanted.get("torch", "-").lstrip("="), wanted.get("bitsandbytes", "-")
+        vendor = channel.primary.location if channel.installable and channel.primary else "-"
+        rows.append(f"| `{channel.id}` | {l4t} | {channel.jetpack} | {channel.python} | {channel.cuda} | "
+                    f"{channel.status} | {vendor} | {torch} | {bnb.lstrip('=')} |")
+    return "\n".join(rows)
+
+
+def _shell_line(argv: Sequence[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(part) for part in argv)
+
+
+def channels_json(catalog: Catalog) -> List[Dict[str, Any]]:
+    """`channels --json`: each channel with its sources, pins, images and sets."""
+    return [{"id": c.id, "title": c.title, "status": c.status, "reason": c.reason, "python": c.python,
+             "cuda": c.cuda, "vendor_sources": [s.location for s in c.sources], "pins": dict(c.pins),
+             "containers": [image.to_json() for image in c.containers],
+             "preferred": c.primary.preferred.name if c.primary else None,
+             "sets": [s.requirement_lines() for s in c.primary.sets] if c.primary else []}
+            for c in catalog.channels]
+
+
+def check_lines(reports: Sequence[SetReport]) -> List[str]:
+    """`channels --check`: one line per source read, its findings under it."""
+    lines = []
+    for report in reports:
+        lines.append(f"{report.channel:15} {report.status:11} {report.index}")
+        lines.extend(f"{'':20} {line}" for line in report.lines)
+    return lines
+
+
+def install_hint(plan: Plan, typed: Rerun) -> str:
+    """What to run next after a plan, and where: a preview made for another machine says so."""
+    import os
+
+    here = os.uname().machine
+    target = (plan.target.id,)
+    command = typed.replaced("plan", target, drop=target, only_here=("--resolve",))
+    if plan.route.any_aarch64 and here != "aarch64":
+        return f"next: on an aarch64 machine (a hosted ARM runner, or the Jetson), install it: {command}"
+    if not plan.route.any_aarch64 and plan.platform.arch != here:
+        command = typed.replaced("plan", target, drop=target, only_here=("--resolve",), elsewhere=("--root",))
+        return f"next: on the {plan.platform.arch} board itself, install it: {command}"
+    return f"next: install it: {command}"
+
+
+def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
+    """The end of an install, on stderr: warnings, each step's time, and how it went."""
+    from jetson_install.running.install import activate_command
+    from jetson_install.tools.progress import steps_summary
+
+    lines = [f"warning: {warning}" for warning in result.warnings]
+    if result.steps:
+        lines.append(f"steps: {steps_summary(result.steps)}")
+    if result.failed_step:
+        return lines + [f"error: {result.message}", f"  fix: {result.fix}", f"  log: {log}"]
+    verb = "is already up to date" if result.status == "unchanged" else "is ready"
+    lines += [f"{plan.route.what(plan)} {verb} in {result.venv}", f"  activate: {activate_command(result.venv)}"]
+    return lines + ([f"  evidence: {result.evidence}"] if result.evidence else []) + [f"  log: {log}"]
+
+
+def lock_lines(result: LockResult) -> List[str]:
+    lock = result.lock
+    lines = [f"locked {len(lock.entries)} files for {lock.arch}/Python {lock.python} (channel {lock.channel}) in "
+             f"{result.path}"]
+    if result.wheel:
+        lines.append(f"  {lock.target} wheel: {result.wheel} (commit {lock.source_commit or 'none'})")
+    if lock.from_source:
+        lines.append(f"  built from source on the board: {', '.join(lock.from_source)}")
+    lines += [f"warning: {warning}" for warning in lock.warnings]
+    return lines + [f"  install: jetson-install {lock.target} --lock {result.path}"]
+
+
+def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
+    where = result["directory"]
+    return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
+            f"  install offline: jetson-install {result.get('target', 'obliteratus')} --wheelhouse {where}",
+            # Not `python3 -m http.server`: a connection per request and no ranges make a fleet's
+            # installs several times slower (the README's benchmarks); --serve has neither cost.
+            f"  serve to a fleet: jetson-install wheelhouse {where} --serve, then --wheelhouse http://HOST:8000/"] + (
+        [f"  the tool itself ({result['tool']['files']} files), offline on the board: {result['tool']['install']}"]
+        if result.get("tool") else [])
+
+
+def serving_url(bind: str, port: int) -> str:
+    """The address runners reach a served wheelhouse at: this host's name where it listens on all."""
+    import socket
+
+    host = socket.gethostname() if bind in ("0.0.0.0", "::") else bind
+    return f"http://{host}:{port}/"
+
+
+def serving_lines(directory: str, bind: str, port: int) -> List[str]:
+    return [f"serving {directory} on {bind}:{port} (Ctrl-C stops)",
+            f"  install on each runner: jetson-install obliteratus --wheelhouse {serving_url(bind, port)}"]
+
+
+def check_list(checks: Sequence[Tuple[str, str, bool]]) -> str:
+    """`doctor --list-checks`: each check's id, whether it is required, and its title."""
+    width = max(len(check_id) for check_id, _, _ in checks) + 2
+    return "\n".join(f"{check_id:{width}}{'required' if required else 'optional':10}{title}"
+                     for check_id, title, required in checks)
+
+
+def size_text(size: int) -> str:
+    """Bytes as du -h would say them (1024-based), to one decimal."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _environment_line(label: str, view: EnvironmentView) -> List[str]:
+    from pathlib import Path
+
+    doctor = f"doctor {view.doctor} ({view.doctor_at})" if view.doctor else "no doctor evidence"
+    return [f"  {label:9} {Path(view.path).name}   made {view.made or 'unknown'}   {size_text(view.size)}",
+            f"  {'':9} channel {view.channel or 'unknown'}   torch {view.torch or 'none'}   {doctor}"]
+
+
+def environments_lines(listed: Sequence[Listed]) -> List[str]:
+    """`list`: each DIR, the environment in use and the one kept for rollback, with what they hold."""
+    if not listed:
+        return ["no environments made by jetson-install for this user (install one: jetson-install obliteratus)"]
+    lines: List[str] = []
+    for entry in listed:
+        lines.append(entry.venv + ("" if entry.state == "ok" else f"   ({entry.state})"))
+        if entry.current is not None:
+            lines += _environment_line("current", entry.current)
+            if entry.current.requirement:
+                lines.append(f"  {'':9} {entry.current.requirement}")
+            if entry.current.additions:
+                lines.append(f"  {'':9} added: {', '.join(entry.current.additions)}")
+        if entry.previous is not None:
+            lines += _environment_line("previous", entry.previous)
+            lines.append(f"  {'':9} roll back to it: jetson-install rollback --venv {entry.venv}")
+        if entry.other_size:
+            lines.append(f"  {'other':9} {size_text(entry.other_size)} left by interrupted runs "
+                         "(remove: jetson-install clean)")
+        if entry.state == "broken":
+            lines.append(f"  fix: jetson-install rollback --venv {entry.venv}" if entry.previous else
+                         f"  fix: install it again: jetson-install {entry.target} --venv {entry.venv}" if entry.target
+                         else f"  fix: install it again with the command that made it: jetson-install TARGET --venv "
+                              f"{entry.venv} (the targets: jetson-install --help)")
+        elif entry.state == "partly removed":
+            lines.append(f"  fix: finish removing it: jetson-install uninstall --venv {entry.venv}")
+    return lines
+
+
+def rollback_lines(result: RolledBack) -> List[str]:
+    from pathlib import Path
+
+    return [f"{result.venv} -> {Path(result.now).name} (rolled back; {Path(result.kept).name} is kept)",
+            f"  undo: jetson-install rollback --venv {result.venv}"]
+
+
+def uninstall_lines(result: Uninstalled) -> List[str]:
+    from pathlib import Path
+
+    names = ", ".join(Path(path).name for path in result.removed) or "no environment"
+    lines = [f"removed {result.venv} ({names}; {size_text(result.freed)} freed)"]
+    if result.left:
+        lines.append(f"  left in {Path(result.venv).name}.d, not made by jetson-install: "
+                     + ", ".join(Path(path).name for path in result.left))
+    return lines
+
+
+def clean_lines(result: Cleaned) -> List[str]:
+    verb = "would remove" if result.dry_run else "removed"
+    lines = [f"{verb} {size_text(size):>10}  {what}: {path}" for what, path, size in result.items]
+    total = sum(size for _, _, size in result.items)
+    lines.append(f"{verb} {size_text(total)} in {len(result.items)} items" if result.items else
+                 "nothing to clean: no logs, build cache or leftovers of jetson-install's")
+    lines += [f"left      {path} (not made by jetson-install)" for path in result.left]
+    return lines

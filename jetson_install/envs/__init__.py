@@ -1,0 +1,1 @@
+"""What is on disk: the target's source, interpreters, environments and what each recorded."""

@@ -1,0 +1,1 @@
+"""What a fleet provisions with: locks, wheelhouses, evidence read back, runner labels, containers."""

@@ -1,0 +1,334 @@
+"""The doctor's evidence as an input: is it valid, passed, fresh and about the right
+platform; the support table built from it; and the strict gate's record in upstream's shape.
+
+Upstream's conditional gates count evidence older than ``maximum_evidence_age_days`` (30) as
+stale and write a gate record ``{schema_version, gate, status, generated_at, git_sha,
+exit_code, counts}`` (https://github.com/elder-plinius/OBLITERATUS, scripts/run_conditional_gate.py
+and scripts/check_conditional_policy.py); this module follows both.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from jetson_install.base import schema
+from jetson_install.base.errors import BadInput
+from jetson_install.base.outputs import read_regular_file
+
+if TYPE_CHECKING:
+    from jetson_install.board.platform import Platform
+
+__all__ = [
+    "DEFAULT_MAX_AGE_DAYS",
+    "GATE_ID",
+    "Verdict",
+    "not_proven",
+    "load",
+    "contradiction",
+    "proven_here",
+    "schema_errors",
+    "judge",
+    "parse_requirement",
+    "support_table",
+    "gate_record",
+    "gate_record_text",
+]
+
+DEFAULT_MAX_AGE_DAYS = 30
+# Upstream's gate id for the Jetson runtime gate (its plan's prose says jetson-cuda-runtime).
+GATE_ID = "jetson-runtime"
+_TIMESTAMP = "%Y-%m-%dT%H:%M:%SZ"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One evidence file judged: ok, or the first reason it is not."""
+
+    path: str
+    ok: bool
+    reason: str
+    evidence: Mapping[str, Any]
+    age_days: Optional[float] = None
+
+    def line(self) -> str:
+        return f"{self.path}: {'ok' if self.ok else 'FAIL'}: {self.reason}"
+
+
+# Evidence is a few kilobytes; a file far larger, or nested far deeper than the schema's
+# few levels, is not evidence, and must not cost the memory or the stack to find that out.
+MAX_EVIDENCE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 32
+_FROM_DOCTOR = "pass an evidence file written by jetson-install doctor --evidence FILE"
+
+
+def _too_deep(data: Any) -> bool:
+    pending = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def load(path: str) -> Dict[str, Any]:
+    """The evidence in ``path``; BadInput when it cannot be read (missing, not a regular
+    file, over MAX_EVIDENCE_BYTES) or is not a JSON object of sane depth."""
+    try:
+        raw = read_regular_file(path, MAX_EVIDENCE_BYTES + 1)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read it ({exc.strerror})", fix=_FROM_DOCTOR) from None
+    if raw is None:
+        raise BadInput(f"{path}: not a regular file", fix=_FROM_DOCTOR)
+    if len(raw) > MAX_EVIDENCE_BYTES:
+        raise BadInput(f"{path}: over {MAX_EVIDENCE_BYTES // 2**20} MiB, far larger than evidence is", fix=_FROM_DOCTOR)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise BadInput(f"{path}: not JSON ({detail})", fix=_FROM_DOCTOR) from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: not an evidence object", fix=_FROM_DOCTOR)
+    if _too_deep(data):
+        raise BadInput(f"{path}: nested more than {MAX_DEPTH} levels deep, which evidence never is", fix=_FROM_DOCTOR)
+    return data
+
+
+def schema_errors(evidence: Any) -> List[str]:
+    """Where ``evidence`` breaks evidence.schema.json, as 'path: problem' strings."""
+    return schema.errors(evidence, schema.evidence_schema())
+
+
+def parse_requirement(text: str) -> Tuple[str, str]:
+    """``platform.channel=jp6-cu126`` -> ("platform.channel", "jp6-cu126")."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise BadInput(f"--require {text}: expected KEY=VALUE with KEY a dotted path, e.g. platform.channel=jp6-cu126",
+                       fix="jetson-install evidence check FILE --require platform.channel=jp6-cu126")
+    return key.strip(), value.strip()
+
+
+def _lookup(evidence: Mapping[str, Any], dotted: str) -> Tuple[bool, Any]:
+    value: Any = evidence
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def _as_text(value: Any) -> str:
+    # JSON's spelling, so that strict=true and kernel_test=passed both read naturally.
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def generated_at(evidence: Mapping[str, Any]) -> Optional[datetime.datetime]:
+    try:
+        return datetime.datetime.strptime(str(evidence.get("generated_at")), _TIMESTAMP).replace(
+            tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+
+
+_PASSING = {"jetson": "passed", "preflight": "preflight-passed"}
+# The checks that prove torch runs CUDA kernels on this GPU: the `cuda` label needs each of
+# them ok; "not applicable" never stands in for one of them.
+CUDA_CHECKS = ("torch-build", "cuda-available", "cuda-arch", "cuda-matmul", "cuda-conv2d")
+_KERNEL_CHECKS = {"matmul": "cuda-matmul", "conv2d": "cuda-conv2d", "bf16_autocast_backward": "cuda-bf16"}
+
+
+def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
+    """Why a schema-valid evidence's passing ``status`` cannot be true of its own checks and
+    kernel sections (a status edited by hand, or written by something else), else None."""
+    status, checks = evidence["status"], evidence["checks"]
+    if status == "failed":
+        return None  # a failure claims nothing
+    profile = evidence.get("profile", "jetson")
+    if _PASSING.get(profile) != status:
+        return f"status {status} contradicts its profile {profile}"
+    if not checks:
+        return f"status {status} with no checks"
+    failed = [check["id"] for check in checks if check["required"] and check["status"] == "fail"]
+    if failed:
+        return f"status {status} contradicts its checks: {', '.join(failed)} failed"
+    if evidence["strict"]:
+        short = [f"{check['id']} ({check['status']})" for check in checks if check["status"] not in ("ok", "not_applicable")]
+        if short:
+            return f"strict status {status} contradicts its checks: {', '.join(short)}"
+    by_id = {check["id"]: check["status"] for check in checks}
+    for kernel, result in evidence["torch"]["kernels"].items():
+        check = by_id.get(_KERNEL_CHECKS.get(kernel, ""))
+        if result == "failed" or (check == "ok" and result != "passed"):
+            return f"status {status} contradicts torch.kernels.{kernel}: {result}" + (
+                f" while {_KERNEL_CHECKS[kernel]} is ok" if check == "ok" else "")
+    bnb = evidence["bitsandbytes"]["kernel_test"]
+    if bnb == "failed" or (by_id.get("bnb-kernels") == "ok" and bnb != "passed"):
+        return f"status {status} contradicts bitsandbytes.kernel_test: {bnb}"
+    return None
+
+
+def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
+    """Why passing, fresh evidence does not prove that CUDA worked on the board it names, else
+    None: it must come from the strict doctor's full run (every check of the doctor ran; one
+    left out only as not applicable, with its reason, and never one that proves CUDA). The one
+    rule for the `cuda` label and for a "passed" in the support table."""
+    from jetson_install.doctor import CHECKS
+
+    if evidence.get("profile", "jetson") != "jetson":
+        return f"a {evidence['profile']} run, not Jetson GPU evidence"
+    by_id = {check["id"]: check for check in evidence["checks"]}
+    missing = [spec.id for spec in CHECKS if spec.id not in by_id]
+    if missing:
+        return (f"incomplete: {', '.join(missing)} did not run (a --check or --no-gpu run, or the install's "
+                f"--no-verify checks); make it with jetson-install doctor --strict --evidence FILE")
+    unproven = [check_id for check_id in CUDA_CHECKS if by_id[check_id]["status"] != "ok"]
+    kernels = evidence["torch"]["kernels"]
+    unproven += [f"torch.kernels.{kernel}" for kernel in ("matmul", "conv2d") if kernels.get(kernel) != "passed"]
+    if unproven:
+        return f"CUDA is not proven: {', '.join(unproven)} not ok"
+    if evidence["strict"] is not True:
+        return "not strict: make it with jetson-install doctor --strict --evidence FILE"
+    return None
+
+
+def proven_here(evidence: Mapping[str, Any], platform: "Platform") -> Optional[str]:
+    """Why passing, fresh evidence does not prove that CUDA works on ``platform``, the board as
+    read now, else None: it must prove CUDA (not_proven) and name this board's L4T, SoC,
+    module and compute capability."""
+    unproven = not_proven(evidence)
+    if unproven is not None:
+        return unproven
+    recorded, torch = evidence["platform"], evidence["torch"]
+    here = {
+        "L4T": (recorded.get("l4t"), str(platform.l4t) if platform.l4t is not None else None),
+        "SoC": (recorded.get("soc"), platform.soc),
+        "module": (recorded.get("module"), platform.module),
+        "compute capability": (recorded.get("compute_capability"), platform.compute_capability),
+    }
+    if platform.compute_capability is not None:
+        # The capability torch measured on the device, beside the device tree's.
+        here["measured compute capability"] = (torch.get("capability"), platform.compute_capability)
+    for what, (theirs, ours) in here.items():
+        if theirs != ours:
+            return f"evidence is for {what} {theirs or 'unknown'}, this is {what} {ours or 'unknown'}"
+    return None
+
+
+def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+          requirements: Sequence[Tuple[str, str]] = (), now: Optional[datetime.datetime] = None) -> Verdict:
+    """Schema-valid, passed, fresh and matching ``requirements``; the first reason it is not."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    errors = schema_errors(evidence)
+    if errors:
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        return Verdict(path, False, f"not valid evidence (schema {evidence.get('schema_version')}): "
+                                    f"{errors[0]}{more}", evidence)
+    contradicted = contradiction(evidence)
+    if contradicted is not None:
+        return Verdict(path, False, contradicted, evidence)
+    when = generated_at(evidence)
+    assert when is not None  # the schema's pattern, and strptime, agree on the format
+    age = (now - when).total_seconds() / 86400
+    if evidence["status"] != "passed":
+        failed = [check["id"] for check in evidence["checks"] if check["status"] == "fail"]
+        return Verdict(path, False, f"status {evidence['status']}" + (f" ({', '.join(failed)})" if failed else ""),
+                       evidence, age)
+    if age < -1:
+        return Verdict(path, False, f"generated_at {evidence['generated_at']} is in the future (check the clock)",
+                       evidence, age)
+    if age > max_age_days:
+        return Verdict(path, False, f"stale: generated {evidence['generated_at'][:10]}, {int(age)} days ago "
+                                    f"(maximum {max_age_days:g})", evidence, age)
+    for key, wanted in requirements:
+        found, value = _lookup(evidence, key)
+        if not found:
+            return Verdict(path, False, f"{key} is not in the evidence", evidence, age)
+        if _as_text(value) != wanted:
+            return Verdict(path, False, f"{key} is {_as_text(value)}, required {wanted}", evidence, age)
+    platform = evidence["platform"]
+    about = ", ".join(part for part in (platform.get("channel"), _release(platform)) if part)
+    return Verdict(path, True, f"passed{' strict' if evidence['strict'] else ''}, {age:.0f} days old"
+                               + (f" ({about})" if about else ""), evidence, age)
+
+
+def _release(platform: Mapping[str, Any]) -> str:
+    jetpack, l4t = platform.get("jetpack"), platform.get("l4t")
+    if jetpack and l4t:
+        return f"JetPack {jetpack} / L4T {l4t}"
+    return f"L4T {l4t}" if l4t else ""
+
+
+def _cell(value: Any) -> str:
+    """A table cell that stays one cell: one line, no Markdown table syntax, no HTML."""
+    if value in (None, ""):
+        return "-"
+    text = " ".join(str(value).split())  # newlines and tabs would end the row
+    for char, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`")):
+        text = text.replace(char, escaped)
+    return text[:200]
+
+
+def support_table(verdicts: Sequence[Verdict]) -> str:
+    """The Markdown support table from fresh, passing, strict and complete evidence only (what
+    grants the `cuda` label); the rest listed apart with the reason, so that support wording
+    names only combinations with fresh green evidence of the whole gate."""
+    header = ["| board | JetPack / L4T | channel | torch | bitsandbytes | date | result |",
+              "|---|---|---|---|---|---|---|"]
+    rows = []
+    left_out: List[Tuple[str, str]] = []
+    for verdict in verdicts:
+        reason = verdict.reason if not verdict.ok else not_proven(verdict.evidence)
+        if reason is not None:
+            left_out.append((verdict.path, reason))
+            continue
+        evidence = verdict.evidence
+        platform, torch, bnb = evidence["platform"], evidence["torch"], evidence["bitsandbytes"]
+        bnb_cell = f"{bnb['version']} (kernels {bnb['kernel_test']})" if bnb.get("version") else bnb["kernel_test"]
+        rows.append("| " + " | ".join(_cell(value) for value in (
+            platform.get("board") or platform.get("module") or platform.get("family"),
+            _release(platform), platform.get("channel"), torch.get("version"), bnb_cell,
+            evidence["generated_at"][:10], "passed (strict)",
+        )) + " |")
+    lines = header + sorted(set(rows))
+    if not rows:
+        lines.append("| - | - | - | - | - | - | no fresh passing evidence |")
+    if left_out:
+        lines += ["", "Not counted (stale, failed, not strict, incomplete or invalid):", ""]
+        lines += [f"- `{path}`: {reason}" for path, reason in left_out]
+    return "\n".join(lines)
+
+
+def gate_record(report: Mapping[str, Any], exit_code: int, git_sha: str) -> Dict[str, Any]:
+    """Upstream's gate record for the strict doctor's evidence: each applicable check counts
+    as one test; a skip counts as skipped (and fails the gate), a warning as a failure."""
+    checks = [check for check in report["checks"] if check["status"] != "not_applicable"]
+    counts = {
+        "tests": len(checks),
+        "failures": sum(1 for check in checks if check["status"] in ("fail", "warn")),
+        "errors": 0,
+        "skipped": sum(1 for check in checks if check["status"] == "skip"),
+    }
+    passed = (report["status"] == "passed" and report.get("strict") is True and exit_code == 0
+              and counts["tests"] > 0 and counts["failures"] == counts["skipped"] == 0)
+    return {
+        "schema_version": 1,
+        "gate": GATE_ID,
+        "status": "passed" if passed else "failed",
+        "generated_at": report["generated_at"],
+        "git_sha": git_sha,
+        "exit_code": exit_code,
+        "counts": counts,
+    }
+
+
+def gate_record_text(report: Mapping[str, Any], exit_code: int, environ: Mapping[str, str]) -> str:
+    """The gate record as upstream writes it: GITHUB_SHA, or "local" outside Actions, sorted
+    and indented, with URL credentials masked."""
+    from jetson_install.base.redact import redact_data
+
+    record = gate_record(report, exit_code, environ.get("GITHUB_SHA") or "local")
+    return json.dumps(redact_data(record), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,399 @@
+"""Making a lock: a board's whole environment resolved, on any machine, into one hashed
+requirements file (lock_file.py is its format).
+
+A lock is made for the board's platform (`make_lock`), installed exactly (the lock route:
+hashes required, no resolution) and carried to machines without internet as a wheelhouse
+(wheelhouse.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from glob import escape as glob_escape
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import canonicalize_name
+
+from jetson_install import __version__
+from jetson_install.tools import git, runner, uv
+from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, render_lock
+from jetson_install.base.outputs import replace_file
+from jetson_install.base.redact import CREDENTIALS_FIX, redact
+from jetson_install.base.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
+from jetson_install.base.toml_file import load_toml
+from jetson_install.tools.uv_errors import read_uv_failure
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
+
+    from jetson_install.catalog.identity import Resolution
+
+__all__ = ["pick_file", "entries_from_pylock", "LockTarget", "make_lock", "LockResult", "tool_entries"]
+
+def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence["Tag"]]) -> Optional[Tuple[str, str, bool]]:
+    """(url, sha256, is_sdist) of the file a pylock.toml package entry installs from: the
+    wheel whose tag ranks best in `accepted` (None: the only wheel uv listed), else its sdist."""
+    best: Optional[Tuple[int, str, str]] = None
+    for wheel in package.get("wheels", []):
+        name = unquote(urlsplit(wheel["url"]).path.rsplit("/", 1)[-1])
+        rank = wheel_rank(name, accepted) if accepted is not None else 0
+        if rank is not None and (best is None or rank < best[0]):
+            best = (rank, wheel["url"], wheel["hashes"]["sha256"])
+    if best is not None:
+        return best[1], best[2], False
+    sdist = package.get("sdist")
+    if sdist:
+        return sdist["url"], sdist["hashes"]["sha256"], True
+    return None
+
+
+def entries_from_pylock(path: Path, origin: str, accepted: Optional[Sequence["Tag"]],
+                        skip: Sequence[str] = ()) -> List[Locked]:
+    """The lock entries of a resolution uv wrote as pylock.toml (PEP 751)."""
+    entries = []
+    for package in load_toml(path).get("packages", []):
+        name = canonicalize_name(package["name"])
+        if name in skip:
+            continue
+        picked = pick_file(package, accepted)
+        if picked is None:
+            raise StepFailed("resolve", f"no file of {name} {package.get('version')} installs on the board's platform",
+                             "check that the index carries a wheel for the board (aarch64) or a source archive")
+        entries.append(Locked(name, package["version"], picked[0], picked[1], origin, picked[2]))
+    return entries
+
+
+@dataclass(frozen=True)
+class LockTarget:
+    """What a lock is made for: a board's platform (its Python, architecture and glibc), or
+    (with --python) an interpreter here."""
+
+    python: str
+    arch: str
+    glibc: Optional[str]  # "2.35"; None for an interpreter here
+    interpreter: Optional[str] = None
+
+    @property
+    def platform(self) -> str:
+        """uv's --python-platform, or "native" for an interpreter here."""
+        if self.interpreter or self.glibc is None:
+            return "native"
+        return python_platform(self.arch, self.glibc)
+
+    @property
+    def accepted(self) -> Optional[List["Tag"]]:
+        if self.interpreter or self.glibc is None:
+            return None
+        return wheel_tags(self.python, self.arch, self.glibc)
+
+
+@dataclass(frozen=True)
+class LockResult:
+    lock: Lock
+    path: str
+    wheel: Optional[str]  # the target built into a wheel, beside the lock (None: the stack alone)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"schema_version": 1, "command": "lock", "lock": self.path, "wheel": self.wheel, **self.lock.to_json()}
+
+
+def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor_index: Optional[str],
+              companions: Sequence[str], constraints: Sequence[str], requirement: Optional[str],
+              default_index: Optional[str], output: Path, target_id: str = "obliteratus",
+              additions: Sequence[str] = ()) -> LockResult:
+    """The vendor set as the vendor index resolved it (`resolution`: files, URLs, sha256), the
+    rest resolved from the default index alone (one resolution over both indexes would take each
+    package from the first that has it), OBLITERATUS built into a wheel beside `output`."""
+    output = output.absolute()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(Path(tempfile.gettempdir()), output)
+    # A killed lock leaves its work folder (a clone, a build): named by its pid, so the next
+    # lock removes it once that process is gone.
+    work = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
+    try:
+        vendor = _vendor_entries(work, resolution, vendor_index, target)
+        built: List[Locked] = []
+        rest_requirements: List[str] = []
+        wheel, built_wheel, commit = None, None, None
+        if requirement is not None:
+            built_wheel, commit = _build_target(requirement, default_index, work)
+            digest = file_sha256(built_wheel)
+            wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
+            name = _distribution(requirement)
+            extras = requirement.split(" @ ", 1)[0][len(name):]
+            rest_requirements.append(f"{name}{extras} @ {built_wheel.as_uri()}")
+            built.append(Locked(name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
+        # The vendor files as direct references: their dependencies come from the default index,
+        # and the vendor index is asked for nothing else.
+        rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
+        rest_requirements += list(additions)
+        rest_requirements += list(companions)
+        # pip in the environment, as `uv venv --seed` puts it there, so later plain `pip install`s work.
+        rest_requirements.append("pip")
+        rest = _resolve(work, "default", rest_requirements, constraints, default_index, target, no_deps=False,
+                        skip=[entry.name for entry in vendor + built])
+        # The header names the source without a token in its URL: a lock is copied to every runner.
+        lock = Lock(channel, target.python, target.arch, target.platform,
+                    redact(requirement) if requirement else "none (the stack alone)", commit, __version__,
+                    tuple(vendor + built + rest), resolution.warnings, target_id)
+        # Each build's wheel has a name of its own, so it goes in beside the previous lock and its
+        # wheel without touching them, and the lock's own rename is the one step that switches
+        # the pair: a lock killed at any moment leaves one whole pair, never a lock naming
+        # another wheel's bytes (two renames, one after the other, did: seen in CI).
+        with _folder_held(output.parent):
+            if wheel is not None and built_wheel is not None and not (wheel.is_file() and file_sha256(wheel) == digest):
+                part = output.parent / f".{wheel.name}.{os.getpid()}{_PART}"
+                shutil.copyfile(built_wheel, part)
+                os.replace(part, wheel)
+            replace_file(output, render_lock(lock))
+            if requirement is not None:
+                remove_unnamed_builds(output.parent, _distribution(requirement))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return LockResult(lock, str(output), str(wheel) if wheel else None)
+
+
+@contextlib.contextmanager
+def _folder_held(folder: Path) -> Iterator[None]:
+    """The folder's flock (a directory's, so no file of ours is left in it) for putting a wheel
+    and a lock in place and removing the builds no lock names: another lock made in the same
+    folder at once must not remove this one's wheel between its rename and its lock's."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+# PEP 427: a build tag starts with a digit and tells two builds of one version apart.
+# https://packaging.python.org/en/latest/specifications/binary-distribution-format/
+_OWN_BUILD = re.compile(r"0[0-9a-f]{16}")
+
+
+def own_build_name(filename: str, sha256: str) -> str:
+    """The built wheel's file name with a build tag of its own: 0 and its sha256's first 16
+    hex digits (obliteratus-0.1.3-0e257cd2fe45864bf-py3-none-any.whl)."""
+    parts = filename[: -len(".whl")].split("-")
+    return "-".join([parts[0], parts[1], f"0{sha256[:16]}", *parts[-3:]]) + ".whl"
+
+
+def remove_unnamed_builds(folder: Path, distribution: str) -> None:
+    """The built wheels of `distribution` in `folder` that no lock there names: those of a lock
+    made again for another commit, or of one killed just after its rename. Only this tool's
+    own build names are touched, and a lock that cannot be read keeps every one: locks for
+    several boards in one folder share a build."""
+    from jetson_install.catalog.lock_file import parse_lock
+
+    named: Set[str] = set()
+    builds: List[Path] = []
+    for path in folder.iterdir():
+        parts = path.name[: -len(".whl")].split("-") if path.name.endswith(".whl") else []
+        if len(parts) == 6 and _OWN_BUILD.fullmatch(parts[2]) and \
+                canonicalize_name(parts[0]) == canonicalize_name(distribution):
+            builds.append(path)
+            continue
+        try:
+            if not path.is_file() or path.stat().st_size > 16 * 2**20:
+                continue
+            with path.open("rb") as stream:
+                if stream.read(len(LOCK_HEADER)) != LOCK_HEADER.encode():
+                    continue
+            named.update(entry.filename for entry in parse_lock(path.read_text(), str(path)).entries)
+        except (OSError, UnicodeDecodeError, BadInput):
+            return
+    for path in builds:
+        if path.name not in named:
+            try:
+                path.unlink()
+            except OSError:
+                pass  # not ours to remove after all: kept
+
+
+_WORK_PREFIX = "jetson-install-lock-"
+_PART = ".part"
+
+
+def _remove_abandoned(scratch: Path, output: Optional[Path]) -> None:
+    """What killed locks left: their work folders, and beside `output` a wheel not yet renamed
+    (`.NAME.PID.part`) or the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`, as
+    replace_file names it), once the process named is gone."""
+    leftovers = [(path, path.name[len(_WORK_PREFIX):].split("-", 1)[0]) for path in scratch.glob(f"{_WORK_PREFIX}*")]
+    if output is not None:
+        leftovers += [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1])
+                      for path in output.parent.glob(f".*{_PART}")]
+        leftovers += [(path, path.name[len(output.name) + 2:].split(".", 1)[0])
+                      for path in output.parent.glob(f".{glob_escape(output.name)}.*.tmp")]
+    for path, pid in leftovers:
+        try:
+            os.kill(int(pid), 0)
+        except (ValueError, ProcessLookupError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    path.unlink()
+                except OSError:
+                    pass  # not ours to remove
+        except PermissionError:
+            pass  # another user's live lock
+
+
+def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[Locked]:
+    """jetson-install's own `wheel` and its dependencies, resolved for the board `lock` was made
+    for (its Python, architecture and glibc: the aarch64 uv wheel among them), so that a board
+    without internet installs the tool from the wheelhouse too."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        name, version = parse_wheel_filename(wheel.name)[:2]
+    except InvalidWheelFilename:
+        raise BadInput(f"--tool-wheel {wheel}: not a wheel file name", fix="give jetson-install's own wheel, "
+                       "e.g. --tool-wheel jetson_install-0.1.0-py3-none-any.whl") from None
+    if name != "jetson-install":
+        raise BadInput(f"--tool-wheel {wheel} is {name}, not jetson-install",
+                       fix="give the jetson-install wheel the tool was installed from")
+    if not wheel.is_file():
+        raise BadInput(f"--tool-wheel {wheel}: no such file", fix="give the path of jetson-install's wheel "
+                       "(pip wheel --no-deps -w . <jetson-install checkout> makes one)")
+    glibc = platform_glibc(lock.platform)
+    if glibc is not None:
+        target = LockTarget(lock.python, lock.arch, glibc)
+    elif "%d.%d" % sys.version_info[:2] == lock.python:
+        # A lock made for an interpreter here: the tool for that same Python, on this machine.
+        target = LockTarget(lock.python, lock.arch, None, interpreter=sys.executable)
+    else:
+        raise BadInput(f"the lock is for Python {lock.python} on this machine ({lock.platform}), and this "
+                       f"jetson-install runs Python {sys.version_info[0]}.{sys.version_info[1]}",
+                       fix="make the lock for the board: jetson-install lock --root ... (without --python)")
+    url = wheel.absolute().as_uri()
+    # Named as a lock's work folder, by pid, so that the next lock or wheelhouse removes it when
+    # a kill left it behind.
+    _remove_abandoned(Path(tempfile.gettempdir()), None)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
+    try:
+        rest = _resolve(scratch, "default", [f"{name} @ {url}"], None, default_index, target, no_deps=False,
+                        skip=[name])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return [Locked(name, str(version), url, file_sha256(wheel), "built")] + rest
+
+
+def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional[str],
+                    target: LockTarget) -> List[Locked]:
+    """The resolved vendor files; a file the index listed without its sha256 is hashed here,
+    and a set known only by versions (a source not read live) is resolved by uv, --no-deps,
+    from the vendor index alone."""
+    from jetson_install.tools.index import fetch_file
+
+    entries: List[Locked] = []
+    by_version: List[str] = []
+    for chosen in resolution.files:
+        if not chosen.url:
+            by_version.append(f"{chosen.name}=={chosen.version}")
+            continue
+        sha256 = chosen.sha256
+        if not sha256:
+            copy = work / chosen.file
+            fetch_file(chosen.url, copy)
+            sha256 = file_sha256(copy)
+            copy.unlink()
+        entries.append(Locked(canonicalize_name(chosen.name), chosen.version, chosen.url.split("#", 1)[0], sha256, "vendor"))
+    if by_version:
+        entries += _resolve(work, "vendor", by_version, None, vendor_index, target, no_deps=True)
+    return entries
+
+
+def _distribution(requirement: str) -> str:
+    return re.split(r"[\[ @]", requirement, 1)[0]
+
+
+def _wheel_version(filename: str) -> str:
+    from packaging.utils import parse_wheel_filename
+
+    return str(parse_wheel_filename(filename)[1])
+
+
+def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: Optional[Sequence[str]],
+             index: Optional[str], target: LockTarget, no_deps: bool, skip: Sequence[str] = ()) -> List[Locked]:
+    inputs = work / f"{origin}.in"
+    inputs.write_text("\n".join(requirements) + "\n", encoding="utf-8")
+    constraints_file = None
+    if constraints:
+        constraints_file = work / f"{origin}-constraints.txt"
+        constraints_file.write_text("\n".join(constraints) + "\n", encoding="utf-8")
+    output = work / f"pylock.{origin}.toml"
+    argv = uv.lock_compile_argv(str(inputs), str(constraints_file) if constraints_file else None, index, str(output),
+                                target.python, target.platform if not target.interpreter else None,
+                                target.interpreter, no_deps)
+    result = runner.run_uv(argv, indexes=[index] if index else [])
+    if not result.ok:
+        where = index or "uv's default index"
+        failure = read_uv_failure(result.stderr)
+        fix = f"check that {where} answers and carries what the message names, then run the lock again"
+        if failure.kind == "refused":
+            fix = f"{CREDENTIALS_FIX}, then run the lock again"
+            refused, named = urlsplit(failure.subject or ""), urlsplit(index or "")
+            host = refused.hostname
+            if host and (host, refused.port) != (named.hostname, named.port):
+                # A vendor file, asked for by its URL: the vendor index URL's credentials do not go with it.
+                fix = (f"put the credentials for {host} in ~/.netrc (machine {host} login USER password TOKEN, "
+                       "mode 0600): this resolution fetches the vendor files by their URLs, which carry none, "
+                       "then run the lock again")
+        raise StepFailed(f"resolve ({origin})", f"resolving from the {origin} index ({where}) failed: "
+                                                f"{failure.summary}", fix)
+    return entries_from_pylock(output, origin, target.accepted, skip)
+
+
+def _build_target(requirement: str, default_index: Optional[str], work: Path) -> Tuple[Path, Optional[str]]:
+    """Build the target once into a wheel in `work`; return it and the source commit."""
+    url = requirement.split(" @ ", 1)[1]
+    if url.startswith("git+"):
+        repository, _, ref = url[len("git+"):].rpartition("@") if "@" in url.split("://", 1)[1] else (url[4:], "", "")
+        checkout = work / "source"
+        clone = git.clone(repository, checkout, timeout=600)
+        if not clone.ok:
+            raise StepFailed("build", f"git clone {redact(repository)} failed: {clone.last_stderr_line()}",
+                             "check the --source URL and the network, then run the lock again")
+        if ref:
+            switched = git.checkout(checkout, ref)
+            if not switched.ok:
+                raise StepFailed("build", f"{redact(repository)} has no ref {ref}: {switched.last_stderr_line()}",
+                                 "pass a tag, branch or commit the repository has: --ref REF")
+        source = checkout
+    elif url.startswith("file://"):
+        source = Path(unquote(urlsplit(url).path))
+    else:
+        raise BadInput(f"a lock builds the source once from git or a checkout, and {url} is an archive",
+                       fix="pass the repository URL or a checkout as --source")
+    commit = git.head_commit(source) if (source / ".git").exists() else None
+    if commit is not None:
+        from jetson_install.envs.source_tree import is_build_output
+
+        status = git.changes(source)
+        edited = sorted(entry[3:] for entry in (status or "").split("\0") if entry and not is_build_output(entry[3:]))
+        if status is None or edited:
+            # The lock names a commit as its source's identity: no commit describes an edited tree.
+            raise BadInput(f"--source {source} has uncommitted changes ({', '.join(edited[:3]) or 'git cannot say'}"
+                           f"{', ...' if len(edited) > 3 else ''}), so no commit names what the lock would build",
+                           fix=f"commit or stash them (git -C {source} status), then run the lock again")
+    built = work / "wheel"
+    result = runner.run_uv(uv.build_wheel_argv(sys.executable, str(source), str(built), default_index, isolation=True),
+                           indexes=[default_index] if default_index else [])
+    wheels = sorted(built.glob("*.whl"))
+    if not result.ok or not wheels:
+        raise StepFailed("build", f"building {source} into a wheel failed: {uv.summarize_failure(result)}",
+                         "fix the build error above, then run the lock again")
+    return wheels[0], commit
+
+

@@ -1,0 +1,114 @@
+"""A wheelhouse: every file of a lock in one folder, with a PEP 503 index beside them and
+the lock itself, so boards without internet (or a whole fleet, over http) install from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+from urllib.parse import quote
+
+from packaging.utils import canonicalize_name
+
+from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.catalog.lock_file import (
+    FILES_DIR,
+    SIMPLE_DIR,
+    WHEELHOUSE_LOCK,
+    Lock,
+    Locked,
+    file_name_problem,
+    file_sha256,
+    render_lock,
+)
+from jetson_install.base.outputs import replace_file
+
+__all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
+
+
+def wheelhouse_pages(lock: Lock, tool: Sequence[Locked] = ()) -> Dict[str, str]:
+    """The PEP 503 pages of a wheelhouse (path under simple/ -> html), with sha256 fragments:
+    the lock's files and, with `tool`, jetson-install's own."""
+    projects: Dict[str, List[Locked]] = {}
+    for entry in _unique(list(lock.entries) + list(tool)):
+        projects.setdefault(canonicalize_name(entry.name), []).append(entry)
+    pages = {"index.html": _page("Simple index", [(f"{name}/", name) for name in sorted(projects)])}
+    for name, entries in projects.items():
+        pages[f"{name}/index.html"] = _page(
+            f"Links for {name}",
+            [(f"../../{FILES_DIR}/{quote(entry.filename)}#sha256={entry.sha256}", entry.filename) for entry in entries])
+    return pages
+
+
+def _page(title: str, links: Sequence[Tuple[str, str]]) -> str:
+    import html
+
+    body = "\n".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
+    return f"<!DOCTYPE html>\n<html><head><title>{html.escape(title)}</title></head><body>\n{body}\n</body></html>\n"
+
+
+def _unique(entries: Sequence[Locked]) -> List[Locked]:
+    """One entry per file: the tool and the environment may share a dependency's file."""
+    return list({entry.filename: entry for entry in entries}.values())
+
+
+def tool_install_command(directory: Path) -> str:
+    """The one command that installs jetson-install from a wheelhouse with no network: a venv
+    of its own (pip's --no-index and --find-links; the system Python's ensurepip brings pip)."""
+    venv = "~/.local/jetson-install"
+    return (f"python3 -m venv {venv} && {venv}/bin/pip install --no-index --find-links {directory / FILES_DIR} "
+            f"jetson-install && mkdir -p ~/.local/bin && ln -sfn {venv}/bin/jetson-install ~/.local/bin/")
+
+
+def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) -> Dict[str, Any]:
+    """Download every file of `lock` (and of `tool`, jetson-install with its dependencies for the
+    board) into `directory`/files (checking each sha256), write the PEP 503 index under simple/
+    and the wheelhouse's own lock.txt. Files already there are kept."""
+    from jetson_install.tools.index import fetch_file
+
+    files = directory / FILES_DIR
+    files.mkdir(parents=True, exist_ok=True)
+    _confined(directory, files)
+    fetched = 0
+    for entry in _unique(list(lock.entries) + list(tool)):
+        problem = file_name_problem(entry)
+        if problem is not None:  # parse_lock refuses these; a Lock made otherwise is held to it too
+            raise BadInput(f"{entry.name}: {problem}", fix="make the lock again: jetson-install lock --output FILE")
+        path = files / entry.filename
+        if path.is_file() and not path.is_symlink() and file_sha256(path) == entry.sha256:
+            continue
+        partial = path.with_name(path.name + ".part")
+        # Whatever was there (a link planted to redirect the write) goes; the download is a new file.
+        partial.unlink(missing_ok=True)
+        try:
+            fetch_file(entry.url, partial)
+        except BaseException:
+            # A failed or interrupted download leaves nothing half written; the files already
+            # complete stay, and a re-run starts at this one.
+            partial.unlink(missing_ok=True)
+            raise
+        if file_sha256(partial) != entry.sha256:
+            partial.unlink()
+            raise StepFailed("download", f"{entry.url} does not have the sha256 the lock names ({entry.sha256})",
+                             "the index changed the file since the lock was made: make the lock again")
+        partial.replace(path)
+        fetched += path.stat().st_size
+    for relative, text in wheelhouse_pages(lock, tool).items():
+        page = directory / SIMPLE_DIR / relative
+        page.parent.mkdir(parents=True, exist_ok=True)
+        _confined(directory, page.parent)
+        replace_file(page, text)
+    replace_file(directory / WHEELHOUSE_LOCK, render_lock(lock))
+    return {"schema_version": 1, "command": "wheelhouse", "directory": str(directory), "files": len(lock.entries),
+            "downloaded_bytes": fetched, "index": (directory / SIMPLE_DIR).as_uri(),
+            "lock": str(directory / WHEELHOUSE_LOCK), "target": lock.target,
+            "tool": {"files": len(tool), "install": tool_install_command(directory)} if tool else None}
+
+
+def _confined(directory: Path, inner: Path) -> None:
+    """`inner` is a real folder inside `directory`: a link there (files/ -> ~/.ssh) would
+    send the wheelhouse's writes elsewhere."""
+    if inner.resolve() != directory.resolve().joinpath(inner.relative_to(directory)):
+        raise BadInput(f"{inner} is a link out of the wheelhouse {directory}; the wheelhouse writes only inside it",
+                       fix=f"remove {inner}, or pass another DIR")
+
+

@@ -1,0 +1,210 @@
+"""The `fix:` line of a failed install step: the command to run next, for the true cause.
+
+The cause comes from uv's own words (uv_errors.read_uv_failure) or from the operating
+system's error number; a cause no rule knows gets "fix the cause above", never a guess.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional, Tuple
+
+from jetson_install.base.redact import CREDENTIALS_FIX
+
+if TYPE_CHECKING:
+    from jetson_install.tools.uv_errors import UvFailure
+
+__all__ = ["Rerun", "StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of",
+           "index_down_fix", "vendor_missing_fix", "other_python_fix"]
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """The command the user ran, to be repeated with options changed, never repeated twice."""
+
+    argv: Tuple[str, ...]  # without the program name
+
+    def without(self, option: str) -> "Rerun":
+        """Drop `option` and its value, written `--opt VALUE` or `--opt=VALUE`."""
+        kept = []
+        skip = False
+        for arg in self.argv:
+            if skip:
+                skip = False
+            elif arg == option:
+                skip = True
+            elif not arg.startswith(option + "="):
+                kept.append(arg)
+        return Rerun(tuple(kept))
+
+    def with_option(self, option: str, value: str) -> "Rerun":
+        return Rerun(self.without(option).argv + (option, value))
+
+    def with_flag(self, flag: str) -> "Rerun":
+        return self if flag in self.argv else Rerun(self.argv + (flag,))
+
+    def replaced(self, command: str, replacement: Tuple[str, ...], drop: Tuple[str, ...] = (),
+                 only_here: Tuple[str, ...] = (), elsewhere: Tuple[str, ...] = ()) -> "Rerun":
+        """What to run next: this command with `command` (and the words in `drop` right after
+        it) replaced, without the flags `only_here` that only it takes, and without the options
+        `elsewhere` (with their values) that only make sense on this machine."""
+        args: List[str] = []
+        words = iter(self.argv)
+        for word in words:
+            if word in elsewhere:
+                next(words, None)  # its value
+            elif word not in only_here and word.split("=", 1)[0] not in elsewhere:
+                args.append(word)
+        if command in args:
+            at = args.index(command)
+            end = at + 1 + sum(1 for word in drop if args[at + 1:at + 2] == [word])
+            args[at:end] = replacement
+        return Rerun(tuple(args))
+
+    def keeping(self, command: str, options: Tuple[str, ...], flags: Tuple[str, ...] = ()) -> "Rerun":
+        """Another command, `command`, with only the `options` (and their values) and `flags`
+        of this one that it also takes, as the user wrote them."""
+        args: List[str] = [command]
+        words = iter(self.argv)
+        for word in words:
+            name = word.split("=", 1)[0]
+            if word in options:
+                args += [word, next(words, "")]
+            elif name in options or word in flags:
+                args.append(word)
+        return Rerun(tuple(args))
+
+    def __str__(self) -> str:
+        # A placeholder the user replaces (URL, TAG) stays readable, unquoted.
+        return "jetson-install " + " ".join(arg if arg.isalpha() and arg.isupper() else shlex.quote(arg)
+                                            for arg in self.argv)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a fix for one step may name: the index it asked, the source and where it builds."""
+
+    step: str
+    rerun: Rerun
+    index: Optional[str]  # the index this step used; None: uv's default
+    location: Path  # DIR.d, where the new environment is built
+    source: str  # the target's source as given (a URL or a path)
+    fallback: bool = False  # the channel has a fallback vendor source this run may switch to
+
+
+def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> str:
+    """The fix for uv's failure in one step; `usual` is the step's own fix for a resolution conflict."""
+    rerun = context.rerun
+    kind = failure.kind
+    if kind == "disk-full":
+        place = shlex.quote(str(_disk_of(failure.subject, context.location)))
+        return f"free disk space on the filesystem of {place} (df -h {place}), then run: {rerun}"
+    if kind == "permission":
+        place = failure.subject or str(context.location)
+        return (f"make {shlex.quote(place)} writable (and readable) for this user, or choose another "
+                f"location: {rerun.with_option('--venv', 'DIR')}")
+    if kind == "cross-device":
+        return f"keep the environment and uv's cache on one filesystem (or set UV_LINK_MODE=copy), then run: {rerun}"
+    if kind == "hash-mismatch":
+        where = context.index or "the index"
+        return (f"{where} served a file that does not match the hash it lists (a broken or tampered mirror): "
+                f"repair the index, or use another, then run: {rerun}")
+    if kind == "git-ref":
+        return (f"'{failure.subject}' is not a branch, tag or commit of {context.source}; list them with "
+                f"git ls-remote --heads --tags {shlex.quote(context.source)}, then run: {rerun.with_option('--ref', 'REF')}")
+    if kind == "seed-packages":
+        where = context.index or "uv's default index"
+        return (f"{where} must carry pip, setuptools and wheel (every new environment gets them): add them "
+                f"to the mirror, or use another: {rerun.with_option('--default-index', 'URL')}")
+    if kind == "network":
+        return index_down_fix(context)
+    if kind == "refused":
+        return f"{CREDENTIALS_FIX}, then run: {rerun}"
+    if kind == "missing-file":
+        return (f"{failure.subject or 'a file the build reads'} is missing (a dangling symlink?): restore or "
+                f"remove it, then run: {rerun}")
+    if kind == "unsatisfiable":
+        if context.step == "vendor":
+            return vendor_missing_fix(context)
+        return usual
+    return f"fix the cause uv names above, then run: {rerun}"
+
+
+def repository_of(source: str) -> str:
+    """The repository a direct reference names: `git+URL@REF` -> URL; other sources as they are."""
+    # Here, not at the top: `Rerun` is on every command's path (`detect` too), and
+    # source_identity brings git.py with it.
+    from jetson_install.envs.source_identity import split_git_url
+
+    return split_git_url(source)[0] if source.startswith("git+") else source
+
+
+def index_down_fix(context: StepContext) -> str:
+    rerun = context.rerun
+    if context.step == "vendor":
+        where = context.index or "the vendor index"
+        offers = [f"use a mirror: {rerun.with_option('--vendor-index', 'URL')}"]
+        if context.fallback:
+            offers.insert(0, f"use the channel's fallback source: {rerun.without('--vendor-index').with_flag('--vendor-fallback')}")
+        return f"{where} did not answer: check the network or the index, or " + "; or ".join(offers)
+    where = context.index or "uv's default index"
+    return (f"{where} did not answer: check the network or the index, or use a mirror: "
+            f"{rerun.with_option('--default-index', 'URL')}")
+
+
+def vendor_missing_fix(context: StepContext) -> str:
+    rerun = context.rerun
+    where = context.index or "the vendor source"
+    fix = f"{where} does not carry the pinned vendor builds: use a mirror that does: {rerun.with_option('--vendor-index', 'URL')}"
+    if context.fallback:
+        fix += f"; or the channel's fallback source: {rerun.without('--vendor-index').with_flag('--vendor-fallback')}"
+    return fix
+
+
+def other_python_fix(context: StepContext, python: str, served: Tuple[str, ...], found: Optional[str]) -> str:
+    """The index has the set only for other Pythons than the interpreter's `python`: run with
+    one of those (`found`: its path here, if there is one), or use a mirror with builds for it."""
+    rerun = context.rerun
+    where = context.index or "the vendor source"
+    mirror = f"or use a mirror with builds for Python {python}: {rerun.with_option('--vendor-index', 'URL')}"
+    if found is not None:
+        return f"{where} has the set for Python {', '.join(served)}: run with that Python: " \
+               f"{rerun.with_option('--python', found)}; {mirror}"
+    want = served[-1]
+    return (f"{where} has the set for Python {', '.join(served)}, which this machine lacks: install it "
+            f"(sudo apt install python{want} python{want}-venv), then run: "
+            f"{rerun.with_option('--python', f'/usr/bin/python{want}')}; {mirror}")
+
+
+def _disk_of(path: Optional[str], location: Path) -> Path:
+    """Where to free space: DIR.d when uv was writing under it, else the folder uv named
+    (uv's cache, a temporary directory); uv names a temporary file, not a folder."""
+    if path is None or Path(path) == location or location in Path(path).parents:
+        return location
+    return Path(path).parent
+
+
+def os_error_reason(exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}"
+
+
+def fix_for_os_error(exc: OSError, then: str) -> str:
+    """The fix for an operating-system error the tool itself met; `then` is what to run after."""
+    path = shlex.quote(str(exc.filename)) if exc.filename else "that location"
+    number = exc.errno
+    if number in (errno.ENOSPC, errno.EDQUOT):
+        return f"free disk space on the filesystem of {path} (df -h {path}), then {then}"
+    if number in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"make {path} writable (and readable) for this user, or choose another location, then {then}"
+    if number == errno.EXDEV:
+        return f"keep DIR and DIR.d on one filesystem (choose another --venv), then {then}"
+    if number in (errno.ENOENT, errno.ELOOP) and exc.filename and os.path.islink(str(exc.filename)):
+        return f"{path} is a dangling symlink: restore or remove it, then {then}"
+    if number == errno.ENOENT:
+        return f"{path} is missing: restore it, then {then}"
+    return f"fix the cause above, then {then}"

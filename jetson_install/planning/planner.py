@@ -1,0 +1,214 @@
+"""Platform + catalog + the user's options -> Plan: picks the route and makes its steps.
+
+Planning changes nothing and reads no index: `plan` prints the plan, `obliteratus` carries
+it out. Each route's planning lives in its own module (routes/); this module checks the
+options against each other, reads the target's source, and hands over.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from urllib.parse import unquote, urlsplit
+
+from jetson_install.catalog.catalog import Catalog, Target
+from jetson_install.base.errors import BadInput, JetsonInstallError
+from jetson_install.planning.plan import Plan, Route
+from jetson_install.board.platform import Platform
+from jetson_install.planning.routes.download import check_channel, plan_download
+from jetson_install.catalog.settings import IndexSettings
+
+if TYPE_CHECKING:
+    from jetson_install.envs.stack import ExistingStack
+
+__all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_git_ref"]
+
+_ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
+# git check-ref-format's rules (https://git-scm.com/docs/git-check-ref-format), plus '@' and
+# '#', which split a direct reference's URL, and a leading '-', which git would take as an option.
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\@#]")
+
+
+def check_git_ref(ref: str) -> None:
+    """Refuse what is not a git branch, tag or commit name, before anything runs."""
+    problem = None
+    if not ref:
+        problem = "is empty"
+    elif _REF_FORBIDDEN.search(ref):
+        character = _REF_FORBIDDEN.search(ref).group()  # type: ignore[union-attr]
+        problem = f"contains {character!r}, which no git ref name has"
+    elif ref.startswith(("-", "/", ".")) or ref.endswith(("/", ".", ".lock")) or ".." in ref or "//" in ref \
+            or "/." in ref:
+        problem = "is not a valid git ref name"
+    if problem:
+        raise BadInput(f"--ref {ref!r} {problem}",
+                       fix="give a tag, branch or commit, e.g. --ref v0.1.3 (see: git ls-remote --tags REPOSITORY)")
+
+
+def target_requirement(target: Target, source: Optional[str], ref: Optional[str]) -> Optional[str]:
+    """A direct-reference requirement: the target is never resolved by name from an index,
+    where its name is an empty placeholder (obliteratus 0.0.1's METADATA: "Reserved name placeholder.
+    No functionality."). None for a target with no project of its own (the stack alone)."""
+    if target.distribution is None or target.git is None:
+        if source is not None or ref is not None:
+            option, value = ("--source", source) if source is not None else ("--ref", ref)
+            raise BadInput(f"{option} {value}: `{target.id}` has no source of its own; a project to put on the "
+                           "stack is an addition", fix=f"jetson-install {target.id} --with {source or 'REQUIREMENT'}")
+        return None
+    if ref is not None:
+        check_git_ref(ref)
+    name = target.distribution
+    clone = f"git clone {target.git}"
+    if source is None:
+        return f"{name} @ git+{target.git}@{ref or target.ref}"
+    if "://" in source:
+        if source.endswith(_ARCHIVE_SUFFIXES):
+            if ref:
+                raise BadInput(f"--ref {ref}: a ref needs a git source, and {source} is an archive",
+                               fix="drop --ref, or pass the repository URL as --source")
+            return f"{name} @ {source}"
+        url = source if source.startswith("git+") else f"git+{source}"
+        if ref and "@" in url.split("://", 1)[1].split("/", 1)[-1]:
+            raise BadInput(f"--source {source} already names a ref, and --ref {ref} names another",
+                           fix="give the ref once: either in the URL (…@REF) or with --ref")
+        return f"{name} @ {url}@{ref}" if ref else f"{name} @ {url}"
+    path = Path(source).resolve()
+    if not path.is_dir():
+        raise BadInput(f"--source {source}: no such folder", fix=f"pass the {target.title} checkout: {clone}")
+    if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
+        raise BadInput(f"--source {source}: no Python project there (no pyproject.toml)",
+                       fix=f"pass the {target.title} checkout: {clone}")
+    if ref:
+        return f"{name} @ git+{path.as_uri()}@{ref}"
+    return f"{name} @ {path.as_uri()}"
+
+
+def source_extra(target: Target, requirement: Optional[str]) -> Optional[str]:
+    """The target's quantization extra where its source has one: a checkout says so in its
+    pyproject.toml; a git ref follows the target's data (`quantization_extra_since`)."""
+    if requirement is None or target.quantization_extra is None:
+        return None
+    url = requirement.split(" @ ", 1)[1]
+    if url.startswith("file://"):
+        return _checkout_extra(Path(unquote(urlsplit(url).path)), target.quantization_extra)
+    if url.startswith("git+"):
+        return target.extra_for(_git_ref(url))
+    return target.quantization_extra
+
+
+def _git_ref(url: str) -> Optional[str]:
+    """The ref of `git+URL@REF` (None when it names none), as source_identity.split_git_url reads it."""
+    path, at, ref = url.split("://", 1)[-1].rpartition("@")
+    return ref if at and "/" in path else None
+
+
+def _checkout_extra(folder: Path, extra: str) -> Optional[str]:
+    """`extra` unless the checkout's pyproject.toml lists its extras without it (a dynamic or
+    unreadable list keeps it: uv then says whether it exists)."""
+    from jetson_install.base.toml_file import load_toml
+
+    try:
+        project = load_toml(folder / "pyproject.toml").get("project", {})
+    except (OSError, JetsonInstallError):
+        return extra
+    if not isinstance(project, dict) or "optional-dependencies" in project.get("dynamic", []):
+        return extra
+    extras = project.get("optional-dependencies", {})
+    return extra if not isinstance(extras, dict) or extra in extras else None
+
+
+def additions(requirements: Sequence[str]) -> Tuple[str, ...]:
+    """--with's requirements as uv takes them: a name with its version and extras, a URL, or a
+    local project (made absolute, so a re-run from elsewhere means the same folder)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found: List[str] = []
+    for text in requirements:
+        value = text.strip()
+        local = value.startswith((".", "/", "~")) or (os.sep in value and "://" not in value and "@" not in value)
+        if local:
+            path = Path(value).expanduser().resolve()
+            if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
+                raise BadInput(f"--with {text}: no Python project there (no pyproject.toml or setup.py)",
+                               fix="give a project folder, a package name (e.g. --with transformers) or a git URL")
+            value = str(path)
+        elif "://" in value and " @ " not in value:
+            if not value.startswith(("git+", "https://", "http://", "file://")):
+                raise BadInput(f"--with {text}: not a URL uv installs from",
+                               fix="give a git URL as git+https://HOST/OWNER/REPO@REF, or a package name")
+        else:
+            try:
+                Requirement(value)
+            except InvalidRequirement as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else "not PEP 508"
+                raise BadInput(f"--with {text!r} is not a requirement: {reason}",
+                               fix="give a package name with an optional version, e.g. --with 'transformers>=4.40'"
+                               ) from None
+        if value and value not in found:
+            found.append(value)
+    return tuple(found)
+
+
+def make_plan(
+    platform: Platform,
+    catalog: Catalog,
+    target_id: str,
+    settings: IndexSettings,
+    venv: Path,
+    interpreter: Optional[str] = None,
+    source: Optional[str] = None,
+    ref: Optional[str] = None,
+    verify: bool = True,
+    fallback: bool = False,
+    existing: Optional["ExistingStack"] = None,
+    bitsandbytes: Optional[str] = None,
+    preflight: bool = False,
+    cpu_index: Optional[str] = None,
+    added: Sequence[str] = (),
+) -> Plan:
+    """`existing`: the interpreter's stack to keep (--use-existing-torch); `bitsandbytes` is
+    --bitsandbytes' value (build, build=VERSION or build=PATH), if given; `preflight` puts CPU
+    builds of torch (from `cpu_index`, else the default index) in place of the vendor builds;
+    `added`: the requirements --with puts on the stack beside the target."""
+    target = catalog.targets[target_id]
+    requirement = target_requirement(target, source, ref)
+    choice = None
+    if bitsandbytes is not None:
+        from jetson_install.planning.bitsandbytes_source import parse_choice
+
+        choice = parse_choice(bitsandbytes) or ""
+    if choice is not None and existing is not None:
+        raise BadInput("--bitsandbytes build and --use-existing-torch were both given",
+                       fix="keep the image's stack as it is, or build bitsandbytes for a downloaded torch: use one")
+    if preflight and (existing is not None or choice is not None):
+        other = "--use-existing-torch" if existing is not None else "--bitsandbytes build"
+        raise BadInput(f"--preflight and {other} were both given",
+                       fix=f"use one: --preflight installs CPU torch and needs no GPU build; drop {other}")
+    if cpu_index is not None and not preflight:
+        raise BadInput("--cpu-index is only for --preflight", fix="add --preflight, or drop --cpu-index")
+    if preflight and fallback:
+        raise BadInput("--preflight and --vendor-fallback were both given: a preflight takes CPU builds, not a "
+                       "vendor source", fix="drop --vendor-fallback (an index of CPU builds: --cpu-index URL)")
+    if preflight and settings.vendor_index.source == "--vendor-index":
+        raise BadInput("--preflight and --vendor-index were both given: a preflight takes CPU builds, not the "
+                       "vendor builds", fix="drop --vendor-index (an index of CPU builds: --cpu-index URL)")
+    base = Plan(route=Route(), target=target, platform=platform, channel=None, supported=False, reason="", remedy="",
+                python_abi=None, interpreter=interpreter, venv=str(venv), vendor=None, settings=settings,
+                requirement=requirement, constraints=(), steps=(), verify=verify,
+                extra=source_extra(target, requirement), additions=additions(added))
+    match = catalog.match(platform)
+    # The other routes' modules are imported where chosen: most plans take the download route,
+    # and `plan` and a no-op re-run would pay for their imports (about 10 ms) on every run.
+    if existing is not None:
+        from jetson_install.planning.routes.existing_torch import plan_existing
+
+        return plan_existing(base, existing, match.channel, match.reason, match.remedy)
+    checked = check_channel(platform, match.channel, match.reason, match.remedy, target,
+                            preview=preflight and os.uname().machine != "aarch64")
+    if preflight:
+        from jetson_install.planning.routes.preflight import plan_preflight
+
+        return plan_preflight(base, checked, cpu_index)
+    return plan_download(base, checked, fallback, choice)

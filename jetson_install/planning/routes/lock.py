@@ -1,0 +1,268 @@
+"""The lock route (`--lock FILE`, `--wheelhouse DIR|URL`): exactly the files of a lock, each
+by its sha256, with no index and nothing resolved (the lock was resolved when it was made).
+
+Its steps are the download route's, with the vendor, companions and target steps replaced by
+one install of the lock; the lock's own vendor files are the environment's vendor record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+
+from jetson_install.tools import uv
+from jetson_install.base.errors import BadInput
+from jetson_install.catalog.identity import ChosenFile, KnownBuild, Resolution, VersionSet
+from jetson_install.base.layout import LOCK_FILE, state_of
+from jetson_install.catalog.lock_file import WHEELHOUSE_LOCK, Lock, lock_mismatch, parse_lock, relocated, render_lock
+from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
+from jetson_install.planning.routes import shared
+from jetson_install.base.steps import Step
+
+if TYPE_CHECKING:
+    from jetson_install.planning.fixes import Rerun
+
+__all__ = ["LockInUse", "LockRoute", "lock_resolution", "with_lock", "read_lock_in_use"]
+
+
+@dataclass(frozen=True)
+class LockInUse:
+    """The lock an install carries out: where it was read, its digest, and the text to install."""
+
+    lock: Lock
+    location: str
+    sha256: str
+    text: str
+    resolution: Resolution  # its vendor files, judged against the channel's known builds
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"file": self.location, "sha256": self.sha256, "channel": self.lock.channel,
+                "python": self.lock.python, "arch": self.lock.arch, "platform": self.lock.platform,
+                "source_commit": self.lock.source_commit, "packages": len(self.lock.entries)}
+
+
+def lock_resolution(lock: Lock, location: str, known: Tuple[KnownBuild, ...]) -> Resolution:
+    """The vendor set a lock names, as the resolution an install carries out and records, each
+    file judged against the channel's known builds exactly as a resolution's: a known name
+    with another sha256 is refused, a file the catalog does not list is accepted and said."""
+    from jetson_install.catalog.identity import IdentityMismatch
+    from jetson_install.base.redact import credentials
+
+    by_file = {build.file: build for build in known}
+    files, warnings = [], []
+    for entry in lock.entries:
+        if entry.origin != "vendor":
+            continue
+        build = by_file.get(entry.filename)
+        if build is not None and not build.matches(entry.sha256):
+            raise IdentityMismatch(
+                f"{location} names {entry.filename} with sha256 {entry.sha256}, but wheels-index.toml records "
+                f"{build.digest} for that file: refusing a different build under a recorded name",
+                fix="make the lock again from the vendor index (jetson-install lock --output FILE); if the vendor "
+                    "re-published it, update the build in wheels-index.toml after checking it")
+        if build is None:
+            warnings.append(f"{entry.filename} in {location} is not a build wheels-index.toml lists "
+                            f"(sha256 {entry.sha256}); installed as the lock says and recorded")
+        # The record (vendor.json) names the file, never a mirror's user and token.
+        secret = credentials(entry.url)
+        files.append(ChosenFile(entry.name, entry.version, entry.filename, secret.url if secret else entry.url,
+                                entry.sha256, build is not None,
+                                build.cuda if build else None))
+    return Resolution(location, "lock", tuple(files), f"the files {location} names", tuple(warnings))
+
+
+@dataclass(frozen=True)
+class LockRoute(Route):
+    """`base` is the route the lock stands in for (the board's download)."""
+
+    base: Route = Route()
+    lock: Optional[LockInUse] = None
+
+    name = "lock"
+
+    @property
+    def used(self) -> LockInUse:
+        assert self.lock is not None
+        return self.lock
+
+    def what(self, plan: Plan) -> str:
+        return self.base.what(plan)
+
+    def steps(self, plan: Plan) -> Tuple[Step, ...]:
+        lock = self.used
+        steps: List[Step] = []
+        for step in self.base.steps(plan):
+            if step.kind == "venv":
+                # The lock carries pip itself: the new environment asks no index for it.
+                steps.append(shared.environment_step(plan, plan.interpreter or f"python{plan.python_abi}", step.title,
+                                                     seed=False))
+            elif step.kind == "vendor":
+                steps.append(Step("lock", "lock", f"install exactly the {len(lock.lock.entries)} files of "
+                                                  f"{lock.location}, each by its sha256, without an index",
+                                  (tuple(uv.locked_install_argv(shared.python_of(plan),
+                                                                f"{shared.state_of(plan)}/{LOCK_FILE}")),)))
+            elif step.kind not in ("companions", "target"):
+                steps.append(step)
+        return tuple(steps)
+
+    def complete(self, plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Resolution]) -> Plan:
+        done = self.base.complete(dataclasses.replace(plan, route=self.base), chosen, resolution)
+        route = dataclasses.replace(self, base=done.route)
+        # The target is the wheel the lock names, fixed by its hash: its source is never asked again.
+        built = [entry for entry in self.used.lock.entries if entry.origin == "built"]
+        requirement = f"{built[0].name} @ {built[0].url}" if built else done.requirement
+        done = dataclasses.replace(done, route=route, requirement=requirement)
+        return dataclasses.replace(done, steps=route.steps(done) if done.supported else ())
+
+    def interpreter_policy(self, plan: Plan) -> InterpreterPolicy:
+        return self.base.interpreter_policy(plan)
+
+    def fixed_resolution(self) -> Optional[Resolution]:
+        return self.used.resolution
+
+    def vendor_label(self, plan: Plan) -> str:
+        return self.base.vendor_label(plan)
+
+    def fallback_location(self, plan: Plan) -> Optional[str]:
+        return self.base.fallback_location(plan)
+
+    def facts(self) -> Dict[str, Any]:
+        return {**self.base.facts(), "lock": self.used.sha256}
+
+    def describe(self) -> Dict[str, Any]:
+        return {**self.base.describe(), "lock": self.used.to_json()}
+
+    def handlers(self) -> Mapping[str, Handler]:
+        return {**self.base.handlers(), "lock": _install_lock}
+
+
+def with_lock(plan: Plan, lock: LockInUse) -> Plan:
+    """`plan` carrying out a lock: its vendor and target steps become one install of exactly
+    the lock's files, by hash, with no index."""
+    conflict = plan.route.lock_conflict()
+    if conflict is not None:
+        option, why, fix = conflict
+        raise BadInput(f"{option} and a lock ({lock.location}) were both given: a lock installs exactly its own "
+                       f"files{why}", fix=fix)
+    route = LockRoute(base=plan.route, lock=lock)
+    return route.complete(dataclasses.replace(plan, route=route), plan.chosen_set, plan.resolution)
+
+
+#: The options of the install that `jetson-install lock` also takes: a lock made again for
+#: this board and interpreter keeps them as the user gave them.
+_LOCK_OPTIONS = ("--root", "--l4t", "--python", "--vendor-index", "--default-index", "--source", "--ref")
+_LOCK_FLAGS = ("--vendor-fallback", "--allow-insecure-index")
+
+
+def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: Plan, rerun: "Rerun") -> LockInUse:
+    """The lock an install carries out (--lock FILE, or a wheelhouse's), refused with one line
+    when it was made for another board; the fix makes one with the user's own options."""
+    import os
+
+    from jetson_install.base.redact import credentials
+
+    base = None
+    if wheelhouse:
+        from jetson_install.catalog.settings import check_index_url
+
+        if "://" in wheelhouse:
+            # A served wheelhouse is an index like any other: https, or plain http on loopback
+            # (or with --allow-insecure-index), since its lock.txt and files swapped in transit
+            # would install. With a local --lock every file is held to that lock's sha256, so
+            # plain http can alter nothing; a user and token would still travel in clear.
+            trusted = bool(lock_file) and credentials(wheelhouse) is None
+            check_index_url(wheelhouse, f"--wheelhouse {wheelhouse}", plan.settings.allow_insecure or trusted)
+        base = wheelhouse.rstrip("/") if "://" in wheelhouse else Path(wheelhouse).absolute().as_uri()
+    if lock_file:
+        location = str(Path(lock_file).absolute())
+        text = _read_local_lock(lock_file)
+        lock = parse_lock(text, f"--lock {lock_file}")
+        flag = f"--lock {lock_file}"
+        if base is not None:
+            # The fleet's way: the hashes from this trusted lock, only the files from the mirror,
+            # whose own lock.txt is never read.
+            lock = relocated(lock, base)
+        else:
+            lock = _built_beside(lock, Path(location).parent)
+    else:
+        from jetson_install.tools.index import fetch_text
+
+        assert base is not None and wheelhouse is not None
+        location = f"{base}/{WHEELHOUSE_LOCK}"
+        text = fetch_text(location)
+        secret = credentials(location)
+        location = secret.url if secret else location  # as the result and the evidence name it
+        lock = relocated(parse_lock(text, f"--wheelhouse {wheelhouse}: {WHEELHOUSE_LOCK}"), base)
+        flag = f"--wheelhouse {wheelhouse}"
+    if plan.interpreter:
+        from jetson_install.envs.interpreters import inspect_interpreter
+
+        python = inspect_interpreter(plan.interpreter).abi
+    else:
+        python = plan.python_abi or ""
+    mismatch = lock_mismatch(lock, plan.channel.id if plan.channel else None, python, os.uname().machine,
+                             plan.target.id)
+    if mismatch:
+        remake = rerun.keeping("lock", _LOCK_OPTIONS, _LOCK_FLAGS).with_option("--output", "FILE")
+        again = rerun.without("--wheelhouse").with_option("--lock", "FILE")
+        raise BadInput(f"{flag}: {mismatch}",
+                       fix=f"make a lock for this board and interpreter: {remake}, then run: {again}")
+    known = tuple(build for source in (plan.channel.sources if plan.channel else ()) for build in source.builds)
+    return LockInUse(lock, location, hashlib.sha256(text.encode("utf-8")).hexdigest(), render_lock(lock),
+                     lock_resolution(lock, location, known))
+
+
+def _read_local_lock(lock_file: str) -> str:
+    from jetson_install.base.outputs import read_regular_file
+
+    fix = "pass the file `jetson-install lock --output FILE` wrote"
+    try:
+        raw = read_regular_file(lock_file, 16 * 2**20 + 1)
+    except OSError as exc:
+        raise BadInput(f"--lock {lock_file}: {exc.strerror or exc}", fix=fix) from None
+    if raw is None or len(raw) > 16 * 2**20:
+        raise BadInput(f"--lock {lock_file}: not a regular file of a lock's size", fix=fix)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"--lock {lock_file}: not UTF-8 text", fix=fix) from None
+
+
+def _built_beside(lock: Lock, folder: Path) -> Lock:
+    """The lock's built OBLITERATUS wheel, found beside the lock where its recorded path (on the
+    machine that made the lock) does not exist here: a lock copied with its wheel installs."""
+    from urllib.parse import unquote, urlsplit
+
+    entries = []
+    for entry in lock.entries:
+        parts = urlsplit(entry.url)
+        if entry.origin == "built" and parts.scheme == "file" and not Path(unquote(parts.path)).is_file():
+            beside = folder / entry.filename
+            if beside.is_file():
+                entry = dataclasses.replace(entry, url=beside.absolute().as_uri())
+        entries.append(entry)
+    return dataclasses.replace(lock, entries=tuple(entries))
+
+
+def _install_lock(step: Step, run: Execution) -> str:
+    """Install exactly the lock's files; the lock stays in the environment as its record."""
+    from jetson_install.envs.environment import write_constraints
+    from jetson_install.envs.record import record_installed
+
+    route = run.plan.route
+    assert isinstance(route, LockRoute)
+    lock = route.used
+    write_constraints(run.staging, run.plan.constraints)
+    from jetson_install.base.outputs import replace_file
+    from jetson_install.base.redact import redact
+
+    # A mirror's credentials in its files' URLs stay readable by the user alone, as requirements.txt's do.
+    replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=0o600 if redact(lock.text) != lock.text else None)
+    run.run(step.argv, "a file of the lock is unreachable or changed (see the message): serve its wheelhouse "
+                       f"(jetson-install wheelhouse DIR --lock FILE), then run: {run.rerun}")
+    if run.plan.resolution is not None:
+        record_installed(run.staging, run.plan.resolution, (), str(run.rerun))
+    return f"{len(lock.lock.entries)} files from {lock.location} (sha256 {lock.sha256[:12]}…)"

@@ -1,0 +1,97 @@
+"""The steps every route shares, built from the plan: its environment, the target's install,
+the protection, the checks, the doctor and the switch."""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from jetson_install.tools import uv
+from jetson_install.base.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, REQUIREMENTS_FILE, STATE_DIR
+from jetson_install.planning.plan import Plan
+from jetson_install.probes import probe_command
+from jetson_install.base.redact import credentials
+from jetson_install.base.steps import Step
+
+__all__ = ["PROGRAM", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
+           "protect_step",
+           "check_step", "verify_step", "switch_step"]
+
+#: How the steps name this tool.
+PROGRAM = "jetson-install"
+
+
+def python_of(plan: Plan) -> str:
+    return f"{plan.staging}/bin/python"
+
+
+def state_of(plan: Plan) -> str:
+    return f"{plan.staging}/{STATE_DIR}"
+
+
+def environment_step(plan: Plan, interpreter: str, title: str, system_site_packages: bool = False,
+                     seed: bool = True) -> Step:
+    return Step("environment", "venv", title,
+                (tuple(uv.venv_argv(interpreter, plan.staging, plan.settings.default_index.value,
+                                    system_site_packages=system_site_packages, seed=seed)),))
+
+
+def target_lines(plan: Plan) -> List[str]:
+    """The target and the vendor packages its set pins exactly: those are asked for again
+    (NVIDIA's pre-release torch would not meet a dependency's `torch>=2.5` otherwise); a range
+    is pinned by the constraints alone."""
+    exact = plan.chosen_set.pins if plan.chosen_set is not None else plan.pins
+    own = [plan.requirement] if plan.requirement else []
+    return own + list(plan.additions) + [f"{name}=={version}" for name, version in plan.pins.items() if name in exact]
+
+
+def target_requirements(plan: Plan) -> Tuple[str, ...]:
+    """What the target step gives uv: a --source URL with a token goes to uv in a file only
+    the user can read (the target step writes it), never on its command line."""
+    if any(credentials(line.split(" @ ", 1)[-1]) for line in (plan.requirement or "", *plan.additions)):
+        return ("--requirement", f"{state_of(plan)}/{REQUIREMENTS_FILE}")
+    return tuple(target_lines(plan))
+
+
+def target_step(plan: Plan) -> Step:
+    """The target, --with's additions and the vendor builds' own dependencies (the vendor step
+    took the builds alone), from the default index under the vendor constraints."""
+    what = [f"{plan.target.title} from its source"] if plan.requirement else []
+    what += list(plan.additions) or ([] if what else ["the vendor builds' dependencies"])
+    listed = " and ".join(what) if len(what) < 3 else f"{', '.join(what[:-1])} and {what[-1]}"
+    return Step("target", "target", f"install {listed} under the vendor constraints",
+                (tuple(uv.target_install_argv(python_of(plan), target_requirements(plan),
+                                              f"{state_of(plan)}/{CONSTRAINTS_FILE}",
+                                              plan.settings.default_index.value)),))
+
+
+def protect_step(title: str) -> Step:
+    return Step("protect", "protect", title)
+
+
+def check_step(plan: Plan, title: str) -> Step:
+    """uv pip check and the target's own smoke command (it must import, even where no GPU is
+    visible), which run side by side: both only read the environment."""
+    python = python_of(plan)
+    smoke = tuple(python if part == "python" else part for part in plan.target.smoke)
+    return Step("check", "check", title, (tuple(uv.pip_check_argv(python)), smoke))
+
+
+def verify_step(plan: Plan, title: str) -> Step:
+    """The doctor on the new environment, keeping its evidence in the environment; with
+    --no-verify only the checks that need no GPU. It runs in the install's process, which
+    already holds the platform and the catalog: its commands are the probes it starts (the
+    torch probe alone for the checks that need no GPU: python-abi, torch-import and
+    torch-build), and the command that does the same later is `jetson-install doctor` on DIR."""
+    python = python_of(plan)
+    commands: List[Tuple[str, ...]] = [probe_command(python, "torch")]
+    if plan.verify:
+        commands += [probe_command(python, "bitsandbytes"), tuple(uv.pip_check_argv(python))]
+    options = (*plan.doctor_platform_args, *(("--preflight",) if plan.route.profile == "preflight" else ()),
+               *(() if plan.verify else ("--no-gpu",)))
+    equivalent = (PROGRAM, "doctor", "--venv", plan.venv, "--evidence", f"{plan.venv}/{STATE_DIR}/{EVIDENCE_FILE}",
+                  *options)
+    return Step("verify", "doctor", title, tuple(commands), equivalent)
+
+
+def switch_step(plan: Plan) -> Step:
+    return Step("switch", "switch", f"switch {plan.venv} to the new environment in one atomic rename")

@@ -1,0 +1,1 @@
+"""Carrying out a plan: the executor runs `plan.steps` into a new environment and switches it in."""

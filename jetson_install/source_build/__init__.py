@@ -1,1 +1,0 @@
-"""Source builds: packages built on the board for its exact GPU where no vendor build exists."""

@@ -1,0 +1,354 @@
+"""The one module that talks HTTP to a package index: it reads a vendor index's listings
+(PEP 691 JSON where served, else PEP 503 HTML) and resolves a source's sets against them.
+
+It also fetches the files a lock names, for a wheelhouse (`fetch_file`, `fetch_text`).
+Only `plan --resolve`, the install (when it has no recorded resolution to reuse, or with
+--upgrade) and `channels --check` come here; `plan` stays offline.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
+
+from jetson_install.catalog.catalog import VendorSource
+from jetson_install.base.errors import (
+    EXIT_CHECK_UNLISTED, EXIT_CHECK_UNREACHABLE, EXIT_FAILED, EXIT_OK, JetsonInstallError, StepFailed,
+)
+from jetson_install.catalog.identity import ChosenFile, ListedFile, Resolution
+from jetson_install.catalog.resolve import choose_set
+from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
+from jetson_install.base.tags import wheel_tags
+
+__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "resolve", "SetReport", "check_source",
+           "CHECK_STATUSES", "check_exit_code",
+           "fetch_file", "fetch_text"]
+
+#: Seconds to open a connection to an index, and to wait for each read from it: an index
+#: that is down costs seconds, never a hang.
+CONNECT_TIMEOUT = 5.0
+READ_TIMEOUT = 15.0
+_PEP691 = "application/vnd.pypi.simple.v1+json"
+#: The vendor builds are for Jetson boards, and a preflight runs only on aarch64 (preflight.require_aarch64).
+_ARCH = "aarch64"
+
+
+#: An authenticated mirror's answers to missing or wrong credentials: not "did not answer".
+_REFUSED = (401, 403)
+
+
+class IndexUnreachable(JetsonInstallError):
+    """The index did not answer (or answered with an error)."""
+
+
+class IndexRefused(JetsonInstallError):
+    """The index answered, refusing the credentials (401, 403): its fix is the credentials', not a
+    network's, so callers that replace an unreachable index's fix leave this one."""
+
+
+def project_files(index: str, project: str) -> List[ListedFile]:
+    """The files `index` lists for `project`; empty when the index does not carry it (404)."""
+    base = index.rstrip("/") + "/"
+    url = urljoin(base, f"{project}/")
+    if urlsplit(url).scheme == "file":
+        return _local_project(url)
+    import requests
+
+    try:
+        response = requests.get(url, headers={"Accept": f"{_PEP691}, text/html;q=0.1"},
+                                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+    except requests.RequestException as exc:
+        raise _unreachable(index, _why(exc)) from None
+    if response.status_code == 404:
+        return []
+    if response.status_code in _REFUSED:
+        raise IndexRefused(f"the vendor index {redact(index)} refused the request (HTTP {response.status_code}): "
+                               "check the credentials", fix=CREDENTIALS_FIX)
+    if response.status_code != 200:
+        raise _unreachable(index, f"HTTP {response.status_code}")
+    if response.headers.get("Content-Type", "").split(";")[0].strip() == _PEP691:
+        return _from_json(response.json(), response.url)
+    return _from_html(response.text, response.url)
+
+
+def _unreachable(index: str, why: str) -> IndexUnreachable:
+    return IndexUnreachable(
+        f"the vendor index {redact(index)} did not answer ({why})",
+        fix="retry later, use the channel's fallback: --vendor-fallback, or a mirror: --vendor-index URL",
+    )
+
+
+def _why(exc: Exception) -> str:
+    """What went wrong reaching an index, as it happened: a wait is named only when there was one."""
+    import requests
+
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"no connection within {CONNECT_TIMEOUT:g} s"
+    if isinstance(exc, requests.ReadTimeout):
+        return f"no answer within {READ_TIMEOUT:g} s"
+    text = str(exc)
+    if isinstance(exc, requests.ConnectionError) and any(
+            sign in text for sign in ("NameResolutionError", "Name or service not known", "nodename nor servname",
+                                      "Temporary failure in name resolution", "No address associated")):
+        return "its host name does not resolve (DNS)"
+    if isinstance(exc, requests.ConnectionError) and "Connection refused" in text:
+        return "connection refused"
+    return type(exc).__name__
+
+
+def _without_credentials(url: str) -> str:
+    """A file URL as recorded and shown: a mirror's user name and token stay in the settings."""
+    secret = credentials(url)
+    return secret.url if secret else url
+
+
+def _local_project(url: str) -> List[ListedFile]:
+    page = Path(unquote(urlsplit(url).path)) / "index.html"
+    if not page.is_file():
+        return []
+    return _from_html(page.read_text(encoding="utf-8", errors="replace"), url)
+
+
+def _from_json(data: Any, page_url: str) -> List[ListedFile]:
+    files = []
+    for item in data.get("files", []) if isinstance(data, dict) else []:
+        if not isinstance(item, dict) or "filename" not in item or "url" not in item:
+            continue
+        hashes = item.get("hashes") or {}
+        yanked = item.get("yanked", False)
+        files.append(ListedFile(str(item["filename"]), _without_credentials(urljoin(page_url, str(item["url"]))),
+                                hashes.get("sha256") if isinstance(hashes, dict) else None, bool(yanked)))
+    return files
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: List[Tuple[Dict[str, Optional[str]], str]] = []
+        self._open: Optional[Dict[str, Optional[str]]] = None
+        self._text: List[str] = []
+
+    def handle_starttag(self, tag: str, attrs: List[Tuple[str, Optional[str]]]) -> None:
+        if tag == "a":
+            self._open, self._text = dict(attrs), []
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._open is not None:
+            self.links.append((self._open, "".join(self._text).strip()))
+            self._open = None
+
+
+def _from_html(text: str, page_url: str) -> List[ListedFile]:
+    parser = _Links()
+    parser.feed(text)
+    files = []
+    for attrs, label in parser.links:
+        href = attrs.get("href")
+        if not href:
+            continue
+        url, fragment = urldefrag(urljoin(page_url, href))
+        filename = label or unquote(url.rsplit("/", 1)[-1])
+        sha256 = fragment[len("sha256="):].lower() if fragment.startswith("sha256=") else None
+        files.append(ListedFile(filename, _without_credentials(url), sha256, "data-yanked" in attrs))
+    return files
+
+
+def _listings(source: VendorSource, index: str) -> Dict[str, List[ListedFile]]:
+    names: List[str] = []
+    for version_set in source.sets:
+        names.extend(name for name in version_set.specifiers if name not in names)
+    return {name: project_files(index, name) for name in names}
+
+
+def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str) -> Resolution:
+    """Resolve `source`'s sets against `index` (its own, or a mirror) for the interpreter's
+    CPython `python` ("3.11": the files must install there, whatever the channel's own Python)
+    on a board with `glibc` ("2.35": its Ubuntu's, platform_data.ubuntu_glibc).
+
+    A source of direct wheel URLs, or the default index when no URL for it was given
+    (uv's own default is not read here), resolves to its preferred set without a request.
+    """
+    if index is None:
+        return offline_resolution(source)
+    return choose_set(_without_credentials(index), source.sets, source.preferred, source.prereleases, source.builds,
+                      _listings(source, index), python, lambda other: wheel_tags(other, _ARCH, glibc))
+
+
+def offline_resolution(source: VendorSource) -> Resolution:
+    """The preferred set as the catalog knows it, for sources that are not read live: direct
+    files, or uv's default index, whose files the tool never lists itself. There a package the
+    set gives by a range (Thor's bitsandbytes) is left to uv in the vendor step, and its
+    version is recorded once it is installed."""
+    from packaging.utils import parse_wheel_filename
+
+    files = []
+    for url in source.wheels:
+        name = unquote(url.rsplit("/", 1)[-1])
+        build = next((b for b in source.builds if b.file == name), None)
+        package = str(parse_wheel_filename(name)[0])
+        files.append(ChosenFile(package, name.split("-")[1], name, url, build.sha256 if build else None,
+                                build is not None, build.cuda if build else None))
+    if not files:
+        known = {build.name: build for build in source.builds}
+        pins = source.preferred.pins
+        for package, specifier in source.preferred.specifiers.items():
+            version = pins.get(package, "")
+            found = known.get(package)
+            build = found if found is not None and version and version in found.file else None
+            files.append(ChosenFile(package, version, build.file if build else "", "", build.sha256 if build else None,
+                                    build is not None, build.cuda if build else None,
+                                    None if version else specifier))
+    reason = "the preferred set, as wheels-index.toml records it (this source is not read live)"
+    return Resolution(source.location, source.preferred.name, tuple(files), reason)
+
+
+#: `channels --check` statuses, and the exit code each gives (the README's table).
+CHECK_STATUSES = {"ok": EXIT_OK, "not-read": EXIT_OK, "missing": EXIT_FAILED, "changed": EXIT_FAILED,
+                  "unreachable": EXIT_CHECK_UNREACHABLE, "unlisted": EXIT_CHECK_UNLISTED}
+
+
+@dataclass(frozen=True)
+class SetReport:
+    """`channels --check` for one source: the preferred set present and unchanged, newer sets.
+
+    `status`: ok; not-read (a source with no index to list); missing (the index lacks part of
+    the preferred set); changed (a recorded file name served with another sha256);
+    unreachable; unlisted (the preferred set is there, but none of its files is one
+    wheels-index.toml records: another build of the same versions, not proven the vendor's).
+    """
+
+    channel: str
+    index: str
+    status: str
+    lines: Tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return CHECK_STATUSES[self.status] == 0
+
+
+def check_exit_code(reports: Sequence[SetReport]) -> int:
+    """The worst finding decides: a missing or changed build (1) over an index that did not
+    answer (4) over an unlisted set (5)."""
+    codes = {CHECK_STATUSES[report.status] for report in reports} - {EXIT_OK}
+    for code in (EXIT_FAILED, EXIT_CHECK_UNREACHABLE, EXIT_CHECK_UNLISTED):
+        if code in codes:
+            return code
+    return 0
+
+
+def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str) -> SetReport:
+    from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy
+    from jetson_install.catalog.resolve import complete_set, served_pythons
+
+    where = index or source.location
+    if index is None:
+        return SetReport(channel_id, where, "not-read", ("not read: the source has no index URL to list",))
+    try:
+        listings = _listings(source, index)
+    except (IndexUnreachable, IndexRefused) as exc:  # not read, the message says why
+        return SetReport(channel_id, where, "unreachable", (exc.message,))
+    known = {build.file: build for build in source.builds}
+    lines: List[str] = []
+    try:
+        preferred = complete_set(where, source.preferred, source.prereleases, known, listings,
+                                 wheel_tags(python, _ARCH, glibc))
+    except IdentityMismatch as exc:
+        return SetReport(channel_id, where, "changed", (f"preferred set {source.preferred.name}: {exc.message}",))
+    status = "ok"
+    if preferred is None:
+        status = "missing"
+        line = f"preferred set {source.preferred.name}: missing for Python {python} (the index does not list all of it)"
+        others = [other for other in served_pythons(listings) if other != python and complete_set(
+            where, source.preferred, source.prereleases, known, listings, wheel_tags(other, _ARCH, glibc))]
+        if others:
+            line += (f"; it has the set for Python {', '.join(others)}, which an install with that interpreter "
+                     "takes (--python)")
+        lines.append(line)
+    else:
+        unknown = [chosen.file for chosen in preferred if not chosen.known]
+        if unknown and len(unknown) == len(preferred):
+            status = "unlisted"
+            lines.append(f"preferred set {source.preferred.name}: present, but none of its files is a build "
+                         f"wheels-index.toml lists: {', '.join(unknown)}")
+        else:
+            lines.append(f"preferred set {source.preferred.name}: present"
+                         + (f"; not in wheels-index.toml: {', '.join(unknown)}" if unknown else ", hashes unchanged"))
+    from packaging.version import Version
+
+    floor = Version(preferred[0].version) if preferred else None
+    tags = wheel_tags(python, _ARCH, glibc)
+    for version_set in source.sets:
+        if version_set is source.preferred:
+            continue
+        try:
+            found = complete_set(where, version_set, source.prereleases, known, listings, tags)
+        except (IdentityMismatch, NothingInPolicy) as exc:
+            lines.append(f"set {version_set.name}: {exc.message}")
+            continue
+        if found and (floor is None or Version(found[0].version) > floor):
+            lines.append(f"newer set within policy: {version_set.name} ({', '.join(c.file for c in found)})")
+    return SetReport(channel_id, where, status, tuple(lines))
+
+
+def sources_to_check(sources: Sequence[VendorSource]) -> List[VendorSource]:
+    return [source for source in sources if source.index]
+
+
+# A lock's file may be torch (0.5-2 GB): each read may wait longer than a listing's.
+_FILE_READ_TIMEOUT = 60.0
+
+
+def fetch_file(url: str, destination: Path) -> None:
+    """Write the file at `url` to `destination`, streamed (torch is 0.5-2 GB)."""
+    if urlsplit(url).scheme == "file":
+        try:
+            shutil.copyfile(unquote(urlsplit(url).path), destination)
+        except OSError as exc:
+            raise _failed(url, exc.strerror or str(exc)) from None
+        return
+    import requests
+
+    try:
+        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT)) as response:
+            if response.status_code != 200:
+                raise _failed(url, f"HTTP {response.status_code}")
+            with destination.open("wb") as stream:
+                for chunk in response.iter_content(chunk_size=1 << 20):
+                    stream.write(chunk)
+    except requests.RequestException as exc:
+        raise _failed(url, type(exc).__name__) from None
+
+
+def fetch_text(url: str) -> str:
+    """A small text file (a wheelhouse's lock) from `url`."""
+    if urlsplit(url).scheme in ("", "file"):
+        path = Path(unquote(urlsplit(url).path))
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise _failed(url, exc.strerror or str(exc)) from None
+    import requests
+
+    try:
+        response = requests.get(url, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT))
+    except requests.RequestException as exc:
+        raise _failed(url, type(exc).__name__) from None
+    if response.status_code != 200:
+        raise _failed(url, f"HTTP {response.status_code}")
+    return response.text
+
+
+def _failed(url: str, why: str) -> StepFailed:
+    if why in (f"HTTP {code}" for code in _REFUSED):
+        return StepFailed("download", f"{redact(url)} was refused ({why}): check the credentials", CREDENTIALS_FIX)
+    return StepFailed("download", f"could not fetch {redact(url)} ({why})",
+                      "check that the index or wheelhouse answers, then run the command again")

@@ -1,0 +1,330 @@
+"""The one module that builds uv's argument lists and reads uv's output; it runs nothing
+(runner.run_uv does, with `environment_for` below), so a plan can show exactly what will run.
+
+uv runs with --no-config and with the index variables of the caller's environment
+removed, so only the indexes in the plan are ever asked (a stray UV_EXTRA_INDEX_URL
+would otherwise let a public torch in). uv "does not read configuration files or
+environment variables that are specific to pip" (https://docs.astral.sh/uv/pip/compatibility/),
+so those need no scrubbing here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from jetson_install.base.process import Completed
+from jetson_install.tools.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event
+from jetson_install.base.redact import credentials
+
+__all__ = [
+    "PROGRAM",
+    "environment_for",
+    "venv_argv",
+    "vendor_install_argv",
+    "target_install_argv",
+    "pip_check_argv",
+    "pip_list_argv",
+    "build_wheel_argv",
+    "compile_argv",
+    "no_deps_install_argv",
+    "lock_compile_argv",
+    "locked_install_argv",
+    "companions_compile_argv",
+    "companions_install_argv",
+    "summarize_failure",
+    "judge_unseen",
+    "judge_sbsa_tags",
+    "accepted_note",
+    "read_installed",
+    "read_event",
+    "parse_size",
+    "warnings_in",
+]
+
+# Variables that would add indexes, constraints or a different interpreter to our calls.
+_SCRUBBED_UV_VARIABLES = (
+    "UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_FIND_LINKS", "UV_NO_INDEX",
+    "UV_INDEX_STRATEGY", "UV_CONSTRAINT", "UV_OVERRIDE", "UV_EXCLUDE", "UV_BUILD_CONSTRAINT", "UV_PRERELEASE",
+    "UV_PYTHON", "UV_SYSTEM_PYTHON", "UV_BREAK_SYSTEM_PACKAGES", "UV_CONFIG_FILE", "UV_PROJECT_ENVIRONMENT",
+)
+PROGRAM = "uv"  # shown in plans; the real binary is found at run time
+# An index with credentials is passed as `--default-index private=URL` without them; uv reads a
+# named index's credentials from UV_INDEX_<NAME>_USERNAME/_PASSWORD (https://docs.astral.sh/uv/
+# configuration/indexes/#providing-credentials-directly), so they stay out of the process list.
+_INDEX_NAME = "private"
+_CREDENTIAL_VARIABLES = ("UV_INDEX_PRIVATE_USERNAME", "UV_INDEX_PRIVATE_PASSWORD")
+
+
+def _index_args(default_index: Optional[str]) -> List[str]:
+    if not default_index:
+        return []
+    secret = credentials(default_index)
+    return ["--default-index", f"{_INDEX_NAME}={secret.url}" if secret else default_index]
+
+
+def environment_for(indexes: Sequence[str], argv: Sequence[str]) -> Tuple[Dict[str, str], Tuple[str, ...]]:
+    """(variables to set, variables to remove) for running `argv`: the caller's index settings
+    removed, and the credentials of the one index among `indexes` (the plan's, with their
+    credentials) that argv names as `private=URL` given to uv out of its command line."""
+    overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    named = next((part.split("=", 1)[1] for part in argv if part.startswith(f"{_INDEX_NAME}=")), None)
+    for index in indexes:
+        secret = credentials(index)
+        if named is None or secret is None or secret.url != named:
+            continue
+        overrides[_CREDENTIAL_VARIABLES[0]] = secret.username
+        if secret.password is not None:
+            overrides[_CREDENTIAL_VARIABLES[1]] = secret.password
+        break
+    return overrides, _SCRUBBED_UV_VARIABLES + _CREDENTIAL_VARIABLES
+
+
+def venv_argv(python: str, path: str, default_index: Optional[str], system_site_packages: bool = False,
+              seed: bool = True) -> List[str]:
+    """With `seed`, pip is put in the environment from the default index, so a user's later plain
+    `pip install` works there; without it (a lock, which carries pip itself) no index is asked."""
+    sees_parent = ["--system-site-packages"] if system_site_packages else []
+    if not seed:
+        return [PROGRAM, "venv", "--no-config", *sees_parent, "--python", python, path]
+    return [PROGRAM, "venv", "--no-config", "--seed", *sees_parent, "--python", python, *_index_args(default_index), path]
+
+
+def vendor_install_argv(python: str, index: Optional[str], no_index: bool, requirements: Sequence[str]) -> List[str]:
+    """Vendor packages only, no dependencies: the vendor index is the only index and can
+    supply nothing else, even a package it carries (dependency confusion). A resolved build
+    is asked for by its URL with its sha256, so uv installs exactly that file or fails."""
+    argv = [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps"]
+    if no_index:
+        argv.append("--no-index")
+    else:
+        argv += _index_args(index)
+    return argv + list(requirements)
+
+
+def companions_compile_argv(python: str, requirements_file: str, output: str, default_index: Optional[str]) -> List[str]:
+    """Resolve the companions on the default index and write them with every file's sha256,
+    so they are installed hash-checked and recorded."""
+    return [PROGRAM, "pip", "compile", "--no-config", "--python", python, "--generate-hashes", "--no-header",
+            "--no-annotate", *_index_args(default_index), "--output-file", output, requirements_file]
+
+
+def companions_install_argv(python: str, compiled: str, default_index: Optional[str]) -> List[str]:
+    return [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps", "--require-hashes",
+            *_index_args(default_index), "--requirement", compiled]
+
+
+def target_install_argv(
+    python: str, requirements: Sequence[str], constraints_file: str, default_index: Optional[str]
+) -> List[str]:
+    return [
+        PROGRAM, "pip", "install", "--no-config", "--python", python,
+        "--constraint", constraints_file, *_index_args(default_index), *requirements,
+    ]
+
+
+def compile_argv(python: str, requirements_file: str, constraints_file: str, default_index: Optional[str],
+                 output_file: str) -> List[str]:
+    """Resolve for `python`'s markers without installing anything."""
+    return [
+        PROGRAM, "pip", "compile", "--no-config", "--python", python, "--constraint", constraints_file,
+        *_index_args(default_index), "--no-header", "--no-annotate", "--output-file", output_file, requirements_file,
+    ]
+
+
+def no_deps_install_argv(python: str, requirements_file: str, default_index: Optional[str]) -> List[str]:
+    """Install exactly a resolved list: nothing it names is resolved again."""
+    return [
+        PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps",
+        *_index_args(default_index), "--requirements", requirements_file,
+    ]
+
+
+def lock_compile_argv(requirements_file: str, constraints_file: Optional[str], index: Optional[str],
+                      output_file: str, python_version: str, python_platform: Optional[str],
+                      interpreter: Optional[str], no_deps: bool) -> List[str]:
+    """Resolve for a board's platform (or, with `interpreter`, for that interpreter) from one
+    index, as PEP 751 pylock.toml: every file with its URL and sha256, the choice of file ours."""
+    target = (["--python", interpreter] if interpreter
+              else ["--python-version", python_version, "--python-platform", str(python_platform)])
+    return [
+        PROGRAM, "pip", "compile", "--no-config", *target, *(["--no-deps"] if no_deps else []),
+        *(["--constraint", constraints_file] if constraints_file else []), *_index_args(index),
+        "--generate-hashes", "--format", "pylock.toml", "--no-header", "--output-file", output_file, requirements_file,
+    ]
+
+
+def locked_install_argv(python: str, lock_file: str) -> List[str]:
+    """Install exactly a lock: every file by its URL and hash, no index, nothing resolved."""
+    return [
+        PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps", "--require-hashes", "--no-index",
+        "--requirements", lock_file,
+    ]
+
+
+def pip_check_argv(python: str) -> List[str]:
+    return [PROGRAM, "pip", "check", "--no-config", "--python", python]
+
+
+def pip_list_argv(python: str) -> List[str]:
+    return [PROGRAM, "pip", "list", "--no-config", "--python", python, "--format", "json"]
+
+
+def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool) -> List[str]:
+    """A wheel of the project in `source`, for `python`; with isolation its build requirements
+    come from the default index, without it from `python`'s own environment."""
+    argv = [PROGRAM, "build", "--no-config", "--wheel", "--python", python, "--out-dir", out_dir,
+            *_index_args(default_index)]
+    if not isolation:
+        argv.append("--no-build-isolation")
+    return [*argv, source]
+
+
+_NOT_INSTALLED = re.compile(r"The package `[^`]+` requires `([^`]+)`, but it's not installed")
+
+
+def judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
+    """uv does not see a --system-site-packages venv's parent (astral-sh/uv#17215), so it calls
+    what the parent provides "not installed": judge those lines against what the interpreter
+    itself imports, and keep only the real problems."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from jetson_install.base.versions import satisfies
+
+    problems, provided = [], 0
+    for line in (result.stdout + "\n" + result.stderr).splitlines():
+        found = _NOT_INSTALLED.search(line)
+        if not found:
+            if line.strip().startswith("The package"):
+                problems.append(line.strip())
+            continue
+        try:
+            requirement = Requirement(found.group(1))
+        except InvalidRequirement:
+            problems.append(line.strip())
+            continue
+        version = visible.get(canonicalize_name(requirement.name))
+        if version is not None and (not requirement.specifier or satisfies(version, str(requirement.specifier))):
+            provided += 1
+        else:
+            problems.append(line.strip())
+    note = f"{provided} requirement(s) met by the parent environment, which uv does not see"
+    if problems:
+        return Completed(result.argv, result.returncode, "", "\n".join(problems + [note]) + "\n")
+    return Completed(result.argv, 0, f"All installed packages are compatible ({note})\n", "")
+
+
+_OTHER_PLATFORM = re.compile(r"The package `([^`]+)` was built for a different platform")
+# NVIDIA's aarch64 nvidia-cusparselt-cu13 0.8.x wheels are named for manylinux2014_aarch64 (what
+# an installer picks them by) but their WHEEL file records `py3-none-manylinux2014_sbsa`, a
+# platform no interpreter has, so a wheel-tag check calls them "built for a different platform"
+# though they install and run; fixed in 0.9.1, while torch pins 0.8.x
+# (https://github.com/newton-physics/newton/pull/3582).
+_SBSA_PLATFORM = re.compile(r"^manylinux\w*_sbsa$")
+
+
+def judge_sbsa_tags(result: Completed, wheel_tags: Mapping[str, Sequence[str]], machine: str) -> Completed:
+    """Keep uv pip check's problems, less its "built for a different platform" lines for the
+    distributions whose WHEEL file names only an SBSA platform, on an aarch64 interpreter (SBSA
+    is the Arm server flavour of aarch64): those are NVIDIA's mislabel, said as a note."""
+    from packaging.utils import canonicalize_name
+
+    problems, mislabelled = [], []
+    for line in (result.stdout + "\n" + result.stderr).splitlines():
+        found = _OTHER_PLATFORM.search(line)
+        if found:
+            name = canonicalize_name(found.group(1))
+            tags = wheel_tags.get(name, ())
+            if machine == "aarch64" and tags and all(_SBSA_PLATFORM.match(tag.split("-")[-1]) for tag in tags):
+                mislabelled.append(f"{name} (its WHEEL file says {', '.join(tags)})")
+                continue
+        if line.strip().startswith("The package") or "requirement(s) met by the parent" in line:
+            problems.append(line.strip())
+    if not mislabelled:
+        return result
+    note = "accepted as aarch64: " + "; ".join(mislabelled)
+    if any(line.startswith("The package") for line in problems):
+        return Completed(result.argv, result.returncode, "", "\n".join(problems + [note]) + "\n")
+    return Completed(result.argv, 0, f"All installed packages are compatible ({'; '.join(problems + [note])})\n", "")
+
+
+def accepted_note(result: Completed) -> Optional[str]:
+    """What a passing check accepted that uv itself did not (judge_unseen, judge_sbsa_tags)."""
+    found = re.match(r"All installed packages are compatible \((.+)\)$", result.stdout.strip())
+    return found.group(1) if found else None
+
+
+def read_installed(result: Completed) -> Dict[str, str]:
+    """Normalized distribution name -> version, from `uv pip list --format json`."""
+    from packaging.utils import canonicalize_name
+
+    if not result.ok:
+        return {}
+    try:
+        rows = json.loads(result.stdout)
+    except ValueError:
+        return {}
+    return {canonicalize_name(row["name"]): row["version"] for row in rows if isinstance(row, dict)}
+
+
+def summarize_failure(result: Completed) -> str:
+    """uv's error line and its deepest cause, as one line (see uv_errors)."""
+    if result.timed_out:
+        return "uv did not finish in time"
+    from jetson_install.tools.uv_errors import read_uv_failure
+
+    return read_uv_failure(result.stderr).summary
+
+
+# What uv prints into a pipe for each file over 1 MiB and each source build
+# (https://github.com/astral-sh/uv/pull/11165), e.g. "Downloading torch (731.1MiB)".
+_DOWNLOADING = re.compile(r"^Downloading (?P<name>.+?)(?: \((?P<size>[0-9.]+ ?[KMGT]?i?B)\))?$")
+_EVENTS = ((re.compile(r"^Downloaded (?P<name>.+)$"), DOWNLOADED), (re.compile(r"^Building (?P<name>.+)$"), BUILD),
+           (re.compile(r"^Built (?P<name>.+)$"), BUILT))
+# The stage uv finished, as its summary lines say it: "Resolved 87 packages in 1.20s".
+_PHASE = re.compile(r"^(?P<what>Resolved|Prepared|Installed|Uninstalled|Audited|Built) (?P<count>[0-9]+) packages? in ")
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4}
+
+
+def read_event(line: str) -> Optional[Event]:
+    """The download, build or finished stage a line of uv's stderr announces, if any."""
+    text = line.strip()
+    match = _PHASE.match(text)
+    if match:
+        return Event(PHASE, f"{match.group('what').lower()} {match.group('count')} package"
+                            + ("" if match.group("count") == "1" else "s"))
+    match = _DOWNLOADING.match(text)
+    if match:
+        return Event(DOWNLOAD, match.group("name"), parse_size(match.group("size") or ""))
+    for pattern, kind in _EVENTS:
+        match = pattern.match(text)
+        if match:
+            # "obliteratus @ file:///long/path" is shown as its name: the source is in the log.
+            return Event(kind, match.group("name").split(" @ ", 1)[0])
+    return None
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size as uv prints it ("2.9MiB"); 0 for anything else."""
+    match = re.match(r"^([0-9.]+) ?([KMGT]?i?B)$", text.strip())
+    if not match or match.group(2) not in _UNITS:
+        return 0
+    try:
+        return int(float(match.group(1)) * _UNITS[match.group(2)])
+    except ValueError:
+        return 0
+
+
+def warnings_in(result: Completed) -> List[str]:
+    """uv's own warnings in its output, each once, in order (e.g. a requested extra the package lacks)."""
+    found: List[str] = []
+    for line in result.stderr.splitlines():
+        text = line.strip()
+        if text.startswith("warning:"):
+            message = text[len("warning:"):].strip()
+            if message and message not in found:
+                found.append(message)
+    return found
