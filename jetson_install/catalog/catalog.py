@@ -152,10 +152,6 @@ class Target:
     checks: Tuple[str, ...] = ()  # the doctor checks that are this target's own (left out for the others)
     caps: Tuple["CompanionFloor", ...] = ()
 
-    @property
-    def has_source(self) -> bool:
-        return self.distribution is not None
-
     def extra_for(self, ref: Optional[str]) -> Optional[str]:
         """The quantization extra where the source at `ref` has it: a release tag older than
         `quantization_extra_since` has none; a branch or a commit follows the newest."""

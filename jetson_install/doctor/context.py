@@ -43,10 +43,6 @@ class ProbeOutcome:
     data: Mapping[str, Any]
     completed: Optional[runner.Completed]  # None: the probe was not needed for the selected checks
 
-    @property
-    def finished(self) -> bool:
-        return self.completed is not None and self.completed.ok and bool(self.data.get("complete"))
-
     def section(self, key: str) -> Optional[Mapping[str, Any]]:
         """A section the probe finished writing, or None when it never got there or died in it."""
         value = self.data.get(key)

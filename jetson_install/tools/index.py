@@ -299,10 +299,6 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
     return SetReport(channel_id, where, status, tuple(lines))
 
 
-def sources_to_check(sources: Sequence[VendorSource]) -> List[VendorSource]:
-    return [source for source in sources if source.index]
-
-
 # A lock's file may be torch (0.5-2 GB): each read may wait longer than a listing's.
 _FILE_READ_TIMEOUT = 60.0
 
