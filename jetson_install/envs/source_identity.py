@@ -15,13 +15,14 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence
 from urllib.parse import unquote, urlsplit
 
+from jetson_install.base.references import split_git_url
 from jetson_install.tools import git
 from jetson_install.envs.source_tree import checkout_digest, file_digest, is_build_output
 
-__all__ = ["SourceIdentity", "Sources", "addition_url", "recorded_commit", "split_git_url"]
+__all__ = ["SourceIdentity", "Sources", "addition_url", "recorded_commit"]
 
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -47,16 +48,6 @@ def _local_identity(root: Path) -> Dict[str, str]:
         if identity is not None:
             return identity
     return {"kind": "folder", "content": checkout_digest(root, follow_outside=True)}
-
-
-def split_git_url(url: str) -> Tuple[str, Optional[str]]:
-    """`git+URL@REF` -> (URL, REF); REF None when the URL names none."""
-    bare = url[len("git+"):]
-    scheme, _, rest = bare.partition("://")
-    path, at, ref = rest.rpartition("@")
-    if at and "/" in path:
-        return f"{scheme}://{path}", ref
-    return bare, None
 
 
 def _remote_ref(url: str, ref: Optional[str]) -> Dict[str, str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
+from jetson_install.base.references import split_git_url
 from jetson_install.base.redact import CREDENTIALS_FIX
 
 if TYPE_CHECKING:
@@ -136,10 +137,6 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
 
 def repository_of(source: str) -> str:
     """The repository a direct reference names: `git+URL@REF` -> URL; other sources as they are."""
-    # Here, not at the top: `Rerun` is on every command's path (`detect` too), and
-    # source_identity brings git.py with it.
-    from jetson_install.envs.source_identity import split_git_url
-
     return split_git_url(source)[0] if source.startswith("git+") else source
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
+from jetson_install.base.references import split_git_url
 from jetson_install.catalog.catalog import Catalog, Target
 from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.planning.plan import Plan, Route
@@ -94,14 +95,8 @@ def source_extra(target: Target, requirement: Optional[str]) -> Optional[str]:
     if url.startswith("file://"):
         return _checkout_extra(Path(unquote(urlsplit(url).path)), target.quantization_extra)
     if url.startswith("git+"):
-        return target.extra_for(_git_ref(url))
+        return target.extra_for(split_git_url(url)[1])
     return target.quantization_extra
-
-
-def _git_ref(url: str) -> Optional[str]:
-    """The ref of `git+URL@REF` (None when it names none), as source_identity.split_git_url reads it."""
-    path, at, ref = url.split("://", 1)[-1].rpartition("@")
-    return ref if at and "/" in path else None
 
 
 def _checkout_extra(folder: Path, extra: str) -> Optional[str]:
