@@ -124,3 +124,14 @@ def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
     path.write_text("schema_version = 2\n[[channels]\n")
     with pytest.raises(CatalogError, match="line 2"):
         load_catalog(path)
+
+
+def test_the_cached_catalog_and_platform_data_cannot_be_changed_by_a_caller() -> None:
+    # Both are cached per file: one caller's change would be every later caller's data.
+    from jetson_install.board.platform_data import platform_data
+
+    targets = load_catalog(default_catalog_path()).targets
+    with pytest.raises(TypeError):
+        targets["other"] = targets["torch"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        platform_data().socs["tegra999"] = platform_data().socs["tegra234"]  # type: ignore[index]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,11 @@ class PlatformData:
     modules: Mapping[str, str]
     glibc: Mapping[str, str]  # Ubuntu release -> its glibc, "22.04" -> "2.35"
     model_labels: Mapping[str, str]  # words of a device-tree model -> the runner label users look for
+
+    def __post_init__(self) -> None:
+        # platform_data() hands every caller the same cached value: none may change it for the others.
+        for name in ("socs", "majors", "releases", "modules", "glibc", "model_labels"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     @property
     def tegra_capabilities(self) -> FrozenSet[Tuple[int, int]]:

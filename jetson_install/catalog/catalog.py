@@ -7,6 +7,7 @@ fix the data without reading this code.
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,6 +210,11 @@ class Catalog:
     path: str
     channels: Tuple[Channel, ...]
     targets: Mapping[str, Target] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # load_catalog hands every caller the same cached value: a caller that changed its
+        # targets would change them for all later ones.
+        object.__setattr__(self, "targets", MappingProxyType(dict(self.targets)))
 
     def channel(self, channel_id: str) -> Channel:
         for channel in self.channels:
