@@ -14,11 +14,20 @@ import json
 import os
 import shlex
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from jetson_install.tools import runner, uv
+from packaging.version import Version
+
+from jetson_install.board.platform_data import ubuntu_glibc
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.doctor import GPU_FREE_CHECKS
+from jetson_install.doctor.on_environment import doctor_environment
+from jetson_install.planning.bitsandbytes_source import CUDA_HOME
+from jetson_install.running.bitsandbytes_build import find_toolchain, run_build_step
+from jetson_install.tools import index, runner, uv
 from jetson_install.envs.environment import (
     EnvironmentHome, protect, recorded_plan, write_additions, write_constraints, write_private, write_requirements,
 )
@@ -34,7 +43,7 @@ from jetson_install.planning.fixes import (
     repository_of,
     vendor_missing_fix,
 )
-from jetson_install.catalog.identity import Companion, Resolution
+from jetson_install.catalog.identity import Companion, NoBuildForPython, NothingInPolicy, Resolution
 from jetson_install.envs.record import (
     EnvironmentRecord, distributions_state, installed_versions, read_record, record_installed,
 )
@@ -290,10 +299,6 @@ def _companions(step: Step, run: _Run) -> str:
 
 def _target(step: Step, run: _Run) -> str:
     plan = run.plan
-    if any(later.kind == "doctor" for later in plan.steps):
-        # The verify step's modules load while uv installs the target (the longest wait of a
-        # cold install, this process idle): about 20 ms of imports off the steps' critical path.
-        threading.Thread(target=_load_verify_modules, name="verify-imports", daemon=True).start()
     write_constraints(run.staging, plan.constraints)
     if plan.additions:
         write_additions(run.staging, plan.additions)
@@ -306,24 +311,11 @@ def _target(step: Step, run: _Run) -> str:
     return ""
 
 
-def _load_verify_modules() -> None:
-    try:
-        import jetson_install.doctor.on_environment  # noqa: F401  (it imports all the doctor needs)
-    except BaseException:
-        # Not a thread's traceback on the user's terminal: the verify step's own import, on the
-        # main thread, meets the same error where the run's error handling sees it.
-        pass
-
-
 def _protect(step: Step, run: _Run) -> str:
     return f"constraints kept in {protect(run.staging, list(run.plan.route.kept()))}"
 
 
 def _check(step: Step, run: _Run) -> str:
-    # Here, not at the top: a no-op re-run never gets this far (concurrent.futures' import: 5 M
-    # of its 734 M instructions).
-    from concurrent.futures import ThreadPoolExecutor
-
     check_command, smoke_command = step.commands
     with ThreadPoolExecutor(max_workers=1) as pool:
         smoke_future = pool.submit(runner.run, smoke_command, timeout=300)
@@ -342,10 +334,6 @@ def _doctor(step: Step, run: _Run) -> str:
     """The doctor on the new environment, in this process on the platform and channel the plan
     holds (its probes, the step's commands, run by the environment's interpreter); its evidence
     decides whether the environment is switched in."""
-    from jetson_install.catalog.catalog import load_catalog
-    from jetson_install.doctor import GPU_FREE_CHECKS
-    from jetson_install.doctor.on_environment import doctor_environment
-
     plan = run.plan
     evidence_path = state_of(run.staging) / EVIDENCE_FILE
     try:
@@ -374,8 +362,6 @@ def _doctor(step: Step, run: _Run) -> str:
 
 
 def _source_build(step: Step, run: _Run) -> str:
-    from jetson_install.running.bitsandbytes_build import run_build_step
-
     planned = run.plan.route.planned_build()
     assert planned is not None
     return run_build_step(planned, step, run)
@@ -416,9 +402,6 @@ def check_before_install(plan: Plan, dry_run: bool) -> Checked:
         raise StepFailed("interpreter", f"no {wanted} found on this system (searched /usr/bin, /usr/local/bin, PATH)",
                          f"sudo apt-get install {package}, or pass --python PATH")
     if plan.route.planned_build() is not None:
-        from jetson_install.running.bitsandbytes_build import find_toolchain
-        from jetson_install.planning.bitsandbytes_source import CUDA_HOME
-
         # Missing build tools are named, with their apt packages, before anything starts.
         find_toolchain(CUDA_HOME, plan.platform.cuda)
     return Checked(home, interpreter, tuple(warnings))
@@ -472,14 +455,10 @@ def _known_set(plan: Plan, current: Optional[Path], record: Optional[Environment
 
 class _IndexRead:
     """The vendor index's listings, read and chosen from on a thread of its own: a first install
-    makes its environment meanwhile (`uv venv` needs no vendor set), which hides the read (and
-    the import of requests, about 0.12 s of CPU) behind it. A daemon thread: an interrupted run
-    does not wait for its connections."""
+    makes its environment meanwhile (`uv venv` needs no vendor set), which hides the read behind
+    it. A daemon thread: an interrupted run does not wait for its connections."""
 
     def __init__(self, plan: Plan, interpreter: Interpreter) -> None:
-        from jetson_install.tools import index
-        from jetson_install.board.platform_data import ubuntu_glibc
-
         assert plan.vendor is not None
         vendor, location, glibc = plan.vendor, plan.vendor_index, ubuntu_glibc(plan.platform.ubuntu)
         self._outcome: List[Any] = []
@@ -504,9 +483,6 @@ class _IndexRead:
 
 def _index_set(plan: Plan, run: _Run, reading: _IndexRead) -> Plan:
     """The plan with the set the index read chose; a failure is the vendor step's, with its fixes."""
-    from jetson_install.tools import index
-    from jetson_install.catalog.identity import NoBuildForPython, NothingInPolicy
-
     try:
         resolution = reading.resolution()
     except JetsonInstallError as exc:
@@ -694,8 +670,6 @@ def _satisfied(current: Path, fingerprint: Dict[str, Any], source: Sources, plan
         changed = record.differences(current)
         if changed:
             return None, changed
-    from packaging.version import Version
-
     installed = installed_versions(current)
     kept = plan.route.kept()  # a kept stack is not in the environment itself; its identities are in the fingerprint
     for name, version in plan.pins.items():
@@ -710,8 +684,8 @@ def _still_checked(environment: Path) -> bool:
     """Whether the check step's `uv pip check` passed on exactly the distributions the
     environment holds now. uv judges only their metadata (requirements, wheel tags) against each
     other and the interpreter, so with each dist-info and the interpreter as they were
-    (distributions_state), its answer cannot differ: a no-op re-run need not start it again
-    (uv's start, about 10 ms of CPU and 15 ms of wall time). Any install, removal or reinstall since runs it; so does
+    (distributions_state), its answer cannot differ: a no-op re-run need not start that process
+    again. Any install, removal or reinstall since runs it; so does
     a venv that sees its parent's packages, which the state does not cover."""
     try:
         checked = (state_of(environment) / CHECKED_FILE).read_text().strip()
