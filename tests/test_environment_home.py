@@ -12,6 +12,7 @@ import pytest
 
 from jetson_install.envs import environment as environment_module
 from jetson_install.running import install as install_module
+from jetson_install.running.noop import plan_fingerprint
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.envs.environment import EnvironmentHome
 from jetson_install.planning.fixes import Rerun
@@ -108,13 +109,13 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
     home.switch_to(oldest)
     home.switch_to(previous)
 
-    def fake_execute(home, staging, interpreter, fingerprint, source, run, reading=None):  # the real steps need uv and indexes
+    def fake_execute(home, staging, interpreter, sources, run, reading=None):  # the real steps need uv and indexes
         (staging / STATE_DIR).mkdir(parents=True)
-        home.record_plan(staging, fingerprint)
+        home.record_plan(staging, plan_fingerprint(run.plan, interpreter))
         home.mark_complete(staging)
         return home.switch_to(staging)
 
-    def fake_resolve(plan, current, record, upgrade, run, interpreter):  # the preferred set, without reading the index
+    def fake_resolve(plan, current, upgrade, run, interpreter):  # the preferred set, without reading the index
         from jetson_install.tools.index import offline_resolution
         from jetson_install.planning.plan import resolved_plan
 

@@ -281,7 +281,7 @@ def preview(plan: "Plan", dry_run_asked: bool, as_json: bool) -> Tuple["Plan", D
     JSON, with whether the install would change anything), and the warnings of its checks."""
     if not (dry_run_asked and plan.supported):
         return plan, plan.to_json(), []
-    from jetson_install.running.install import would_change
+    from jetson_install.running.noop import would_change
 
     plan, warnings = dry_run(plan)
     data = plan.to_json()

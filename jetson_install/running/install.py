@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from packaging.version import Version
-
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.doctor import GPU_FREE_CHECKS
@@ -29,7 +27,7 @@ from jetson_install.planning.bitsandbytes_source import CUDA_HOME
 from jetson_install.running.bitsandbytes_build import find_toolchain, run_build_step
 from jetson_install.tools import index, runner, uv
 from jetson_install.envs.environment import (
-    EnvironmentHome, protect, recorded_plan, write_additions, write_constraints, write_private, write_requirements,
+    EnvironmentHome, protect, write_additions, write_constraints, write_private, write_requirements,
 )
 from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
 from jetson_install.planning.fixes import (
@@ -44,12 +42,8 @@ from jetson_install.planning.fixes import (
     vendor_missing_fix,
 )
 from jetson_install.catalog.identity import Companion, NoBuildForPython, NothingInPolicy, Resolution
-from jetson_install.envs.record import (
-    EnvironmentRecord, distributions_state, installed_versions, read_record, record_installed,
-)
-from jetson_install.envs.interpreters import (
-    Interpreter, choose_interpreter, pip_check, sees_parent_environment, served_interpreter,
-)
+from jetson_install.envs.record import distributions_state, installed_versions, record_installed
+from jetson_install.envs.interpreters import Interpreter, choose_interpreter, pip_check, served_interpreter
 from jetson_install.base.layout import (
     CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, FAILED_EVIDENCE, REQUIREMENTS_FILE, STATE_DIR,
     state_of,
@@ -57,13 +51,14 @@ from jetson_install.base.layout import (
 from jetson_install.planning.plan import Execution, Plan, resolved_plan, with_interpreter
 from jetson_install.base.process import Completed
 from jetson_install.tools.progress import Display, StepProgress
-from jetson_install.base.redact import redact, redact_data
+from jetson_install.base.redact import redact
 from jetson_install.planning.routes.shared import target_lines
+from jetson_install.running.noop import Current, decide, known_set, plan_fingerprint, sources_of
 from jetson_install.envs.source_identity import Sources
 from jetson_install.base.steps import Step, StepResult
 from jetson_install.tools.uv_errors import read_uv_failure
 
-__all__ = ["InstallResult", "install", "would_change", "check_before_install", "activate_command",
+__all__ = ["InstallResult", "install", "check_before_install", "activate_command",
            "KEPT_FAILED_EVIDENCE"]
 
 SCHEMA_VERSION = 1
@@ -429,28 +424,15 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
             home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
 
 
-def _resolve(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRecord], upgrade: bool,
-             run: _Run, interpreter: Interpreter) -> Plan:
+def _resolve(plan: Plan, current: Optional[Current], upgrade: bool, run: _Run, interpreter: Interpreter) -> Plan:
     """The plan with its vendor set: the route's own files (a lock), the recorded one while the
     policy is unchanged, else the index's."""
-    known = _known_set(plan, current, record, upgrade, run)
-    return known if known is not None else _index_set(plan, run, _IndexRead(plan, interpreter))
-
-
-def _known_set(plan: Plan, current: Optional[Path], record: Optional[EnvironmentRecord], upgrade: bool,
-               run: _Run) -> Optional[Plan]:
-    """The plan with its vendor set where no index is read for it; None: the index decides."""
-    fixed = plan.route.fixed_resolution()
-    if fixed is not None:  # the lock names the vendor files: no index is read
-        return resolved_plan(plan, fixed)
-    if not plan.route.resolves() or plan.vendor is None:
-        return plan
-    recorded = recorded_plan(current) if current is not None else None
-    if record is not None and not upgrade and recorded is not None and recorded.get("policy") == redact_data(plan.vendor.policy()):
-        run.progress(f"vendor set: {record.resolution.set_name}, as recorded in {current} (no index read; "
-                     "--upgrade reads it again)")
-        return resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
-    return None
+    known = known_set(plan, current, upgrade)
+    if known is None:
+        return _index_set(plan, run, _IndexRead(plan, interpreter))
+    if known.note:
+        run.progress(known.note)
+    return known.plan
 
 
 class _IndexRead:
@@ -504,40 +486,40 @@ def _index_set(plan: Plan, run: _Run, reading: _IndexRead) -> Plan:
 def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: Interpreter,
                     upgrade: bool) -> InstallResult:
     """The whole install, under the lock on DIR.d."""
-    current = home.current()
-    record = read_record(current) if current is not None else None
+    existing = home.current()
+    current = Current.read(existing) if existing is not None else None
     reading: Optional[_IndexRead] = None
     try:
-        if current is None and _known_set(plan, None, None, upgrade, run) is None:
+        if current is None and known_set(plan, None, upgrade) is None:
             # A first install has no environment to be a no-op against: its index is read while
             # the environment is made, and the first step that needs the set waits for it.
             reading = _IndexRead(plan, interpreter)
         else:
-            plan = _resolve(plan, current, record, upgrade, run, interpreter)
+            plan = _resolve(plan, current, upgrade, run, interpreter)
     except StepFailed as failure:
         return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
     run.plan = plan
     run.warnings.extend(w for w in plan.warnings if w not in run.warnings)
-    fingerprint = _fingerprint(plan, interpreter)
-    source = _source(plan)
+    sources = sources_of(plan)
     # Before the no-op test too: a run killed while building a different plan left its
     # environment, and a re-run of the old command must not keep it growing the disk.
-    for path, size in home.prune(keep=[current, home.previous()]):
+    for path, size in home.prune(keep=[existing, home.previous()]):
         run.removed.append((str(path), size))
         run.progress(f"removed {path}, left by a killed or interrupted run ({size / 1e6:.1f} MB)")
-    installed, damaged = _satisfied(current, fingerprint, source, plan, record) if current is not None else (None, [])
-    if damaged:
-        run.progress(f"{current}: {'; '.join(damaged)}; building a new environment with the recorded builds")
-        run.damaged.extend(damaged)
-    if current is not None and installed is not None:
-        run.progress(f"{plan.venv} already satisfies the plan; nothing to do")
-        return InstallResult("unchanged", plan.venv, str(current), interpreter.path, (), installed,
-                             _evidence_path(current), warnings=tuple(run.warnings), resolved=plan,
-                             removed=tuple(run.removed))
+    if current is not None:
+        decision = decide(plan, current, interpreter, sources)
+        if decision.damaged:
+            run.progress(f"{decision.reason}; building a new environment with the recorded builds")
+            run.damaged.extend(decision.damaged)
+        elif not decision.changes:
+            run.progress(f"{decision.reason}; nothing to do")
+            return InstallResult("unchanged", plan.venv, str(current.path), interpreter.path, (),
+                                 dict(decision.installed), _evidence_path(current.path),
+                                 warnings=tuple(run.warnings), resolved=plan, removed=tuple(run.removed))
     staging = home.new_environment_path()
-    source.read_local()  # a local tree is read before building writes into it
+    sources.read_local()  # a local tree is read before building writes into it
     try:
-        previous = _execute(home, staging, interpreter, fingerprint, source, run, reading)
+        previous = _execute(home, staging, interpreter, sources, run, reading)
         # From here on the new environment is the user's; nothing may remove it.
         home.prune(keep=[staging, previous])
         installed = {**run.plan.route.kept(), **installed_versions(staging)}
@@ -562,8 +544,8 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
                          removed=tuple(run.removed), damaged=tuple(run.damaged))
 
 
-def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fingerprint: Dict[str, Any],
-             source: Sources, run: _Run, reading: Optional[_IndexRead] = None) -> Optional[Path]:
+def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, sources: Sources, run: _Run,
+             reading: Optional[_IndexRead] = None) -> Optional[Path]:
     """Run the plan's steps into `staging`, then switch the user's path to it; return the
     environment it replaced. A step may learn what the rest of the plan needs (the versions it
     installed, the companions' hashes): the rest runs from the plan as it then stands; so does
@@ -575,7 +557,7 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, fin
     def record_and_doctor(step: Step, execution: _Run) -> str:
         # The doctor reads what the environment was made from (a kept stack, a preflight profile).
         # The command (and where it ran, for its relative paths) is what `add` makes the next one from.
-        home.record_plan(staging, {**_fingerprint(run.plan, interpreter), **source.record(),
+        home.record_plan(staging, {**plan_fingerprint(run.plan, interpreter), **sources.record(),
                                    "target": run.plan.target.id, "command": list(run.rerun.argv),
                                    "cwd": _working_folder()})
         return _doctor(step, execution)
@@ -616,104 +598,6 @@ def _compiled(text: str) -> List[Companion]:
         hashes = tuple(part.split(":", 1)[1] for part in parts[1:] if part.startswith("--hash=sha256:"))
         companions.append(Companion(name, version, hashes))
     return companions
-
-
-# -- the no-op check ----------------------------------------------------------------------------------
-
-
-def would_change(plan: Plan) -> Tuple[bool, str]:
-    """Whether `install(plan)` would change the environment, and why: the same comparison
-    a real run makes before it decides to do nothing. Reads only (check mode for fleets)."""
-    current = EnvironmentHome(Path(plan.venv)).current()
-    if current is None:
-        return True, f"no environment at {plan.venv} yet"
-    interpreter, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
-    if interpreter is None:
-        return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
-    record = read_record(current)
-    fixed = plan.route.fixed_resolution()
-    if fixed is not None:
-        plan = resolved_plan(plan, fixed)
-    elif plan.route.resolves() and plan.vendor is not None:
-        recorded = recorded_plan(current)
-        # The record keeps the policy redacted (record_plan), as the index URL in it may carry credentials.
-        if record is None or recorded is None or recorded.get("policy") != redact_data(plan.vendor.policy()):
-            return True, f"{current} was made under another vendor policy (sets, preferred set or source)"
-        plan = resolved_plan(plan, record.resolution, [f"{c.name}=={c.version}" for c in record.companions])
-    fingerprint = _fingerprint(plan, interpreter)
-    recorded_fingerprint, recorded_source = _recorded(current)
-    if recorded_fingerprint != redact_data(fingerprint):
-        return True, f"{current} was made from a different plan (channel, pins, source, indexes or interpreter)"
-    source = _source(plan)
-    if not source.unchanged_since(recorded_source):
-        return True, f"the source changed since {current} was made"
-    installed, changed = _satisfied(current, fingerprint, source, plan, record)
-    if changed:
-        return True, f"{current}: {'; '.join(changed)}"
-    if installed is None:
-        return True, f"{current} no longer holds the pinned vendor builds, or uv pip check fails there"
-    return False, f"{plan.venv} already satisfies the plan"
-
-
-def _satisfied(current: Path, fingerprint: Dict[str, Any], source: Sources, plan: Plan,
-               record: Optional[EnvironmentRecord]) -> Tuple[Optional[Dict[str, str]], List[str]]:
-    """The installed versions when `current` already satisfies the plan, else None; and how its
-    vendor packages differ from what was installed (swapped, or files gone), when that is why."""
-    recorded, recorded_source = _recorded(current)
-    if recorded != redact_data(fingerprint):  # recorded redacted (record_plan)
-        return None, []
-    if not source.unchanged_since(recorded_source):
-        return None, []
-    if plan.resolution is not None:
-        if record is None or record.resolution.files != plan.resolution.files:
-            return None, []
-        changed = record.differences(current)
-        if changed:
-            return None, changed
-    installed = installed_versions(current)
-    kept = plan.route.kept()  # a kept stack is not in the environment itself; its identities are in the fingerprint
-    for name, version in plan.pins.items():
-        if name not in kept and (name not in installed or Version(installed[name]) != Version(version)):
-            return None, []
-    if not _still_checked(current) and not pip_check(str(current / "bin" / "python")).ok:
-        return None, []
-    return {**kept, **installed}, []
-
-
-def _still_checked(environment: Path) -> bool:
-    """Whether the check step's `uv pip check` passed on exactly the distributions the
-    environment holds now. uv judges only their metadata (requirements, wheel tags) against each
-    other and the interpreter, so with each dist-info and the interpreter as they were
-    (distributions_state), its answer cannot differ: a no-op re-run need not start that process
-    again. Any install, removal or reinstall since runs it; so does
-    a venv that sees its parent's packages, which the state does not cover."""
-    try:
-        checked = (state_of(environment) / CHECKED_FILE).read_text().strip()
-    except OSError:
-        return False  # made before the check step kept its state, or without one
-    return (checked == distributions_state(environment)
-            and not sees_parent_environment(str(environment / "bin" / "python")))
-
-
-def _source(plan: Plan) -> Sources:
-    # No project of its own (the stack alone): only the additions' content can move under the same name.
-    return Sources(plan.source_url or "", plan.additions)
-
-
-def _recorded(environment: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """An environment's recorded plan fingerprint, and apart from it its sources' identities."""
-    recorded = dict(recorded_plan(environment) or {})
-    recorded.pop("target", None)  # what made it, for the doctor; the requirement compares the target
-    recorded.pop("command", None)  # how it was asked for (`add` replays it); the plan is what compares
-    recorded.pop("cwd", None)
-    return recorded, {"source": recorded.pop("source", None), "additions_source": recorded.pop("additions_source", None)}
-
-
-def _fingerprint(plan: Plan, interpreter: Interpreter) -> Dict[str, Any]:
-    fingerprint = plan.fingerprint()
-    fingerprint["verify"] = plan.verify
-    fingerprint["interpreter"] = interpreter.path
-    return fingerprint
 
 
 def _evidence_path(environment: Path) -> Optional[str]:
