@@ -560,7 +560,7 @@ def test_no_verify_still_refuses_a_cpu_only_vendor_torch_before_the_switch(
 
 def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index, public_index,
                                           obliteratus_source: Path) -> None:
-    from jetson_install.running.install import KEPT_FAILED_EVIDENCE
+    from jetson_install.envs.failed_evidence import KEPT_FAILED_EVIDENCE
 
     installer = Installer(tmp_path / "obl", cli_env, cpu_vendor_index.url, public_index.url, obliteratus_source)
     home = Path(f"{installer.venv}.d")

@@ -10,7 +10,6 @@ a kill leave the previous environment exactly as it was.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shlex
 import threading
@@ -27,8 +26,9 @@ from jetson_install.planning.bitsandbytes_source import CUDA_HOME
 from jetson_install.running.bitsandbytes_build import find_toolchain, run_build_step
 from jetson_install.tools import index, runner, uv
 from jetson_install.envs.environment import (
-    EnvironmentHome, protect, write_additions, write_constraints, write_private, write_requirements,
+    EnvironmentHome, protect, write_additions, write_constraints, write_requirements,
 )
+from jetson_install.envs.failed_evidence import discard, kept_evidence
 from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
 from jetson_install.planning.fixes import (
     Rerun,
@@ -45,7 +45,7 @@ from jetson_install.catalog.identity import Companion, NoBuildForPython, Nothing
 from jetson_install.envs.record import distributions_state, installed_versions, record_installed
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter, pip_check, served_interpreter
 from jetson_install.base.layout import (
-    CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, FAILED_EVIDENCE, REQUIREMENTS_FILE, STATE_DIR,
+    CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, REQUIREMENTS_FILE, STATE_DIR,
     state_of,
 )
 from jetson_install.planning.plan import Execution, Plan, resolved_plan, with_interpreter
@@ -58,11 +58,9 @@ from jetson_install.envs.source_identity import Sources
 from jetson_install.base.steps import Step, StepResult
 from jetson_install.tools.uv_errors import read_uv_failure
 
-__all__ = ["InstallResult", "install", "check_before_install", "activate_command",
-           "KEPT_FAILED_EVIDENCE"]
+__all__ = ["InstallResult", "install", "check_before_install", "activate_command"]
 
 SCHEMA_VERSION = 1
-KEPT_FAILED_EVIDENCE = 5
 
 
 @dataclass(frozen=True)
@@ -347,7 +345,7 @@ def _doctor(step: Step, run: _Run) -> str:
         fixes = [first["fix"]] if first.get("fix") else []
         if plan.verify and evidence.get("profile") == "jetson" and first.get("id") not in GPU_FREE_CHECKS:
             fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
-        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {_kept_evidence(run.staging)})",
+        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {kept_evidence(run.staging)})",
                          "; ".join(fixes) or None)
     if not plan.verify:
         return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence_path}"
@@ -524,7 +522,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
         home.prune(keep=[staging, previous])
         installed = {**run.plan.route.kept(), **installed_versions(staging)}
     except StepFailed as failure:
-        kept = _discard(home, staging, run.command)
+        kept = discard(home, staging, str(run.command))
         return _failed(run.plan, run, interpreter, "failed", failure.step, failure.message, failure.fix, kept)
     except KeyboardInterrupt:
         step = run.results[-1].id if run.results else "start"
@@ -536,7 +534,7 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
                 failed_step="clean-up", message=f"interrupted after the switch: {plan.venv} is the new environment, "
                                                 "ready to use; old environments are removed by the next run",
                 fix=f"nothing is needed; to finish the clean-up now, run: {run.command}", warnings=tuple(run.warnings))
-        _discard(home, staging, run.command)
+        discard(home, staging, str(run.command))
         return _failed(run.plan, run, interpreter, "interrupted", step, f"interrupted during step '{step}'",
                        f"run it again: {run.command}")
     return InstallResult("installed", plan.venv, str(staging), interpreter.path, tuple(run.results), installed,
@@ -606,48 +604,6 @@ def _evidence_path(environment: Path) -> Optional[str]:
 
 
 # -- after a failure ----------------------------------------------------------------------------------
-
-
-def _discard(home: EnvironmentHome, staging: Path, rerun: Rerun) -> Optional[str]:
-    """Remove a half-built environment, keeping its evidence (if the doctor ran) beside it,
-    and the last few of those only. Returns where the evidence was kept."""
-    evidence = staging / STATE_DIR / EVIDENCE_FILE
-    kept: Optional[Path] = None
-    if evidence.is_file():
-        kept = _kept_evidence(staging)
-        try:
-            data = json.loads(evidence.read_text())
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            write_private(kept, json.dumps(_without_staging_fixes(data, staging, rerun), indent=2) + "\n")
-            _rotate_kept_evidence(staging.parent)
-        else:
-            kept = None
-    home.remove(staging)
-    return str(kept) if kept is not None else None
-
-
-def _without_staging_fixes(evidence: Dict[str, Any], staging: Path, rerun: Rerun) -> Dict[str, Any]:
-    """A fix that acts on the environment being discarded would point at nothing: say to
-    fix the cause and run the install again instead."""
-    for check in evidence.get("checks", []):
-        fix = check.get("fix")
-        if isinstance(fix, str) and str(staging) in fix:
-            check["fix"] = f"fix the cause in the detail, then run the install again: {rerun}"
-    return evidence
-
-
-def _rotate_kept_evidence(directory: Path) -> None:
-    kept = sorted(directory.glob(FAILED_EVIDENCE.format(name="*")), key=lambda path: path.stat().st_mtime,
-                  reverse=True)
-    for old in kept[KEPT_FAILED_EVIDENCE:]:
-        old.unlink()
-
-
-def _kept_evidence(staging: Path) -> Path:
-    """Where a discarded environment's doctor evidence is kept, beside DIR.d's environments."""
-    return staging.parent / FAILED_EVIDENCE.format(name=staging.name)
 
 
 def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
