@@ -18,7 +18,7 @@ __all__ = ["Step", "StepResult", "KINDS", "Command"]
 
 Command = Tuple[str, ...]
 
-#: What the executor does around a step's commands, by kind (install.py's handlers):
+#: What the executor does around a step's commands, by kind (running/handlers.py's, and a route's own):
 KINDS = (
     "interpreter",  # check the interpreter the install found; no command
     "venv",  # make the new environment

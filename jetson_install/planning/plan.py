@@ -48,7 +48,7 @@ class InterpreterPolicy:
 
 
 class Execution(Protocol):
-    """What a step's handler may use while the install runs it (install.py provides it)."""
+    """What a step's handler may use while the install runs it (running/execution.py's Run)."""
 
     @property
     def plan(self) -> "Plan": ...

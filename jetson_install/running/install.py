@@ -2,63 +2,43 @@
 
 Every step works on a new environment beside the user's one, and runs the commands the
 plan shows, with the new environment's path put in for the placeholder; what a step does
-around its commands depends on its kind (the handlers below, and the route's own). Only
+around its commands depends on its kind (handlers.py's, and the route's own). Before the
+first step, noop.py decides whether the user's environment already satisfies the plan. Only
 the last step switches the user's path to the new environment. A failed step, a Ctrl-C or
-a kill leave the previous environment exactly as it was.
+a kill leave the previous environment exactly as it was (failed_evidence.py keeps what the
+doctor found).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from jetson_install.board.platform_data import ubuntu_glibc
-from jetson_install.catalog.catalog import load_catalog
-from jetson_install.doctor import GPU_FREE_CHECKS
-from jetson_install.doctor.on_environment import doctor_environment
-from jetson_install.planning.bitsandbytes_source import CUDA_HOME
-from jetson_install.running.bitsandbytes_build import find_toolchain, run_build_step
-from jetson_install.tools import index, runner, uv
-from jetson_install.envs.environment import (
-    EnvironmentHome, protect, write_additions, write_constraints, write_requirements,
-)
-from jetson_install.envs.failed_evidence import discard, kept_evidence
 from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
-from jetson_install.planning.fixes import (
-    Rerun,
-    StepContext,
-    fix_for_os_error,
-    fix_for_uv_failure,
-    index_down_fix,
-    other_python_fix,
-    os_error_reason,
-    repository_of,
-    vendor_missing_fix,
-)
-from jetson_install.catalog.identity import Companion, NoBuildForPython, NothingInPolicy, Resolution
-from jetson_install.envs.record import distributions_state, installed_versions, record_installed
-from jetson_install.envs.interpreters import Interpreter, choose_interpreter, pip_check, served_interpreter
-from jetson_install.base.layout import (
-    CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, REQUIREMENTS_FILE, STATE_DIR,
-    state_of,
-)
-from jetson_install.planning.plan import Execution, Plan, resolved_plan, with_interpreter
-from jetson_install.base.process import Completed
-from jetson_install.tools.progress import Display, StepProgress
-from jetson_install.base.redact import redact
-from jetson_install.planning.routes.shared import target_lines
-from jetson_install.running.noop import Current, decide, known_set, plan_fingerprint, sources_of
-from jetson_install.envs.source_identity import Sources
+from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
 from jetson_install.base.steps import Step, StepResult
-from jetson_install.tools.uv_errors import read_uv_failure
+from jetson_install.board.platform_data import ubuntu_glibc
+from jetson_install.catalog.identity import NoBuildForPython, NothingInPolicy, Resolution
+from jetson_install.envs.environment import EnvironmentHome
+from jetson_install.envs.failed_evidence import discard
+from jetson_install.envs.interpreters import Interpreter, choose_interpreter, served_interpreter
+from jetson_install.envs.record import installed_versions
+from jetson_install.envs.source_identity import Sources
+from jetson_install.planning.bitsandbytes_source import CUDA_HOME
+from jetson_install.planning.fixes import Rerun, StepContext, index_down_fix, other_python_fix, vendor_missing_fix
+from jetson_install.planning.plan import Plan, resolved_plan, with_interpreter
+from jetson_install.running.bitsandbytes_build import find_toolchain
+from jetson_install.running.execution import Run, StepHandler, offers_fallback
+from jetson_install.running.handlers import doctor, shared_handlers
+from jetson_install.running.noop import Current, decide, known_set, plan_fingerprint, sources_of
+from jetson_install.tools import index
+from jetson_install.tools.progress import Display
 
-__all__ = ["InstallResult", "install", "check_before_install", "activate_command"]
+__all__ = ["InstallResult", "activate_command", "check_before_install", "install"]
 
 SCHEMA_VERSION = 1
 
@@ -117,258 +97,6 @@ def activate_command(venv: str) -> str:
     return f"source {shlex.quote(venv + '/bin/activate')}"
 
 
-class _Run(Execution):
-    """One install run: the plan as it stands, the steps done so far, and how to report them."""
-
-    def __init__(self, plan: Plan, progress: Display, rerun: Rerun) -> None:
-        self._plan = plan
-        self.display = progress
-        self.command = rerun
-        self.results: List[StepResult] = []
-        self.warnings: List[str] = list(plan.warnings)
-        self.removed: List[Tuple[str, int]] = []  # what killed runs had left, removed by this one
-        self.damaged: List[str] = []  # how the previous environment had changed, when that is why this run rebuilds
-        self.number = 0
-        self._current: Optional[StepProgress] = None
-        self._staging: Optional[Path] = None
-        self.step_id = ""
-
-    # -- what a handler may use (plan.Execution) -------------------------------------------------
-    @property
-    def plan(self) -> Plan:
-        return self._plan
-
-    @plan.setter
-    def plan(self, plan: Plan) -> None:
-        self._plan = plan
-
-    @property
-    def staging(self) -> Path:
-        assert self._staging is not None
-        return self._staging
-
-    @property
-    def python(self) -> str:
-        return str(self.staging / "bin" / "python")
-
-    @property
-    def rerun(self) -> Rerun:
-        return self.command
-
-    @property
-    def current(self) -> Optional[StepProgress]:
-        return self._current
-
-    def progress(self, line: str) -> None:
-        self.display(line)
-
-    def run(self, command: Sequence[str], fix: str) -> Completed:
-        """Run one command of the running step as the plan wrote it; uv's warnings become the
-        run's warnings, and a failure the step's, with the fix for its cause."""
-        program = command[0]
-        if program == uv.PROGRAM:
-            result = runner.run_uv(command, indexes=self.plan.indexes, watch=self._current)
-        else:
-            result = runner.run(command, timeout=3600, on_tick=self._current.tick if self._current else None)
-        if program == uv.PROGRAM:
-            self.outcome(result, fix, _named_index(command))
-        return result
-
-    # -- the run itself ----------------------------------------------------------------------------
-    def learned(self, plan: Plan) -> None:
-        """What a step learned (the versions it installed, the companions' hashes) becomes the
-        plan the rest of the run carries out; the steps already run stay as they ran."""
-        done = self.plan.steps[:self.number]
-        self.plan = dataclasses.replace(plan, steps=done + plan.steps[len(done):])
-
-    def start(self, staging: Path) -> None:
-        self._staging = staging
-
-    def step(self, step: Step, action: Callable[[], str]) -> None:
-        self.number += 1
-        self.step_id = step.id
-        current = self._current = self.display.start(
-            step.id, f"[{self.number}/{len(self.plan.steps)}] {step.id}: {step.title}")
-        status, detail = "failed", ""
-        try:
-            detail = action()
-            status = "ok"
-        except OSError as exc:
-            raise StepFailed(step.id, f"step '{step.id}' failed: {os_error_reason(exc)}",
-                             fix_for_os_error(exc, f"run: {self.command}")) from None
-        except KeyboardInterrupt:
-            status = "interrupted"
-            raise
-        finally:
-            self._current = None
-            self.results.append(StepResult(step.id, status, current.elapsed(), detail, current.downloaded_bytes))
-            self.display.finish(current, status, detail)
-
-    def outcome(self, result: Completed, usual_fix: str, index: Optional[str] = None) -> None:
-        """Fail the step with uv's own reason and the fix for that cause; `usual_fix` is the
-        step's fix for a resolution conflict."""
-        step_id = self.step_id
-        self.warnings.extend(f"uv ({step_id}): {warning}" for warning in uv.warnings_in(result)
-                             if f"uv ({step_id}): {warning}" not in self.warnings)
-        if result.ok:
-            return
-        if result.timed_out:
-            raise StepFailed(step_id, f"step '{step_id}' failed: uv did not finish in time",
-                             f"check the network and the indexes, then run: {self.command}")
-        failure = read_uv_failure(result.stderr)
-        raise StepFailed(step_id, f"step '{step_id}' failed: {failure.summary}",
-                         fix_for_uv_failure(failure, self._context(step_id, index), usual_fix))
-
-    def _context(self, step_id: str, index: Optional[str]) -> StepContext:
-        plan = self.plan
-        return StepContext(step_id, self.command, index, Path(plan.venv + ".d"),
-                           repository_of(plan.source_url or ""),
-                           fallback=step_id == "vendor" and _offers_fallback(plan))
-
-
-def _named_index(command: Sequence[str]) -> Optional[str]:
-    """The index a uv command asks, as its --default-index names it (credentials stay apart)."""
-    for number, part in enumerate(command[:-1]):
-        if part == "--default-index":
-            return command[number + 1].split("=", 1)[-1] if command[number + 1].startswith("private=") \
-                else command[number + 1]
-    return None
-
-
-def _offers_fallback(plan: Plan) -> bool:
-    return plan.route.fallback_location(plan) is not None and \
-        plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")
-
-
-# -- the handlers, by step kind -------------------------------------------------------------------
-
-
-_Handler = Callable[[Step, "_Run"], str]
-
-
-def _interpreter_handlers(interpreter: Interpreter) -> Dict[str, _Handler]:
-    def found(step: Step, run: _Run) -> str:
-        return f"{interpreter.path} (Python {interpreter.version})"
-
-    def venv(step: Step, run: _Run) -> str:
-        run.run(step.argv, f"check that {interpreter.path} can make virtual environments "
-                           f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}")
-        return ""
-
-    return {"interpreter": found, "venv": venv}
-
-
-def _vendor(step: Step, run: _Run) -> str:
-    plan = run.plan
-    assert plan.vendor is not None and plan.resolution is not None
-    pins = ", ".join(f"{name}=={version}" for name, version in plan.pins.items())
-    run.run(step.argv, f"check that {plan.vendor.location} is reachable and carries {pins}; or use another: "
-                       f"{run.rerun.with_option(plan.route.source_option, 'URL')}")
-    record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
-    # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on.
-    resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()})
-    if resolution != plan.resolution:
-        record_installed(run.staging, resolution, (), str(run.rerun))
-        run.learned(resolved_plan(plan, resolution, plan.companions))
-    return ", ".join(f"{name} {package.version}" for name, package in record.installed.items())
-
-
-def _companions(step: Step, run: _Run) -> str:
-    """The runtime wheels the vendor builds need, from the default index by name, hash-checked."""
-    plan = run.plan
-    assert plan.vendor is not None and plan.resolution is not None
-    state = state_of(run.staging)
-    state.mkdir(parents=True, exist_ok=True)
-    (state / COMPANIONS_INPUT).write_text("\n".join(plan.vendor.companions) + "\n")
-    fix = f"check that the default index carries {', '.join(plan.vendor.companions)}, then run: {run.rerun}"
-    compile_, install_ = step.commands
-    run.run(compile_, fix)
-    found = _compiled((state / COMPANIONS_FILE).read_text())
-    run.run(install_, fix)
-    record_installed(run.staging, plan.resolution, found, str(run.rerun))
-    run.learned(resolved_plan(plan, plan.resolution, [f"{c.name}=={c.version}" for c in found]))
-    return ", ".join(f"{c.name}=={c.version}" for c in found)
-
-
-def _target(step: Step, run: _Run) -> str:
-    plan = run.plan
-    write_constraints(run.staging, plan.constraints)
-    if plan.additions:
-        write_additions(run.staging, plan.additions)
-    if str(state_of(run.staging) / REQUIREMENTS_FILE) in step.argv:
-        # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
-        write_requirements(run.staging, target_lines(plan))
-    run.run(step.argv, "a package needs a different torch (or NumPy) than the JetPack build, or an index is "
-                       f"unreachable (see the message); the vendor pins cannot change. Fix the cause, then run: "
-                       f"{run.rerun}")
-    return ""
-
-
-def _protect(step: Step, run: _Run) -> str:
-    return f"constraints kept in {protect(run.staging, list(run.plan.route.kept()))}"
-
-
-def _check(step: Step, run: _Run) -> str:
-    check_command, smoke_command = step.commands
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        smoke_future = pool.submit(runner.run, smoke_command, timeout=300)
-        check = pip_check(run.python, check_command)
-        smoke = smoke_future.result()
-    run.outcome(check, f"resolve the conflict uv pip check names, then run: {run.rerun}")
-    if not smoke.ok:
-        raise StepFailed("check", f"step 'check' failed: {' '.join(run.plan.target.smoke)} -> "
-                                  f"{smoke.last_stderr_line() or 'exit ' + str(smoke.returncode)}",
-                         f"fix the cause above, then run: {run.rerun}")
-    (state_of(run.staging) / CHECKED_FILE).write_text(distributions_state(run.staging) + "\n")
-    return f"dependencies consistent; {run.plan.target.title} imports (device: {smoke.stdout.strip() or '?'})"
-
-
-def _doctor(step: Step, run: _Run) -> str:
-    """The doctor on the new environment, in this process on the platform and channel the plan
-    holds (its probes, the step's commands, run by the environment's interpreter); its evidence
-    decides whether the environment is switched in."""
-    plan = run.plan
-    evidence_path = state_of(run.staging) / EVIDENCE_FILE
-    try:
-        done = doctor_environment(
-            run.python, plan.platform, load_catalog().match(plan.platform).channel,
-            only=() if plan.verify else GPU_FREE_CHECKS, strict=False, preflight=plan.route.profile == "preflight",
-            evidence_file=str(evidence_path), progress=run.progress,
-            install_command=redact(str(run.rerun)), platform_options=plan.doctor_platform_args)
-    except JetsonInstallError as exc:
-        raise StepFailed("verify", f"step 'verify' failed: {exc.message}", exc.fix) from None
-    evidence = done.evidence
-    if done.report.exit_code != 0:
-        checks = {check.get("id"): check for check in evidence.get("checks", []) if isinstance(check, dict)}
-        first = checks.get(evidence.get("headline")) or {}
-        detail = f"{first['id']}: {first.get('detail')}" if first else "a required check failed"
-        fixes = [first["fix"]] if first.get("fix") else []
-        if plan.verify and evidence.get("profile") == "jetson" and first.get("id") not in GPU_FREE_CHECKS:
-            fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
-        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {kept_evidence(run.staging)})",
-                         "; ".join(fixes) or None)
-    if not plan.verify:
-        return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence_path}"
-    if evidence.get("profile") == "preflight":
-        return f"preflight checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence_path}"
-    return f"all required checks passed; evidence in {evidence_path}"
-
-
-def _source_build(step: Step, run: _Run) -> str:
-    planned = run.plan.route.planned_build()
-    assert planned is not None
-    return run_build_step(planned, step, run)
-
-
-#: The step kinds that run the same whatever the vendor set: they need not wait for the index.
-_NO_VENDOR_SET = ("interpreter", "venv")
-
-_COMMON: Mapping[str, _Handler] = {
-    "vendor": _vendor, "companions": _companions, "source-build": _source_build, "target": _target,
-    "protect": _protect, "check": _check,
-}
-
-
 # -- before anything runs ---------------------------------------------------------------------------
 
 
@@ -407,7 +135,7 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
     unchanged (no request to any index), else (or with `upgrade`) resolved from the index.
     """
     assert plan.supported
-    run = _Run(plan, progress, rerun)
+    run = Run(plan, progress, rerun)
     try:
         checked = check_before_install(plan, dry_run=False)
     except StepFailed as failure:
@@ -422,7 +150,7 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
             home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
 
 
-def _resolve(plan: Plan, current: Optional[Current], upgrade: bool, run: _Run, interpreter: Interpreter) -> Plan:
+def _resolve(plan: Plan, current: Optional[Current], upgrade: bool, run: Run, interpreter: Interpreter) -> Plan:
     """The plan with its vendor set: the route's own files (a lock), the recorded one while the
     policy is unchanged, else the index's."""
     known = known_set(plan, current, upgrade)
@@ -461,14 +189,14 @@ class _IndexRead:
         return outcome  # type: ignore[no-any-return]
 
 
-def _index_set(plan: Plan, run: _Run, reading: _IndexRead) -> Plan:
+def _index_set(plan: Plan, run: Run, reading: _IndexRead) -> Plan:
     """The plan with the set the index read chose; a failure is the vendor step's, with its fixes."""
     try:
         resolution = reading.resolution()
     except JetsonInstallError as exc:
         # Reading the index is the vendor step's first half: its fixes are the vendor step's.
         context = StepContext("vendor", run.command, plan.vendor_index, Path(plan.venv + ".d"), "",
-                              fallback=_offers_fallback(plan))
+                              fallback=offers_fallback(plan))
         fix = exc.fix
         if isinstance(exc, index.IndexUnreachable):
             fix = index_down_fix(context)
@@ -481,7 +209,7 @@ def _index_set(plan: Plan, run: _Run, reading: _IndexRead) -> Plan:
     return resolved_plan(plan, resolution)
 
 
-def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: Interpreter,
+def _install_locked(plan: Plan, home: EnvironmentHome, run: Run, interpreter: Interpreter,
                     upgrade: bool) -> InstallResult:
     """The whole install, under the lock on DIR.d."""
     existing = home.current()
@@ -542,25 +270,29 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: _Run, interpreter: I
                          removed=tuple(run.removed), damaged=tuple(run.damaged))
 
 
-def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, sources: Sources, run: _Run,
+#: The step kinds that run the same whatever the vendor set: they need not wait for the index.
+_NO_VENDOR_SET = ("interpreter", "venv")
+
+
+def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, sources: Sources, run: Run,
              reading: Optional[_IndexRead] = None) -> Optional[Path]:
     """Run the plan's steps into `staging`, then switch the user's path to it; return the
     environment it replaced. A step may learn what the rest of the plan needs (the versions it
     installed, the companions' hashes): the rest runs from the plan as it then stands; so does
     the vendor set of an index still being read (`reading`), before the first step that needs it."""
     run.start(staging)
-    handlers: Dict[str, _Handler] = {**_COMMON, **run.plan.route.handlers(), **_interpreter_handlers(interpreter)}
+    handlers: Dict[str, StepHandler] = {**shared_handlers(interpreter), **run.plan.route.handlers()}
     previous: List[Optional[Path]] = []
 
-    def record_and_doctor(step: Step, execution: _Run) -> str:
+    def record_and_doctor(step: Step, execution: Run) -> str:
         # The doctor reads what the environment was made from (a kept stack, a preflight profile).
         # The command (and where it ran, for its relative paths) is what `add` makes the next one from.
         home.record_plan(staging, {**plan_fingerprint(run.plan, interpreter), **sources.record(),
                                    "target": run.plan.target.id, "command": list(run.rerun.argv),
                                    "cwd": _working_folder()})
-        return _doctor(step, execution)
+        return doctor(step, execution)
 
-    def switch(step: Step, execution: _Run) -> str:
+    def switch(step: Step, execution: Run) -> str:
         home.mark_complete(staging)
         previous.append(home.switch_to(staging))
         return f"{home.link} -> {staging}" + (f" (previous kept at {previous[0]})" if previous[0] else "")
@@ -572,8 +304,7 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, sou
             run.warnings.extend(w for w in run.plan.warnings if w not in run.warnings)
             reading = None
         step = run.plan.steps[number].bound(run.plan.staging, str(staging))
-        handler = handlers[step.kind]
-        run.step(step, lambda: handler(step, run))
+        run.step(step, handlers[step.kind])
     return previous[0] if previous else None
 
 
@@ -585,19 +316,6 @@ def _working_folder() -> Optional[str]:
         return None
 
 
-def _compiled(text: str) -> List[Companion]:
-    """`name==version --hash=sha256:…` entries of a `uv pip compile --generate-hashes` output."""
-    companions: List[Companion] = []
-    for entry in text.replace("\\\n", " ").splitlines():
-        parts = entry.split()
-        if not parts or parts[0].startswith("#") or "==" not in parts[0]:
-            continue
-        name, version = parts[0].split("==", 1)
-        hashes = tuple(part.split(":", 1)[1] for part in parts[1:] if part.startswith("--hash=sha256:"))
-        companions.append(Companion(name, version, hashes))
-    return companions
-
-
 def _evidence_path(environment: Path) -> Optional[str]:
     path = environment / STATE_DIR / EVIDENCE_FILE
     return str(path) if path.is_file() else None
@@ -606,7 +324,7 @@ def _evidence_path(environment: Path) -> Optional[str]:
 # -- after a failure ----------------------------------------------------------------------------------
 
 
-def _failed(plan: Plan, run: _Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
+def _failed(plan: Plan, run: Run, interpreter: Optional[Interpreter], status: str, step: str, message: str,
             fix: Optional[str], evidence: Optional[str] = None) -> InstallResult:
     kept = f"{plan.venv} is unchanged" if Path(plan.venv).is_symlink() else f"no environment was made at {plan.venv}"
     return InstallResult(status, plan.venv, None, interpreter.path if interpreter else None, tuple(run.results),

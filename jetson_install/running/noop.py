@@ -25,7 +25,7 @@ from jetson_install.envs.record import EnvironmentRecord, distributions_state, i
 from jetson_install.envs.source_identity import Sources
 from jetson_install.planning.plan import Plan, resolved_plan
 
-__all__ = ["Current", "Decision", "KnownSet", "known_set", "decide", "would_change", "plan_fingerprint", "sources_of"]
+__all__ = ["Current", "Decision", "KnownSet", "decide", "known_set", "plan_fingerprint", "sources_of", "would_change"]
 
 
 @dataclass(frozen=True)

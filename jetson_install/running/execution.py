@@ -1,0 +1,151 @@
+"""One install run, as the executor keeps it and its steps' handlers see it (plan.Execution):
+the plan as it stands, the steps done so far, and each command's outcome, whose failure becomes
+the step's, with the fix for its cause."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from jetson_install.base.errors import StepFailed
+from jetson_install.base.process import Completed
+from jetson_install.base.steps import Step, StepResult
+from jetson_install.planning.fixes import (
+    Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of,
+)
+from jetson_install.planning.plan import Execution, Plan
+from jetson_install.tools import runner, uv
+from jetson_install.tools.progress import Display, StepProgress
+from jetson_install.tools.uv_errors import read_uv_failure
+
+__all__ = ["Run", "StepHandler", "offers_fallback"]
+
+
+class Run(Execution):
+    """One install run: the plan as it stands, the steps done so far, and how to report them."""
+
+    def __init__(self, plan: Plan, progress: Display, rerun: Rerun) -> None:
+        self._plan = plan
+        self.display = progress
+        self.command = rerun
+        self.results: List[StepResult] = []
+        self.warnings: List[str] = list(plan.warnings)
+        self.removed: List[Tuple[str, int]] = []  # what killed runs had left, removed by this one
+        self.damaged: List[str] = []  # how the previous environment had changed, when that is why this run rebuilds
+        self.number = 0
+        self._current: Optional[StepProgress] = None
+        self._staging: Optional[Path] = None
+        self.step_id = ""
+
+    # -- what a handler may use (plan.Execution) -------------------------------------------------
+    @property
+    def plan(self) -> Plan:
+        return self._plan
+
+    @plan.setter
+    def plan(self, plan: Plan) -> None:
+        self._plan = plan
+
+    @property
+    def staging(self) -> Path:
+        assert self._staging is not None
+        return self._staging
+
+    @property
+    def python(self) -> str:
+        return str(self.staging / "bin" / "python")
+
+    @property
+    def rerun(self) -> Rerun:
+        return self.command
+
+    @property
+    def current(self) -> Optional[StepProgress]:
+        return self._current
+
+    def progress(self, line: str) -> None:
+        self.display(line)
+
+    def run(self, command: Sequence[str], fix: str) -> Completed:
+        """Run one command of the running step as the plan wrote it; uv's warnings become the
+        run's warnings, and a failure the step's, with the fix for its cause."""
+        program = command[0]
+        if program == uv.PROGRAM:
+            result = runner.run_uv(command, indexes=self.plan.indexes, watch=self._current)
+        else:
+            result = runner.run(command, timeout=3600, on_tick=self._current.tick if self._current else None)
+        if program == uv.PROGRAM:
+            self.outcome(result, fix, _named_index(command))
+        return result
+
+    # -- the run itself ----------------------------------------------------------------------------
+    def learned(self, plan: Plan) -> None:
+        """What a step learned (the versions it installed, the companions' hashes) becomes the
+        plan the rest of the run carries out; the steps already run stay as they ran."""
+        done = self.plan.steps[:self.number]
+        self.plan = dataclasses.replace(plan, steps=done + plan.steps[len(done):])
+
+    def start(self, staging: Path) -> None:
+        self._staging = staging
+
+    def step(self, step: Step, handler: StepHandler) -> None:
+        """Run one step by its kind's handler, reporting it and keeping its result."""
+        self.number += 1
+        self.step_id = step.id
+        current = self._current = self.display.start(
+            step.id, f"[{self.number}/{len(self.plan.steps)}] {step.id}: {step.title}")
+        status, detail = "failed", ""
+        try:
+            detail = handler(step, self)
+            status = "ok"
+        except OSError as exc:
+            raise StepFailed(step.id, f"step '{step.id}' failed: {os_error_reason(exc)}",
+                             fix_for_os_error(exc, f"run: {self.command}")) from None
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            self._current = None
+            self.results.append(StepResult(step.id, status, current.elapsed(), detail, current.downloaded_bytes))
+            self.display.finish(current, status, detail)
+
+    def outcome(self, result: Completed, usual_fix: str, index: Optional[str] = None) -> None:
+        """Fail the step with uv's own reason and the fix for that cause; `usual_fix` is the
+        step's fix for a resolution conflict."""
+        step_id = self.step_id
+        self.warnings.extend(f"uv ({step_id}): {warning}" for warning in uv.warnings_in(result)
+                             if f"uv ({step_id}): {warning}" not in self.warnings)
+        if result.ok:
+            return
+        if result.timed_out:
+            raise StepFailed(step_id, f"step '{step_id}' failed: uv did not finish in time",
+                             f"check the network and the indexes, then run: {self.command}")
+        failure = read_uv_failure(result.stderr)
+        raise StepFailed(step_id, f"step '{step_id}' failed: {failure.summary}",
+                         fix_for_uv_failure(failure, self._context(step_id, index), usual_fix))
+
+    def _context(self, step_id: str, index: Optional[str]) -> StepContext:
+        plan = self.plan
+        return StepContext(step_id, self.command, index, Path(plan.venv + ".d"),
+                           repository_of(plan.source_url or ""),
+                           fallback=step_id == "vendor" and offers_fallback(plan))
+
+
+#: What the executor calls for a step of one kind; returns the step's detail.
+StepHandler = Callable[[Step, Run], str]
+
+
+def _named_index(command: Sequence[str]) -> Optional[str]:
+    """The index a uv command asks, as its --default-index names it (credentials stay apart)."""
+    for number, part in enumerate(command[:-1]):
+        if part == "--default-index":
+            return command[number + 1].split("=", 1)[-1] if command[number + 1].startswith("private=") \
+                else command[number + 1]
+    return None
+
+
+def offers_fallback(plan: Plan) -> bool:
+    """Whether a failed vendor step's fix offers the channel's documented second source."""
+    return plan.route.fallback_location(plan) is not None and \
+        plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")

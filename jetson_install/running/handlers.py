@@ -1,0 +1,163 @@
+"""What each step kind every route shares does around the commands the plan shows
+(routes/shared.py builds those steps; a route's own kinds have their handlers in its module).
+A handler runs the step's commands through Run.run, so what runs is what the plan shows, and
+returns the step's detail."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List
+
+from jetson_install.base.errors import JetsonInstallError, StepFailed
+from jetson_install.base.layout import (
+    CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, REQUIREMENTS_FILE, state_of,
+)
+from jetson_install.base.redact import redact
+from jetson_install.base.steps import Step
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.catalog.identity import Companion
+from jetson_install.doctor import GPU_FREE_CHECKS
+from jetson_install.doctor.on_environment import doctor_environment
+from jetson_install.envs.environment import protect, write_additions, write_constraints, write_requirements
+from jetson_install.envs.failed_evidence import kept_evidence
+from jetson_install.envs.interpreters import Interpreter, pip_check
+from jetson_install.envs.record import distributions_state, record_installed
+from jetson_install.planning.plan import resolved_plan
+from jetson_install.planning.routes.shared import target_lines
+from jetson_install.running.bitsandbytes_build import run_build_step
+from jetson_install.running.execution import Run, StepHandler
+from jetson_install.tools import runner
+
+__all__ = ["doctor", "shared_handlers"]
+
+
+def shared_handlers(interpreter: Interpreter) -> Dict[str, StepHandler]:
+    """The handlers of the step kinds every route has, for an install that took `interpreter`,
+    but the verify step's and the switch's: the executor records the plan before `doctor` runs,
+    and switches DIR itself."""
+
+    def found(step: Step, run: Run) -> str:
+        return f"{interpreter.path} (Python {interpreter.version})"
+
+    def venv(step: Step, run: Run) -> str:
+        run.run(step.argv, f"check that {interpreter.path} can make virtual environments "
+                           f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}")
+        return ""
+
+    return {"interpreter": found, "venv": venv, "vendor": _vendor, "companions": _companions,
+            "source-build": _source_build, "target": _target, "protect": _protect, "check": _check}
+
+
+def _vendor(step: Step, run: Run) -> str:
+    plan = run.plan
+    assert plan.vendor is not None and plan.resolution is not None
+    pins = ", ".join(f"{name}=={version}" for name, version in plan.pins.items())
+    run.run(step.argv, f"check that {plan.vendor.location} is reachable and carries {pins}; or use another: "
+                       f"{run.rerun.with_option(plan.route.source_option, 'URL')}")
+    record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
+    # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on.
+    resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()})
+    if resolution != plan.resolution:
+        record_installed(run.staging, resolution, (), str(run.rerun))
+        run.learned(resolved_plan(plan, resolution, plan.companions))
+    return ", ".join(f"{name} {package.version}" for name, package in record.installed.items())
+
+
+def _companions(step: Step, run: Run) -> str:
+    """The runtime wheels the vendor builds need, from the default index by name, hash-checked."""
+    plan = run.plan
+    assert plan.vendor is not None and plan.resolution is not None
+    state = state_of(run.staging)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / COMPANIONS_INPUT).write_text("\n".join(plan.vendor.companions) + "\n")
+    fix = f"check that the default index carries {', '.join(plan.vendor.companions)}, then run: {run.rerun}"
+    compile_, install_ = step.commands
+    run.run(compile_, fix)
+    found = _compiled((state / COMPANIONS_FILE).read_text())
+    run.run(install_, fix)
+    record_installed(run.staging, plan.resolution, found, str(run.rerun))
+    run.learned(resolved_plan(plan, plan.resolution, [f"{c.name}=={c.version}" for c in found]))
+    return ", ".join(f"{c.name}=={c.version}" for c in found)
+
+
+def _target(step: Step, run: Run) -> str:
+    plan = run.plan
+    write_constraints(run.staging, plan.constraints)
+    if plan.additions:
+        write_additions(run.staging, plan.additions)
+    if str(state_of(run.staging) / REQUIREMENTS_FILE) in step.argv:
+        # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
+        write_requirements(run.staging, target_lines(plan))
+    run.run(step.argv, "a package needs a different torch (or NumPy) than the JetPack build, or an index is "
+                       f"unreachable (see the message); the vendor pins cannot change. Fix the cause, then run: "
+                       f"{run.rerun}")
+    return ""
+
+
+def _protect(step: Step, run: Run) -> str:
+    return f"constraints kept in {protect(run.staging, list(run.plan.route.kept()))}"
+
+
+def _check(step: Step, run: Run) -> str:
+    check_command, smoke_command = step.commands
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        smoke_future = pool.submit(runner.run, smoke_command, timeout=300)
+        check = pip_check(run.python, check_command)
+        smoke = smoke_future.result()
+    run.outcome(check, f"resolve the conflict uv pip check names, then run: {run.rerun}")
+    if not smoke.ok:
+        raise StepFailed("check", f"step 'check' failed: {' '.join(run.plan.target.smoke)} -> "
+                                  f"{smoke.last_stderr_line() or 'exit ' + str(smoke.returncode)}",
+                         f"fix the cause above, then run: {run.rerun}")
+    (state_of(run.staging) / CHECKED_FILE).write_text(distributions_state(run.staging) + "\n")
+    return f"dependencies consistent; {run.plan.target.title} imports (device: {smoke.stdout.strip() or '?'})"
+
+
+def doctor(step: Step, run: Run) -> str:
+    """The doctor on the new environment, in this process on the platform and channel the plan
+    holds (its probes, the step's commands, run by the environment's interpreter); its evidence
+    decides whether the environment is switched in."""
+    plan = run.plan
+    evidence_path = state_of(run.staging) / EVIDENCE_FILE
+    try:
+        done = doctor_environment(
+            run.python, plan.platform, load_catalog().match(plan.platform).channel,
+            only=() if plan.verify else GPU_FREE_CHECKS, strict=False, preflight=plan.route.profile == "preflight",
+            evidence_file=str(evidence_path), progress=run.progress,
+            install_command=redact(str(run.rerun)), platform_options=plan.doctor_platform_args)
+    except JetsonInstallError as exc:
+        raise StepFailed("verify", f"step 'verify' failed: {exc.message}", exc.fix) from None
+    evidence = done.evidence
+    if done.report.exit_code != 0:
+        checks = {check.get("id"): check for check in evidence.get("checks", []) if isinstance(check, dict)}
+        first = checks.get(evidence.get("headline")) or {}
+        detail = f"{first['id']}: {first.get('detail')}" if first else "a required check failed"
+        fixes = [first["fix"]] if first.get("fix") else []
+        if plan.verify and evidence.get("profile") == "jetson" and first.get("id") not in GPU_FREE_CHECKS:
+            fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
+        raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {kept_evidence(run.staging)})",
+                         "; ".join(fixes) or None)
+    if not plan.verify:
+        return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence_path}"
+    if evidence.get("profile") == "preflight":
+        return f"preflight checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence_path}"
+    return f"all required checks passed; evidence in {evidence_path}"
+
+
+def _source_build(step: Step, run: Run) -> str:
+    planned = run.plan.route.planned_build()
+    assert planned is not None
+    return run_build_step(planned, step, run)
+
+
+def _compiled(text: str) -> List[Companion]:
+    """`name==version --hash=sha256:…` entries of a `uv pip compile --generate-hashes` output."""
+    companions: List[Companion] = []
+    for entry in text.replace("\\\n", " ").splitlines():
+        parts = entry.split()
+        if not parts or parts[0].startswith("#") or "==" not in parts[0]:
+            continue
+        name, version = parts[0].split("==", 1)
+        hashes = tuple(part.split(":", 1)[1] for part in parts[1:] if part.startswith("--hash=sha256:"))
+        companions.append(Companion(name, version, hashes))
+    return companions
