@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 import subprocess
-import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Iterator, Tuple
 
 import pytest
+from support.git_server import GitServer, bare_repository
 
 from jetson_install.tools import git
 from jetson_install.envs.source_identity import SourceIdentity
@@ -35,42 +32,15 @@ def repository(tmp_path: Path) -> Tuple[Path, str]:
     run_git("-C", str(work), "tag", "v1")
     served = tmp_path / "served"
     served.mkdir()
-    bare = served / "repo.git"
-    run_git("clone", "--quiet", "--bare", str(work), str(bare))
-    run_git("-C", str(bare), "update-server-info")
+    bare = bare_repository(work, served / "repo.git")
     return bare, run_git("-C", str(work), "rev-parse", "v1")
-
-
-class _Guarded(SimpleHTTPRequestHandler):
-    """Serves the folder only with HTTP Basic credentials a user:token or token-only URL gives."""
-
-    accepted = {"Basic " + base64.b64encode(f"user:{TOKEN}".encode()).decode(),
-                "Basic " + base64.b64encode(f"{TOKEN}:".encode()).decode()}
-    seen: List[str] = []
-
-    def do_GET(self) -> None:
-        self.seen.append(self.path)
-        if self.headers.get("Authorization") not in self.accepted:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="test"')
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        super().do_GET()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def server(repository: Tuple[Path, str]) -> Iterator[str]:
-    handler = partial(_Guarded, directory=str(repository[0].parent))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/repo.git"
-    httpd.shutdown()
-    httpd.server_close()
+    """The repository over http, answering only the token, as a user:token or a lone token."""
+    with GitServer(repository[0].parent, {"repo.git": (f"user:{TOKEN}", TOKEN)}) as served:
+        yield served.url("repo.git")
 
 
 @pytest.mark.parametrize("userinfo", [f"user:{TOKEN}", TOKEN])

@@ -1,21 +1,26 @@
 """Credentials in index and source URLs: masked in everything shown or written, and kept
-off uv's command line, while uv still authenticates with them."""
+off every command line (uv's, git's, and the git that uv runs), while uv and git still
+authenticate with them."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Iterator
 
 import pytest
-from support import isolated_env
+from support import OBLITERATUS_TAG, isolated_env
+from support.catalogs import stub_catalog_text
 from support.cli import run_cli
+from support.git_server import GitServer, bare_repository, logging_wrappers
 
-from jetson_install.tools import uv
 from jetson_install.base.redact import redact, redact_data
+from jetson_install.base import git_urls
+from jetson_install.tools import runner, uv
 
 TOP = Path(__file__).resolve().parent.parent
 SECRET = "s3cr3t-pw"
@@ -117,3 +122,145 @@ def test_install_authenticates_yet_nothing_written_or_shown_holds_the_secret(
                      "--default-index", public.url.replace("http://", f"http://{TOKEN}@"),
                      "--source", str(obliteratus_source), "--no-verify", "--yes", "--json"], env)
     assert json.loads(again.stdout)["status"] == "unchanged", again.stderr
+
+
+# -- no secret on any command line: git and uv log every command line they are given ---------------
+
+GIT_TOKEN = "glpat-g1t-t0ken"
+
+
+@pytest.fixture
+def commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The file where every git and uv command line of the test is logged: git through PATH
+    (put first by `logged_env`; uv runs the git it finds there), uv through the one function
+    that finds its binary."""
+    log = tmp_path / "commands.log"
+    git = shutil.which("git")
+    assert git is not None
+    wrappers = logging_wrappers(tmp_path / "logging-bin", log, {"git": git, "uv": runner.uv_binary()})
+    monkeypatch.setattr(runner, "uv_binary", lambda: str(wrappers["uv"]))
+    return log
+
+
+def logged_env(tmp_path: Path, vendor_dir: Path) -> Dict[str, str]:
+    env = isolated_env(tmp_path, fast_fail=True)
+    env["PATH"] = f"{tmp_path / 'logging-bin'}:{env['PATH']}"
+    catalog = tmp_path / "wheels-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), vendor_dir))
+    env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+    return env
+
+
+@pytest.fixture
+def served(obliteratus_git_repo: Path, tmp_path: Path) -> Iterator[GitServer]:
+    """The stub OBLITERATUS repository over http, answering only GIT_TOKEN (as a lone token)."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    bare_repository(obliteratus_git_repo, folder / "OBLITERATUS.git")
+    with GitServer(folder, {"OBLITERATUS.git": (GIT_TOKEN,)}) as server:
+        yield server
+
+
+def assert_no_secret_in(log: Path, *secrets: str) -> str:
+    text = log.read_text()
+    assert text.count("\n") >= 3, text
+    for secret in secrets:
+        assert secret not in text, next(line for line in text.splitlines() if secret in line)
+    return text
+
+
+@pytest.mark.parametrize("target, option, source", [
+    ("obliteratus", "--source", "{url}"),
+    ("torch", "--with", "git+{url}@" + OBLITERATUS_TAG),
+], ids=["source", "with"])
+def test_a_git_token_index_credentials_reach_their_servers_and_no_command_line(
+        target: str, option: str, source: str, tmp_path: Path, commands: Path, served: GitServer,
+        stub_index_dirs, start_index) -> None:
+    vendor = start_index(stub_index_dirs.vendor, name="vendor", credentials=f"alice:{SECRET}")
+    public = start_index(stub_index_dirs.public, name="public", credentials=f"{TOKEN}:")
+    ref = ["--ref", OBLITERATUS_TAG] if option == "--source" else []
+    result = run_cli(target, "--root", SAMPLE, "--venv", str(tmp_path / "v"), "--python", sys.executable,
+                     "--vendor-index", vendor.url.replace("http://", f"http://alice:{SECRET}@"),
+                     "--default-index", public.url.replace("http://", f"http://{TOKEN}@"),
+                     option, source.format(url=served.url("OBLITERATUS.git", GIT_TOKEN)), *ref,
+                     "--no-verify", "--yes", "--json", env=logged_env(tmp_path, stub_index_dirs.vendor))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["installed"]["obliteratus"] == "0.1.3"
+    text = assert_no_secret_in(commands, GIT_TOKEN, SECRET, TOKEN)
+    # uv's own git fetched the repository by its bare URL, and the token reached the server.
+    assert f"git fetch --force --update-head-ok {served.url('OBLITERATUS.git')} " in text
+    assert any(allowed for _, allowed in served.seen)
+    assert "uv pip install" in text and "private=" + vendor.url in text
+
+
+def test_lock_wheelhouse_and_an_install_from_it_put_no_secret_on_a_command_line(
+        tmp_path: Path, commands: Path, served: GitServer, stub_index_dirs, start_index) -> None:
+    credentials = f"alice:{SECRET}"
+    vendor = start_index(stub_index_dirs.vendor, name="vendor", credentials=credentials)
+    public = start_index(stub_index_dirs.public, name="public", credentials=credentials)
+    env = logged_env(tmp_path, stub_index_dirs.vendor)
+    # The lock and the wheelhouse fetch the vendor files by their URLs, which carry none (docs/fleets.md).
+    netrc = Path(env["HOME"]) / ".netrc"
+    netrc.write_text(f"machine 127.0.0.1 login alice password {SECRET}\n")
+    netrc.chmod(0o600)
+    lock = tmp_path / "made" / "obliteratus.lock"
+    made = run_cli("lock", "--root", SAMPLE, "--python", sys.executable,
+                   "--vendor-index", vendor.url.replace("http://", f"http://{credentials}@"),
+                   "--default-index", public.url.replace("http://", f"http://{credentials}@"),
+                   "--source", served.url("OBLITERATUS.git", GIT_TOKEN), "--ref", OBLITERATUS_TAG,
+                   "--output", str(lock), env=env)
+    assert made.returncode == 0, made.stderr
+    # A git URL given with --with is resolved by uv's git (a lock holds no git requirement, so
+    # that lock then stops with one line; what matters here is the command lines on the way).
+    run_cli("lock", "torch", "--root", SAMPLE, "--python", sys.executable, "--vendor-index", vendor.url,
+            "--default-index", public.url, "--with", f"git+{served.url('OBLITERATUS.git', GIT_TOKEN)}@{OBLITERATUS_TAG}",
+            "--output", str(tmp_path / "torch.lock"), env=env)
+    assert f"git fetch --force --update-head-ok {served.url('OBLITERATUS.git')} " in commands.read_text()
+    house = tmp_path / "wheelhouse" / "house"
+    filled = run_cli("wheelhouse", str(house), "--lock", str(lock), env=env)
+    assert filled.returncode == 0, filled.stderr
+    netrc.unlink()  # the install from the served wheelhouse has the credentials of its URL alone
+    with GitServer(house.parent, {"house": (credentials,)}) as mirror:
+        installed = run_cli("obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "v"), "--python", sys.executable,
+                            "--lock", str(lock), "--wheelhouse", mirror.url("house", credentials),
+                            "--no-verify", "--yes", "--json", env=env)
+        assert installed.returncode == 0, installed.stderr
+        assert any(allowed for _, allowed in mirror.seen)
+    text = assert_no_secret_in(commands, GIT_TOKEN, SECRET)
+    assert f"git clone --quiet -- {served.url('OBLITERATUS.git')} " in text  # the lock's own clone
+    assert "uv pip compile" in text and "uv pip install" in text
+
+
+def test_git_gets_each_repository_its_own_credentials_after_the_callers_own_settings(
+        obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    """Two repositories on one host with different tokens (a project's deploy tokens): each
+    helper is scoped to its repository; one token for the host is scoped to the host, as uv's
+    `insteadOf` was, so a submodule there gets it too."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    for name in ("a.git", "b.git"):
+        bare_repository(obliteratus_git_repo, folder / name)
+    with GitServer(folder, {"a.git": ("user:token-a",), "b.git": ("token-b",)}) as server:
+        urls = [f"git+{server.url('a.git', 'user:token-a')}@v1", server.url("b.git", "token-b")]
+        inherited = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.askPass", "GIT_CONFIG_VALUE_0": ""}
+        env = git_urls.credential_environment(urls, inherited)
+        assert env["GIT_CONFIG_KEY_1"] == f"credential.{server.url('a.git')}.helper"  # after the caller's one
+        assert "token" not in " ".join(value for key, value in env.items() if key.startswith("GIT_CONFIG"))
+        for name in ("a.git", "b.git"):
+            listed = subprocess.run(["git", "ls-remote", server.url(name), OBLITERATUS_TAG], capture_output=True,
+                                    text=True, env=isolated_env(tmp_path, {**inherited, **env}), timeout=60)
+            assert listed.returncode == 0 and "refs/tags/" in listed.stdout, listed.stderr
+        one = git_urls.credential_environment([server.url("a.git", "t"), server.url("b.git", "t")], {})
+        assert one["GIT_CONFIG_KEY_0"] == f"credential.{server.url('')[:-1]}.helper" and one["GIT_CONFIG_COUNT"] == "2"
+    assert git_urls.credential_environment(["git+ssh://git@host/o/r.git", "git+https://host/o/r.git"], {}) == {}
+
+
+@pytest.mark.parametrize("line, given", [
+    (f"obliteratus @ git+https://user:{GIT_TOKEN}@git.example/o/r.git@v1", "obliteratus @ git+https://git.example/o/r.git@v1"),
+    (f"git+http://{GIT_TOKEN}@127.0.0.1:8/r.git", "git+http://127.0.0.1:8/r.git"),
+    (f"https://{GIT_TOKEN}@git.example/r.git", "https://git.example/r.git"),
+    ("git+ssh://git@git.example/o/r.git@v1", "git+ssh://git@git.example/o/r.git@v1"),
+    ("transformers>=4.40", "transformers>=4.40"),
+])
+def test_uv_and_git_get_a_git_url_without_its_credentials(line: str, given: str) -> None:
+    assert git_urls.without_credentials(line) == given

@@ -3,8 +3,8 @@
 An index or source URL may carry them (`https://user:secret@host/simple`, a token as
 `https://token@host/repo.git`). Everything the tool shows or writes passes through
 `redact` (or `redact_data` for JSON): the password, or a lone user name (a token), becomes
-`****`, as uv shows them. The one use of the clear credentials is handing them to uv
-(`credentials`), outside its command line.
+`****`, as uv shows them. The one use of the clear credentials is handing them to uv and
+git (`credentials`), outside their command lines (uv.environment_for, git_urls).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence
 from urllib.parse import unquote, urlsplit
 
-from jetson_install.base.references import split_git_url
+from jetson_install.base.git_urls import split_git_url
 from jetson_install.tools import git
 from jetson_install.envs.source_tree import checkout_digest, file_digest, is_build_output
 

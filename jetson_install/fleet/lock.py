@@ -24,7 +24,9 @@ from urllib.parse import unquote, urlsplit
 from packaging.utils import canonicalize_name
 
 from jetson_install import __version__
-from jetson_install.tools import git, runner, uv
+from jetson_install.tools import git
+from jetson_install.base import git_urls
+from jetson_install.tools import runner, uv
 from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, render_lock
 from jetson_install.base.outputs import replace_file
@@ -327,7 +329,8 @@ def _wheel_version(filename: str) -> str:
 def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: Optional[Sequence[str]],
              index: Optional[str], target: LockTarget, no_deps: bool, skip: Sequence[str] = ()) -> List[Locked]:
     inputs = work / f"{origin}.in"
-    inputs.write_text("\n".join(requirements) + "\n", encoding="utf-8")
+    # A --with git URL without its credentials: uv would put them on its git's command line.
+    inputs.write_text("\n".join(git_urls.without_credentials(line) for line in requirements) + "\n", encoding="utf-8")
     constraints_file = None
     if constraints:
         constraints_file = work / f"{origin}-constraints.txt"
@@ -336,7 +339,7 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
     argv = uv.lock_compile_argv(str(inputs), str(constraints_file) if constraints_file else None, index, str(output),
                                 target.python, target.platform if not target.interpreter else None,
                                 target.interpreter, no_deps)
-    result = runner.run_uv(argv, indexes=[index] if index else [])
+    result = runner.run_uv(argv, indexes=[index] if index else [], sources=requirements)
     if not result.ok:
         where = index or "uv's default index"
         failure = read_uv_failure(result.stderr)

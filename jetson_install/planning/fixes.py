@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from jetson_install.base.references import split_git_url
+from jetson_install.base.git_urls import split_git_url
 from jetson_install.base.redact import CREDENTIALS_FIX
 
 if TYPE_CHECKING:

@@ -222,6 +222,12 @@ class Plan:
         return tuple(dict.fromkeys(url for url in found if url))
 
     @property
+    def sources(self) -> Tuple[str, ...]:
+        """The target's requirement and --with's, with their credentials: uv gets their git URLs
+        without them (shared.target_lines) and its git the credentials apart (runner.run_uv)."""
+        return ((self.requirement,) if self.requirement else ()) + self.additions
+
+    @property
     def doctor_platform_args(self) -> Tuple[str, ...]:
         """How the doctor reads the same platform this plan was made for."""
         from jetson_install.board.samples import root_shown

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
-from jetson_install.base.references import split_git_url
+from jetson_install.base.git_urls import split_git_url
 from jetson_install.catalog.catalog import Catalog, Target
 from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.planning.plan import Plan, Route

@@ -72,7 +72,7 @@ class Run(Execution):
         run's warnings, and a failure the step's, with the fix for its cause."""
         program = command[0]
         if program == uv.PROGRAM:
-            result = runner.run_uv(command, indexes=self.plan.indexes, watch=self._current)
+            result = runner.run_uv(command, indexes=self.plan.indexes, sources=self.plan.sources, watch=self._current)
         else:
             result = runner.run(command, timeout=3600, on_tick=self._current.tick if self._current else None)
         if program == uv.PROGRAM:

@@ -242,13 +242,15 @@ def uv_binary() -> str:
 
 
 def run_uv(argv: Sequence[str], *, timeout: Optional[float] = 3600, indexes: Sequence[str] = (),
-           env: Optional[Mapping[str, str]] = None, watch: Optional["StepProgress"] = None) -> Completed:
+           sources: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
+           watch: Optional["StepProgress"] = None) -> Completed:
     """Run an argv uv.py built, with the uv binary jetson-install ships; `indexes` are the URLs
-    (with any credentials) the argv may name; `watch` (the running step) hears of each download
+    (with any credentials) the argv may name, `sources` the requirements (with any credentials)
+    whose git URLs it names without them; `watch` (the running step) hears of each download
     and build as uv announces it."""
     from jetson_install.tools import uv  # only where uv runs: detection and plans never load it
 
-    overrides, unset = uv.environment_for(indexes, argv)
+    overrides, unset = uv.environment_for(indexes, argv, sources)
     overrides.update(env or {})
     on_line = on_tick = None
     if watch is not None:

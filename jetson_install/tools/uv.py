@@ -6,6 +6,10 @@ removed, so only the indexes in the plan are ever asked (a stray UV_EXTRA_INDEX_
 would otherwise let a public torch in). uv "does not read configuration files or
 environment variables that are specific to pip" (https://docs.astral.sh/uv/pip/compatibility/),
 so those need no scrubbing here.
+
+No credential reaches uv's command line, nor, through uv, git's: an index's go to uv in its
+environment (`environment_for`), and a `git+` requirement is given without its URL's, which
+its git gets from its environment as jetson-install's own git does (git_urls).
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.base.process import Completed
-from jetson_install.tools.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event
 from jetson_install.base.redact import credentials
+from jetson_install.base.git_urls import credential_environment
+from jetson_install.tools.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event
 
 __all__ = [
     "PROGRAM",
@@ -64,11 +69,16 @@ def _index_args(default_index: Optional[str]) -> List[str]:
     return ["--default-index", f"{_INDEX_NAME}={secret.url}" if secret else default_index]
 
 
-def environment_for(indexes: Sequence[str], argv: Sequence[str]) -> Tuple[Dict[str, str], Tuple[str, ...]]:
+def environment_for(indexes: Sequence[str], argv: Sequence[str], sources: Sequence[str] = ()
+                    ) -> Tuple[Dict[str, str], Tuple[str, ...]]:
     """(variables to set, variables to remove) for running `argv`: the caller's index settings
-    removed, and the credentials of the one index among `indexes` (the plan's, with their
-    credentials) that argv names as `private=URL` given to uv out of its command line."""
-    overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    removed, the credentials of the one index among `indexes` (the plan's, with their
+    credentials) that argv names as `private=URL` given to uv out of its command line, and
+    those of the git URLs among `sources` (requirements, with their credentials, that argv or
+    its requirements files name without them: git_urls.without_credentials) for uv's git."""
+    urls = [line.rpartition(" @ ")[2] for line in sources]
+    overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1",
+                 **credential_environment([url for url in urls if url.startswith("git+")])}
     named = next((part.split("=", 1)[1] for part in argv if part.startswith(f"{_INDEX_NAME}=")), None)
     for index in indexes:
         secret = credentials(index)

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.utils import canonicalize_name
 
+from jetson_install.base import git_urls
 from jetson_install.tools import uv
 from jetson_install.catalog.catalog import Channel
 from jetson_install.catalog.constraints import constraint_lines
@@ -224,9 +225,9 @@ def _resolve_around_kept(step: Step, run: Execution) -> str:
     state = state_of(run.staging)
     write_constraints(run.staging, plan.constraints)
     (state / GIVEN_FILE).write_text(json.dumps(stack.to_json(), indent=2) + "\n")
-    # Written only for the user to read: a --source URL may carry a token.
-    own = [plan.requirement] if plan.requirement else []
-    write_requirements(run.staging, own + list(plan.additions) + write_given_wheels(stack, state / GIVEN_WHEELS_DIR))
+    # Written only for the user to read: an archive URL may carry a token (a git URL's go to uv's git apart).
+    own = [git_urls.without_credentials(line) for line in plan.sources]
+    write_requirements(run.staging, own + write_given_wheels(stack, state / GIVEN_WHEELS_DIR))
     run.run(step.argv,
             f"a dependency of {plan.target.title} needs another version of a package the interpreter keeps "
             f"({', '.join(f'{n} {v}' for n, v in stack.pins.items())}), or an index is unreachable (see the "

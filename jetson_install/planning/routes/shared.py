@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from jetson_install.base import git_urls
 from jetson_install.tools import uv
 from jetson_install.base.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, REQUIREMENTS_FILE, STATE_DIR
 from jetson_install.planning.plan import Plan
@@ -38,18 +39,21 @@ def environment_step(plan: Plan, interpreter: str, title: str, system_site_packa
 def target_lines(plan: Plan) -> List[str]:
     """The target and the vendor packages its set pins exactly: those are asked for again
     (NVIDIA's pre-release torch would not meet a dependency's `torch>=2.5` otherwise); a range
-    is pinned by the constraints alone."""
+    is pinned by the constraints alone. A git URL comes without its credentials: uv would put
+    them on its git's command line; its git gets them from its environment (Plan.sources)."""
     exact = plan.chosen_set.pins if plan.chosen_set is not None else plan.pins
-    own = [plan.requirement] if plan.requirement else []
-    return own + list(plan.additions) + [f"{name}=={version}" for name, version in plan.pins.items() if name in exact]
+    return [git_urls.without_credentials(line) for line in plan.sources] + \
+        [f"{name}=={version}" for name, version in plan.pins.items() if name in exact]
 
 
 def target_requirements(plan: Plan) -> Tuple[str, ...]:
-    """What the target step gives uv: a --source URL with a token goes to uv in a file only
-    the user can read (the target step writes it), never on its command line."""
-    if any(credentials(line.split(" @ ", 1)[-1]) for line in (plan.requirement or "", *plan.additions)):
+    """What the target step gives uv: an archive URL with a token (which uv itself fetches)
+    goes to uv in a file only the user can read (the target step writes it), never on its
+    command line."""
+    lines = target_lines(plan)
+    if any(credentials(line.split(" @ ", 1)[-1]) for line in lines):
         return ("--requirement", f"{state_of(plan)}/{REQUIREMENTS_FILE}")
-    return tuple(target_lines(plan))
+    return tuple(lines)
 
 
 def target_step(plan: Plan) -> Step:

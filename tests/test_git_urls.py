@@ -1,4 +1,4 @@
-"""`git+URL@REF` is read one way everywhere (base/references.py): the planner's extra, the
+"""`git+URL@REF` is read one way everywhere (base/git_urls.py): the planner's extra, the
 fixes' repository and the source's identity all split it with split_git_url."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jetson_install.base.references import split_git_url
+from jetson_install.base.git_urls import split_git_url
 
 _NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12)
 _REF = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789._/-", min_size=1, max_size=20).filter(
