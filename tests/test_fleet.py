@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -286,19 +287,25 @@ def _playbook(fleet: Dict[str, object], tmp_path: Path, *extra: str, **variables
 
 @pytest.mark.parametrize("pipx", ["current", "1.0.0"])
 def test_ansible_role_changes_once_then_nothing_upgrades_on_a_new_spec_and_shows_no_secret(
-        fleet: Dict[str, object], tmp_path: Path, pipx: str) -> None:
+        fleet: Dict[str, object], tmp_path: Path, pipx: str, start_index: Callable, gate_vendor_dir: Path) -> None:
     pipx_path = str(TOOLS / "pipx") if pipx == "current" else str(_pipx_1_0())
     options = list(fleet["options"])  # type: ignore[arg-type]
-    vendor = options.index("--vendor-index") + 1
-    options[vendor] = options[vendor].replace("http://", f"http://fleet:{TOKEN}@")  # credentials the play must not show
-    common: Dict[str, object] = {"jetson_install_pipx": pipx_path, "jetson_install_options": options}
+    # A mirror that wants a user and token: the role gives them through ~/.netrc, never on a command line.
+    mirror = start_index(gate_vendor_dir, name="gate-mirror", credentials=f"fleet:{TOKEN}")
+    options[options.index("--vendor-index") + 1] = mirror.url
+    common: Dict[str, object] = {"jetson_install_pipx": pipx_path, "jetson_install_options": options,
+                                 "jetson_install_netrc": [{"machine": "127.0.0.1", "login": "fleet", "password": TOKEN}]}
     check, counts, _ = _playbook(fleet, tmp_path, "--check", **common)
     assert counts.get("failed") == 0, check.stdout[-3000:]
     assert counts["changed"] >= 1  # the tool would be installed
     assert not Path(str(fleet["venv"])).exists()
 
-    first, counts, first_seconds = _playbook(fleet, tmp_path, **common)
-    assert counts.get("failed") == 0 and counts["changed"] >= 2, first.stdout[-4000:]
+    # -vvv prints every task's remote command line, `environment:` values included.
+    first, counts, first_seconds = _playbook(fleet, tmp_path, "-vvv", **common)
+    assert counts.get("failed") == 0 and counts["changed"] >= 3, first.stdout[-4000:]
+    netrc = Path(str(fleet["env"]["HOME"])) / ".netrc"  # type: ignore[index]
+    assert netrc.read_text() == f"machine 127.0.0.1 login fleet password {TOKEN}\n"
+    assert stat.S_IMODE(netrc.stat().st_mode) == 0o600
     arrived = tmp_path / "controller" / "localhost" / "evidence.json"
     evidence = json.loads(arrived.read_text())
     assert evidence["strict"] is True and evidence["status"] == "passed"
