@@ -258,9 +258,11 @@ def test_git_gets_each_repository_its_own_credentials_after_the_callers_own_sett
 @pytest.mark.parametrize("line, given", [
     (f"obliteratus @ git+https://user:{GIT_TOKEN}@git.example/o/r.git@v1", "obliteratus @ git+https://git.example/o/r.git@v1"),
     (f"git+http://{GIT_TOKEN}@127.0.0.1:8/r.git", "git+http://127.0.0.1:8/r.git"),
-    (f"https://{GIT_TOKEN}@git.example/r.git", "https://git.example/r.git"),
     ("git+ssh://git@git.example/o/r.git@v1", "git+ssh://git@git.example/o/r.git@v1"),
+    # An archive: uv fetches it itself, with its credentials (in a file only the user reads).
+    (f"obliteratus @ https://{GIT_TOKEN}@files.example/o.tar.gz", f"obliteratus @ https://{GIT_TOKEN}@files.example/o.tar.gz"),
     ("transformers>=4.40", "transformers>=4.40"),
 ])
-def test_uv_and_git_get_a_git_url_without_its_credentials(line: str, given: str) -> None:
-    assert git_urls.without_credentials(line) == given
+def test_uv_gets_a_git_requirement_without_its_credentials(line: str, given: str) -> None:
+    assert git_urls.requirement_without_credentials(line) == given
+    assert git_urls.without_credentials(f"https://{GIT_TOKEN}@git.example/r.git") == "https://git.example/r.git"

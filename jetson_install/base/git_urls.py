@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from jetson_install.base.redact import Credentials, credentials
 
-__all__ = ["split_git_url", "without_credentials", "credential_environment"]
+__all__ = ["split_git_url", "without_credentials", "requirement_without_credentials", "credential_environment"]
 
 _USERNAME = "JETSON_INSTALL_GIT_USERNAME"
 _PASSWORD = "JETSON_INSTALL_GIT_PASSWORD"
@@ -49,15 +49,21 @@ def _secret(url: str) -> Optional[Credentials]:
     return secret if secret is not None and urlsplit(url).scheme in ("http", "https") else None
 
 
-def without_credentials(text: str) -> str:
-    """A git URL (`https://…`, `git+https://…@REF`) or a requirement naming one (`NAME @
-    git+https://…`) without the credentials of its URL; anything else as it is."""
-    name, at, url = text.rpartition(" @ ")
+def without_credentials(url: str) -> str:
+    """A git URL (`https://…`, `git+https://…@REF`) without its credentials."""
     plain = url[len("git+"):] if url.startswith("git+") else url
     secret = _secret(plain)
     if secret is None:
-        return text
-    return f"{name}{at}{'git+' if url.startswith('git+') else ''}{secret.url}"
+        return url
+    return f"{'git+' if url.startswith('git+') else ''}{secret.url}"
+
+
+def requirement_without_credentials(requirement: str) -> str:
+    """A requirement naming a git URL (`NAME @ git+https://…`, or the bare `git+https://…`)
+    with that URL's credentials taken out; any other as it is: uv fetches an archive URL
+    itself, with the credentials in it (and off its command line: shared.target_requirements)."""
+    name, at, url = requirement.rpartition(" @ ")
+    return f"{name}{at}{without_credentials(url)}" if url.startswith("git+") else requirement
 
 
 def credential_environment(urls: Sequence[str], inherited: Mapping[str, str] = os.environ) -> Dict[str, str]:

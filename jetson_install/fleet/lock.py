@@ -330,7 +330,7 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
              index: Optional[str], target: LockTarget, no_deps: bool, skip: Sequence[str] = ()) -> List[Locked]:
     inputs = work / f"{origin}.in"
     # A --with git URL without its credentials: uv would put them on its git's command line.
-    inputs.write_text("\n".join(git_urls.without_credentials(line) for line in requirements) + "\n", encoding="utf-8")
+    inputs.write_text("\n".join(git_urls.requirement_without_credentials(line) for line in requirements) + "\n", encoding="utf-8")
     constraints_file = None
     if constraints:
         constraints_file = work / f"{origin}-constraints.txt"

@@ -75,7 +75,7 @@ def environment_for(indexes: Sequence[str], argv: Sequence[str], sources: Sequen
     removed, the credentials of the one index among `indexes` (the plan's, with their
     credentials) that argv names as `private=URL` given to uv out of its command line, and
     those of the git URLs among `sources` (requirements, with their credentials, that argv or
-    its requirements files name without them: git_urls.without_credentials) for uv's git."""
+    its requirements files name without them: git_urls.requirement_without_credentials) for uv's git."""
     urls = [line.rpartition(" @ ")[2] for line in sources]
     overrides = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1",
                  **credential_environment([url for url in urls if url.startswith("git+")])}

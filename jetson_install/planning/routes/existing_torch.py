@@ -226,7 +226,7 @@ def _resolve_around_kept(step: Step, run: Execution) -> str:
     write_constraints(run.staging, plan.constraints)
     (state / GIVEN_FILE).write_text(json.dumps(stack.to_json(), indent=2) + "\n")
     # Written only for the user to read: an archive URL may carry a token (a git URL's go to uv's git apart).
-    own = [git_urls.without_credentials(line) for line in plan.sources]
+    own = [git_urls.requirement_without_credentials(line) for line in plan.sources]
     write_requirements(run.staging, own + write_given_wheels(stack, state / GIVEN_WHEELS_DIR))
     run.run(step.argv,
             f"a dependency of {plan.target.title} needs another version of a package the interpreter keeps "

@@ -42,7 +42,7 @@ def target_lines(plan: Plan) -> List[str]:
     is pinned by the constraints alone. A git URL comes without its credentials: uv would put
     them on its git's command line; its git gets them from its environment (Plan.sources)."""
     exact = plan.chosen_set.pins if plan.chosen_set is not None else plan.pins
-    return [git_urls.without_credentials(line) for line in plan.sources] + \
+    return [git_urls.requirement_without_credentials(line) for line in plan.sources] + \
         [f"{name}=={version}" for name, version in plan.pins.items() if name in exact]
 
 
