@@ -111,8 +111,8 @@ def missing_files(environment: Path, name: str) -> List[str]:
 
 def installed_versions(environment: Path) -> Dict[str, str]:
     """Normalized distribution name -> version of what the environment's site-packages holds,
-    read from the header of each dist-info's METADATA (no interpreter started). Read here and
-    not by importlib.metadata, whose import and email parser cost a no-op re-run about 40 ms."""
+    read from the header of each dist-info's METADATA: no interpreter started, and the
+    environment's own files, not the tool's interpreter's view of them."""
     from packaging.utils import canonicalize_name
 
     found: Dict[str, str] = {}

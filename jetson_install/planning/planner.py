@@ -19,6 +19,8 @@ from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.planning.plan import Plan, Route
 from jetson_install.board.platform import Platform
 from jetson_install.planning.routes.download import check_channel, plan_download
+from jetson_install.planning.routes.existing_torch import plan_existing
+from jetson_install.planning.routes.preflight import plan_preflight
 from jetson_install.catalog.settings import IndexSettings
 
 if TYPE_CHECKING:
@@ -194,16 +196,10 @@ def make_plan(
                 requirement=requirement, constraints=(), steps=(), verify=verify,
                 extra=source_extra(target, requirement), additions=additions(added))
     match = catalog.match(platform)
-    # The other routes' modules are imported where chosen: most plans take the download route,
-    # and `plan` and a no-op re-run would pay for their imports (about 10 ms) on every run.
     if existing is not None:
-        from jetson_install.planning.routes.existing_torch import plan_existing
-
         return plan_existing(base, existing, match.channel, match.reason, match.remedy)
     checked = check_channel(platform, match.channel, match.reason, match.remedy, target,
                             preview=preflight and os.uname().machine != "aarch64")
     if preflight:
-        from jetson_install.planning.routes.preflight import plan_preflight
-
         return plan_preflight(base, checked, cpu_index)
     return plan_download(base, checked, fallback, choice)
