@@ -362,7 +362,7 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int
     """Download every file of a lock into DIR, with a PEP 503 index beside them."""
     from pathlib import Path
 
-    from jetson_install.cli.render import serving_lines, serving_url, wheelhouse_lines
+    from jetson_install.cli.render import wheelhouse_lines
 
     where = Path(directory).absolute()
     given_lock = click.get_current_context().get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT
@@ -374,14 +374,14 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int
             _print_json(result)
         click.echo("\n".join(wheelhouse_lines(result)), err=True)
     if serve:
-        from jetson_install.fleet.wheelhouse_server import open_server
+        from jetson_install.fleet.wheelhouse_server import open_server, serving_lines, serving_url
 
         with open_server(where, bind, port, _rerun_command()) as server:
             if isinstance(sys.stderr, _QuietStream):
                 # -q drops notes, but the address is what the user runs this for (port 0 picks it).
                 sys.stderr.write_through(serving_url(bind, server.server_address[1]) + "\n")
             else:
-                click.echo("\n".join(serving_lines(str(where), bind, server.server_address[1])), err=True)
+                click.echo("\n".join(serving_lines(server, bind)), err=True)
             try:
                 server.serve_forever()
             except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
 from jetson_install.board import apt
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from jetson_install.fleet.lock import LockResult
     from jetson_install.planning.plan import Plan
 
-__all__ = ["platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines", "serving_lines",
+__all__ = ["platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines",
            "container_lines", "channels_text", "channels_markdown", "channels_json", "check_lines", "check_list",
            "size_text", "environments_lines", "rollback_lines", "uninstall_lines", "clean_lines"]
 
@@ -206,27 +207,17 @@ def lock_lines(result: LockResult) -> List[str]:
 
 
 def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
-    where = result["directory"]
+    from jetson_install.fleet.wheelhouse import runner_command
+
+    where, target = result["directory"], result.get("target", "obliteratus")
     return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
-            f"  install offline: jetson-install {result.get('target', 'obliteratus')} --wheelhouse {where}",
+            f"  install offline: jetson-install {target} --wheelhouse {shlex.quote(where)}",
             # Not `python3 -m http.server`: a connection per request and no ranges make a fleet's
             # installs several times slower (the README's benchmarks); --serve has neither cost.
-            f"  serve to a fleet: jetson-install wheelhouse {where} --serve, then --wheelhouse http://HOST:8000/"] + (
+            f"  serve to a fleet: jetson-install wheelhouse {shlex.quote(where)} --serve, then on each runner: "
+            + runner_command(target, result["lock"], "http://HOST:8000/")] + (
         [f"  the tool itself ({result['tool']['files']} files), offline on the board: {result['tool']['install']}"]
         if result.get("tool") else [])
-
-
-def serving_url(bind: str, port: int) -> str:
-    """The address runners reach a served wheelhouse at: this host's name where it listens on all."""
-    import socket
-
-    host = socket.gethostname() if bind in ("0.0.0.0", "::") else bind
-    return f"http://{host}:{port}/"
-
-
-def serving_lines(directory: str, bind: str, port: int) -> List[str]:
-    return [f"serving {directory} on {bind}:{port} (Ctrl-C stops)",
-            f"  install on each runner: jetson-install obliteratus --wheelhouse {serving_url(bind, port)}"]
 
 
 def check_list(checks: Sequence[Tuple[str, str, bool]]) -> str:

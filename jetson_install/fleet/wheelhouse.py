@@ -3,6 +3,7 @@ the lock itself, so boards without internet (or a whole fleet, over http) instal
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 from urllib.parse import quote
@@ -22,7 +23,7 @@ from jetson_install.catalog.lock_file import (
 )
 from jetson_install.base.outputs import replace_file
 
-__all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
+__all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command", "runner_command"]
 
 
 def wheelhouse_pages(lock: Lock, tool: Sequence[Locked] = ()) -> Dict[str, str]:
@@ -57,6 +58,12 @@ def tool_install_command(directory: Path) -> str:
     venv = "~/.local/jetson-install"
     return (f"python3 -m venv {venv} && {venv}/bin/pip install --no-index --find-links {directory / FILES_DIR} "
             f"jetson-install && mkdir -p ~/.local/bin && ln -sfn {venv}/bin/jetson-install ~/.local/bin/")
+
+
+def runner_command(target: str, lock: str, url: str) -> str:
+    """What each runner runs: the fleet's route, the hashes from the runner's own copy of the
+    lock and only the files from the wheelhouse, which plain http cannot alter (docs/fleets.md)."""
+    return f"jetson-install {target} --lock {shlex.quote(lock)} --wheelhouse {url}"
 
 
 def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) -> Dict[str, Any]:

@@ -98,7 +98,9 @@ class StepContext:
 
 
 def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> str:
-    """The fix for uv's failure in one step; `usual` is the step's own fix for a resolution conflict."""
+    """The fix for uv's failure in one step; `usual` is the step's own fix for a resolution
+    conflict, and the lock step's for a file that did not come (only its route knows where
+    the lock's files come from: a wheelhouse, or the indexes the lock names)."""
     rerun = context.rerun
     kind = failure.kind
     if kind == "disk-full":
@@ -110,6 +112,10 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
                 f"location: {rerun.with_option('--venv', 'DIR')}")
     if kind == "cross-device":
         return f"keep the environment and uv's cache on one filesystem (or set UV_LINK_MODE=copy), then run: {rerun}"
+    if kind == "hash-mismatch" and context.step == "lock":
+        return ("a file does not match the sha256 the lock names: the wheelhouse or index it came from serves another "
+                "file under its name (changed, or tampered with); fill the wheelhouse again from the lock "
+                f"(jetson-install wheelhouse DIR --lock FILE), then run: {rerun}")
     if kind == "hash-mismatch":
         where = context.index or "the index"
         return (f"{where} served a file that does not match the hash it lists (a broken or tampered mirror): "
@@ -122,7 +128,7 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
         return (f"{where} must carry pip, setuptools and wheel (every new environment gets them): add them "
                 f"to the mirror, or use another: {rerun.with_option('--default-index', 'URL')}")
     if kind == "network":
-        return index_down_fix(context)
+        return usual if context.step == "lock" else index_down_fix(context)
     if kind == "refused":
         return f"{CREDENTIALS_FIX}, then run: {rerun}"
     if kind == "missing-file":

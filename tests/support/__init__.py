@@ -43,6 +43,7 @@ __all__ = [
     "make_obliteratus_source",
     "make_obliteratus_git_repo",
     "isolated_env",
+    "board_of_this_machine",
     "find_uv",
     "venv_python",
     "VENDOR_TORCH",
@@ -129,6 +130,18 @@ def isolated_env(
     if extra:
         env.update(extra)
     return env
+
+
+def board_of_this_machine(folder: Path) -> Path:
+    """A root of the AGX Orin sample whose kernel says it is this machine's architecture: what
+    `lock --python` locks on, as a Jetson locking for its own interpreter does (a lock for an
+    interpreter of another architecture than the board's is refused)."""
+    root = Path(folder) / "board-of-this-machine"
+    if not root.is_dir():
+        samples = Path(__file__).resolve().parent.parent.parent / "jetson_install" / "board" / "samples"
+        shutil.copytree(str(samples / "agx-orin-64gb-jp6.2"), str(root))
+        (root / "proc" / "sys" / "kernel" / "arch").write_text(os.uname().machine + "\n")
+    return root
 
 
 def find_uv() -> str:

@@ -22,7 +22,7 @@ import pytest
 
 from jetson_install.tools import runner
 
-from . import find_uv, isolated_env, venv_python
+from . import board_of_this_machine, find_uv, isolated_env, venv_python
 from .catalogs import stub_catalog_text
 from .installer import Installer
 from .index_server import LoopbackIndex
@@ -50,6 +50,7 @@ __all__ = [
     "cli_env",
     "installer",
     "clean_pip_check",
+    "board_here",
 ]
 
 TOP = Path(__file__).resolve().parent.parent.parent
@@ -108,6 +109,12 @@ def obliteratus_git_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     return make_obliteratus_git_repo(tmp_path_factory.mktemp("obliteratus-git") / "OBLITERATUS")
+
+
+@pytest.fixture(scope="session")
+def board_here(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The AGX Orin sample as a board of this machine's architecture (`lock --python` here). Read-only."""
+    return board_of_this_machine(tmp_path_factory.mktemp("board-here"))
 
 
 @pytest.fixture(scope="session")

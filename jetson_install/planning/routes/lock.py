@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
@@ -37,6 +38,7 @@ class LockInUse:
     sha256: str
     text: str
     resolution: Resolution  # its vendor files, judged against the channel's known builds
+    wheelhouse: Optional[str] = None  # where its files are taken from, as given (None: the URLs the lock names)
 
     def to_json(self) -> Dict[str, Any]:
         return {"file": self.location, "sha256": self.sha256, "channel": self.lock.channel,
@@ -162,7 +164,7 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
     when it was made for another board; the fix makes one with the user's own options."""
     import os
 
-    from jetson_install.base.redact import credentials
+    from jetson_install.base.redact import credentials, redact
 
     base = None
     if wheelhouse:
@@ -212,7 +214,7 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
                        fix=f"make a lock for this board and interpreter: {remake}, then run: {again}")
     known = tuple(build for source in (plan.channel.sources if plan.channel else ()) for build in source.builds)
     return LockInUse(lock, location, hashlib.sha256(text.encode("utf-8")).hexdigest(), render_lock(lock),
-                     lock_resolution(lock, location, known))
+                     lock_resolution(lock, location, known), redact(wheelhouse) if wheelhouse else None)
 
 
 def _read_local_lock(lock_file: str) -> str:
@@ -247,6 +249,21 @@ def _built_beside(lock: Lock, folder: Path) -> Lock:
     return dataclasses.replace(lock, entries=tuple(entries))
 
 
+def _unreachable_fix(lock: LockInUse, rerun: "Rerun") -> str:
+    """The fix for a file of the lock that did not come: from the wheelhouse given, where it
+    is served; from the indexes the lock names, a wheelhouse filled where they answer."""
+    if lock.wheelhouse is not None and "://" in lock.wheelhouse:
+        return (f"the wheelhouse {lock.wheelhouse} did not answer, or lacks the file: check that it is served there "
+                "(jetson-install wheelhouse DIR --serve, on the machine that has it) and that this machine reaches "
+                f"it, then run: {rerun}")
+    if lock.wheelhouse is not None:
+        return (f"the wheelhouse {lock.wheelhouse} lacks the file: fill it from the lock (jetson-install wheelhouse "
+                f"{shlex.quote(lock.wheelhouse)} --lock FILE), then run: {rerun}")
+    return ("the index the lock names did not answer: check the network, or fill a wheelhouse from the lock where the "
+            "indexes answer (jetson-install wheelhouse DIR --lock FILE) and install from it: "
+            f"{rerun.with_option('--wheelhouse', 'DIR')}")
+
+
 def _install_lock(step: Step, run: Execution) -> str:
     """Install exactly the lock's files; the lock stays in the environment as its record."""
     from jetson_install.envs.environment import write_constraints
@@ -261,8 +278,7 @@ def _install_lock(step: Step, run: Execution) -> str:
 
     # A mirror's credentials in its files' URLs stay readable by the user alone, as requirements.txt's do.
     replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=0o600 if redact(lock.text) != lock.text else None)
-    run.run(step.argv, "a file of the lock is unreachable or changed (see the message): serve its wheelhouse "
-                       f"(jetson-install wheelhouse DIR --lock FILE), then run: {run.rerun}")
+    run.run(step.argv, _unreachable_fix(lock, run.rerun))
     if run.plan.resolution is not None:
         record_installed(run.staging, run.plan.resolution, (), str(run.rerun))
     return f"{len(lock.lock.entries)} files from {lock.location} (sha256 {lock.sha256[:12]}…)"
