@@ -29,7 +29,7 @@ from typing import Dict, List, Sequence, Tuple
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "tests"))
 
-from support import isolated_env  # noqa: E402
+from support import board_of_this_machine, isolated_env  # noqa: E402
 from support.catalogs import stub_catalog_text  # noqa: E402
 from support.index_server import LoopbackIndex  # noqa: E402
 from support.stub_projects import build_index_dirs, make_obliteratus_source  # noqa: E402
@@ -106,7 +106,9 @@ def main() -> None:
         upstream, directories = (vendor, public), (dirs.vendor, dirs.public)
         builder = runner_env("builder")
         lock = work / "fleet.lock"
-        made = run(tool + ["lock", *common, "--vendor-index", vendor.url, "--default-index", public.url,
+        # A lock for this machine's interpreter is made on a board of its architecture.
+        board = ["--root", str(board_of_this_machine(work)), "--python", sys.executable]
+        made = run(tool + ["lock", *board, "--vendor-index", vendor.url, "--default-index", public.url,
                            "--source", str(source), "--output", str(lock)], builder)[0]
         house = work / "wheelhouse"
         made += run(tool + ["wheelhouse", str(house), "--lock", str(lock)], builder)[0]

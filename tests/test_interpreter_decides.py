@@ -140,9 +140,9 @@ def test_plan_resolve_with_python_takes_that_pythons_files(mirrors, tmp_path: Pa
 
 
 def test_a_lock_for_this_python_takes_its_files_and_keeps_the_unlisted_warning(
-        mirrors, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+        mirrors, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     output = tmp_path / "here.lock"
-    result = run_cli("lock", "--root", SAMPLE, "--vendor-index", mirrors["both"].url, "--default-index",
+    result = run_cli("lock", "--root", str(board_here), "--vendor-index", mirrors["both"].url, "--default-index",
                      public_index.url, "--source", str(obliteratus_source), "--output", str(output), "--python",
                      sys.executable, "--json", env=env_for(tmp_path, mirrors["catalog"]))
     assert result.returncode == 0, result.stderr
@@ -153,6 +153,21 @@ def test_a_lock_for_this_python_takes_its_files_and_keeps_the_unlisted_warning(
     assert "# warning: " in output.read_text()
     assert json.loads(result.stdout)["warnings"] == list(lock.warnings)
     assert "warning: torch-" in result.stderr
+
+
+def test_a_lock_for_a_boards_python_the_mirror_lacks_names_the_python_it_has(mirrors, public_index,
+                                                                             tmp_path: Path) -> None:
+    argv = ["lock", "--root", SAMPLE, "--vendor-index", mirrors["channel"].url, "--default-index", public_index.url,
+            "--output", str(tmp_path / "board.lock"), "--python-version", HERE]
+    refused = run_cli(*argv, env=env_for(tmp_path, mirrors["catalog"]))
+    assert refused.returncode == 1, refused.stderr
+    # A board's Python is named by --python-version: not by an interpreter here, which lock refuses.
+    fix = refused.stderr.splitlines()[1]
+    mirror = ["--vendor-index", mirrors["channel"].url]
+    rest = [word for word in argv[:-2] if word not in mirror]
+    assert fix == (f"  fix: {mirrors['channel'].url} has the set for Python {CHANNEL}: lock for that Python: "
+                   f"jetson-install {' '.join(argv[:-2])} --python-version {CHANNEL}; or use a mirror with builds for "
+                   f"Python {HERE}: jetson-install {' '.join(rest)} --python-version {HERE} --vendor-index URL")
 
 
 def test_channels_check_says_a_mirror_has_the_set_for_another_python(mirrors, tmp_path: Path) -> None:

@@ -117,7 +117,8 @@ def _pair_is_whole(lock_path: Path) -> str:
 
 
 def test_kill_9_of_lock_leaves_no_child_no_half_lock_and_the_previous_lock_whole(
-        stub_index_dirs, vendor_index, public_index, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+        stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_git_repo: Path,
+        tmp_path: Path) -> None:
     from test_lock import catalog_env, lock_argv
 
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
@@ -127,7 +128,7 @@ def test_kill_9_of_lock_leaves_no_child_no_half_lock_and_the_previous_lock_whole
     out.mkdir()
     output = out / "fleet.lock"
     argv = [sys.executable, "-m", "jetson_install", *lock_argv(vendor_index.url, public_index.url, source, output,
-                                                              "--python", sys.executable)]
+                                                              "--python", sys.executable, root=board_here)]
     started = time.monotonic()
     first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
     assert first.returncode == 0, first.stderr

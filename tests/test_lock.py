@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 from support.cli import CliResult, run_cli
@@ -63,8 +64,10 @@ def jetson_install(env: Dict[str, str], *args: str) -> CliResult:
     return run_cli(*args, env=env)
 
 
-def lock_argv(vendor_url: str, public_url: str, source: Path, output: Path, *extra: str) -> List[str]:
-    return ["lock", "--root", SAMPLE, "--vendor-index", vendor_url, "--default-index", public_url,
+def lock_argv(vendor_url: str, public_url: str, source: Path, output: Path, *extra: str,
+              root: object = SAMPLE) -> List[str]:
+    """`lock` for `root` (a board of this machine's architecture where `extra` has --python)."""
+    return ["lock", "--root", str(root), "--vendor-index", vendor_url, "--default-index", public_url,
             "--source", str(source), "--output", str(output), *extra]
 
 
@@ -114,6 +117,49 @@ def test_a_lock_for_the_board_is_refused_here_in_one_line(board_indexes, obliter
     assert not (tmp_path / "env").exists() and vendor.requests == []
 
 
+HERE = "%d.%d" % sys.version_info[:2]
+
+
+@pytest.mark.skipif(os.uname().machine == "aarch64", reason="needs a machine of another architecture than the board's")
+def test_a_lock_for_an_interpreter_of_another_architecture_is_refused_and_its_fix_locks_for_the_board(
+        board_indexes, obliteratus_source: Path, tmp_path: Path) -> None:
+    vendor, public, vendor_dir = board_indexes
+    cli_env = catalog_env(tmp_path, vendor_dir)
+    output = tmp_path / "board.lock"
+    argv = lock_argv(vendor.url, public.url, obliteratus_source, output)
+    refused = jetson_install(cli_env, *argv, "--python", sys.executable)
+    assert refused.returncode == 2, refused.stderr
+    here = os.uname().machine
+    assert refused.stderr.splitlines() == [
+        f"error: --python {sys.executable} is this machine's {here} interpreter, and --root {SAMPLE} is an aarch64 "
+        f"board: the lock would take the board's aarch64 vendor wheels and {here} wheels for the rest, and install "
+        "nowhere",
+        f"  fix: lock for the board's platform with that Python: jetson-install {' '.join(argv)} --python-version {HERE}"]
+    assert not output.exists()
+    # The fix as printed: a lock of the board's platform for this Python, and how the board installs it.
+    fixed = jetson_install(cli_env, *shlex.split(refused.stderr.splitlines()[1].split("Python: ", 1)[1])[1:])
+    assert fixed.returncode == 0, fixed.stderr
+    lock = parse_lock(output.read_text(), str(output))
+    assert (lock.python, lock.arch, lock.platform) == (HERE, "aarch64", "aarch64-manylinux_2_35")
+    files = {entry.name: entry.filename for entry in lock.entries}
+    assert files["psutil"].endswith("-manylinux_2_35_aarch64.whl")
+    python = "" if HERE == "3.10" else f" --python /usr/bin/python{HERE}"  # a Python that is not the channel's
+    assert f"  install: jetson-install obliteratus --lock {output}{python}" in fixed.stderr.splitlines()
+
+
+@pytest.mark.parametrize("extra, line", [
+    (("--python", sys.executable, "--python-version", "3.10"),
+     "error: --python and --python-version were both given: a lock is for an interpreter here, or for the board's "
+     "platform with a Python version"),
+    (("--python-version", "3"), "error: --python-version 3: not a Python version as MAJOR.MINOR"),
+])
+def test_lock_python_options_that_cannot_be_met_are_one_line(cli_env, extra: Tuple[str, ...], line: str,
+                                                            tmp_path: Path) -> None:
+    result = jetson_install(cli_env, "lock", "--root", SAMPLE, "--output", str(tmp_path / "x.lock"), *extra)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == line and len(result.stderr.splitlines()) == 2
+
+
 def test_a_lock_of_another_python_is_refused(cli_env, tmp_path: Path) -> None:
     lock = Lock("jp6-cu126", "3.10", os.uname().machine, "native", "obliteratus @ file:///src", None, "0", ())
     path = tmp_path / "other-python.lock"
@@ -137,10 +183,10 @@ def _dead_url() -> str:
 
 
 def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
-        cli_env, vendor_index, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+        cli_env, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     output = tmp_path / "here.lock"
     made = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, obliteratus_source, output,
-                                              "--python", sys.executable))
+                                              "--python", sys.executable, root=board_here))
     assert made.returncode == 0, made.stderr
     house = tmp_path / "wheelhouse"
     filled = jetson_install(cli_env, "wheelhouse", str(house), "--lock", str(output), "--json")
@@ -190,7 +236,7 @@ def _built(lock_path: Path) -> Path:
 
 
 def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_sibling_locks(
-        cli_env, vendor_index, public_index, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+        cli_env, vendor_index, public_index, board_here: Path, obliteratus_git_repo: Path, tmp_path: Path) -> None:
     source = tmp_path / "source"
     shutil.copytree(obliteratus_git_repo, source, symlinks=True)
     out = tmp_path / "locks"
@@ -198,7 +244,7 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
     (out / "obliteratus-0.1.0-py3-none-any.whl").write_bytes(b"the user's own file")
     for name in ("orin.lock", "thor.lock"):
         made = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, source, out / name,
-                                                  "--python", sys.executable))
+                                                  "--python", sys.executable, root=board_here))
         assert made.returncode == 0, made.stderr
     first = _built(out / "thor.lock")
     assert re.fullmatch(r"obliteratus-0\.1\.3-0[0-9a-f]{16}-py3-none-any\.whl", first.name), first.name
@@ -210,7 +256,7 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
     (source / "obliteratus" / "extra.py").write_text("X = 1\n")
     _commit(source, "another commit")
     again = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, source, out / "orin.lock",
-                                               "--python", sys.executable))
+                                               "--python", sys.executable, root=board_here))
     assert again.returncode == 0, again.stderr
     orin, thor = _built(out / "orin.lock"), _built(out / "thor.lock")
     assert orin != thor and thor == first  # the other lock's wheel stays; each lock names its own bytes
@@ -218,14 +264,14 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
         ["orin.lock", "thor.lock", orin.name, thor.name, "obliteratus-0.1.0-py3-none-any.whl"])
     (out / "thor.lock").unlink()
     once_more = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, source, out / "orin.lock",
-                                                   "--python", sys.executable))
+                                                   "--python", sys.executable, root=board_here))
     assert once_more.returncode == 0, once_more.stderr
     assert sorted(path.name for path in out.iterdir()) == sorted(
         ["orin.lock", orin.name, "obliteratus-0.1.0-py3-none-any.whl"])  # thor's build, named by no lock, went
 
 
 def test_two_locks_of_two_commits_made_at_once_in_one_folder_each_keep_their_wheel(
-        cli_env, vendor_index, public_index, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+        cli_env, vendor_index, public_index, board_here: Path, obliteratus_git_repo: Path, tmp_path: Path) -> None:
     sources = [tmp_path / "orin-source", tmp_path / "thor-source"]
     for number, source in enumerate(sources):
         shutil.copytree(obliteratus_git_repo, source, symlinks=True)
@@ -235,7 +281,7 @@ def test_two_locks_of_two_commits_made_at_once_in_one_folder_each_keep_their_whe
     for _ in range(3):
         runs = [subprocess.Popen([sys.executable, "-m", "jetson_install",
                                   *lock_argv(vendor_index.url, public_index.url, source, out / f"{source.name}.lock",
-                                             "--python", sys.executable)],
+                                             "--python", sys.executable, root=board_here)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cli_env)
                 for source in sources]
         for run in runs:
@@ -246,11 +292,11 @@ def test_two_locks_of_two_commits_made_at_once_in_one_folder_each_keep_their_whe
 
 
 def test_lock_torch_with_an_addition_then_install_from_the_lock_here(
-        cli_env, vendor_index, public_index, tmp_path: Path) -> None:
+        cli_env, vendor_index, public_index, board_here: Path, tmp_path: Path) -> None:
     """`lock torch --with` to `torch --lock`, end to end: the stack and the addition, each by
     its hash, with no index read by the install; `add` then refuses a lock's environment."""
     output = tmp_path / "torch.lock"
-    made = jetson_install(cli_env, "lock", "torch", "--root", SAMPLE, "--vendor-index", vendor_index.url,
+    made = jetson_install(cli_env, "lock", "torch", "--root", str(board_here), "--vendor-index", vendor_index.url,
                           "--default-index", public_index.url, "--with", "transformers", "--python", sys.executable,
                           "--output", str(output))
     assert made.returncode == 0, made.stderr

@@ -141,13 +141,13 @@ def _install(env: Dict[str, str], venv: Path, *args: str) -> CliResult:
 
 
 def test_a_local_lock_keeps_its_hashes_against_a_mirror_and_its_wheel_travels_with_it(
-        stub_index_dirs, vendor_index, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+        stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
     made_in = tmp_path / "made"
     made_in.mkdir()
     lock = made_in / "here.lock"
-    made = run_cli("lock", "--root", SAMPLE, "--vendor-index", vendor_index.url, "--default-index", public_index.url,
-                   "--source", str(obliteratus_source), "--output", str(lock), "--python", sys.executable, env=env)
+    made = run_cli("lock", "--root", str(board_here), "--vendor-index", vendor_index.url, "--default-index",
+                   public_index.url, "--source", str(obliteratus_source), "--output", str(lock), "--python", sys.executable, env=env)
     assert made.returncode == 0, made.stderr
     house = tmp_path / "house"
     assert run_cli("wheelhouse", str(house), "--lock", str(lock), env=env).returncode == 0
@@ -183,11 +183,11 @@ def test_a_local_lock_keeps_its_hashes_against_a_mirror_and_its_wheel_travels_wi
 
 
 def test_a_locks_vendor_file_under_a_known_name_must_have_the_known_hash(
-        stub_index_dirs, vendor_index, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+        stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
     lock = tmp_path / "here.lock"
-    made = run_cli("lock", "--root", SAMPLE, "--vendor-index", vendor_index.url, "--default-index", public_index.url,
-                   "--source", str(obliteratus_source), "--output", str(lock), "--python", sys.executable, env=env)
+    made = run_cli("lock", "--root", str(board_here), "--vendor-index", vendor_index.url, "--default-index",
+                   public_index.url, "--source", str(obliteratus_source), "--output", str(lock), "--python", sys.executable, env=env)
     assert made.returncode == 0, made.stderr
     torch = next(entry for entry in parse_lock(lock.read_text(), "lock").entries if entry.name == "torch")
     other = tmp_path / "other.lock"
@@ -200,15 +200,15 @@ def test_a_locks_vendor_file_under_a_known_name_must_have_the_known_hash(
     assert not (tmp_path / "env").exists()
 
 
-def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs, vendor_index, public_index,
+def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs, vendor_index, public_index, board_here: Path,
                                                    obliteratus_git_repo: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
     checkout = tmp_path / "checkout"
     shutil.copytree(obliteratus_git_repo, checkout, symlinks=True)
     (checkout / "edited.py").write_text("print('not in any commit')\n")
     lock = tmp_path / "edited.lock"
-    result = run_cli("lock", "--root", SAMPLE, "--vendor-index", vendor_index.url, "--default-index", public_index.url,
-                     "--source", str(checkout), "--output", str(lock), "--python", sys.executable, env=env)
+    result = run_cli("lock", "--root", str(board_here), "--vendor-index", vendor_index.url, "--default-index",
+                     public_index.url, "--source", str(checkout), "--output", str(lock), "--python", sys.executable, env=env)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.splitlines() == [
         f"error: --source {checkout} has uncommitted changes (edited.py), so no commit names what the lock would build",
@@ -233,14 +233,14 @@ def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs, start
 
 
 def test_an_authenticated_mirror_serves_lock_wheelhouse_and_install_through_netrc(
-        stub_index_dirs, start_index, obliteratus_source: Path, tmp_path: Path) -> None:
+        stub_index_dirs, start_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
     vendor = start_index(stub_index_dirs.vendor, name="vendor-mirror", credentials="fleet:s3cret")
     public = start_index(stub_index_dirs.public, name="public-mirror", credentials="fleet:s3cret")
 
     def lock(output: Path, userinfo: str = "") -> CliResult:
         vendor_url, public_url = (url.replace("//", f"//{userinfo}", 1) for url in (vendor.url, public.url))
-        return run_cli("lock", "--root", SAMPLE, "--vendor-index", vendor_url, "--default-index", public_url,
+        return run_cli("lock", "--root", str(board_here), "--vendor-index", vendor_url, "--default-index", public_url,
                        "--source", str(obliteratus_source), "--output", str(output), "--python", sys.executable, env=env)
 
     # The credentials in the URLs given reach those indexes, not the vendor files the resolution

@@ -342,23 +342,21 @@ def constraint_files(directory: str, write: bool) -> List[str]:
     return [f"{target}: up to date with {catalog.path}"]
 
 
-def board_lock(options: InstallOptions, python: Optional[str], output: Path, rerun: "Rerun") -> "LockResult":
+def board_lock(options: InstallOptions, python: Optional[str], python_version: Optional[str], output: Path,
+               rerun: "Rerun") -> "LockResult":
     """Resolve the board's whole environment (or, with `python`, this interpreter's) into a lock."""
-    from jetson_install.envs.interpreters import inspect_interpreter
-    from jetson_install.fleet.lock import LockTarget, make_lock
-    from jetson_install.board.platform_data import ubuntu_glibc
+    from jetson_install.catalog.identity import NoBuildForPython
+    from jetson_install.fleet.lock import lock_target, make_lock, no_build_for_the_boards_python
 
     plan = make_install_plan(replace(options, venv=None, verify=False, use_existing_torch=False, python=None),
                              keep_added=False)
     if not plan.supported or plan.vendor is None or plan.channel is None:
         raise Unsupported(plan.reason or "no vendor source for this board", fix=plan.remedy or None)
-    if python:
-        interpreter = inspect_interpreter(python)
-        target = LockTarget(interpreter.abi, os.uname().machine, None, interpreter.path)
-    else:
-        arch = plan.platform.arch or "aarch64"
-        target = LockTarget(plan.channel.python, arch, ubuntu_glibc(plan.platform.ubuntu))
-    plan = resolve_plan(plan, rerun, target.python)
+    target = lock_target(plan, python, python_version, rerun)
+    try:
+        plan = resolve_plan(plan, rerun, target.python)
+    except NoBuildForPython as exc:
+        raise no_build_for_the_boards_python(exc, target, plan.vendor_index or "the vendor source", rerun) from None
     assert plan.resolution is not None
     return make_lock(plan.channel.id if plan.channel else "", target, plan.resolution, plan.vendor_index,
                      plan.vendor.companions if plan.vendor else (), plan.constraints, plan.requirement,

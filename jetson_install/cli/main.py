@@ -322,8 +322,11 @@ def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: 
 
 @cli.command("lock")
 @_with("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "ref", "source", "python",
-       "l4t", "soc", "root", python={"help": "Lock for this interpreter on this machine instead of the board's platform."},
+       "l4t", "soc", "root", python={"help": "Lock for this interpreter on this machine (of the board's architecture) "
+                                           "instead of the board's platform."},
        vendor_fallback={"help": "Lock the channel's documented fallback vendor source."})
+@click.option("--python-version", metavar="X.Y", help="Lock for the board's platform with this Python (a board whose "
+              "Python is not the channel's; its install then takes --python /usr/bin/pythonX.Y).")
 @click.option("--output", "-o", metavar="FILE",
               help="Write the lock here (default: TARGET.lock); a target built from its source goes beside it.")
 @_with("with")
@@ -335,8 +338,8 @@ def lock(**given: Any) -> None:
     from jetson_install.cli.commands import board_lock
 
     target = given["target"]
-    result = board_lock(_options(target, given), given["python"], Path(given["output"] or f"{target}.lock"),
-                        _rerun_command())
+    result = board_lock(_options(target, given), given["python"], given["python_version"],
+                        Path(given["output"] or f"{target}.lock"), _rerun_command())
     from jetson_install.cli.render import lock_lines
 
     if given["as_json"]:

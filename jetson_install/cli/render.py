@@ -203,7 +203,7 @@ def lock_lines(result: LockResult) -> List[str]:
     if lock.from_source:
         lines.append(f"  built from source on the board: {', '.join(lock.from_source)}")
     lines += [f"warning: {warning}" for warning in lock.warnings]
-    return lines + [f"  install: jetson-install {lock.target} --lock {result.path}"]
+    return lines + [f"  install: {result.install_command}"]
 
 
 def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:

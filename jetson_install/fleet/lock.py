@@ -38,9 +38,12 @@ from jetson_install.tools.uv_errors import read_uv_failure
 if TYPE_CHECKING:
     from packaging.tags import Tag
 
-    from jetson_install.catalog.identity import Resolution
+    from jetson_install.catalog.identity import NoBuildForPython, Resolution
+    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.plan import Plan
 
-__all__ = ["pick_file", "entries_from_pylock", "LockTarget", "make_lock", "LockResult", "tool_entries"]
+__all__ = ["pick_file", "entries_from_pylock", "LockTarget", "lock_target", "no_build_for_the_boards_python",
+           "make_lock", "LockResult", "tool_entries"]
 
 def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence["Tag"]]) -> Optional[Tuple[str, str, bool]]:
     """(url, sha256, is_sdist) of the file a pylock.toml package entry installs from: the
@@ -84,6 +87,8 @@ class LockTarget:
     arch: str
     glibc: Optional[str]  # "2.35"; None for an interpreter here
     interpreter: Optional[str] = None
+    # The --python a board's install of the lock takes: a Python that is not the channel's.
+    install_python: Optional[str] = None
 
     @property
     def platform(self) -> str:
@@ -99,11 +104,70 @@ class LockTarget:
         return wheel_tags(self.python, self.arch, self.glibc)
 
 
+_PYTHON_VERSION = re.compile(r"3\.\d{1,2}")
+
+
+def lock_target(plan: "Plan", python: Optional[str], python_version: Optional[str], rerun: "Rerun") -> LockTarget:
+    """What `lock` resolves for: the board's platform (its architecture and glibc) with the
+    channel's Python or `python_version`; or, with `python`, that interpreter on this machine,
+    which must be of the board's architecture: with another, the vendor files (the board's)
+    and the rest (this machine's) would make a lock that installs nowhere."""
+    from jetson_install.board.platform_data import ubuntu_glibc
+    from jetson_install.board.samples import root_shown
+    from jetson_install.envs.interpreters import inspect_interpreter
+
+    assert plan.channel is not None
+    arch = plan.platform.arch or "aarch64"
+    if python and python_version:
+        raise BadInput("--python and --python-version were both given: a lock is for an interpreter here, or for "
+                       "the board's platform with a Python version",
+                       fix=f"lock for the board's platform: {rerun.without('--python')}")
+    if python:
+        interpreter = inspect_interpreter(python)
+        here = os.uname().machine
+        if here != arch:
+            raise BadInput(f"--python {python} is this machine's {here} interpreter, and --root "
+                           f"{root_shown(plan.platform.root)} is an {arch} board: the lock would take the board's "
+                           f"{arch} vendor wheels and {here} wheels for the rest, and install nowhere",
+                           fix="lock for the board's platform with that Python: "
+                               f"{rerun.without('--python').with_option('--python-version', interpreter.abi)}")
+        return LockTarget(interpreter.abi, here, None, interpreter.path)
+    version = python_version or plan.channel.python
+    if not _PYTHON_VERSION.fullmatch(version):
+        raise BadInput(f"--python-version {version}: not a Python version as MAJOR.MINOR",
+                       fix=f"give the board's Python, e.g.: {rerun.with_option('--python-version', plan.channel.python)}")
+    other = version != plan.channel.python
+    return LockTarget(version, arch, ubuntu_glibc(plan.platform.ubuntu),
+                      install_python=f"/usr/bin/python{version}" if other else None)
+
+
+def no_build_for_the_boards_python(error: "NoBuildForPython", target: LockTarget, where: str,
+                                   rerun: "Rerun") -> "NoBuildForPython":
+    """`error` with a lock's own fix: lock for a Python the vendor index has the set for
+    (a board's Python is named by --python-version, not by an interpreter here)."""
+    from jetson_install.catalog.identity import NoBuildForPython
+
+    if target.interpreter is not None:
+        return error
+    fix = (f"{where} has the set for Python {', '.join(error.served)}: lock for that Python: "
+           f"{rerun.without('--python-version').with_option('--python-version', error.served[-1])}; or use a "
+           f"mirror with builds for Python {target.python}: {rerun.with_option('--vendor-index', 'URL')}")
+    return NoBuildForPython(error.message, fix, error.python, error.served)
+
+
 @dataclass(frozen=True)
 class LockResult:
     lock: Lock
     path: str
     wheel: Optional[str]  # the target built into a wheel, beside the lock (None: the stack alone)
+    install_python: Optional[str] = None  # the --python the board's install takes (a Python not the channel's)
+
+    @property
+    def install_command(self) -> str:
+        import shlex
+
+        python = f" --python {self.install_python}" if self.install_python else ""
+        return f"jetson-install {self.lock.target} --lock {shlex.quote(self.path)}{python}"
 
     def to_json(self) -> Dict[str, Any]:
         return {"schema_version": 1, "command": "lock", "lock": self.path, "wheel": self.wheel, **self.lock.to_json()}
@@ -162,7 +226,7 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
                 remove_unnamed_builds(output.parent, _distribution(requirement))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return LockResult(lock, str(output), str(wheel) if wheel else None)
+    return LockResult(lock, str(output), str(wheel) if wheel else None, target.install_python)
 
 
 @contextlib.contextmanager
