@@ -194,7 +194,7 @@ def test_a_git_token_index_credentials_reach_their_servers_and_no_command_line(
 
 
 def test_lock_wheelhouse_and_an_install_from_it_put_no_secret_on_a_command_line(
-        tmp_path: Path, commands: Path, served: GitServer, stub_index_dirs, start_index) -> None:
+        tmp_path: Path, commands: Path, served: GitServer, stub_index_dirs, start_index, board_here: Path) -> None:
     credentials = f"alice:{SECRET}"
     vendor = start_index(stub_index_dirs.vendor, name="vendor", credentials=credentials)
     public = start_index(stub_index_dirs.public, name="public", credentials=credentials)
@@ -204,7 +204,8 @@ def test_lock_wheelhouse_and_an_install_from_it_put_no_secret_on_a_command_line(
     netrc.write_text(f"machine 127.0.0.1 login alice password {SECRET}\n")
     netrc.chmod(0o600)
     lock = tmp_path / "made" / "obliteratus.lock"
-    made = run_cli("lock", "--root", SAMPLE, "--python", sys.executable,
+    # A board of this machine's architecture: `lock --python` takes the board's own interpreter.
+    made = run_cli("lock", "--root", str(board_here), "--python", sys.executable,
                    "--vendor-index", vendor.url.replace("http://", f"http://{credentials}@"),
                    "--default-index", public.url.replace("http://", f"http://{credentials}@"),
                    "--source", served.url("OBLITERATUS.git", GIT_TOKEN), "--ref", OBLITERATUS_TAG,
@@ -212,7 +213,7 @@ def test_lock_wheelhouse_and_an_install_from_it_put_no_secret_on_a_command_line(
     assert made.returncode == 0, made.stderr
     # A git URL given with --with is resolved by uv's git (a lock holds no git requirement, so
     # that lock then stops with one line; what matters here is the command lines on the way).
-    run_cli("lock", "torch", "--root", SAMPLE, "--python", sys.executable, "--vendor-index", vendor.url,
+    run_cli("lock", "torch", "--root", str(board_here), "--python", sys.executable, "--vendor-index", vendor.url,
             "--default-index", public.url, "--with", f"git+{served.url('OBLITERATUS.git', GIT_TOKEN)}@{OBLITERATUS_TAG}",
             "--output", str(tmp_path / "torch.lock"), env=env)
     assert f"git fetch --force --update-head-ok {served.url('OBLITERATUS.git')} " in commands.read_text()
