@@ -114,9 +114,50 @@ def test_a_pre_release_counts_only_where_the_source_says_so(tmp_path: Path) -> N
 
 
 def test_companions_may_not_name_a_vendor_package(tmp_path: Path) -> None:
-    path = broken(tmp_path, 'preferred = "2.8.0"', 'preferred = "2.8.0"\ncompanions = ["torch==2.8.0"]')
+    path = broken(tmp_path, 'preferred = "2.8.0"', 'preferred = "2.8.0"\n'
+                  'companions = [{ requirement = "torch==2.8.0", provides = ["libtorch.so"] }]')
     with pytest.raises(CatalogError, match="vendor packages come only from the vendor source"):
         load_catalog(path)
+
+
+def test_each_companion_names_the_soname_its_bound_holds_it_to() -> None:
+    thor = load_catalog().channel("jp7-thor-cu130").sources[1]
+    # nvidia-cudss-cu13 1.0.0.35 ships only libcudss.so.1; the torch links libcudss.so.0.
+    assert "nvidia-cudss-cu13<1" in thor.companions
+    assert thor.provider_of("libcudss.so.0").describe() == "the channel's companion wheel nvidia-cudss-cu13<1"
+    orin = load_catalog().channel("jp7.2-orin").primary
+    assert orin.provides("nvidia-cublas-cu12==12.9.2.10") == ("libcublas.so.12", "libcublasLt.so.12")
+    jp6 = load_catalog().channel("jp6-cu126").primary
+    assert jp6.provider_of("libcudss.so.0").describe() == "the apt package cudss"
+
+
+@pytest.mark.parametrize("new, problem", [
+    # The form before sonames were recorded: a bare name holds the companion to nothing.
+    ('companions = ["nvidia-cudss-cu13"]', "must be an array of inline tables"),
+    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1" },\n]', "provides = ["),
+    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1", provides = [] },\n]', "give the sonames"),
+    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1", provides = ["cudss 0"] },\n]', "give the sonames"),
+    ('companions = [\n  { requirement = "nvidia cudss", provides = ["libcudss.so.0"] },\n]', "is not a requirement"),
+])
+def test_a_companion_without_its_soname_is_refused_at_its_line(tmp_path: Path, new: str, problem: str) -> None:
+    old = ('companions = [\n  { requirement = "nvpl-blas", provides = ["libnvpl_blas_lp64_gomp.so.0"] },\n'
+           '  { requirement = "nvpl-lapack", provides = ["libnvpl_lapack_lp64_gomp.so.0"] },\n'
+           '  { requirement = "nvidia-cudss-cu13<1", provides = ["libcudss.so.0"] },\n]')
+    path = broken(tmp_path, old, new)
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(path)
+    message = caught.value.message
+    assert "key 'companions'" in message and problem in message
+    assert f"wheels-index.toml:{line_of(path, new.splitlines()[-2] if len(new.splitlines()) > 1 else new)}:" in message
+
+
+def test_apt_provides_names_only_packages_the_sets_install(tmp_path: Path) -> None:
+    path = broken(tmp_path, 'apt_provides = { cudss = ["libcudss.so.0"] }',
+                  'apt_provides = { libcudss0 = ["libcudss.so.0"] }')
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(path)
+    assert "key 'apt_provides' names 'libcudss0', which no set of this source installs" in caught.value.message
+    assert f"wheels-index.toml:{line_of(path, 'apt_provides = { libcudss0')}:" in caught.value.message
 
 
 def test_invalid_toml_names_the_line(tmp_path: Path) -> None:

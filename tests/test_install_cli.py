@@ -501,7 +501,7 @@ def test_runtime_companions_come_from_the_default_index_by_both_commands_the_pla
     build_wheel(private_index_dirs.vendor, companion, "99.0", source_index="vendor")
     catalog = tmp_path / "companions-index.toml"
     catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
-                                         companions=(f"{companion}==12.9.79",)))
+                                         companions=((f"{companion}==12.9.79", ("libcudart.so.12",)),)))
     env = isolated_env(tmp_path, fast_fail=True)
     env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
     vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public)

@@ -258,7 +258,11 @@ def test_thor_takes_official_cuda_13_builds_from_the_default_index(sample: str, 
     fallback = plan_json("--root", f"sample:{sample}", "--vendor-fallback")
     assert fallback["companions"] == [] and "companions" in [s["id"] for s in fallback["steps"]]
     companions = next(s for s in fallback["steps"] if s["id"] == "companions")["title"]
-    assert "nvpl-blas, nvpl-lapack, nvidia-cudss-cu13" in companions
+    # Each with the soname it must provide; cuDSS held below its 1.0, which ships only libcudss.so.1.
+    assert ("nvpl-blas for libnvpl_blas_lp64_gomp.so.0, nvpl-lapack for libnvpl_lapack_lp64_gomp.so.0, "
+            "nvidia-cudss-cu13<1 for libcudss.so.0") in companions
+    assert {"soname": "libcudss.so.0", "provider": "companion", "package": "nvidia-cudss-cu13<1"} in (
+        fallback["policy"]["libraries"])
 
 
 def test_jetpack_7_2_on_orin_is_experimental_with_the_sm87_build_and_its_cuda_12_9_runtime() -> None:
@@ -299,6 +303,9 @@ def test_the_plan_says_where_apt_finds_cudss() -> None:
     lines = plan("--root", "sample:agx-orin-64gb-jp6.2").stdout.splitlines()
     at = lines.index(f"  apt       {command}   (the vendor wheels need these)")
     assert lines[at + 1] == "            (cudss: from NVIDIA's CUDA repository, which its cuda-keyring package adds first)"
+    # `cudss` follows cuDSS's newest major: the plan says which soname it must still provide.
+    assert lines[at + 2] == "            (cudss must provide libcudss.so.0: the doctor checks that the loader finds it)"
+    assert {"soname": "libcudss.so.0", "provider": "apt", "package": "cudss"} in data["policy"]["libraries"]
     # NVIDIA's JetPack 6.1 fallback wheel needs cuSPARSELt, from the same repository.
     fallback = plan("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-fallback").stdout
     assert (f"  apt       wget {keyring} && sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update && "

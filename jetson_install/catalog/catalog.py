@@ -19,13 +19,29 @@ from jetson_install.catalog.identity import VENDOR_PACKAGES, KnownBuild, Version
 from jetson_install.board.platform import Platform
 from jetson_install.base.toml_file import TomlData
 
-__all__ = ["VendorSource", "CompanionFloor", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "DEFAULT_INDEX_LABEL",
+__all__ = ["VendorSource", "NeededLibrary", "CompanionFloor", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "DEFAULT_INDEX_LABEL",
            "load_catalog", "default_catalog_path"]
 
 #: How plans name uv's own default index, which this project never spells out.
 DEFAULT_INDEX_LABEL = "the default index"
 STATUSES = ("supported", "experimental", "unsupported")
 KINDS = ("tegra", "sbsa")
+
+
+@dataclass(frozen=True)
+class NeededLibrary:
+    """A shared library (by soname) a source's builds need but do not carry, and what must
+    provide it: a companion wheel, whose requirement holds it to releases that do, or an apt
+    package."""
+
+    soname: str
+    provider: str  # "companion" | "apt"
+    package: str  # the companion's requirement as the catalog writes it ("nvidia-cudss-cu13<1"), or the apt package
+
+    def describe(self) -> str:
+        if self.provider == "companion":
+            return f"the channel's companion wheel {self.package}"
+        return f"the apt package {self.package}"
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class VendorSource:
     companions: Tuple[str, ...] = ()  # undeclared runtime wheels, by name from the default index
     default_index: bool = False
     note: str = ""
+    libraries: Tuple[NeededLibrary, ...] = ()  # what each companion and apt package must provide
 
     @classmethod
     def pinned(cls, index: Optional[str], wheels: Sequence[str], pins: Mapping[str, str], numpy: Optional[str] = None,
@@ -69,6 +86,19 @@ class VendorSource:
     @property
     def apt(self) -> Tuple[str, ...]:
         return self.preferred.apt
+
+    def provider_of(self, soname: str) -> Optional[NeededLibrary]:
+        return next((library for library in self.libraries if library.soname == soname), None)
+
+    def provides(self, requirement: str) -> Tuple[str, ...]:
+        """The sonames the companion `requirement` (as the catalog writes it) must provide."""
+        return tuple(library.soname for library in self.libraries
+                     if library.provider == "companion" and library.package == requirement)
+
+    def companion_shown(self, requirement: str) -> str:
+        """"nvidia-cudss-cu13<1 for libcudss.so.0": the companion, its bound and what it must provide."""
+        provides = self.provides(requirement)
+        return f"{requirement} for {', '.join(provides)}" if provides else requirement
 
     def policy(self) -> Dict[str, Any]:
         """What a recorded resolution was made under; a re-run reuses it while this is equal."""
@@ -302,7 +332,12 @@ _CHANNEL_KEYS = {
     "id", "title", "l4t", "families", "jetpack", "cuda", "python", "kind", "status", "reason", "remedy",
     "containers", "sources",
 }
-_SOURCE_KEYS = {"index", "wheels", "sets", "preferred", "prereleases", "builds", "companions", "numpy", "apt", "note"}
+_SOURCE_KEYS = {"index", "wheels", "sets", "preferred", "prereleases", "builds", "companions", "numpy", "apt", "note",
+                "apt_provides"}
+_COMPANION_SHAPE = ("is { requirement = \"NAME<BOUND\", provides = [\"libNAME.so.N\"] }: the sonames the companion "
+                    "must provide, and a requirement that holds it to releases that provide them")
+#: A shared object's file name as DT_NEEDED gives it: "libcudss.so.0".
+_SONAME = re.compile(r"[A-Za-z0-9_.+\-]+\.so(?:\.[0-9]+)*")
 _TARGET_KEYS = {
     "title", "summary", "distribution", "git", "ref", "requires_python", "quantization_extra",
     "quantization_extra_since", "requires_bitsandbytes", "requires_torch", "smoke", "checks",
@@ -442,9 +477,16 @@ class _Loader(TomlData):
             if len(preferred_sets) != 1:
                 raise self.fail(where, "preferred", "must name the torch version of exactly one of the sets", start)
             preferred = preferred_sets[0]
-        companions = tuple(self.strings(where, entry, "companions", start))
-        for requirement in companions:
-            self.companion(where, requirement, start)
+        libraries: List[NeededLibrary] = []
+        companions = []
+        raw_companions = entry.get("companions", [])
+        if not isinstance(raw_companions, list) or not all(isinstance(item, dict) for item in raw_companions):
+            raise self.fail(where, "companions", f"must be an array of inline tables; each {_COMPANION_SHAPE}", start)
+        for item in raw_companions:
+            requirement, provides = self.companion(where, item, start)
+            companions.append(requirement)
+            libraries += [NeededLibrary(soname, "companion", requirement) for soname in provides]
+        libraries += self.apt_provides(where, entry, sets, start)
         note = entry.get("note", "")
         if not isinstance(note, str):
             raise self.fail(where, "note", "must be a string", start)
@@ -455,9 +497,10 @@ class _Loader(TomlData):
             preferred=preferred,
             prereleases=prereleases,
             builds=builds,
-            companions=companions,
+            companions=tuple(companions),
             default_index=index == "default",
             note=note,
+            libraries=tuple(libraries),
         )
 
     def version_set(self, where: str, entry: Dict[str, Any], numpy: Optional[str], apt: Tuple[str, ...],
@@ -517,16 +560,46 @@ class _Loader(TomlData):
                                              "other builds give none", start, near)
         return KnownBuild(file, sha256, prefix, cuda)
 
-    def companion(self, where: str, requirement: str, start: int) -> None:
+    def companion(self, where: str, entry: Dict[str, Any], start: int) -> Tuple[str, Tuple[str, ...]]:
+        """(requirement, the sonames it must provide) of one `{ requirement, provides }` table."""
         from packaging.requirements import InvalidRequirement, Requirement
 
+        requirement = entry.get("requirement")
+        near = str(requirement or "")
+        if set(entry) != {"requirement", "provides"} or not isinstance(requirement, str):
+            raise self.fail(where, "companions", f"has {entry!r}; each {_COMPANION_SHAPE}", start, near)
         try:
             name = Requirement(requirement).name
         except InvalidRequirement:
-            raise self.fail(where, "companions", f"has {requirement!r}, which is not a requirement", start) from None
+            raise self.fail(where, "companions", f"has {requirement!r}, which is not a requirement", start, near) from None
         if name.lower() in VENDOR_PACKAGES:
             raise self.fail(where, "companions", f"names the vendor package {name}; vendor packages come only "
-                                                 "from the vendor source", start)
+                                                 "from the vendor source", start, near)
+        return requirement, self.sonames(where, "companions", entry["provides"], start, near)
+
+    def apt_provides(self, where: str, entry: Dict[str, Any], sets: Sequence[VersionSet],
+                     start: int) -> List[NeededLibrary]:
+        """`apt_provides = { PACKAGE = ["libNAME.so.N"] }`: what an apt package the source's sets
+        name must provide."""
+        value = entry.get("apt_provides", {})
+        if not isinstance(value, dict):
+            raise self.fail(where, "apt_provides", "must be a table: { PACKAGE = [\"libNAME.so.N\", ...] }", start)
+        named = {package for version_set in sets for package in version_set.apt}
+        found = []
+        for package, sonames in value.items():
+            if package not in named:
+                raise self.fail(where, "apt_provides", f"names {package!r}, which no set of this source installs "
+                                                       "(apt)", start, package)
+            found += [NeededLibrary(soname, "apt", package)
+                      for soname in self.sonames(where, "apt_provides", sonames, start, package)]
+        return found
+
+    def sonames(self, where: str, key: str, value: Any, start: int, near: str) -> Tuple[str, ...]:
+        if not isinstance(value, list) or not value or not all(
+                isinstance(item, str) and _SONAME.fullmatch(item) for item in value):
+            raise self.fail(where, key, f"has provides {value!r}; give the sonames as DT_NEEDED names them, "
+                                        "like [\"libcudss.so.0\"]", start, near)
+        return tuple(value)
 
     def specifier(self, where: str, key: str, value: Any, start: int, near: str = "") -> Optional[str]:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet

@@ -79,6 +79,11 @@ def plan_text(plan: Plan) -> str:
         if elsewhere:
             lines.append(f"            ({', '.join(elsewhere)}: from NVIDIA's CUDA repository, which its cuda-keyring"
                          " package adds first)")
+        held = [library for library in plan.vendor.libraries
+                if library.provider == "apt" and library.package in plan.vendor.apt]
+        if held:
+            said = ", ".join(f"{library.package} must provide {library.soname}" for library in held)
+            lines.append(f"            ({said}: the doctor checks that the loader finds it)")
     if plan.channel is not None:
         lines += container_lines(plan.channel)
     lines.append("steps:")

@@ -290,7 +290,10 @@ class Plan:
             "pins": dict(self.pins),
             "policy": {"sets": [dict(s.specifiers) for s in self.vendor.sets],
                        "preferred": self.vendor.preferred.name,
-                       "prereleases": self.vendor.prereleases} if self.vendor else None,
+                       "prereleases": self.vendor.prereleases,
+                       # The sonames each companion (with its bound) and apt package must provide.
+                       "libraries": [dataclasses.asdict(library) for library in self.vendor.libraries]}
+            if self.vendor else None,
             "set": self.chosen_set.name if self.chosen_set else None,
             "resolution": self.resolution.to_json() if self.resolution else None,
             "companions": list(self.companions),

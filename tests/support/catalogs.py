@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Tuple
 
 from .stub_projects import VENDOR_PINS, VENDOR_TORCH
 
@@ -32,12 +32,15 @@ def stub_catalog_text(
     preferred: str = VENDOR_TORCH,
     known: Sequence[str] = ("torch", "torchvision", "torchaudio", "bitsandbytes"),
     prefix_only: Sequence[str] = (),
-    companions: Sequence[str] = (),
+    companions: Sequence[Tuple[str, Sequence[str]]] = (),
+    apt_provides: Mapping[str, Sequence[str]] = {},
 ) -> str:
     """The catalog text with jp6-cu126 pointing at the stub builds in `vendor_dir`.
 
     `known` names the packages listed as known builds (the rest are "unlisted"); those in
     `prefix_only` are listed by their 16-digit sha256 prefix, as a `+f/` URL gives it.
+    `companions`: (requirement, the sonames it must provide); `apt_provides`: the same for apt
+    packages the sets name.
     """
     sets = sets if sets is not None else [dict(VENDOR_PINS)]
     set_lines = ",\n".join("  { " + ", ".join(f'{k} = "{v}"' for k, v in s.items()) + " }" for s in sets)
@@ -56,10 +59,20 @@ def stub_catalog_text(
         "prereleases = true\n"
         f"sets = [\n{set_lines},\n]\n"
         "builds = [\n" + "".join(line + ",\n" for line in build_lines) + "]\n"
-        + (f"companions = [{', '.join(repr(c).replace(chr(39), chr(34)) for c in companions)}]\n" if companions else "")
+        + (f"companions = [{', '.join(_companion(c, provides) for c, provides in companions)}]\n" if companions else "")
         + 'numpy = "<2"\n'
         'apt = ["libopenblas-dev", "libomp-dev"]\n'
+        + (f"apt_provides = {{ {', '.join(f'{k} = {_strings(v)}' for k, v in apt_provides.items())} }}\n"
+           if apt_provides else "")
     )
     text, count = JP6_SOURCE.subn(source, real)
     assert count == 1, "the jp6-cu126 source was not found in wheels-index.toml"
     return text
+
+
+def _strings(values: Sequence[str]) -> str:
+    return "[" + ", ".join(f'"{value}"' for value in values) + "]"
+
+
+def _companion(requirement: str, provides: Sequence[str]) -> str:
+    return f'{{ requirement = "{requirement}", provides = {_strings(provides)} }}'

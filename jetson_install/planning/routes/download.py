@@ -247,8 +247,8 @@ def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpre
         default_index = plan.settings.default_index.value
         steps.append(Step(
             "companions", "companions",
-            f"install the runtime wheels the vendor builds need ({', '.join(vendor.companions)}) from the default "
-            "index, by name, recording their hashes",
+            f"install the runtime wheels the vendor builds need ({', '.join(map(vendor.companion_shown, vendor.companions))})"
+            " from the default index, by name, recording their hashes",
             (tuple(uv.companions_compile_argv(python, f"{state}/{COMPANIONS_INPUT}", f"{state}/{COMPANIONS_FILE}",
                                               default_index)),
              tuple(uv.companions_install_argv(python, f"{state}/{COMPANIONS_FILE}", default_index)))))
