@@ -23,6 +23,7 @@ __all__ = [
     "Unsupported",
     "StepFailed",
     "CatalogError",
+    "ElfError",
 ]
 
 EXIT_OK = 0
@@ -82,3 +83,7 @@ class StepFailed(JetsonInstallError):
     def __init__(self, step: str, message: str, fix: Optional[str] = None) -> None:
         super().__init__(message, fix)
         self.step = step
+
+
+class ElfError(JetsonInstallError):
+    """A file is not a 64-bit little-endian ELF object, or is cut short or corrupt (base/elf.py)."""
