@@ -472,6 +472,9 @@ def test_real_cpu_torch_is_reported_cpu_only() -> None:
     report = run(str(REAL_TORCH_PYTHON), platform=None, channel=None)
     assert report.exit_code == 1
     assert report.check("torch-import").status == "ok"
+    # Every library the real wheel's .so files link is found: torch/lib and this machine's own.
+    libraries = report.check("libraries")
+    assert libraries.status == "ok" and "in torch/lib" in libraries.detail and "on the board's library path" in libraries.detail
     build = report.check("torch-build")
     assert build.status == "fail" and "+cpu" in build.detail and "CPU-only" in build.detail
     assert report.check("cuda-available").status == "fail"

@@ -206,7 +206,7 @@ def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
     assert evidence["status"] == "failed"
     checks = {check["id"]: check for check in evidence["checks"]}
     assert {check_id: check["status"] for check_id, check in checks.items()} == {
-        "platform": "ok", "python-abi": "ok", "torch-import": "ok", "torch-build": "ok",
+        "platform": "ok", "python-abi": "ok", "libraries": "ok", "torch-import": "ok", "torch-build": "ok",
         "cuda-available": "fail",
         "cuda-arch": "skip", "cuda-matmul": "skip", "cuda-conv2d": "skip", "cuda-bf16": "skip",
         "numpy": "ok",
@@ -217,6 +217,8 @@ def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
         "pip-check": "ok",
     }
     assert checks["torch-build"]["detail"].startswith("torch 2.13.0+cu130, CUDA 13.0")
+    # The CUDA 13 runtime wheels torch declares hold every library its .so files link.
+    assert "in the environment's wheels" in checks["libraries"]["detail"]
     assert checks["cuda-available"]["detail"] == "torch is built for CUDA 13.0 but sees 0 device(s)"
     assert checks["cuda-available"]["fix"].startswith("check that this user can open the GPU")
     assert checks["bnb-library"]["fix"] == "fix the torch checks first (cuda-available)"

@@ -192,6 +192,17 @@ class Context:
     def environment(self) -> str:
         return str(Path(self.python).parent.parent)
 
+    @property
+    def site_packages(self) -> Tuple[Path, ...]:
+        """Where the interpreter imports from, as the torch probe found before importing torch;
+        the environment's own site-packages where the probe did not get that far."""
+        from jetson_install.envs.sonames import site_packages_of
+
+        listed = (self.torch.section("python") or {}).get("site_packages")
+        if isinstance(listed, list) and all(isinstance(path, str) for path in listed):
+            return tuple(Path(path) for path in listed)
+        return tuple(site_packages_of(Path(self.environment)))
+
     def _made_here(self) -> Optional[Path]:
         """The user's path of the environment when jetson-install made it (DIR, not DIR.d/env-<id>)."""
         from jetson_install.base.layout import COMPLETE_MARK, STATE_DIR

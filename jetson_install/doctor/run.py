@@ -29,6 +29,7 @@ from jetson_install.doctor.checks_bitsandbytes import (
     check_bnb_library,
 )
 from jetson_install.doctor.checks_environment import check_obliteratus, check_pip
+from jetson_install.doctor.checks_libraries import check_libraries
 from jetson_install.doctor.checks_kernels import check_cuda_bf16, check_cuda_conv2d
 from jetson_install.doctor.checks_platform import check_platform, check_python_abi
 from jetson_install.doctor.checks_runtime import check_jetson_contract, check_transformers_torch
@@ -85,7 +86,11 @@ _TORCH_BUILD = ("torch-build",)
 CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec("platform", "Jetson platform detected", True, "host", check_platform),
     CheckSpec("python-abi", "Python ABI matches the installed wheels", True, "torch", check_python_abi),
-    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import, explained_by=("python-abi",)),
+    # From the files, before torch imports: a library the vendor builds link and the loader cannot
+    # find is the cause a failed import names, here with the file that needs it and its provider.
+    CheckSpec("libraries", "every library the vendor builds link is found", True, "torch", check_libraries),
+    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import,
+              explained_by=("python-abi", "libraries")),
     CheckSpec("torch-build", "torch is the vendor CUDA build", True, "torch", check_torch_build, ("torch-import",)),
     CheckSpec("cuda-available", "torch sees a CUDA device", True, "torch", check_cuda_available, ("torch-import",),
               _TORCH_BUILD),
@@ -117,7 +122,7 @@ CHECKS: Tuple[CheckSpec, ...] = (
 _BY_ID = {spec.id: spec for spec in CHECKS}
 # What an install checks even with --no-verify (image builds without GPU access): these need
 # no GPU, and a CPU-only or other-CUDA torch must not reach the user's environment.
-GPU_FREE_CHECKS = ("python-abi", "torch-import", "torch-build")
+GPU_FREE_CHECKS = ("python-abi", "libraries", "torch-import", "torch-build")
 
 
 def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:

@@ -12,6 +12,7 @@ it was in.
 """
 
 import json
+import os
 import platform
 import re
 import sys
@@ -47,6 +48,10 @@ def probe_interpreter():
         "executable": sys.executable,
         "machine": platform.machine(),
         "tag": "cp%d%d" % sys.version_info[:2],
+        # Where this interpreter imports packages from, in its order: the doctor reads the vendor
+        # builds' libraries there, also for a torch outside a venv (an image's dist-packages).
+        "site_packages": [path for path in sys.path
+                          if os.path.basename(path) in ("site-packages", "dist-packages") and os.path.isdir(path)],
     }
 
 

@@ -13,7 +13,7 @@ import io
 import re
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "build_wheel",
@@ -131,7 +131,7 @@ def build_wheel(
     *,
     requires: Sequence[str] = (),
     extras: Mapping[str, Sequence[str]] = {},
-    modules: Mapping[str, str] = {},
+    modules: Mapping[str, Union[str, bytes]] = {},
     tag: str = "py3-none-any",
     requires_python: Optional[str] = None,
     import_name: Optional[str] = None,
@@ -142,7 +142,8 @@ def build_wheel(
 ) -> Path:
     """Write a valid wheel into ``dest_dir`` and return its path.
 
-    ``modules`` maps archive paths (``"torch/cuda.py"``) to file text. Unless it
+    ``modules`` maps archive paths (``"torch/cuda.py"``) to file text (or bytes: a shared
+    object, ``"torch/lib/libtorch_cuda.so"``). Unless it
     already holds ``<import_name>/__init__.py``, one is generated that sets
     ``__version__`` and ``__source_index__`` (so a test can tell, after
     install, which index a package came from), followed by ``init_body``.
@@ -154,8 +155,8 @@ def build_wheel(
     init_path = "{}/__init__.py".format(pkg)
     if init_path not in modules:
         files[init_path] = _default_init(version, source_index, init_body).encode("utf-8")
-    for path, text in modules.items():
-        files[path] = text.encode("utf-8")
+    for path, content in modules.items():
+        files[path] = content if isinstance(content, bytes) else content.encode("utf-8")
 
     dist_info = "{}-{}.dist-info".format(_escape_component(name), _escape_version(version))
     files[dist_info + "/METADATA"] = _metadata_text(

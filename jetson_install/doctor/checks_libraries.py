@@ -1,0 +1,67 @@
+"""Every library the vendor builds link is found: the DT_NEEDED of their own .so files, read
+from the files in the tool's process (envs/sonames.py), resolved in the environment's wheels,
+torch's lib folder or the board's library path. It needs no GPU and imports nothing: a torch
+that cannot load is named by the soname it lacks, the file that needs it and what provides it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+from jetson_install.board.apt import install_command
+from jetson_install.catalog.catalog import VendorSource
+from jetson_install.doctor.context import Context, uv_command
+from jetson_install.doctor.missing_libraries import missing_library
+from jetson_install.doctor.results import FAIL, OK, Verdict
+from jetson_install.envs.sonames import LibraryReport, Missing, vendor_libraries
+
+__all__ = ["check_libraries", "library_report"]
+
+
+def library_report(ctx: Context) -> LibraryReport:
+    root = Path(ctx.platform.root) if ctx.platform is not None else Path("/")
+    arch = ctx.platform.arch if ctx.platform is not None else None
+    # What the environment was made from first, then every source of its channel.
+    sources: List[VendorSource] = [ctx.vendor] if ctx.vendor is not None else []
+    sources += [source for source in (ctx.channel.sources if ctx.channel is not None else ()) if source not in sources]
+    return vendor_libraries(ctx.site_packages, root, arch, sources)
+
+
+def check_libraries(ctx: Context) -> Verdict:
+    report = library_report(ctx)
+    problems = [missing.describe() for missing in report.missing] + list(report.unreadable)
+    if problems:
+        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        return FAIL, "; ".join(problems[:3]) + more, _fix(ctx, report)
+    if not report.files:
+        return OK, "the vendor packages hold no shared objects: nothing to resolve", None
+    places = {"torch/lib": 0, "wheels": 0, "board": 0}
+    for where in report.found.values():
+        places["torch/lib" if where == "torch/lib" else "board" if where.startswith("/") else "wheels"] += 1
+    counted = ", ".join(f"{count} {label}" for label, count in (
+        ("in torch/lib", places["torch/lib"]), ("in the environment's wheels", places["wheels"]),
+        ("on the board's library path", places["board"])) if count)
+    detail = (f"all {len(report.found)} libraries the {len(report.files)} vendor shared objects need are found "
+              f"({counted})")
+    if report.driver:
+        detail += f"; {', '.join(report.driver)} is the driver's, judged by cuda-available"
+    return OK, detail, None
+
+
+def _fix(ctx: Context, report: LibraryReport) -> str:
+    if not report.missing:
+        return ctx.torch_install_fix()  # a vendor file that is not a readable library: its build again
+    first = next((missing for missing in report.missing if missing.provider is not None), report.missing[0])
+    return _provider_fix(ctx, first) or ctx.torch_install_fix()
+
+
+def _provider_fix(ctx: Context, missing: Missing) -> Optional[str]:
+    provider = missing.provider
+    if provider is not None and provider.provider == "companion":
+        # A new environment resolves the companion within the catalog's bound again.
+        return ctx.reinstall_command()
+    if provider is not None:
+        return install_command([provider.package])
+    cuda = ctx.expected_cuda
+    known = missing_library(f"{missing.soname}: cannot open shared object file", cuda, ctx.python, uv_command())
+    return known.fix if known is not None else None

@@ -1,0 +1,264 @@
+"""Libraries by soname (envs/sonames.py, the doctor's `libraries` check): every library the
+vendor builds' own .so files link (their DT_NEEDED, read from the files) resolves in torch's
+lib folder, the environment's wheels or the board's library path, or is named with the file
+that needs it and what the channel records as its provider."""
+
+from __future__ import annotations
+
+import base64
+import json
+import dataclasses
+import hashlib
+from pathlib import Path
+from typing import Dict, Optional, Sequence
+
+from support.doctor_env import ORIN, make_env, run
+from support.elf_files import shared_object
+
+from jetson_install.board import apt
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.envs.sonames import LibraryReport, vendor_libraries
+
+THOR = load_catalog().channel("jp7-thor-cu130")
+THOR_FALLBACK = THOR.sources[1]  # Jetson AI Lab's sbsa/cu130: its torch links libcudss.so.0
+JP6 = load_catalog().channel("jp6-cu126")
+
+
+def distribution(site: Path, name: str, version: str, files: Dict[str, bytes]) -> None:
+    """`files` (relative to site-packages) written, with a dist-info whose RECORD lists them."""
+    rows = []
+    for relative, data in files.items():
+        path = site / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{relative},sha256={digest},{len(data)}")
+    dist_info = site / f"{name}-{version}.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (dist_info / "RECORD").write_text("\n".join(rows + [f"{dist_info.name}/RECORD,,"]) + "\n")
+
+
+def torch(site: Path, needs: Sequence[str], cuda: Optional[str] = "13.0") -> None:
+    distribution(site, "torch", "2.11.0", {
+        "torch/__init__.py": b"",
+        "torch/version.py": f"cuda: Optional[str] = {cuda!r}\n".encode(),
+        "torch/lib/libtorch_cuda.so": shared_object("libtorch_cuda.so", ["libc10.so", *needs], ["$ORIGIN"]),
+        "torch/lib/libc10.so": shared_object("libc10.so"),
+    })
+
+
+def board(root: Path, conf: Dict[str, str], libraries: Dict[str, str]) -> Path:
+    """A board root: /etc files as given, and empty files standing for libraries."""
+    for path, text in conf.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    for folder, name in libraries.items():
+        (root / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        (root / folder.lstrip("/") / name).write_bytes(b"")
+    return root
+
+
+def bare(root: Path) -> Path:
+    """A board root whose library path is one empty folder: nothing of this machine's is searched."""
+    return board(root, {"etc/ld.so.conf": "/opt/nothing\n"}, {"/opt/nothing": ".keep"})
+
+
+def read(site: Path, root: Path, sources=()) -> LibraryReport:
+    return vendor_libraries([site], root, "aarch64", list(sources))
+
+
+def test_each_soname_resolves_in_torch_lib_the_wheels_or_the_boards_library_path(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    torch(site, ["libcudart.so.13", "libcudss.so.0", "libcuda.so.1"])
+    (site / "nvidia/cu13/lib").mkdir(parents=True)
+    (site / "nvidia/cu13/lib/libcudart.so.13").write_bytes(b"")
+    # JetPack 6's cudss puts its library where only an ld.so.conf.d entry makes the loader look.
+    root = board(tmp_path / "root", {
+        "etc/ld.so.conf": "# the usual first line\ninclude /etc/ld.so.conf.d/*.conf\n",
+        "etc/ld.so.conf.d/cudss.conf": "/usr/lib/aarch64-linux-gnu/libcudss/12  # from the cudss package\n",
+    }, {"/usr/lib/aarch64-linux-gnu/libcudss/12": "libcudss.so.0"})
+    report = read(site, root)
+    assert report.ok and report.files == ("torch/lib/libtorch_cuda.so", "torch/lib/libc10.so")
+    assert report.found == {"libc10.so": "torch/lib", "libcudart.so.13": "nvidia/cu13/lib",
+                            "libcudss.so.0": str(root / "usr/lib/aarch64-linux-gnu/libcudss/12")}
+    # The driver's own library is the board's (mounted at run time in a container): never "missing".
+    assert report.driver == ("libcuda.so.1",) and report.missing == ()
+
+
+def test_the_stand_in_companion_whose_new_major_drops_the_soname_is_named_with_its_bound(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    torch(site, ["libcudss.so.0"])
+    # What nvidia-cudss-cu13 1.0.0.35 installs: only libcudss.so.1.
+    distribution(site, "nvidia_cudss_cu13", "1.0.0.35", {"nvidia/cu13/lib/libcudss.so.1": shared_object("libcudss.so.1")})
+    report = read(site, bare(tmp_path / "root"), [THOR_FALLBACK])
+    assert not report.ok
+    (missing,) = report.missing
+    assert missing.describe() == ("libcudss.so.0 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader "
+                                  "searches; the channel's companion wheel nvidia-cudss-cu13<1 must provide it, and "
+                                  "the installed nvidia-cudss-cu13 1.0.0.35 does not")
+    # 0.8.0.10, within the bound, ships it: found where the wheel put it.
+    (site / "nvidia/cu13/lib/libcudss.so.0").write_bytes(shared_object("libcudss.so.0"))
+    assert read(site, bare(tmp_path / "root"), [THOR_FALLBACK]).found["libcudss.so.0"] == "nvidia/cu13/lib"
+
+
+def test_an_apt_package_the_channel_names_is_given_as_the_provider(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    torch(site, ["libcudss.so.0"], cuda="12.6")
+    root = bare(tmp_path / "root")
+    (missing,) = read(site, root, JP6.sources).missing
+    assert missing.describe().endswith("; the apt package cudss must provide it")
+    # A soname the channel records nothing for is named without a provider.
+    torch(tmp_path / "other", ["libnotrecorded.so.7"])
+    (unknown,) = read(tmp_path / "other", root, JP6.sources).missing
+    assert unknown.provider is None and unknown.describe().endswith("is in no folder the loader searches")
+
+
+def test_bitsandbytes_is_read_for_the_one_library_it_loads_for_torchs_cuda(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    torch(site, [], cuda="13.0")
+    distribution(site, "bitsandbytes", "0.50.2", {
+        "bitsandbytes/libbitsandbytes_cpu.so": shared_object(None, ["libgomp.so.1"]),
+        # A CUDA 12 library a CUDA 13 board never loads (the aarch64 wheel carries cuda118 to cuda132).
+        "bitsandbytes/libbitsandbytes_cuda126.so": shared_object(None, ["libcudart.so.12"]),
+        "bitsandbytes/libbitsandbytes_cuda130.so": shared_object(None, ["libcudart.so.13"]),
+    })
+    root = bare(tmp_path / "root")
+    read_files = read(site, root).files
+    assert "bitsandbytes/libbitsandbytes_cuda130.so" in read_files and "bitsandbytes/libbitsandbytes_cpu.so" in read_files
+    assert "bitsandbytes/libbitsandbytes_cuda126.so" not in read_files
+    assert [missing.soname for missing in read(site, root).missing] == ["libcudart.so.13", "libgomp.so.1"]
+
+
+def test_the_loaders_configuration_is_read_as_ldconfig_reads_it(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    torch(site, ["libone.so.1", "libtwo.so.2", "libthree.so.3", "libgone.so.4"])
+    root = board(tmp_path / "root", {
+        # hwcap lines and comments are not folders; an include may be relative, and may loop.
+        "etc/ld.so.conf": "hwcap 0 nosegneg\ninclude ld.so.conf.d/*.conf\n/opt/one # trailing comment\n",
+        "etc/ld.so.conf.d/a.conf": "/opt/two:/opt/three\ninclude /etc/ld.so.conf\n",
+    }, {"/opt/one": "libone.so.1", "/opt/two": "libtwo.so.2", "/opt/three": "libthree.so.3"})
+    (root / "opt/one/libgone.so.4").symlink_to("/nonexistent/libgone.so.4")  # a removed alternative
+    report = read(site, root)
+    assert set(report.found) >= {"libone.so.1", "libtwo.so.2", "libthree.so.3"}
+    assert [missing.soname for missing in report.missing] == ["libgone.so.4"]
+
+
+def test_a_sample_root_describes_the_board_while_the_libraries_load_on_this_machine(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    torch(site, ["libc.so.6"])
+    sample = Path(load_catalog().path).parent / "jetson_install/board/samples/agx-thor-jp7.0"
+    assert (sample / "etc/nv_tegra_release").is_file()  # release files only, no library path
+    where = read(site, sample).found["libc.so.6"]
+    assert (Path(where) / "libc.so.6").is_file() and not where.startswith(str(sample))
+
+
+def test_a_vendor_file_that_is_not_a_readable_library_is_reported(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    distribution(site, "torch", "2.11.0", {"torch/lib/libtorch.so": b"INPUT(-ltorch_cpu)\n"})
+    report = read(site, bare(tmp_path / "root"))
+    assert report.unreadable == ("torch/lib/libtorch.so: is not an ELF file",) and not report.ok
+
+
+# --------------------------------------------------------------------------- the doctor's check
+
+def _with_library(python: str, needs: Sequence[str]) -> Path:
+    """The stub torch of a doctor environment, given a libtorch_cuda.so its RECORD lists."""
+    (site,) = Path(python).parent.parent.glob("lib/python*/site-packages")
+    library = shared_object("libtorch_cuda.so", list(needs))
+    (site / "torch" / "lib").mkdir()
+    (site / "torch" / "lib" / "libtorch_cuda.so").write_bytes(library)
+    (dist_info,) = site.glob("torch-*.dist-info")
+    (dist_info / "RECORD").write_text(f"torch/lib/libtorch_cuda.so,,{len(library)}\n{dist_info.name}/RECORD,,\n")
+    return site
+
+
+def test_the_doctor_names_the_soname_the_file_and_the_companion_with_its_bound(tmp_path: Path) -> None:
+    python = make_env(tmp_path / "env", torch_version="2.11.0", torch_cuda="13.0")
+    _with_library(python, ["libcudss.so.0"])
+    thor = dataclasses.replace(ORIN, root=str(bare(tmp_path / "root")))
+    report = run(python, platform=thor, channel=THOR, vendor=THOR_FALLBACK, only=["libraries"])
+    check = report.check("libraries")
+    assert check.status == "fail" and check.title == "every library the vendor builds link is found"
+    assert check.detail == ("libcudss.so.0 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches; "
+                            "the channel's companion wheel nvidia-cudss-cu13<1 must provide it")
+    # A new environment takes the companion within its bound again.
+    assert check.fix.startswith(f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install")
+    assert report.headline == "libraries"
+
+
+def test_on_jetpack_6_the_fix_is_the_apt_package_from_nvidias_cuda_repository(tmp_path: Path) -> None:
+    python = make_env(tmp_path / "env")
+    _with_library(python, ["libcudss.so.0"])
+    orin = dataclasses.replace(ORIN, root=str(bare(tmp_path / "root")))
+    check = run(python, platform=orin, channel=JP6, only=["libraries"]).check("libraries")
+    assert check.status == "fail" and check.detail.endswith("; the apt package cudss must provide it")
+    assert check.fix == apt.install_command(["cudss"]) and "cuda-keyring" in check.fix
+
+
+def test_the_doctor_counts_where_each_library_was_found(tmp_path: Path) -> None:
+    python = make_env(tmp_path / "env")
+    site = _with_library(python, ["libc10.so", "libcuda.so.1"])
+    (site / "torch/lib/libc10.so").write_bytes(shared_object("libc10.so"))
+    orin = dataclasses.replace(ORIN, root=str(bare(tmp_path / "root")))
+    check = run(python, platform=orin, channel=JP6, only=["libraries"]).check("libraries")
+    assert check.status == "ok"
+    assert check.detail == ("all 1 libraries the 1 vendor shared objects need are found (1 in torch/lib); "
+                            "libcuda.so.1 is the driver's, judged by cuda-available")
+
+
+def test_a_stub_torch_without_libraries_has_nothing_to_resolve(tmp_path: Path) -> None:
+    check = run(make_env(tmp_path / "env"), platform=ORIN, channel=JP6, only=["libraries"]).check("libraries")
+    assert (check.status, check.detail) == ("ok", "the vendor packages hold no shared objects: nothing to resolve")
+
+
+# --------------------------------------------------------------------------- an install
+
+def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_the_switch(
+        tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path) -> None:
+    """The stand-in: a vendor torch whose libtorch_cuda.so links libcudss.so.0, and a companion
+    whose 0.8.0.10 ships libcudss.so.0 while its newer 1.0.0.35 ships only libcudss.so.1."""
+    import os
+
+    from support import isolated_env
+    from support.catalogs import stub_catalog_text
+    from support.installer import Installer
+    from support.stub_projects import VENDOR_TORCH, _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
+    from support.wheels import build_wheel
+
+    for wheel in private_index_dirs.vendor.glob("torch-*.whl"):
+        wheel.unlink()
+    modules = {**_torch_modules(True, "12.6"),
+               "torch/lib/libtorch_cuda.so": shared_object("libtorch_cuda.so", ["libcudss.so.0"])}
+    build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, requires=_TORCH_REQUIRES, requires_python=">=3.8",
+                modules=modules, init_body=_TORCH_INIT_BODY, source_index="vendor")
+    for version, soname in (("0.8.0.10", "libcudss.so.0"), ("1.0.0.35", "libcudss.so.1")):
+        build_wheel(private_index_dirs.public, "nvidia-cudss-cu13", version, source_index="public",
+                    modules={f"nvidia/cu13/lib/{soname}": shared_object(soname)})
+    real = (Path(load_catalog().path)).read_text()
+    env = isolated_env(tmp_path, fast_fail=True)
+    vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public)
+    installer = Installer(tmp_path / "obl", env, vendor.url, public.url, obliteratus_source)
+
+    def install(companion: str):
+        catalog = tmp_path / f"index-{len(list(tmp_path.glob('index-*')))}.toml"
+        catalog.write_text(stub_catalog_text(real, private_index_dirs.vendor, companions=((companion, ("libcudss.so.0",)),)))
+        env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+        return installer.run()
+
+    code, data, stderr = install("nvidia-cudss-cu13<1")
+    assert code == 0, stderr
+    assert installer.python("import nvidia_cudss_cu13 as m; print(m.__version__)") == "0.8.0.10"
+    evidence = json.loads((installer.venv / "jetson-install" / "evidence.json").read_text())
+    libraries = next(check for check in evidence["checks"] if check["id"] == "libraries")
+    assert libraries["status"] == "ok" and "in the environment's wheels" in libraries["detail"]
+    before = os.readlink(installer.venv)
+
+    # Asked by name alone, the companion resolves to the release that dropped the soname.
+    code, data, stderr = install("nvidia-cudss-cu13")
+    assert code == 1 and "Traceback" not in stderr
+    assert data["status"] == "failed" and data["error"]["step"] == "verify"
+    assert ("libraries: libcudss.so.0 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches; "
+            "the channel's companion wheel nvidia-cudss-cu13 must provide it, and the installed nvidia-cudss-cu13 "
+            "1.0.0.35 does not") in data["error"]["message"]
+    assert os.readlink(installer.venv) == before  # nothing switched: the working environment stays
