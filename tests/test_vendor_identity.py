@@ -71,6 +71,20 @@ def test_newest_complete_set_within_policy_when_the_preferred_is_missing(tmp_pat
     assert "is not complete on the index" in resolution.warnings[0]
 
 
+def test_a_set_recorded_for_newer_pythons_is_never_taken_for_an_older_one(tmp_path: Path, vendor_dir: Path,
+                                                                            start_index) -> None:
+    # As torch 2.15.0 (Requires-Python >=3.11, no cp310 file): here its stand-in's files would
+    # install on any Python, so only the recorded floor keeps a 3.10 interpreter from it.
+    newer = {"torch": "2.10.0", "torchvision": "0.25.0", "torchaudio": "2.10.0"}
+    for name, version in newer.items():
+        build_wheel(vendor_dir, name, version)
+    served = start_index(vendor_dir)
+    source = source_for(tmp_path, vendor_dir, sets=[MISSING, {**newer, "python": ">=3.11"}, OLDER], preferred="2.7.0")
+    assert [s.shown for s in source.sets][1] == "torch==2.10.0 (Python >=3.11)"
+    assert index.resolve(source, served.url, "3.10", "2.35").set_name == "torch==2.6.0"
+    assert index.resolve(source, served.url, "3.11", "2.35").set_name == "torch==2.10.0"
+
+
 def test_an_unlisted_build_is_accepted_with_a_warning_and_recorded_as_unknown(tmp_path: Path, vendor_dir: Path,
                                                                             start_index) -> None:
     served = start_index(vendor_dir)

@@ -104,7 +104,7 @@ class VendorSource:
         """What a recorded resolution was made under; a re-run reuses it while this is equal."""
         return {
             "location": self.location,
-            "sets": [dict(s.specifiers) for s in self.sets],
+            "sets": [s.policy() for s in self.sets],
             "preferred": self.preferred.name,
             "prereleases": self.prereleases,
             "companions": list(self.companions),
@@ -507,10 +507,10 @@ class _Loader(TomlData):
                     prereleases: bool, start: int) -> VersionSet:
         from packaging.specifiers import SpecifierSet
 
-        unknown = sorted(set(entry) - set(VENDOR_PACKAGES) - {"numpy", "apt"})
+        unknown = sorted(set(entry) - set(VENDOR_PACKAGES) - {"numpy", "apt", "python"})
         if unknown:
-            raise self.fail(where, "sets", f"names {unknown[0]!r}; only {', '.join(VENDOR_PACKAGES)}, numpy and apt "
-                                           "belong in a set", start)
+            raise self.fail(where, "sets", f"names {unknown[0]!r}; only {', '.join(VENDOR_PACKAGES)}, numpy, apt and "
+                                           "python belong in a set", start)
         if "torch" not in entry:
             raise self.fail(where, "sets", "must give torch in every set", start)
         specifiers: Dict[str, str] = {}
@@ -529,6 +529,7 @@ class _Loader(TomlData):
             specifiers=specifiers,
             numpy=self.specifier(where, "sets", entry["numpy"], start) if "numpy" in entry else numpy,
             apt=tuple(self.strings(where, entry, "apt", start)) if "apt" in entry else apt,
+            python=self.specifier(where, "sets", entry.get("python"), start, near),
         )
 
     def build(self, where: str, entry: Dict[str, Any], start: int) -> KnownBuild:

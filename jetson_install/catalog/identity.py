@@ -85,10 +85,26 @@ class VersionSet:
     specifiers: Mapping[str, str]  # package -> specifier, "==2.8.0" or ">=0.48,<0.50"
     numpy: Optional[str] = None
     apt: Tuple[str, ...] = ()
+    python: Optional[str] = None  # the Pythons its builds exist for, ">=3.11"; None: the source's every one
 
     @property
     def name(self) -> str:
         return f"torch{self.specifiers['torch']}"
+
+    @property
+    def shown(self) -> str:
+        """The set's name, with the Pythons it is for where it is not for every one."""
+        return f"{self.name} (Python {self.python})" if self.python else self.name
+
+    def policy(self) -> Dict[str, str]:
+        """The set as a plan and a recorded policy give it: its specifiers, and its Pythons where given."""
+        return {**self.specifiers, **({"python": self.python} if self.python else {})}
+
+    def for_python(self, python: str) -> bool:
+        """Whether the set's builds exist for CPython `python` ("3.10")."""
+        from packaging.specifiers import SpecifierSet
+
+        return self.python is None or SpecifierSet(self.python).contains(f"{python}.0")
 
     @property
     def pins(self) -> Dict[str, str]:

@@ -39,10 +39,10 @@ def choose_set(
     from packaging.version import Version
 
     known = {build.file: build for build in builds}
-    complete = _complete_sets(source, sets, prereleases, known, listings, tags_for(python))
+    complete = _complete_sets(source, sets, prereleases, known, listings, tags_for(python), python)
     if not complete:
         others = [other for other in served_pythons(listings) if other != python
-                  and _complete_sets(source, sets, prereleases, known, listings, tags_for(other))]
+                  and _complete_sets(source, sets, prereleases, known, listings, tags_for(other), other)]
         if others:
             served = ", ".join(f"cp{other.replace('.', '')}" for other in others)
             wanted = f"cp{python.replace('.', '')}"
@@ -76,10 +76,14 @@ def choose_set(
 
 
 def _complete_sets(source: str, sets: Sequence[VersionSet], prereleases: bool, known: Mapping[str, KnownBuild],
-                   listings: Mapping[str, Sequence[ListedFile]],
-                   tags: Sequence["Tag"]) -> List[Tuple[VersionSet, List[ChosenFile]]]:
+                   listings: Mapping[str, Sequence[ListedFile]], tags: Sequence["Tag"],
+                   python: str) -> List[Tuple[VersionSet, List[ChosenFile]]]:
     complete = []
     for version_set in sets:
+        # A set recorded for newer Pythons is left out for an older one, whatever an index lists
+        # (torch 2.15.0 has no cp310 build); the tags then decide among the rest.
+        if not version_set.for_python(python):
+            continue
         chosen = complete_set(source, version_set, prereleases, known, listings, tags)
         if chosen is not None:
             complete.append((version_set, chosen))

@@ -108,7 +108,7 @@ def container_lines(channel: Channel) -> List[str]:
 def _set_line(plan: Plan) -> str:
     vendor = plan.vendor
     assert vendor is not None and plan.chosen_set is not None
-    policy = ", ".join(s.name for s in vendor.sets)
+    policy = ", ".join(s.shown for s in vendor.sets)
     pre = "pre-releases count" if vendor.prereleases else "no pre-releases"
     how = plan.route.set_note(plan)
     return f"{plan.chosen_set.name} ({how}); policy: {policy}; {pre}"

@@ -288,7 +288,7 @@ class Plan:
             "default_index": self.settings.default_index.value,
             "default_index_source": self.settings.default_index.source,
             "pins": dict(self.pins),
-            "policy": {"sets": [dict(s.specifiers) for s in self.vendor.sets],
+            "policy": {"sets": [s.policy() for s in self.vendor.sets],
                        "preferred": self.vendor.preferred.name,
                        "prereleases": self.vendor.prereleases,
                        # The sonames each companion (with its bound) and apt package must provide.
