@@ -90,7 +90,7 @@ def line_of(path: Path, fragment: str) -> int:
          '{ file = "torch-2.8.0-cp310-cp310-linux_aarch64.whl", sha256 = "62a1beee9f2f147076a974d2942c90060c12771c94740830327cae705b2595fc" }',
          "builds", "gives cuda"),
         ('numpy = "<2"\napt = ["libopenblas-dev", "libcusparselt0"]\n\n[[channels]]\nid = "jp7-thor-cu130"', 'numpy = "under 2"\napt = ["libopenblas-dev", "libcusparselt0"]\n\n[[channels]]\nid = "jp7-thor-cu130"', "numpy", "not a version specifier"),
-        ('index = "https://pypi.jetson-ai-lab.io/jp6/cu126"', 'index = "http://pypi.jetson-ai-lab.io/jp6/cu126"', "index", "https"),
+        ('index = "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"', 'index = "http://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"', "index", "https"),
         ('l4t = { from = "36.4", below = "37.0" }', 'l4t = { from = "36.3", below = "37.0" }', "l4t", "overlaps channel 'jp6.0'"),
         ('python = "3.10"\nkind = "tegra"\nstatus = "supported"', 'python = "3.10"\nkind = "tegra"\nstatus = "supported"\nflavour = "x"', "flavour", "is not a channel key"),
     ],

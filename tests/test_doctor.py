@@ -75,7 +75,7 @@ def test_cpu_only_torch_fails_the_build_and_cuda_checks(tmp_path: Path) -> None:
     build, cuda = report.check("torch-build"), report.check("cuda-available")
     assert build.status == "fail" and "CPU-only" in build.detail
     assert cuda.status == "fail" and "CPU-only" in cuda.detail
-    assert 'torch==2.8.0' in build.fix and "https://pypi.jetson-ai-lab.io/jp6/cu126" in build.fix
+    assert 'torch==2.8.0' in build.fix and "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/" in build.fix
     assert report.check("cuda-matmul").status == "skip"  # blocked by cuda-available, which is in the report
     # bitsandbytes then loads its CPU library; the fix points back at torch, not at a bnb build.
     assert report.check("bnb-library").status == "fail"
@@ -538,7 +538,7 @@ def test_evidence_records_the_environment_it_checked(tmp_path: Path) -> None:
     assert run(env).to_json()["environment"]["vendor_builds"] is None  # nothing recorded, nothing claimed
     environment = run(env, vendor=JP6_SOURCE).to_json()["environment"]
     assert environment == {
-        "vendor_source": "https://pypi.jetson-ai-lab.io/jp6/cu126",
+        "vendor_source": "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/",
         "vendor_builds": {"torch": "2.8.0", "bitsandbytes": "0.46.1"},
         "obliteratus": {"version": "0.1.2", "source": "https://github.com/elder-plinius/OBLITERATUS.git",
                         "commit": commit},

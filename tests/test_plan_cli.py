@@ -26,7 +26,7 @@ def test_agx_orin_jp62_plan() -> None:
     assert data["supported"] is True
     assert data["channel"] == "jp6-cu126"
     assert data["python"] == "3.10"
-    assert data["vendor_index"] == "https://pypi.jetson-ai-lab.io/jp6/cu126"
+    assert data["vendor_index"] == "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"
     assert data["pins"]["torch"] == "2.8.0"
     assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "target", "protect", "check", "verify", "switch"]
     target = next(s for s in data["steps"] if s["id"] == "target")["command"]
@@ -252,7 +252,7 @@ def test_thor_takes_official_cuda_13_builds_from_the_default_index(sample: str, 
     assert data["vendor_index"] == "the default index" and data["python"] == "3.12"
     assert data["pins"] == {"torch": "2.13.0", "torchvision": "0.28.0"}
     assert "bitsandbytes>=0.48,<0.51" in data["constraints"] and data["caps"] == []
-    assert data["fallback"] == "https://pypi.jetson-ai-lab.io/sbsa/cu130"
+    assert data["fallback"] == "https://pypi.jetson-ai-lab.io/sbsa/cu130/+simple/"
     vendor = next(s for s in data["steps"] if s["id"] == "vendor")["command"]
     assert "--default-index" not in vendor and "torch==2.13.0" in vendor
     fallback = plan_json("--root", f"sample:{sample}", "--vendor-fallback")
@@ -269,7 +269,7 @@ def test_jetpack_7_2_on_orin_is_experimental_with_the_sm87_build_and_its_cuda_12
     data = plan_json("--root", "sample:agx-orin-jp7.2.1")
     assert data["supported"] is True and data["channel"] == "jp7.2-orin" and data["status"] == "experimental"
     assert data["platform"]["kind"] == "sbsa"
-    assert data["vendor_index"] == "https://pypi.jetson-ai-lab.io/jp6/cu129"
+    assert data["vendor_index"] == "https://pypi.jetson-ai-lab.io/jp6/cu129/+simple/"
     assert data["pins"] == {"torch": "2.8.0", "torchvision": "0.23.0"}
     assert data["requirement"].startswith("obliteratus @ ")  # no quantization extra
     assert any("no Jetson bitsandbytes" in w for w in data["warnings"])

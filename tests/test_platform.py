@@ -97,6 +97,12 @@ def test_override_wins_for_an_empty_container_release_file() -> None:
     assert platform.sources["l4t"] == "JETSON_L4T_VERSION"
 
 
+def test_jetpack_7_2_2_is_named_for_its_l4t_release() -> None:
+    # Before it was recorded, detect said "7.x" for L4T 39.2.2.
+    platform = detect(BOARDS / "agx-thor-r39.2.1", L4TOverride("39.2.2", "--l4t"))
+    assert (str(platform.l4t), platform.jetpack) == ("39.2.2", "7.2.2")
+
+
 def test_override_that_is_not_a_version_is_bad_input() -> None:
     with pytest.raises(errors.BadInput, match="--l4t 'six': not an L4T release"):
         detect(BOARDS / "agx-orin-64gb-r36.4.3", L4TOverride("six", "--l4t"))

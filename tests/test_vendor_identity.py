@@ -85,6 +85,13 @@ def test_a_set_recorded_for_newer_pythons_is_never_taken_for_an_older_one(tmp_pa
     assert index.resolve(source, served.url, "3.11", "2.35").set_name == "torch==2.10.0"
 
 
+def test_thors_torch_2_15_set_is_for_python_3_11_on() -> None:
+    for channel in ("jp7-thor-cu130", "jp7.2-thor"):
+        newest = load_catalog().channel(channel).primary.sets[0]
+        assert newest.name == "torch==2.15.0" and newest.python == ">=3.11"
+        assert not newest.for_python("3.10") and newest.for_python("3.12")
+
+
 def test_an_unlisted_build_is_accepted_with_a_warning_and_recorded_as_unknown(tmp_path: Path, vendor_dir: Path,
                                                                             start_index) -> None:
     served = start_index(vendor_dir)

@@ -17,7 +17,7 @@ from .stub_projects import VENDOR_PINS, VENDOR_TORCH
 __all__ = ["stub_catalog_text", "JP6_SOURCE"]
 
 # The jp6-cu126 primary source, from its index line to the comments above the next table.
-JP6_SOURCE = re.compile(r'index = "https://pypi\.jetson-ai-lab\.io/jp6/cu126"\n.*?(?=\n(?:#[^\n]*\n)*\[\[channels)', re.S)
+JP6_SOURCE = re.compile(r'index = "https://pypi\.jetson-ai-lab\.io/jp6/cu126/\+simple/"\n.*?(?=\n(?:#[^\n]*\n)*\[\[channels)', re.S)
 
 
 def _sha256(path: Path) -> str:
@@ -54,7 +54,7 @@ def stub_catalog_text(
         cuda = ', cuda = "12.6"' if name == "torch" else ""
         build_lines.append(f'  {{ file = "{path.name}", {hash_part}{cuda} }}')
     source = (
-        'index = "https://pypi.jetson-ai-lab.io/jp6/cu126"\n'
+        'index = "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"\n'
         f'preferred = "{preferred}"\n'
         "prereleases = true\n"
         f"sets = [\n{set_lines},\n]\n"

@@ -65,7 +65,7 @@ ORIN = Platform(
 
 # The channel's Python is the test interpreter's, so python-abi passes in the stub venvs.
 JP6_SOURCE = VendorSource.pinned(
-    index="https://pypi.jetson-ai-lab.io/jp6/cu126",
+    index="https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/",
     wheels=(),
     pins={"torch": "2.8.0", "bitsandbytes": "0.46.1"},
     numpy="<2",
