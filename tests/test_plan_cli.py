@@ -28,7 +28,12 @@ def test_agx_orin_jp62_plan() -> None:
     assert data["python"] == "3.10"
     assert data["vendor_index"] == "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"
     assert data["pins"]["torch"] == "2.8.0"
-    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "target", "protect", "check", "verify", "switch"]
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "libraries", "target", "protect",
+                                                "check", "verify", "switch"]
+    # Before the target: the loader must find the apt package's libcudss.so.0 (no command: in process).
+    libraries = next(s for s in data["steps"] if s["id"] == "libraries")
+    assert libraries["commands"] == [] and libraries["equivalent"][:3] == ["jetson-install", "doctor", "--venv"]
+    assert "libcudss.so.0" in libraries["title"]
     target = next(s for s in data["steps"] if s["id"] == "target")["command"]
     assert "obliteratus[quantization] @ git+https://github.com/elder-plinius/OBLITERATUS@v0.1.3" in target
     assert "obliteratus" not in [arg.split("[")[0] for arg in target if " @ " not in arg]
@@ -304,7 +309,8 @@ def test_the_plan_says_where_apt_finds_cudss() -> None:
     at = lines.index(f"  apt       {command}   (the vendor wheels need these)")
     assert lines[at + 1] == "            (cudss: from NVIDIA's CUDA repository, which its cuda-keyring package adds first)"
     # `cudss` follows cuDSS's newest major: the plan says which soname it must still provide.
-    assert lines[at + 2] == "            (cudss must provide libcudss.so.0: the doctor checks that the loader finds it)"
+    assert lines[at + 2] == ("            (cudss must provide libcudss.so.0: the libraries step and the doctor check that "
+                             "the loader finds it)")
     assert {"soname": "libcudss.so.0", "provider": "apt", "package": "cudss"} in data["policy"]["libraries"]
     # NVIDIA's JetPack 6.1 fallback wheel needs cuSPARSELt, from the same repository.
     fallback = plan("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-fallback").stdout

@@ -223,6 +223,7 @@ def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_t
     from support import isolated_env
     from support.catalogs import stub_catalog_text
     from support.installer import Installer
+    from support.planned import assert_ran_as_planned
     from support.stub_projects import VENDOR_TORCH, _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
     from support.wheels import build_wheel
 
@@ -248,17 +249,26 @@ def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_t
 
     code, data, stderr = install("nvidia-cudss-cu13<1")
     assert code == 0, stderr
+    assert_ran_as_planned(data)
+    steps = [step["id"] for step in data["steps"]]
+    assert steps.index("companions") < steps.index("libraries") < steps.index("target")
+    libraries_step = next(step for step in data["steps"] if step["id"] == "libraries")
+    assert libraries_step["detail"].startswith("found libcudss.so.0 in nvidia/cu13/lib")
     assert installer.python("import nvidia_cudss_cu13 as m; print(m.__version__)") == "0.8.0.10"
     evidence = json.loads((installer.venv / "jetson-install" / "evidence.json").read_text())
     libraries = next(check for check in evidence["checks"] if check["id"] == "libraries")
     assert libraries["status"] == "ok" and "in the environment's wheels" in libraries["detail"]
     before = os.readlink(installer.venv)
 
-    # Asked by name alone, the companion resolves to the release that dropped the soname.
+    # Asked by name alone, the companion resolves to the release that dropped the soname: the
+    # install stops after the companions step, before the target is installed or anything switched.
     code, data, stderr = install("nvidia-cudss-cu13")
     assert code == 1 and "Traceback" not in stderr
-    assert data["status"] == "failed" and data["error"]["step"] == "verify"
-    assert ("libraries: libcudss.so.0 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches; "
-            "the channel's companion wheel nvidia-cudss-cu13 must provide it, and the installed nvidia-cudss-cu13 "
-            "1.0.0.35 does not") in data["error"]["message"]
+    assert data["status"] == "failed" and data["error"]["step"] == "libraries"
+    assert data["error"]["message"].startswith(
+        "step 'libraries' failed: libcudss.so.0 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader "
+        "searches; the channel's companion wheel nvidia-cudss-cu13 must provide it, and the installed "
+        "nvidia-cudss-cu13 1.0.0.35 does not")
+    assert data["error"]["fix"].startswith("upgrade jetson-install (")
+    assert "target" not in [step["id"] for step in data["steps"]]
     assert os.readlink(installer.venv) == before  # nothing switched: the working environment stays

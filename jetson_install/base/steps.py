@@ -25,6 +25,7 @@ KINDS = (
     "vendor",  # install the vendor builds, then record what was installed
     "companions",  # resolve the companions with their hashes, then install them
     "source-build",  # build a package on this machine (or take it from the build cache), install it
+    "libraries",  # the vendor builds' .so files find what the catalog records a provider for; no command
     "target",  # install the target under the environment's constraints
     "resolve-kept",  # resolve the target around a kept torch stack (--use-existing-torch)
     "lock",  # install exactly a lock's files

@@ -83,7 +83,7 @@ def plan_text(plan: Plan) -> str:
                 if library.provider == "apt" and library.package in plan.vendor.apt]
         if held:
             said = ", ".join(f"{library.package} must provide {library.soname}" for library in held)
-            lines.append(f"            ({said}: the doctor checks that the loader finds it)")
+            lines.append(f"            ({said}: the libraries step and the doctor check that the loader finds it)")
     if plan.channel is not None:
         lines += container_lines(plan.channel)
     lines.append("steps:")

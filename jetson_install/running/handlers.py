@@ -6,14 +6,17 @@ returns the step's detail."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Dict, List
 
+from jetson_install import UPGRADE_COMMAND
 from jetson_install.base.errors import JetsonInstallError, StepFailed
 from jetson_install.base.layout import (
     CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, REQUIREMENTS_FILE, state_of,
 )
 from jetson_install.base.redact import redact
 from jetson_install.base.steps import Step
+from jetson_install.board.apt import install_command
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.catalog.identity import Companion
 from jetson_install.doctor import GPU_FREE_CHECKS
@@ -22,6 +25,7 @@ from jetson_install.envs.environment import protect, write_additions, write_cons
 from jetson_install.envs.failed_evidence import kept_evidence
 from jetson_install.envs.interpreters import Interpreter, pip_check
 from jetson_install.envs.record import distributions_state, record_installed
+from jetson_install.envs.sonames import Missing, environment_libraries
 from jetson_install.planning.plan import resolved_plan
 from jetson_install.planning.routes.shared import target_lines
 from jetson_install.running.bitsandbytes_build import run_build_step
@@ -45,7 +49,8 @@ def shared_handlers(interpreter: Interpreter) -> Dict[str, StepHandler]:
         return ""
 
     return {"interpreter": found, "venv": venv, "vendor": _vendor, "companions": _companions,
-            "source-build": _source_build, "target": _target, "protect": _protect, "check": _check}
+            "source-build": _source_build, "libraries": _libraries, "target": _target, "protect": _protect,
+            "check": _check}
 
 
 def _vendor(step: Step, run: Run) -> str:
@@ -78,6 +83,37 @@ def _companions(step: Step, run: Run) -> str:
     record_installed(run.staging, plan.resolution, found, str(run.rerun))
     run.learned(resolved_plan(plan, plan.resolution, [f"{c.name}=={c.version}" for c in found]))
     return ", ".join(f"{c.name}=={c.version}" for c in found)
+
+
+def _libraries(step: Step, run: Run) -> str:
+    """The vendor builds' .so files, read before the target is installed: a library the channel
+    records a provider for (a companion within its bound, an apt package) that the loader would
+    not find fails the step, before anything is switched. Others may come with the target step
+    (the official builds' CUDA runtime wheels), which the verify step's doctor then judges."""
+    plan = run.plan
+    assert plan.vendor is not None
+    sources = [plan.vendor, *(source for source in (plan.channel.sources if plan.channel else ()) if source != plan.vendor)]
+    report = environment_libraries(run.staging, Path(plan.platform.root), plan.platform.arch, sources)
+    recorded = [missing for missing in report.missing if missing.provider is not None]
+    if recorded or report.unreadable:
+        problems = [missing.describe() for missing in recorded] + list(report.unreadable)
+        raise StepFailed("libraries", f"step 'libraries' failed: {'; '.join(problems)}",
+                         _library_fix(recorded[0], run) if recorded else f"install the vendor builds again: {run.rerun}")
+    held = {library.soname: library for library in plan.vendor.libraries}
+    found = [f"{soname} in {report.found[soname]}" for soname in held if soname in report.found]
+    return (f"found {', '.join(found)}" if found else "the vendor builds link none of the libraries the channel "
+            "records") + "; the rest they link is checked by the verify step, once the target is installed"
+
+
+def _library_fix(missing: Missing, run: Run) -> str:
+    provider = missing.provider
+    assert provider is not None
+    if provider.provider == "apt":
+        return (f"{install_command([provider.package])} (where it is installed already, add its folder to "
+                f"/etc/ld.so.conf.d/ and run sudo ldconfig), then run: {run.rerun}")
+    # The catalog's bound let through a release without the soname: a newer catalog holds it back.
+    return (f"upgrade jetson-install ({UPGRADE_COMMAND}) for a catalog that holds {provider.package} to releases "
+            f"with {missing.soname}, then run: {run.rerun}")
 
 
 def _target(step: Step, run: Run) -> str:

@@ -256,6 +256,8 @@ def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpre
         from jetson_install.planning.bitsandbytes_source import build_step
 
         steps.append(build_step(route.build, python, plan.settings.default_index.value))
+    if vendor.libraries:
+        steps.append(shared.libraries_step(plan))
     steps += [
         shared.target_step(plan),
         shared.protect_step("keep the constraints in force after jetson-install exits: pip.conf and UV_CONSTRAINT "

@@ -106,7 +106,7 @@ class LockRoute(Route):
                                                   f"{lock.location}, each by its sha256, without an index",
                                   (tuple(uv.locked_install_argv(shared.python_of(plan),
                                                                 f"{shared.state_of(plan)}/{LOCK_FILE}")),)))
-            elif step.kind not in ("companions", "target"):
+            elif step.kind not in ("companions", "libraries", "target"):  # the lock installs them at once
                 steps.append(step)
         return tuple(steps)
 

@@ -14,6 +14,7 @@ from jetson_install.base.redact import credentials
 from jetson_install.base.steps import Step
 
 __all__ = ["PROGRAM", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
+           "libraries_step",
            "protect_step",
            "check_step", "verify_step", "switch_step"]
 
@@ -66,6 +67,18 @@ def target_step(plan: Plan) -> Step:
                 (tuple(uv.target_install_argv(python_of(plan), target_requirements(plan),
                                               f"{state_of(plan)}/{CONSTRAINTS_FILE}",
                                               plan.settings.default_index.value)),))
+
+
+def libraries_step(plan: Plan) -> Step:
+    """Before the target, the vendor builds' .so files must find what the channel records a
+    provider for (a companion within its bound, an apt package): a missing one fails here,
+    before anything else is installed or switched. Their declared dependencies come with the
+    target step; the verify step's doctor then checks every library they link."""
+    assert plan.vendor is not None
+    sonames = ", ".join(dict.fromkeys(library.soname for library in plan.vendor.libraries))
+    return Step("libraries", "libraries", f"check that the vendor builds' libraries find {sonames} where the loader "
+                                          "looks, before the rest is installed",
+                equivalent=(PROGRAM, "doctor", "--venv", plan.venv, "--check", "libraries", *plan.doctor_platform_args))
 
 
 def protect_step(title: str) -> Step:
