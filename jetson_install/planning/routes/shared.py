@@ -97,7 +97,7 @@ def verify_step(plan: Plan, title: str) -> Step:
     """The doctor on the new environment, keeping its evidence in the environment; with
     --no-verify only the checks that need no GPU. It runs in the install's process, which
     already holds the platform and the catalog: its commands are the probes it starts (the
-    torch probe alone for the checks that need no GPU: python-abi, torch-import and
+    torch probe alone for the checks that need no GPU: python-abi, libraries, torch-import and
     torch-build), and the command that does the same later is `jetson-install doctor` on DIR."""
     python = python_of(plan)
     commands: List[Tuple[str, ...]] = [probe_command(python, "torch")]
