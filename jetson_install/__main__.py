@@ -1,3 +1,3 @@
-from jetson_install.cli.entry import main
+from jetson_install.cli.main import main
 
 main()
