@@ -27,7 +27,7 @@ BUILT_FOR_ORIN = {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "36", "JETSON_INSTALL_IMAGE_
 def start_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Where the entrypoint leaves its status and evidence: the test's own folder, not this
     machine's /tmp/jetson-install (which a container's is)."""
-    from jetson_install.fleet import container
+    from jetson_install.cli.commands import container
 
     folder = tmp_path / "start"
     monkeypatch.setattr(container, "START_STATUS", str(folder / "start-status"))
@@ -294,9 +294,7 @@ def test_the_healthcheck_waits_for_the_start_and_never_reads_an_old_pass() -> No
 
 def test_the_entrypoint_says_starting_while_its_doctor_runs(tmp_path: Path, start_files: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from jetson_install.cli import commands
-    from jetson_install.fleet import container
-    from jetson_install import doctor
+    from jetson_install.cli.commands import container
     from jetson_install.fleet.container import Start
 
     status, evidence = start_files / "start-status", start_files / "start-evidence.json"
@@ -310,7 +308,7 @@ def test_the_entrypoint_says_starting_while_its_doctor_runs(tmp_path: Path, star
         seen.append((status.read_text(), evidence.exists()))
         raise KeyboardInterrupt  # a start killed while its doctor runs
 
-    monkeypatch.setattr(doctor, "run_doctor", doctor_that_looks)
+    monkeypatch.setattr(container, "run_doctor", doctor_that_looks)
     with pytest.raises(KeyboardInterrupt):
-        commands.container_start(tmp_path / "venv", {})
+        container.container_start(tmp_path / "venv", {})
     assert seen == [("starting\n", False)] and status.read_text() == "starting\n"

@@ -149,7 +149,7 @@ def test_uninstall_keeps_what_the_user_put_in_dir_d(tmp_path: Path) -> None:
 
 
 def test_list_finds_the_default_environment_and_says_what_is_broken(tmp_path: Path) -> None:
-    from jetson_install.cli.commands import default_venv
+    from jetson_install.cli.commands.lifecycle import default_venv
 
     home, env = switched(default_venv("obliteratus"))
     listed = run_cli("list")
@@ -162,7 +162,7 @@ def test_list_finds_the_default_environment_and_says_what_is_broken(tmp_path: Pa
 
 
 def test_a_broken_dir_is_fixed_by_the_command_of_the_target_that_made_it(tmp_path: Path) -> None:
-    from jetson_install.cli.commands import default_venv
+    from jetson_install.cli.commands.lifecycle import default_venv
 
     torch, made = switched(default_venv("torch"))
     shutil.rmtree(made)  # nothing in DIR.d says what made it: the default DIR's name does

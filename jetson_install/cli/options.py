@@ -1,12 +1,28 @@
-"""The command line's options, each declared once; a command names the ones it takes."""
+"""The command line's declarations: each option and argument once (the table of those several
+commands take, and each command's whole set, in the order its --help lists them), -q and -v,
+and a command per catalog target; and what a command line gave, read back as the values
+cli/commands/ takes. What only a running command needs (the values' module, the log, the
+fixes) is imported where it is used: `--help` loads none of it (see cli/main.py)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-__all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options"]
+from jetson_install.base.errors import BadInput, JetsonInstallError
+from jetson_install.catalog.catalog_file import target_summaries
+
+if TYPE_CHECKING:
+    from jetson_install.cli.commands.given import Given, InstallOptions, PlatformOptions
+    from jetson_install.planning.fixes import Rerun
+
+__all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_options", "install_options", "parsed", "typed",
+           "QuietStream", "verbosity_options", "add_verbosity", "WithTargets",
+           "INSTALL", "PLAN", "DETECT", "CHANNELS", "CONSTRAINTS", "ADD", "LOCK", "WHEELHOUSE", "DOCTOR",
+           "DOCKERFILE", "CONTAINER_ENTRYPOINT", "EVIDENCE_CHECK", "EVIDENCE_TABLE", "LABELS", "LIST", "ROLLBACK",
+           "UNINSTALL", "CLEAN"]
 
 ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
 
@@ -45,6 +61,10 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
                                        "name, a git URL or a project folder) under the stack's constraints; "
                                        "repeatable. A re-run keeps what an environment was given.")),
     "venv": (("--venv",), dict(metavar="DIR", help="Environment location (default: a per-user data directory).")),
+    "dry-run": (("--dry-run",), dict(is_flag=True, help="Print the plan and change nothing.")),
+    "yes": (("--yes", "-y"), dict(is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")),
+    "max-age": (("--max-age",), dict(metavar="DAYS", type=click.FloatRange(min=0), help="Evidence older than this is "
+                                     "stale (default: upstream's maximum_evidence_age_days, 30).")),
     "bitsandbytes": (("--bitsandbytes", "bitsandbytes"), dict(
         metavar="build[=VERSION|PATH]", help="Build bitsandbytes on this board for its GPU (where no Jetson build "
                                              "exists): the newest release this torch accepts, a release, or a local "
@@ -55,7 +75,10 @@ INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "with", "ref",
                    "default-index", "vendor-index", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
 
 
-def with_options(*names: str, **changed: Dict[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def with_options(*names: str, **changed: Dict[str, Any]) -> Decorator:
     """The options `names` from the table; `changed` replaces some of one's settings."""
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         for name in names:
@@ -63,3 +86,284 @@ def with_options(*names: str, **changed: Dict[str, Any]) -> Callable[[Callable[.
             command = click.option(*declarations, **{**settings, **changed.get(name.replace("-", "_"), {})})(command)
         return command
     return decorate
+
+
+def _stacked(*decorators: Decorator) -> Decorator:
+    """The decorators as if written above a command, first on top (the top one's first in --help)."""
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+    return decorate
+
+
+_ROOT = with_options("l4t", "soc", "root")
+_LIFECYCLE_VENV = with_options("venv", venv={"help": "The environment's location (default: the one a target's install "
+                                                     "made at its default location, OBLITERATUS' first)."})
+
+#: `jetson-install TARGET`.
+INSTALL = _stacked(
+    with_options(*INSTALL_OPTIONS), with_options("dry-run"),
+    click.option("--upgrade", is_flag=True, help="Read the vendor index again instead of reusing the recorded set."),
+    with_options("yes"),
+    click.option("--lock", "lock_file", metavar="FILE", help="Install exactly this lock (`jetson-install lock`)."),
+    click.option("--wheelhouse", metavar="DIR|URL",
+                 help="Install the lock of this wheelhouse from it, with no other network."),
+)
+#: `jetson-install plan TARGET`.
+PLAN = _stacked(with_options(*INSTALL_OPTIONS), click.option(
+    "--resolve", is_flag=True, help="Read the vendor index and show the set an install would take."))
+DETECT = _stacked(_ROOT, with_options("json", json={"help": "Print one JSON object for scripts."}))
+CHANNELS = _stacked(
+    click.argument("channel_id", required=False, metavar="[CHANNEL]"),
+    with_options("json", json={"help": "Print the channels as JSON."}),
+    click.option("--markdown", is_flag=True, help="Print the support table that README.md carries."),
+    click.option("--check", is_flag=True, help="Read each channel's index: preferred set present, hashes unchanged, "
+                                               "newer sets."),
+    click.option("--vendor-index", metavar="URL",
+                 help="With --check: read this mirror instead of the channel's index."),
+)
+CONSTRAINTS = _stacked(click.option("--write", is_flag=True, help="Rewrite the files from wheels-index.toml."),
+                       click.option("--dir", "directory", default="constraints", show_default=True, metavar="DIR"))
+ADD = _stacked(
+    click.argument("requirements", nargs=-1, metavar="REQUIREMENT..."),
+    with_options("venv", venv={"help": "The environment to add to (default: the one a target's install made at its "
+                                       "default location)."}),
+    with_options("dry-run", dry_run={"help": "Print the plan of the new environment and change nothing."}),
+    with_options("yes"), with_options("json"),
+)
+LOCK = _stacked(
+    with_options("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "ref", "source",
+                 "python", "l4t", "soc", "root",
+                 python={"help": "Lock for this interpreter on this machine (of the board's architecture) "
+                                 "instead of the board's platform."},
+                 vendor_fallback={"help": "Lock the channel's documented fallback vendor source."}),
+    click.option("--python-version", metavar="X.Y", help="Lock for the board's platform with this Python (a board whose "
+                 "Python is not the channel's; its install then takes --python /usr/bin/pythonX.Y)."),
+    click.option("--output", "-o", metavar="FILE",
+                 help="Write the lock here (default: TARGET.lock); a target built from its source goes beside it."),
+    with_options("with"),
+    click.argument("target", required=False, default="obliteratus", metavar="[TARGET]"),
+)
+WHEELHOUSE = _stacked(
+    click.argument("directory", metavar="DIR"),
+    click.option("--lock", "lock_file", default="obliteratus.lock", show_default=True, metavar="FILE",
+                 help="The lock whose files to download."),
+    click.option("--serve", is_flag=True,
+                 help="Then serve DIR to a fleet over HTTP until Ctrl-C (without --lock: DIR as it is)."),
+    click.option("--bind", default="0.0.0.0", show_default=True, metavar="ADDRESS",
+                 help="The address --serve listens on."),
+    click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+                 help="The port --serve listens on."),
+    click.option("--tool-wheel", metavar="FILE", help="Also carry jetson-install (this wheel of it) and its own "
+                 "dependencies for the lock's board, to install the tool there with no network."),
+    with_options("default-index", default_index={"help": "With --tool-wheel: resolve the tool's dependencies here "
+                                                         "(default: uv's own index)."}),
+    with_options("json", json={"help": "Print one JSON result object on stdout."}),
+)
+DOCTOR = _stacked(
+    _ROOT,
+    with_options("venv", venv={"help": "Check this environment (default: the one a target's install made at its "
+                                       "default location, OBLITERATUS' first)."}),
+    with_options("python", python={"help": "Check this interpreter instead of an environment."}),
+    with_options("json", json={"help": "Print the evidence JSON on stdout."}),
+    click.option("--evidence", metavar="FILE", help="Also write the evidence JSON to FILE."),
+    click.option("--check", "only", metavar="ID", multiple=True,
+                 help="Run only this check (and what it needs); repeatable."),
+    click.option("--no-gpu", is_flag=True,
+                 help="Run only the checks that need no GPU (what an install runs with --no-verify)."),
+    click.option("--list-checks", is_flag=True, help="List the check ids and exit."),
+    click.option("--strict", is_flag=True, help="The gate: every check that applies must run and pass; a skip fails."),
+    with_options("preflight", preflight={"help": "Expect CPU builds (an environment made with --preflight is checked "
+                                                 "so anyway)."}),
+    click.option("--gate-evidence", metavar="FILE",
+                 help="Also write the jetson-runtime gate record (upstream's shape) to FILE; implies --strict."),
+)
+DOCKERFILE = _stacked(
+    _ROOT,
+    click.option("--base", metavar="IMAGE",
+                 help="Build on this image (default: the first one known to match the channel)."),
+    click.option("--output", metavar="FILE", help="Write the Dockerfile here (default: standard output)."),
+)
+CONTAINER_ENTRYPOINT = _stacked(
+    with_options("venv", venv={"required": True, "help": "The environment the image was built with."}),
+    click.argument("command", nargs=-1, type=click.UNPROCESSED),
+)
+EVIDENCE_CHECK = _stacked(
+    click.argument("files", nargs=-1, required=True, metavar="FILE..."), with_options("max-age"),
+    click.option("--require", "requirements", metavar="KEY=VALUE", multiple=True,
+                 help="A dotted path into the evidence and its required value, e.g. platform.channel=jp6-cu126."),
+)
+EVIDENCE_TABLE = _stacked(click.argument("files", nargs=-1, required=True, metavar="FILE..."), with_options("max-age"))
+LABELS = _stacked(
+    _ROOT,
+    click.option("--evidence", "evidence_file", metavar="FILE",
+                 help="Doctor evidence that may grant `cuda` (default: the environment's own)."),
+    with_options("max-age"), with_options("json", json={"help": "Print the labels as JSON."}),
+)
+LIST = with_options("json", json={"help": "Print the environments as JSON."})
+ROLLBACK = _stacked(_LIFECYCLE_VENV, with_options("json"))
+UNINSTALL = _stacked(_LIFECYCLE_VENV, with_options("yes"), with_options("json"))
+CLEAN = _stacked(with_options("dry-run", dry_run={"help": "Show what would be removed, and its size; remove nothing."}),
+                 with_options("json"))
+
+
+def typed() -> Rerun:
+    """The command as the user gave it (main's arguments), to run again with changes."""
+    from jetson_install.planning.fixes import Rerun
+
+    return Rerun(tuple(click.get_current_context().find_root().obj or ()))
+
+
+def given(context: click.Context, name: str, value: Optional[str]) -> Given:
+    """The value of option `name` and where it came from: its flag, or its environment variable."""
+    from jetson_install.cli.commands.given import Given
+
+    flag = "--" + name.replace("_", "-")
+    source = context.get_parameter_source(name)
+    if source is not None and source.name == "ENVIRONMENT":
+        return Given(value, OPTIONS[flag[2:]][1]["envvar"])
+    return Given(value, flag)
+
+
+def platform_options(root: str, l4t: Optional[str], soc: Optional[str],
+                     context: Optional[click.Context] = None) -> PlatformOptions:
+    """--root, --l4t and --soc as parsed in `context` (else the current one)."""
+    from jetson_install.cli.commands.given import PlatformOptions
+
+    context = context or click.get_current_context()
+    return PlatformOptions(given(context, "root", root), given(context, "l4t", l4t), given(context, "soc", soc))
+
+
+def install_options(target: str, params: Dict[str, Any], context: Optional[click.Context] = None) -> InstallOptions:
+    """What a target's install, `plan TARGET` or `lock` parsed (in `context`, else the current one)."""
+    from jetson_install.cli.commands.given import InstallOptions
+
+    context = context or click.get_current_context()
+    return InstallOptions(
+        target=target, platform=platform_options(params["root"], params["l4t"], params["soc"], context),
+        vendor_index=given(context, "vendor_index", params["vendor_index"]),
+        default_index=given(context, "default_index", params["default_index"]),
+        allow_insecure_index=params["allow_insecure_index"], venv=params.get("venv"), python=params.get("python"),
+        source=params["source"], ref=params["ref"], verify=not params.get("no_verify", False),
+        fallback=params["vendor_fallback"], use_existing_torch=params.get("use_existing_torch", False),
+        bitsandbytes=params.get("bitsandbytes"), preflight=params.get("preflight", False),
+        cpu_index=params.get("cpu_index"), added=tuple(params.get("added", ())))
+
+
+def _verbosity(context: click.Context, parameter: click.Parameter, value: bool) -> None:
+    """-q/--quiet and -v/--verbose, before the command or after it."""
+    if not value:
+        return
+    root = context.find_root()
+    chosen = root.meta.setdefault("jetson_install.verbosity", parameter.name)
+    if chosen != parameter.name:
+        raise BadInput("-q/--quiet and -v/--verbose were both given", fix="pass only one of them")
+    if parameter.name == "verbose":
+        from jetson_install.base.logs import show_log
+
+        show_log(sys.stderr)
+    else:
+        sys.stderr = QuietStream(sys.stderr)  # main() gives the real stream back
+
+
+class QuietStream:
+    """stderr under -q: errors, their fix and log lines, and warnings pass; progress and notes do not.
+    Results on stdout are never touched."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._line = ""
+        self._in_error = False  # an error's fix and log lines pass with it
+
+    def write(self, text: str) -> int:
+        self._line += text
+        *lines, self._line = self._line.split("\n")
+        for line in lines:
+            if not line.startswith("  "):
+                self._in_error = line.startswith("error:")
+            if line.startswith(("error:", "warning:")) or (self._in_error and line.startswith(("  fix:", "  log:"))):
+                self._stream.write(line + "\n")
+        return len(text)
+
+    def write_through(self, text: str) -> None:
+        """A line -q must not drop: what the command is for, like the address it serves on."""
+        self._stream.write(text)
+        self._stream.flush()
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False  # no live progress line under -q
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def verbosity_options() -> List[click.Parameter]:
+    """-q and -v, which every command takes."""
+    return [click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, is_eager=True, callback=_verbosity,
+                         help="Print only errors and warnings on stderr (results still go to stdout)."),
+            click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, is_eager=True, callback=_verbosity,
+                         help="Also print every command jetson-install runs, and its output, as it comes.")]
+
+
+def add_verbosity(group: click.Group) -> None:
+    """Every command takes -q and -v, declared here once; not the image's entrypoint, whose
+    arguments after its own are the command it starts. (A target's commands get them when
+    they are made.)"""
+    options = verbosity_options()
+    group.params.extend(options)
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            add_verbosity(command)
+        elif command.name != "container-entrypoint":
+            command.params.extend(options)
+
+
+def _target_summaries(ctx: click.Context) -> Dict[str, str]:
+    """Each catalog target and its command's help line, read without validating the catalog
+    (its mistakes are said by the command that loads it); none where the file cannot be parsed.
+    Read once per command line: `--help` asks for every command (the parse was two thirds of
+    its cost, read three times); kept on the root context, not the process, since the file
+    named by JETSON_INSTALL_WHEELS_INDEX may differ between two command lines of one process."""
+    meta = ctx.find_root().meta
+    if "jetson_install.targets" not in meta:
+        try:
+            meta["jetson_install.targets"] = target_summaries()
+        except JetsonInstallError:
+            meta["jetson_install.targets"] = {}
+    summaries: Dict[str, str] = meta["jetson_install.targets"]
+    return summaries
+
+
+class WithTargets(click.Group):
+    """A group with one command per target of the catalog, made from the target's entry when
+    it is asked for (so `--version` and `detect` never read the catalog)."""
+
+    def __init__(self, *args: Any, make: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.make = make
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(set(super().list_commands(ctx)) | set(_target_summaries(ctx)))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            summary = _target_summaries(ctx).get(cmd_name)
+            command = self.make(cmd_name, summary) if summary is not None else None
+            if command is not None:
+                command.params.extend(verbosity_options())
+        return command
+
+
+def parsed(target: str, words: Sequence[str]) -> click.Context:
+    """`words` parsed as the command of `target` parses them (nothing is run): `add` takes the
+    options of the command that made an environment from what it recorded."""
+    root = click.get_current_context().find_root()
+    assert isinstance(root.command, click.Group)
+    command = root.command.get_command(root, target)
+    assert command is not None  # `add` checked the target is the catalog's
+    return command.make_context(target, list(words), parent=root)

@@ -19,12 +19,15 @@ if TYPE_CHECKING:
     from jetson_install.fleet.lock import LockResult
     from jetson_install.planning.plan import Plan
 
-__all__ = ["platform_summary", "plan_text", "install_hint", "install_lines", "lock_lines", "wheelhouse_lines",
-           "container_lines", "channels_text", "channels_markdown", "channels_json", "check_lines", "check_list",
-           "size_text", "environments_lines", "rollback_lines", "uninstall_lines", "clean_lines"]
+__all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "install_lines", "addition_line",
+           "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",
+           "channels_text", "channels_markdown", "channels_json", "check_lines", "check_json", "check_list",
+           "check_list_json", "size_text", "environments_json", "environments_lines", "rollback_lines",
+           "uninstall_lines", "clean_lines"]
 
 
-def platform_summary(platform: Platform) -> str:
+def platform_summary(platform: Platform, typed: Rerun) -> str:
+    """`detect`: the platform, where each fact was read, and what to run next."""
     name = platform.module or platform.model or "Jetson (module unknown)"
     soc = platform.soc or "SoC unknown"
     if platform.family and platform.compute_capability:
@@ -42,6 +45,7 @@ def platform_summary(platform: Platform) -> str:
     if platform.kernel:
         lines.append(f"  kernel   {platform.kernel}")
     lines.extend(f"warning: {warning}" for warning in platform.warnings)
+    lines.append(f"next: see what an install would do: {typed.replaced('detect', ('plan', 'obliteratus'))}")
     return "\n".join(lines)
 
 
@@ -169,6 +173,17 @@ def check_lines(reports: Sequence[SetReport]) -> List[str]:
     return lines
 
 
+def check_json(reports: Sequence[SetReport]) -> List[Dict[str, Any]]:
+    """`channels --check --json`: each source read, and what was found."""
+    return [{"channel": r.channel, "index": r.index, "status": r.status, "ok": r.ok, "lines": list(r.lines)}
+            for r in reports]
+
+
+def plan_shown(plan: Plan, typed: Rerun) -> str:
+    """`plan TARGET`: the plan, and for a supported one what to run next."""
+    return plan_text(plan) + (f"\n{install_hint(plan, typed)}" if plan.supported else "")
+
+
 def install_hint(plan: Plan, typed: Rerun) -> str:
     """What to run next after a plan, and where: a preview made for another machine says so."""
     import os
@@ -199,6 +214,12 @@ def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
     return lines + ([f"  evidence: {result.evidence}"] if result.evidence else []) + [f"  log: {log}"]
 
 
+def addition_line(new: Sequence[str], link: Path, kept: Sequence[str], command: Rerun) -> str:
+    """What `add` is about to do, and the command it runs for it."""
+    return (f"add: {', '.join(new)} to {link}" + (f" (kept: {', '.join(kept)})" if kept else "")
+            + f"; a new environment from the command that made it: {command}")
+
+
 def lock_lines(result: LockResult) -> List[str]:
     lock = result.lock
     lines = [f"locked {len(lock.entries)} files for {lock.arch}/Python {lock.python} (channel {lock.channel}) in "
@@ -212,7 +233,7 @@ def lock_lines(result: LockResult) -> List[str]:
 
 
 def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
-    from jetson_install.fleet.wheelhouse import runner_command
+    from jetson_install.fleet.wheelhouse import runner_command  # the index reader: detect never needs it
 
     where, target = result["directory"], result.get("target", "obliteratus")
     return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
@@ -223,6 +244,19 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
             + runner_command(target, result["lock"], "http://HOST:8000/")] + (
         [f"  the tool itself ({result['tool']['files']} files), offline on the board: {result['tool']['install']}"]
         if result.get("tool") else [])
+
+
+def dockerfile_written(output: str, base: str, context: Path) -> str:
+    """`dockerfile --output`: what was written, and how to build it."""
+    from jetson_install import __version__
+
+    return (f"wrote {output} (FROM {base}); put jetson_install-{__version__}-py3-none-any.whl beside it "
+            f"(pip wheel --no-deps -w {context} <jetson-install checkout>), then build it there: "
+            f"cd {context} && docker build -t obliteratus-jetson .")
+
+
+def check_list_json(checks: Sequence[Tuple[str, str, bool]]) -> List[Dict[str, Any]]:
+    return [{"id": check_id, "title": title, "required": required} for check_id, title, required in checks]
 
 
 def check_list(checks: Sequence[Tuple[str, str, bool]]) -> str:
@@ -248,6 +282,10 @@ def _environment_line(label: str, view: EnvironmentView) -> List[str]:
     doctor = f"doctor {view.doctor} ({view.doctor_at})" if view.doctor else "no doctor evidence"
     return [f"  {label:9} {Path(view.path).name}   made {view.made or 'unknown'}   {size_text(view.size)}",
             f"  {'':9} channel {view.channel or 'unknown'}   torch {view.torch or 'none'}   {doctor}"]
+
+
+def environments_json(listed: Sequence[Listed]) -> Dict[str, Any]:
+    return {"schema_version": 1, "environments": [entry.to_json() for entry in listed]}
 
 
 def environments_lines(listed: Sequence[Listed]) -> List[str]:

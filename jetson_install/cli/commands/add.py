@@ -1,0 +1,131 @@
+"""`add`: the command that made an environment, as it recorded it, with new requirements added;
+the install then runs it."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from jetson_install.base.errors import BadInput
+from jetson_install.base.redact import MASK
+from jetson_install.catalog.catalog import load_catalog
+from jetson_install.cli.commands.given import venv_path
+from jetson_install.cli.commands.lifecycle import default_environment
+from jetson_install.envs.environment import EnvironmentHome, recorded_additions, recorded_plan
+from jetson_install.envs.record import read_record
+from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.planner import additions
+from jetson_install.running.install import InstallResult
+
+__all__ = ["Addition", "addition"]
+
+#: What `add` leaves out of the recorded command: how it was shown and confirmed (add's own
+#: flags say that now), and --upgrade (an addition keeps the recorded vendor set).
+_NOT_REPLAYED = ("-q", "--quiet", "-v", "--verbose", "--json", "--yes", "-y", "--dry-run", "--upgrade")
+
+
+@dataclass(frozen=True)
+class Addition:
+    """What `add` runs: the command that made the environment at `link` again, with its recorded
+    additions (kept by the install itself), the new ones as --with, at the same DIR."""
+
+    link: Path
+    target: str
+    made_with: str  # the recorded command, as it was run
+    command: Rerun  # what runs now
+    cwd: Optional[str]  # where the recorded command ran: its relative paths mean what they meant there
+    kept: Tuple[str, ...]
+    new: Tuple[str, ...]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"venv": str(self.link), "target": self.target, "requirements": list(self.new),
+                "kept": list(self.kept), "made_with": self.made_with, "command": str(self.command)}
+
+    def result(self, result: InstallResult) -> InstallResult:
+        """The install's result, with a conflict's fix said as `add` takes it: a release of the
+        addition that accepts the vendor pins (which never change)."""
+        if result.failed_step != "target" or "unsatisfiable" not in result.message:
+            return result
+        plan = result.resolved
+        pins = ", ".join(f"{name}=={version}" for name, version in (plan.pins if plan else {}).items()
+                         if name == "torch")
+        name = _requirement_name(self.new[0]) if len(self.new) == 1 else "REQUIREMENT"
+        command = Rerun(("add", "--venv", str(self.link), f"{name}<VERSION"))
+        return replace(result, fix=f"the vendor pins ({pins or 'torch'}) never change: add a release of {name} that "
+                                   f"accepts them, where one exists: {command}")
+
+
+def _requirement_name(requirement: str) -> str:
+    """The distribution a requirement names, or the requirement itself (a URL, a folder)."""
+    try:
+        return Requirement(requirement).name
+    except InvalidRequirement:
+        return requirement
+
+
+def addition(venv: Optional[str], requirements: Sequence[str], flags: Sequence[str], rerun: Rerun) -> Addition:
+    """`add`: the recorded command of the environment at --venv (else the default one that
+    exists), with `requirements` added; refused, in one line with the fix, where there is none."""
+    if not requirements:
+        raise BadInput("add: no REQUIREMENT given", fix=f"name what to add, e.g.: {Rerun(rerun.argv + ('transformers',))}")
+    new = additions(requirements)
+    with_new = tuple(word for requirement in new for word in ("--with", requirement))
+    if venv is None:
+        link = default_environment("add")[0]
+        if EnvironmentHome(link).current() is None:
+            raise BadInput("add: no environment made by jetson-install at the default locations",
+                           fix=f"make one with the additions: {Rerun(('torch', *with_new))}, or name it: "
+                               f"{Rerun(rerun.argv[:1] + ('--venv', 'DIR') + rerun.argv[1:])}")
+    else:
+        link = venv_path(venv).absolute()
+    made = _made_with(link, with_new)
+    current = EnvironmentHome(link).current()
+    assert current is not None  # _made_with refused it otherwise
+    kept = recorded_additions(current)
+    if any(word in ("--lock", "--wheelhouse") or word.startswith(("--lock=", "--wheelhouse=")) for word in made):
+        every = tuple(word for requirement in kept + new for word in ("--with", requirement))
+        raise BadInput(f"{link} was installed from a lock, which holds exactly its files and no addition",
+                       fix=f"lock them with the rest, then install that lock: {Rerun(('lock', made[0], *every, '--output', 'new.lock'))} "
+                           f"&& {Rerun((made[0], '--lock', 'new.lock', '--venv', str(link)))}")
+    cwd = (recorded_plan(current) or {}).get("cwd")
+    command = Rerun((*Rerun(made).without("--venv").argv, "--venv", str(link), *with_new, *flags))
+    return Addition(link, made[0], str(Rerun(made)), command, cwd if isinstance(cwd, str) else None, kept, new)
+
+
+def _made_with(link: Path, with_new: Tuple[str, ...]) -> Tuple[str, ...]:
+    """The command that made the environment at `link` (its first word the target), as it
+    recorded it: plan.json, or the vendor record's repair command for one made before."""
+    home = EnvironmentHome(link)
+    current = home.current()
+    make = str(Rerun(("torch", "--venv", str(link), *with_new)))
+    if current is None:
+        if home.is_ours():
+            raise BadInput(f"{link} points at no complete environment (removed, or its install was cut short)",
+                           fix="see it, and the command that repairs it: jetson-install list")
+        if not link.exists() and not link.is_symlink():
+            raise BadInput(f"no environment at {link}", fix=f"make one with the additions: {make}")
+        raise BadInput(f"{link} was not made by jetson-install (no link into {link}.d); it is left as it is",
+                       fix=f"make one with the additions beside it: {Rerun(('torch', '--venv', f'{link}-torch', *with_new))}")
+    recorded = recorded_plan(current) or {}
+    command = recorded.get("command")
+    if not (isinstance(command, list) and all(isinstance(word, str) for word in command)):
+        record = read_record(current)
+        repair = record.repair if record is not None else ""
+        command = shlex.split(repair)[1:] if repair.startswith("jetson-install ") else None
+    if not command:
+        raise BadInput(f"{current} records no command it was made with (made by an older jetson-install)",
+                       fix=f"run the command that made it again, with {' '.join(with_new)} added")
+    words = tuple(word for word in command if word not in _NOT_REPLAYED)
+    if not words or words[0] not in load_catalog().targets:
+        raise BadInput(f"{current} was made by `jetson-install {' '.join(command)}`, not a target's install",
+                       fix=f"run the command that made it again, with {' '.join(with_new)} added")
+    if any(MASK in word for word in words):
+        raise BadInput(f"the command that made {link} gave an index's credentials in a URL, which are not recorded",
+                       fix=f"run it again with the additions, the credentials in place of {MASK}: "
+                           f"{Rerun((*command, *with_new))}")
+    return words
+

@@ -1,0 +1,60 @@
+"""`lock` and `wheelhouse`: a board's whole environment resolved into a lock, and a lock's
+files downloaded for a fleet and served to it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+from jetson_install.base.errors import Unsupported
+from jetson_install.catalog.lock_file import read_lock
+from jetson_install.catalog.settings import check_index_url
+from jetson_install.cli.commands.given import Given, InstallOptions
+from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
+from jetson_install.catalog.identity import NoBuildForPython
+from jetson_install.fleet.lock import LockResult, lock_target, make_lock, no_build_for_the_boards_python, tool_entries
+from jetson_install.fleet.wheelhouse import fill_wheelhouse as fill
+from jetson_install.fleet.wheelhouse_server import WheelhouseServer, open_server
+from jetson_install.planning.fixes import Rerun
+
+__all__ = ["board_lock", "fill_wheelhouse", "serve_wheelhouse"]
+
+
+def board_lock(options: InstallOptions, python: Optional[str], python_version: Optional[str], output: Path,
+               rerun: Rerun) -> LockResult:
+    """Resolve the board's whole environment (or, with `python`, this interpreter's) into a lock."""
+    plan = make_install_plan(replace(options, venv=None, verify=False, use_existing_torch=False, python=None),
+                             keep_added=False)
+    if not plan.supported or plan.vendor is None or plan.channel is None:
+        raise Unsupported(plan.reason or "no vendor source for this board", fix=plan.remedy or None)
+    target = lock_target(plan, python, python_version, rerun)
+    try:
+        plan = resolve_plan(plan, rerun, target.python)
+    except NoBuildForPython as exc:
+        raise no_build_for_the_boards_python(exc, target, plan.vendor_index or "the vendor source", rerun) from None
+    assert plan.resolution is not None
+    return make_lock(plan.channel.id if plan.channel else "", target, plan.resolution, plan.vendor_index,
+                     plan.vendor.companions if plan.vendor else (), plan.constraints, plan.requirement,
+                     plan.settings.default_index.value, output, plan.target.id, plan.additions)
+
+
+def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Given) -> Dict[str, Any]:
+    """`wheelhouse`: the lock's files, and with `tool_wheel` jetson-install's own for the board."""
+    lock = read_lock(lock_file)
+    if tool_wheel is not None and default_index.value is not None:
+        check_index_url(default_index.value, default_index.source, False)
+    tool = tool_entries(Path(tool_wheel), lock, default_index.value) if tool_wheel is not None else []
+    return fill(lock, directory, tool)
+
+
+def serve_wheelhouse(directory: Path, bind: str, port: int, rerun: Rerun,
+                     serving: Callable[[WheelhouseServer], None]) -> None:
+    """`wheelhouse --serve`: `directory` over HTTP until Ctrl-C; `serving` is told the server
+    (the port it listens on: port 0 picks one) once it does."""
+    with open_server(directory, bind, port, rerun) as server:
+        serving(server)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            return

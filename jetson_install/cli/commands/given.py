@@ -1,0 +1,70 @@
+"""What the command line gave a command: option values with where each came from, and the
+checks on a value as typed that every command taking it makes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from jetson_install.base.errors import BadInput
+
+__all__ = ["Given", "PlatformOptions", "InstallOptions", "venv_path", "given_platform"]
+
+
+@dataclass(frozen=True)
+class Given:
+    """An option's value and where it came from (the flag, or its environment variable)."""
+
+    value: Optional[str]
+    source: str
+
+
+@dataclass(frozen=True)
+class PlatformOptions:
+    root: Given
+    l4t: Given
+    soc: Given = Given(None, "--soc")
+
+
+@dataclass(frozen=True)
+class InstallOptions:
+    """What a target's command (`obliteratus`, `torch`), `plan TARGET` and `lock` were given."""
+
+    target: str
+    platform: PlatformOptions
+    vendor_index: Given
+    default_index: Given
+    allow_insecure_index: bool = False
+    venv: Optional[str] = None
+    python: Optional[str] = None
+    source: Optional[str] = None
+    ref: Optional[str] = None
+    verify: bool = True
+    fallback: bool = False
+    use_existing_torch: bool = False
+    bitsandbytes: Optional[str] = None
+    preflight: bool = False
+    cpu_index: Optional[str] = None
+    added: Tuple[str, ...] = ()  # --with
+
+
+def venv_path(value: str) -> Path:
+    """--venv as typed: an empty value or a control character (a newline from a script) is
+    refused, never read as the default location or written into a path."""
+    if not value.strip():
+        raise BadInput("--venv is empty", fix="give the environment's location, e.g. --venv ~/obliteratus, or drop --venv")
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7f), None)
+    if bad is not None:
+        raise BadInput(f"--venv {value!r} contains the control character {bad!r}",
+                       fix="give a location without control characters (a newline often comes from a script's variable)")
+    return Path(value).expanduser()
+
+
+def given_platform(options: PlatformOptions) -> Tuple[str, ...]:
+    """The --root and --l4t the user typed, for the commands a fix prints."""
+    words: List[str] = []
+    for flag, given in (("--root", options.root), ("--l4t", options.l4t)):
+        if given.value is not None and given.source == flag:
+            words += [flag, given.value]
+    return tuple(words)

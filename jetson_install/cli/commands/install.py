@@ -1,0 +1,80 @@
+"""A target's install (`obliteratus`, `torch`): its plan (or a lock's), what a dry run shows
+instead, and the install itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.logs import start_log
+from jetson_install.cli.commands.given import InstallOptions
+from jetson_install.cli.commands.plan import make_install_plan
+from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.plan import Plan, with_interpreter
+from jetson_install.planning.routes.lock import read_lock_in_use, with_lock
+from jetson_install.planning.routes.preflight import require_aarch64
+from jetson_install.running.install import InstallResult, check_before_install
+from jetson_install.running.noop import would_change
+from jetson_install.running.install import install as run_install
+from jetson_install.tools.progress import Display
+
+__all__ = ["install_plan", "preview", "dry_run", "Installed", "install"]
+
+
+def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: Optional[str], rerun: Rerun) -> Plan:
+    """The plan `obliteratus` carries out: the options' plan, or a lock's (--lock, --wheelhouse)."""
+    if options.preflight:
+        require_aarch64()  # before anything else: no plan made here could run
+    if options.added and (lock_file or wheelhouse):
+        # A lock installs exactly its files: an addition beside it would be left out unsaid.
+        option = "--lock" if lock_file else "--wheelhouse"
+        locked = rerun.keeping("lock", ("--root", "--l4t", "--soc", "--vendor-index", "--default-index", "--source",
+                                        "--ref", "--python", "--with"), ("--vendor-fallback", "--allow-insecure-index"))
+        lock_command = Rerun(("lock", options.target, *locked.argv[1:], "--output", "new.lock"))
+        install_command = rerun.without("--with").without("--wheelhouse").with_option("--lock", "new.lock")
+        raise BadInput(f"--with and {option} were both given: a lock installs exactly its files, so --with would add "
+                       "nothing", fix=f"lock the additions with the rest, then install that lock: {lock_command} && "
+                                      f"{install_command}")
+    plan = make_install_plan(options)
+    if plan.supported and (lock_file or wheelhouse):
+        plan = with_lock(plan, read_lock_in_use(lock_file, wheelhouse, plan, rerun))
+    return plan
+
+
+def preview(plan: Plan, dry_run_asked: bool, as_json: bool) -> Tuple[Plan, Dict[str, Any], List[str]]:
+    """What `--dry-run` (or an unsupported platform) shows instead of installing: the plan (as
+    JSON, with whether the install would change anything), and the warnings of its checks."""
+    if not (dry_run_asked and plan.supported):
+        return plan, plan.to_json(), []
+    plan, warnings = dry_run(plan)
+    data = plan.to_json()
+    if as_json:
+        data["would_change"], data["would_change_reason"] = would_change(plan)
+    return plan, data, warnings
+
+
+def dry_run(plan: Plan) -> Tuple[Plan, List[str]]:
+    """What the install would check before its first step, said by a dry run too (warnings);
+    the plan then names the interpreter the install would take."""
+    try:
+        checked = check_before_install(plan, dry_run=True)
+    except StepFailed as failure:
+        # Not bad input: the preview still shows what would run where a Python is found.
+        return plan, [f"the install would stop at step '{failure.step}': {failure.message}; fix: {failure.fix}"]
+    return with_interpreter(plan, checked.interpreter.path), list(checked.warnings)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What an install did, and the log of every command it ran."""
+
+    result: InstallResult
+    log: Path
+
+
+def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool) -> Installed:
+    """Carry out `plan`, logging every command it runs to a new per-user log."""
+    log = start_log(plan.target.id)
+    return Installed(run_install(plan, progress=progress, rerun=rerun, upgrade=upgrade), log)
