@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -173,14 +174,50 @@ def test_add_refuses_an_environment_made_from_a_lock_with_the_commands_that_do_i
         f"--output new.lock && jetson-install torch --lock new.lock --venv {venv}"]
 
 
-def _fake_environment(tmp_path: Path, command: List[str]) -> Path:
-    """DIR -> DIR.d/env-… as an install leaves it, recording `command` (no install run)."""
+def test_add_reads_the_recorded_commands_relative_paths_in_the_folder_it_ran_in(tmp_path: Path) -> None:
+    # The first install ran in work/, naming its root, interpreter and a project relatively.
+    work = tmp_path / "work"
+    shutil.copytree(TOP / "jetson_install" / "board" / "samples" / "agx-orin-64gb-jp6.2", work / "board", symlinks=True)
+    (work / "bin").mkdir()
+    (work / "bin" / "python").symlink_to(sys.executable)
+    (work / "proj").mkdir()
+    (work / "proj" / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "1.0"\n')
+    venv = _fake_environment(tmp_path, ["torch", "--root=board", "--python", "bin/python", "--with", "./proj"], cwd=work)
+    code, data, stderr = _add(isolated_env(tmp_path), "--venv", str(venv), "--dry-run", "accelerate")  # from TOP
+    assert code == 0, stderr
+    # What runs names the same folders, wherever it runs (and wherever it is run again from).
+    assert data["add"]["command"] == (f"jetson-install torch --root={work / 'board'} --python {work / 'bin' / 'python'} "
+                                      f"--with {work / 'proj'} --venv {venv} --with accelerate --dry-run --json")
+    assert data["add"]["made_with"] == "jetson-install torch --root=board --python bin/python --with ./proj"
+    assert data["interpreter"] == str(work / "bin" / "python")
+    assert data["additions"] == [str(work / "proj"), "accelerate"]
+
+
+@pytest.mark.parametrize("words, expected", [
+    (["--root", "board", "--root=sample:agx-orin-64gb-jp6.2"], ["--root", "/was/here/board", "--root=sample:agx-orin-64gb-jp6.2"]),
+    (["--python", "python3.10", "--python=../bin/python"], ["--python", "python3.10", "--python=/was/here/../bin/python"]),
+    (["--source", "OBLITERATUS", "--source", "https://example.com/o.git"],
+     ["--source", "/was/here/OBLITERATUS", "--source", "https://example.com/o.git"]),
+    (["--with", "transformers", "--with", "./proj", "--with", "~/proj", "--with=pkg @ git+https://h/r"],
+     ["--with", "transformers", "--with", "/was/here/proj", "--with", "~/proj", "--with=pkg @ git+https://h/r"]),
+    (["--bitsandbytes", "build", "--bitsandbytes=build=0.49.2", "--bitsandbytes", "build=./bnb"],
+     ["--bitsandbytes", "build", "--bitsandbytes=build=0.49.2", "--bitsandbytes", "build=/was/here/bnb"]),
+    (["--ref", "./v1", "--root", "/abs", "--venv", "rel"], ["--ref", "./v1", "--root", "/abs", "--venv", "rel"]),
+])
+def test_a_recorded_commands_paths_are_read_where_it_ran_and_nothing_else(words: List[str], expected: List[str]) -> None:
+    from jetson_install.cli.commands.add import in_folder
+
+    assert list(in_folder(["torch", *words], Path("/was/here"))) == ["torch", *expected]
+
+
+def _fake_environment(tmp_path: Path, command: List[str], cwd: Optional[Path] = None) -> Path:
+    """DIR -> DIR.d/env-… as an install leaves it, recording `command`, run in `cwd` (no install run)."""
     venv = tmp_path / "made"
     environment = tmp_path / "made.d" / "env-20260101-000000-abcdef"
     state = environment / "jetson-install"
     state.mkdir(parents=True)
     (state / "complete").write_text("2026-01-01T00:00:00+0000\n")
-    (state / "plan.json").write_text(json.dumps({"target": "torch", "command": command, "cwd": str(tmp_path)}))
+    (state / "plan.json").write_text(json.dumps({"target": "torch", "command": command, "cwd": str(cwd or tmp_path)}))
     venv.symlink_to(environment)
     return venv
 

@@ -173,14 +173,8 @@ def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: 
     flags = tuple(flag for flag, given in (("--dry-run", dry_run), ("--yes", yes), ("--json", as_json)) if given)
     made = addition(venv, requirements, flags, options.typed())
     click.echo(addition_line(made.new, made.link, made.kept, made.command), err=True)
-    here = os.getcwd()
-    if made.cwd is not None and os.path.isdir(made.cwd):
-        os.chdir(made.cwd)  # the recorded command's relative paths (--root, --python) mean what they meant
-    try:
-        parsed = options.parsed(made.target, made.command.argv[1:])
-        _install(made.target, parsed.params, made.command, made, parsed)  # a fix names it, as if typed
-    finally:
-        os.chdir(here)
+    parsed = options.parsed(made.target, made.command.argv[1:])
+    _install(made.target, parsed.params, made.command, made, parsed)  # a fix names it, as if typed
 
 
 @cli.command("lock")

@@ -1,17 +1,19 @@
-"""`add`: the command that made an environment, as it recorded it, with new requirements added;
-the install then runs it."""
+"""`add`: the command that made an environment, as it recorded it, with new requirements added,
+its relative paths made absolute against the folder it ran in; the install then runs it."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.redact import MASK
+from jetson_install.board.samples import PREFIX as SAMPLE_PREFIX
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.cli.commands.given import venv_path
 from jetson_install.cli.commands.lifecycle import default_environment
@@ -21,7 +23,7 @@ from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.planner import additions
 from jetson_install.running.install import InstallResult
 
-__all__ = ["Addition", "addition"]
+__all__ = ["Addition", "addition", "in_folder"]
 
 #: What `add` leaves out of the recorded command: how it was shown and confirmed (add's own
 #: flags say that now), and --upgrade (an addition keeps the recorded vendor set).
@@ -36,8 +38,7 @@ class Addition:
     link: Path
     target: str
     made_with: str  # the recorded command, as it was run
-    command: Rerun  # what runs now
-    cwd: Optional[str]  # where the recorded command ran: its relative paths mean what they meant there
+    command: Rerun  # what runs now, its paths absolute
     kept: Tuple[str, ...]
     new: Tuple[str, ...]
 
@@ -92,8 +93,11 @@ def addition(venv: Optional[str], requirements: Sequence[str], flags: Sequence[s
                        fix=f"lock them with the rest, then install that lock: {Rerun(('lock', made[0], *every, '--output', 'new.lock'))} "
                            f"&& {Rerun((made[0], '--lock', 'new.lock', '--venv', str(link)))}")
     cwd = (recorded_plan(current) or {}).get("cwd")
-    command = Rerun((*Rerun(made).without("--venv").argv, "--venv", str(link), *with_new, *flags))
-    return Addition(link, made[0], str(Rerun(made)), command, cwd if isinstance(cwd, str) else None, kept, new)
+    replayed = Rerun(made).without("--venv").argv
+    if isinstance(cwd, str):
+        replayed = in_folder(replayed, Path(cwd))
+    command = Rerun((*replayed, "--venv", str(link), *with_new, *flags))
+    return Addition(link, made[0], str(Rerun(made)), command, kept, new)
 
 
 def _made_with(link: Path, with_new: Tuple[str, ...]) -> Tuple[str, ...]:
@@ -129,3 +133,49 @@ def _made_with(link: Path, with_new: Tuple[str, ...]) -> Tuple[str, ...]:
                            f"{Rerun((*command, *with_new))}")
     return words
 
+
+#: The install's options that may name a path, read relative to the folder it runs in.
+_PATH_OPTIONS = ("--root", "--source", "--python", "--with", "--bitsandbytes")
+
+
+def in_folder(argv: Sequence[str], cwd: Path) -> Tuple[str, ...]:
+    """`argv` (`--opt VALUE` or `--opt=VALUE`) with each path the install would read relative to
+    the folder it runs in made absolute against `cwd`, the folder `argv` was run in: a recorded
+    command then means what it meant there, wherever it runs again."""
+    words: List[str] = list(argv)
+    at = 0
+    while at < len(words):
+        option, inline, value = words[at].partition("=")
+        if option in _PATH_OPTIONS and inline:
+            words[at] = f"{option}={_absolute(option, value, cwd)}"
+        elif option in _PATH_OPTIONS and at + 1 < len(words):
+            at += 1
+            words[at] = _absolute(option, words[at], cwd)
+        at += 1
+    return tuple(words)
+
+
+def _absolute(option: str, value: str, cwd: Path) -> str:
+    """`value` of `option` against `cwd`, where the install reads it as a relative path (by the
+    same tests it makes of the value); otherwise `value` as it is."""
+    if option == "--bitsandbytes":
+        kind, inline, path = value.partition("=")
+        # planning/bitsandbytes_source.py: build=X is a checkout where X looks like a path or is a
+        # folder; `~` is the user's home there.
+        local = bool(inline) and not path.startswith("~") and (os.sep in path or path.startswith(".") or (cwd / path).is_dir())
+        return f"{kind}={_joined(path, cwd)}" if local else value
+    if option == "--root":
+        local = not value.startswith(SAMPLE_PREFIX)  # board/samples.py: sample:NAME is a shipped root
+    elif option == "--source":
+        local = "://" not in value  # planning/planner.py: a --source without a scheme is a folder
+    elif option == "--python":
+        local = os.sep in value  # a bare name is looked up on PATH, as exec does
+    else:  # --with: planning/planner.py `additions` takes a project folder (`~` the user's home)
+        local = not value.startswith("~") and (
+            value.startswith(".") or (os.sep in value and "://" not in value and "@" not in value))
+    return _joined(value, cwd) if local else value
+
+
+def _joined(path: str, cwd: Path) -> str:
+    """A relative `path` under `cwd`; an absolute (or empty) one as it is."""
+    return path if not path or os.path.isabs(path) else str(cwd / path)
