@@ -261,17 +261,19 @@ def test_help_reads_the_targets_without_loading_the_catalog() -> None:
     assert "LOADED []" in result.stdout and "  obliteratus " in result.stdout, result.stdout + result.stderr
 
 
-def test_help_lists_the_targets_past_a_mistake_outside_them_and_reads_a_value_across_a_header_like_line(
+def test_a_catalog_that_is_not_toml_still_gives_help_and_a_target_command_names_its_line_and_reads_a_value_across_a_header_like_line(
         tmp_path: Path) -> None:
     real = (TOP / "wheels-index.toml").read_text()
     path = tmp_path / "wheels-index.toml"
     env = {**isolated_env(tmp_path), "JETSON_INSTALL_WHEELS_INDEX": str(path)}
-    # Not TOML after the targets: --help still lists them, and their command names the line.
+    # Not TOML: --help still answers, and a target's command says the file's line, not "No such command".
     path.write_text(real + "\n[[channels]\n")
     shown = run_cli("--help", env=env)
-    assert shown.returncode == 0 and "  obliteratus " in shown.stdout, shown.stdout
-    result = run_cli("plan", "obliteratus", "--root", ORIN, env=env, cwd=tmp_path)
-    assert result.returncode == 2 and "invalid TOML" in result.stderr.splitlines()[0], result.stderr
+    assert shown.returncode == 0 and "  detect " in shown.stdout, shown.stdout
+    for argv in (["plan", "obliteratus", "--root", ORIN], ["obliteratus", "--root", ORIN, "--dry-run"]):
+        result = run_cli(*argv, env=env, cwd=tmp_path)
+        assert result.returncode == 2 and "invalid TOML" in result.stderr.splitlines()[0], result.stderr
+        assert "No such command" not in result.stderr
     # A target's multi-line summary holding a line that looks like a header: read as the file says.
     summary = 'summary = """Install OBLITERATUS\n[channels]\non the stack."""'
     path.write_text(re.sub(r'^summary = ".*"$', summary.replace("\\", "\\\\"), real, count=1, flags=re.M))

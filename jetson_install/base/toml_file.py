@@ -20,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on the JetPack 5/6 Pythons
     import tomli as tomllib
 
-__all__ = ["load_toml", "load_tables", "TomlData"]
+__all__ = ["load_toml", "TomlData"]
 
 # A table header, `[name]` or `[[name]]`, of bare or quoted keys (an array's `["a", "b"]` has commas).
 _HEADER = re.compile(r"""^\s*\[\[?\s*([A-Za-z0-9_.\-"' ]+?)\s*\]\]?\s*(?:#.*)?$""")
@@ -46,27 +46,6 @@ def load_toml(path: Path) -> Dict[str, Any]:
         where = f"{path}:{found.group(1)}" if found else str(path)
         fix = f"correct {path.name} at line {found.group(1)}" if found else f"correct {path}"
         raise CatalogError(f"{where}: invalid TOML: {exc}", fix=fix) from None
-
-
-def load_tables(path: Path, name: str) -> Dict[str, Any]:
-    """The tables `[name]` and `[name.*]` of the TOML file at `path`, parsed from their own lines
-    (each header to the next one) instead of the whole file: `--help` and every target's command
-    need only the catalog's targets, and parsing all of its 26 KB was 24 M instructions. Where
-    those lines do not parse alone (a multi-line value across a header-like line), the whole
-    file is parsed, so its answer, and its error, are the file's."""
-    kept: List[str] = []
-    inside = False
-    for line in _text(path).splitlines():
-        found = _HEADER.match(line)
-        if found:
-            table = _table_name(found.group(1))
-            inside = table == name or table.startswith(name + ".")
-        if inside:
-            kept.append(line)
-    try:
-        return tomllib.loads("\n".join(kept))
-    except tomllib.TOMLDecodeError:
-        return load_toml(path)
 
 
 def _table_name(header: str) -> str:

@@ -1,8 +1,6 @@
-"""Where wheels-index.toml is, and its targets' command names and help lines read without the
-validating loader (catalog.py), so `--help` costs a TOML parse and not the catalog's
-validation and the modules it needs (about 70 ms of a 120 ms `--help`).
-
-Running a target's command loads the whole catalog, so a mistake in the file is still
+"""Where wheels-index.toml is, and its targets' command names and help lines, read without the
+validating loader (catalog.py): `--help` lists the targets of a catalog whose other parts
+have a mistake, and running a target's command loads the whole catalog, so that mistake is
 `FILE:LINE` and the fix, from the command that reads it.
 """
 
@@ -14,7 +12,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from jetson_install.base.errors import CatalogError
-from jetson_install.base.toml_file import load_tables
+from jetson_install.base.toml_file import load_toml
 
 __all__ = ["TARGET_NAME", "default_catalog_path", "target_summaries"]
 
@@ -38,7 +36,7 @@ def default_catalog_path() -> Path:
 def target_summaries(path: Optional[Path] = None) -> Dict[str, str]:
     """Each `[targets.NAME]` whose name is a command and whose `summary` is text, and that
     summary. Raises CatalogError where the file is missing or not TOML."""
-    targets = load_tables(path or default_catalog_path(), "targets").get("targets")
+    targets = load_toml(path or default_catalog_path()).get("targets")
     if not isinstance(targets, dict):
         return {}
     return {name: entry["summary"] for name, entry in targets.items()

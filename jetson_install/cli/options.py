@@ -324,18 +324,23 @@ def add_verbosity(group: click.Group) -> None:
 
 def _target_summaries(ctx: click.Context) -> Dict[str, str]:
     """Each catalog target and its command's help line, read without validating the catalog
-    (its mistakes are said by the command that loads it); none where the file cannot be parsed.
-    Read once per command line: `--help` asks for every command (the parse was two thirds of
-    its cost, read three times); kept on the root context, not the process, since the file
-    named by JETSON_INSTALL_WHEELS_INDEX may differ between two command lines of one process."""
+    (its mistakes are said by the command that loads it). Read once per command line, kept on
+    the root context: the file JETSON_INSTALL_WHEELS_INDEX names may differ between two
+    command lines of one process. Where the file cannot be read, none, and the reason is kept
+    for a command that names a target (`_catalog_error`)."""
     meta = ctx.find_root().meta
     if "jetson_install.targets" not in meta:
         try:
             meta["jetson_install.targets"] = target_summaries()
-        except JetsonInstallError:
-            meta["jetson_install.targets"] = {}
+        except JetsonInstallError as exc:
+            meta["jetson_install.targets"], meta["jetson_install.catalog_error"] = {}, exc
     summaries: Dict[str, str] = meta["jetson_install.targets"]
     return summaries
+
+
+def _catalog_error(ctx: click.Context) -> Optional[JetsonInstallError]:
+    error: Optional[JetsonInstallError] = ctx.find_root().meta.get("jetson_install.catalog_error")
+    return error
 
 
 class WithTargets(click.Group):
@@ -356,6 +361,12 @@ class WithTargets(click.Group):
             command = self.make(cmd_name, summary) if summary is not None else None
             if command is not None:
                 command.params.extend(verbosity_options())
+            else:
+                # The command may be a target of a catalog that cannot be read: its FILE:LINE and
+                # fix say more than "No such command".
+                error = _catalog_error(ctx)
+                if error is not None and not ctx.resilient_parsing:
+                    raise error
         return command
 
 
