@@ -281,12 +281,18 @@ def test_cuda_is_refused_for_evidence_that_did_not_check_cuda(gate_runs: Dict[st
         result = jetson_install(cli_env, "doctor", "--root", ORIN_ROOT, "--python", python, *options,
                                 "--evidence", str(evidence))
         assert result.returncode == 0, result.stdout
-        # Each is honest evidence of what it ran, and `evidence check` says it passed...
-        assert jetson_install(cli_env, "evidence", "check", str(evidence)).returncode == 0
-        # ... but none of them proves CUDA, so no runner gets the label from it.
+        expected = "not strict" if name == "not-strict" else "incomplete: "
+        # Each is honest evidence of what it ran: a run of some checks says so in its status...
+        assert json.loads(evidence.read_text())["status"] == ("passed" if name == "not-strict" else "partial-passed")
+        # ... and none of them proves CUDA: `evidence check` says what it lacks, and takes it as
+        # ok only when asked to, still saying what it lacks...
+        check = jetson_install(cli_env, "evidence", "check", str(evidence))
+        assert check.returncode == 1 and f"{evidence}: FAIL: {expected}" in check.stdout, check.stdout
+        partial = jetson_install(cli_env, "evidence", "check", "--partial", str(evidence))
+        assert partial.returncode == 0 and f"; does not prove CUDA: {expected}" in partial.stdout, partial.stdout
+        # ... and no runner gets the label from it.
         labels = _cuda(cli_env, str(evidence))
         assert labels["cuda"] is False and "cuda" not in labels["labels"], name
-        expected = "not strict" if name == "not-strict" else "incomplete: "
         assert expected in labels["cuda_reason"], labels["cuda_reason"]
     assert "cuda-available" in _cuda(cli_env, str(tmp_path / "no-gpu.json"))["cuda_reason"]
     # The support table counts by the same rule: only the strict, complete run is "passed".

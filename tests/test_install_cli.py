@@ -47,6 +47,14 @@ def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: 
     verify = next(step for step in data["steps"] if step["id"] == "verify")
     assert "GPU checks skipped: --no-verify" in verify["detail"]
     assert data["evidence"] == f"{installer.venv}/jetson-install/evidence.json"
+    # The evidence says what it proves: the checks that need no GPU passed, and no kernel ran
+    # (the stub torch's probe got as far as a failing matmul, which no check judged).
+    evidence = json.loads(Path(data["evidence"]).read_text())
+    assert evidence["status"] == "partial-passed"
+    assert evidence["torch"]["kernels"] == {"matmul": "not_run", "conv2d": "not_run", "bf16_autocast_backward": "not_run"}
+    assert evidence["runtime"]["jetson_contract"] == "not_run"
+    checked = run_cli("evidence", "check", data["evidence"], env=installer.env)
+    assert checked.returncode == 1 and ": FAIL: incomplete: platform, cuda-available, " in checked.stdout, checked.stdout
 
 
 def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:

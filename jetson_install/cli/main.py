@@ -278,11 +278,13 @@ def evidence() -> None:
 
 @evidence.command("check")
 @options.EVIDENCE_CHECK
-def evidence_check(files: Tuple[str, ...], max_age: Optional[float], requirements: Tuple[str, ...]) -> None:
-    """Each FILE must be valid, passed, fresh and match every --require; one line per file."""
+def evidence_check(files: Tuple[str, ...], max_age: Optional[float], requirements: Tuple[str, ...],
+                   partial: bool) -> None:
+    """Each FILE must be valid, passed, fresh, match every --require and prove CUDA (the strict
+    doctor's full run); one line per file."""
     from jetson_install.cli.commands.doctor import judged
 
-    verdicts = judged(files, max_age, requirements)
+    verdicts = judged(files, max_age, requirements, partial)
     click.echo("\n".join(verdict.line() for verdict in verdicts))
     _exit_if(0 if all(verdict.ok for verdict in verdicts) else EXIT_FAILED)
 

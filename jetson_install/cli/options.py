@@ -193,6 +193,9 @@ EVIDENCE_CHECK = _stacked(
     click.argument("files", nargs=-1, required=True, metavar="FILE..."), with_options("max-age"),
     click.option("--require", "requirements", metavar="KEY=VALUE", multiple=True,
                  help="A dotted path into the evidence and its required value, e.g. platform.channel=jp6-cu126."),
+    click.option("--partial", is_flag=True,
+                 help="Also accept evidence that passed without proving CUDA (a --check or --no-gpu run, an install's "
+                      "--no-verify, a run without --strict); its line says what it lacks."),
 )
 EVIDENCE_TABLE = _stacked(click.argument("files", nargs=-1, required=True, metavar="FILE..."), with_options("max-age"))
 LABELS = _stacked(

@@ -17,6 +17,8 @@ PASSED, FAILED, NOT_RUN = "passed", "failed", "not_run"
 
 # The torch probe's section for each kernel, and how a report names it.
 KERNEL_SECTIONS = {"matmul": "matmul", "conv2d": "conv2d", "bf16_autocast_backward": "bf16_backward"}
+# The check that judges each kernel.
+KERNEL_CHECKS = {"matmul": "cuda-matmul", "conv2d": "cuda-conv2d", "bf16_autocast_backward": "cuda-bf16"}
 _NAMES = {"matmul": "matmul", "conv2d": "conv2d", "bf16_autocast_backward": "bf16 autocast with backward"}
 BF16_CAPABILITY = (8, 0)  # bf16 arrived with Ampere
 

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import __version__
 from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL
-from jetson_install.doctor.checks_kernels import KERNEL_SECTIONS, PASSED, kernel_status
+from jetson_install.doctor.checks_kernels import KERNEL_CHECKS, KERNEL_SECTIONS, NOT_RUN, PASSED, kernel_status
 from jetson_install.doctor.checks_torch import torch_missing_library
 from jetson_install.doctor.context import Context
 from jetson_install.doctor.profiles import JETSON, Profile
@@ -24,6 +24,10 @@ from jetson_install.base.errors import EXIT_FAILED, EXIT_OK
 
 # Version 2 adds to version 1 (see the schema's description).
 SCHEMA_VERSION = 2
+# The status of a passing run of only some of the checks (--check, --no-gpu, an install's
+# --no-verify): it proves nothing about the others, so nothing reading only the status takes it
+# for the whole proof.
+PARTIAL_PASSED = "partial-passed"
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class DoctorReport:
     strict: bool = False
     headline: Optional[str] = None  # the id of the most fundamental failing check: fix it first
     profile: Profile = JETSON  # the preflight's: CPU builds on any aarch64 machine, never Jetson evidence
+    complete: bool = True  # every check of the doctor ran (one that does not apply says so)
 
     @property
     def passed(self) -> bool:
@@ -60,10 +65,13 @@ class DoctorReport:
 
     @property
     def status(self) -> str:
-        """A passing preflight says so in its status, so that nothing reading only the status
-        (a runtime gate, a support table) takes it for Jetson GPU evidence."""
+        """A passing preflight, or a passing run of only some checks, says so in its status, so
+        that nothing reading only the status (a runtime gate, a support table) takes it for
+        Jetson GPU evidence."""
         if not self.passed:
             return "failed"
+        if not self.complete and self.profile is JETSON:
+            return PARTIAL_PASSED
         return self.profile.passed_status
 
     def check(self, check_id: str) -> CheckResult:
@@ -111,6 +119,9 @@ def render_lines(report: DoctorReport) -> List[str]:
     own = report.profile.passed_line(tally) if report.passed else None
     if own is not None:
         lines.append(own)
+    elif report.passed and not report.complete:
+        lines.append(f"The checks run passed ({tally}); the doctor's other checks did not run, so this proves "
+                     "nothing about them.")
     elif report.passed:
         lines.append(f"All required checks passed ({tally}).")
     else:
@@ -143,7 +154,20 @@ def _platform_evidence(ctx: Context) -> Dict[str, Optional[str]]:
     }
 
 
-def _torch_evidence(ctx: Context) -> Dict[str, Any]:
+def _ran(results: Mapping[str, CheckResult], check_id: str) -> bool:
+    """Whether a check was evaluated; a probe may have gone further than the checks asked of it."""
+    result = results.get(check_id)
+    return result is not None and result.status in (OK, WARN, FAIL)
+
+
+def _kernel_evidence(ctx: Context, results: Mapping[str, CheckResult], kernel: str) -> str:
+    """A kernel whose check did not run (--no-gpu, --check, a failed prerequisite) is not_run,
+    whatever the probe did: the evidence records what the checks judged."""
+    status = kernel_status(ctx, kernel)
+    return status if status == NOT_APPLICABLE or _ran(results, KERNEL_CHECKS[kernel]) else NOT_RUN
+
+
+def _torch_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[str, Any]:
     torch = ctx.torch.section("torch") or {}
     cuda = ctx.torch.section("cuda") or {}
     capability = cuda.get("capability")
@@ -157,16 +181,16 @@ def _torch_evidence(ctx: Context) -> Dict[str, Any]:
         "capability": ".".join(str(part) for part in capability) if capability else None,
         "arch_list": arch_list,
         "device_sm_in_arch_list": "sm_%d%d" % tuple(capability) in arch_list if capability else None,
-        "kernels": {kernel: kernel_status(ctx, kernel) for kernel in KERNEL_SECTIONS},
+        "kernels": {kernel: _kernel_evidence(ctx, results, kernel) for kernel in KERNEL_SECTIONS},
         "missing_library": {"file": missing.file, "provided_by": missing.provided_by} if missing else None,
     }
 
 
-def _runtime_evidence(ctx: Context) -> Dict[str, Any]:
+def _runtime_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[str, Any]:
     obliteratus = ctx.torch.section("obliteratus") or {}
     transformers = ctx.torch.section("transformers") or {}
     contract = ctx.torch.data.get("jetson_contract")
-    if not isinstance(contract, dict):
+    if not isinstance(contract, dict) or not _ran(results, "jetson-contract"):
         jetson_contract = "not_run"
     elif contract.get("done", True) and contract.get("on_cuda") and contract.get("finite") and (
         obliteratus.get("device") == "cuda" and obliteratus.get("is_cuda") is not False

@@ -287,14 +287,15 @@ def run_doctor(
         python=interpreter,
         generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         platform=_guarded(_platform_evidence, ctx, "platform"),
-        torch=_guarded(_torch_evidence, ctx, "torch"),
+        torch=_guarded(lambda c: _torch_evidence(c, results), ctx, "torch"),
         bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, "bitsandbytes"),
         environment=_guarded(_environment_evidence, ctx, "environment"),
-        runtime=_guarded(_runtime_evidence, ctx, "runtime"),
+        runtime=_guarded(lambda c: _runtime_evidence(c, results), ctx, "runtime"),
         checks=tuple(results.values()),
         strict=strict,
         headline=getattr(headline(tuple(results.values())), "id", None),
         profile=profile,
+        complete=len(results) == len(CHECKS),
     )
 
 

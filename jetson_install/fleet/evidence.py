@@ -134,21 +134,23 @@ def generated_at(evidence: Mapping[str, Any]) -> Optional[datetime.datetime]:
         return None
 
 
-_PASSING = {"jetson": "passed", "preflight": "preflight-passed"}
+# The passing statuses of each profile (doctor/report.py): a run of some checks is partial-passed.
+_PASSING = {"jetson": ("passed", "partial-passed"), "preflight": ("preflight-passed",)}
 # The checks that prove torch runs CUDA kernels on this GPU: the `cuda` label needs each of
 # them ok; "not applicable" never stands in for one of them.
 CUDA_CHECKS = ("torch-build", "cuda-available", "cuda-arch", "cuda-matmul", "cuda-conv2d")
-_KERNEL_CHECKS = {"matmul": "cuda-matmul", "conv2d": "cuda-conv2d", "bf16_autocast_backward": "cuda-bf16"}
 
 
 def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
     """Why a schema-valid evidence's passing ``status`` cannot be true of its own checks and
     kernel sections (a status edited by hand, or written by something else), else None."""
+    from jetson_install.doctor.checks_kernels import KERNEL_CHECKS
+
     status, checks = evidence["status"], evidence["checks"]
     if status == "failed":
         return None  # a failure claims nothing
     profile = evidence.get("profile", "jetson")
-    if _PASSING.get(profile) != status:
+    if status not in _PASSING.get(profile, ()):
         return f"status {status} contradicts its profile {profile}"
     if not checks:
         return f"status {status} with no checks"
@@ -161,10 +163,10 @@ def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
             return f"strict status {status} contradicts its checks: {', '.join(short)}"
     by_id = {check["id"]: check["status"] for check in checks}
     for kernel, result in evidence["torch"]["kernels"].items():
-        check = by_id.get(_KERNEL_CHECKS.get(kernel, ""))
+        check = by_id.get(KERNEL_CHECKS.get(kernel, ""))
         if result == "failed" or (check == "ok" and result != "passed"):
             return f"status {status} contradicts torch.kernels.{kernel}: {result}" + (
-                f" while {_KERNEL_CHECKS[kernel]} is ok" if check == "ok" else "")
+                f" while {KERNEL_CHECKS[kernel]} is ok" if check == "ok" else "")
     bnb = evidence["bitsandbytes"]["kernel_test"]
     if bnb == "failed" or (by_id.get("bnb-kernels") == "ok" and bnb != "passed"):
         return f"status {status} contradicts bitsandbytes.kernel_test: {bnb}"
@@ -175,7 +177,8 @@ def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
     """Why passing, fresh evidence does not prove that CUDA worked on the board it names, else
     None: it must come from the strict doctor's full run (every check of the doctor ran; one
     left out only as not applicable, with its reason, and never one that proves CUDA). The one
-    rule for the `cuda` label and for a "passed" in the support table."""
+    rule for the `cuda` label, for a "passed" in the support table and for an ok from
+    `evidence check`."""
     from jetson_install.doctor import CHECKS
 
     if evidence.get("profile", "jetson") != "jetson":
@@ -219,8 +222,11 @@ def proven_here(evidence: Mapping[str, Any], platform: "Platform") -> Optional[s
 
 
 def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAULT_MAX_AGE_DAYS,
-          requirements: Sequence[Tuple[str, str]] = (), now: Optional[datetime.datetime] = None) -> Verdict:
-    """Schema-valid, passed, fresh and matching ``requirements``; the first reason it is not."""
+          requirements: Sequence[Tuple[str, str]] = (), now: Optional[datetime.datetime] = None,
+          partial: bool = False) -> Verdict:
+    """Schema-valid, passed, fresh, matching ``requirements`` and proving CUDA (not_proven); the
+    first reason it is not. ``partial``: evidence that passed without proving CUDA (some checks,
+    not strict) is ok too, and says what it lacks."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     errors = schema_errors(evidence)
     if errors:
@@ -233,7 +239,7 @@ def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAU
     when = generated_at(evidence)
     assert when is not None  # the schema's pattern, and strptime, agree on the format
     age = (now - when).total_seconds() / 86400
-    if evidence["status"] != "passed":
+    if evidence["status"] not in _PASSING["jetson"]:
         failed = [check["id"] for check in evidence["checks"] if check["status"] == "fail"]
         return Verdict(path, False, f"status {evidence['status']}" + (f" ({', '.join(failed)})" if failed else ""),
                        evidence, age)
@@ -249,10 +255,14 @@ def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAU
             return Verdict(path, False, f"{key} is not in the evidence", evidence, age)
         if _as_text(value) != wanted:
             return Verdict(path, False, f"{key} is {_as_text(value)}, required {wanted}", evidence, age)
+    unproven = not_proven(evidence)
+    if unproven is not None and not partial:
+        return Verdict(path, False, unproven, evidence, age)
     platform = evidence["platform"]
     about = ", ".join(part for part in (platform.get("channel"), _release(platform)) if part)
-    return Verdict(path, True, f"passed{' strict' if evidence['strict'] else ''}, {age:.0f} days old"
-                               + (f" ({about})" if about else ""), evidence, age)
+    lacks = f"; does not prove CUDA: {unproven}" if unproven is not None else ""
+    return Verdict(path, True, f"{evidence['status']}{' strict' if evidence['strict'] else ''}, {age:.0f} days old"
+                               + (f" ({about})" if about else "") + lacks, evidence, age)
 
 
 def _release(platform: Mapping[str, Any]) -> str:

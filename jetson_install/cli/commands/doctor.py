@@ -58,13 +58,14 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
     return run
 
 
-def judged(files: Sequence[str], max_age: Optional[float], requirements: Sequence[str] = ()) -> List[Verdict]:
-    """Each evidence file judged; every file is read first: an unreadable one is bad input
-    (exit 2), before any verdict."""
+def judged(files: Sequence[str], max_age: Optional[float], requirements: Sequence[str] = (),
+           partial: bool = False) -> List[Verdict]:
+    """Each evidence file judged (`partial`: evidence that does not prove CUDA passes too);
+    every file is read first: an unreadable one is bad input (exit 2), before any verdict."""
     wanted = [parse_requirement(text) for text in requirements]
     loaded = [(path, load(path)) for path in files]
     age = DEFAULT_MAX_AGE_DAYS if max_age is None else max_age
-    return [judge(path, data, max_age_days=age, requirements=wanted) for path, data in loaded]
+    return [judge(path, data, max_age_days=age, requirements=wanted, partial=partial) for path, data in loaded]
 
 
 def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Optional[float],
