@@ -483,6 +483,9 @@ def test_real_cpu_torch_is_reported_cpu_only() -> None:
     evidence = report.to_json()
     assert evidence["torch"]["cuda"] is None and evidence["torch"]["version"].endswith("+cpu")
     assert evidence["bitsandbytes"]["backend"] == "CPU"
+    # The real wheel's RECORD holds for every file; pip's setuptools left its known .pth.
+    assert report.check("vendor-files").status == "ok"
+    assert report.check("startup-hooks").detail.endswith("harmless: setuptools' distutils-precedence.pth")
 
 
 def test_example_evidence_in_docs_matches_the_schema() -> None:

@@ -370,6 +370,32 @@ def test_evidence_check_refuses_a_status_its_checks_contradict(gate_runs: Dict[s
     preflight = _rewrite(source, tmp_path / "preflight.json", profile="preflight")
     assert "status passed contradicts its profile preflight" in \
         jetson_install(cli_env, "evidence", "check", preflight).stdout
+    changed = _edited(source, tmp_path / "changed.json", lambda data: data["integrity"].update(result="failed"))
+    assert "status passed contradicts integrity.result: failed" in \
+        jetson_install(cli_env, "evidence", "check", changed).stdout
+    hook = {"path": "/env/site-packages/x.pth", "kind": "pth", "sha256": None, "distribution": "x", "known": None,
+            "vendor": False, "foreign": True}
+    hooked = _edited(source, tmp_path / "hooked.json", lambda data: data["integrity"]["hooks"].append(hook))
+    assert "strict status passed contradicts integrity.hooks: /env/site-packages/x.pth (installed by x) is foreign" in \
+        jetson_install(cli_env, "evidence", "check", hooked).stdout
+
+
+def test_cuda_needs_the_vendor_files_hashed_and_no_foreign_hook(gate_runs: Dict[str, Any], cli_env: Dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    source = gate_runs["working"]["evidence"]
+    assert json.loads(source.read_text())["integrity"]["files"] == "hashed"
+    assert _cuda(cli_env, str(source))["cuda"] is True
+    sizes = _edited(source, tmp_path / "sizes.json", lambda data: data["integrity"].update(files="sizes"))
+    assert _cuda(cli_env, sizes)["cuda_reason"].endswith("the vendor files were not hashed: make it with "
+                                                         "jetson-install doctor --strict --evidence FILE")
+    # Evidence from before the doctor verified files and hooks proves no CUDA either.
+    def older(data: Dict[str, Any]) -> None:
+        del data["integrity"]
+        data["checks"] = [check for check in data["checks"] if check["id"] not in ("startup-hooks", "vendor-files")]
+    old = _edited(source, tmp_path / "old.json", older)
+    check = jetson_install(cli_env, "evidence", "check", old)
+    assert check.returncode == 1 and check.stdout.startswith(f"{old}: FAIL: incomplete: startup-hooks, vendor-files "
+                                                             "did not run")
 
 
 def test_hostile_evidence_is_one_line_and_exit_2(cli_env: Dict[str, str], tmp_path: Path) -> None:

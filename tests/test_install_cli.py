@@ -47,12 +47,15 @@ def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: 
     verify = next(step for step in data["steps"] if step["id"] == "verify")
     assert "GPU checks skipped: --no-verify" in verify["detail"]
     assert data["evidence"] == f"{installer.venv}/jetson-install/evidence.json"
-    # The evidence says what it proves: the checks that need no GPU passed, and no kernel ran
-    # (the stub torch's probe got as far as a failing matmul, which no check judged).
+    # The evidence says what it proves: the checks that need no GPU passed, no kernel ran (the stub
+    # torch's probe got as far as a failing matmul, which no check judged), and the vendor files
+    # have their RECORDs' sizes.
     evidence = json.loads(Path(data["evidence"]).read_text())
     assert evidence["status"] == "partial-passed"
     assert evidence["torch"]["kernels"] == {"matmul": "not_run", "conv2d": "not_run", "bf16_autocast_backward": "not_run"}
     assert evidence["runtime"]["jetson_contract"] == "not_run"
+    assert evidence["integrity"]["files"] == "sizes" and evidence["integrity"]["result"] == "passed"
+    assert sorted(evidence["integrity"]["distributions"]) == sorted(VENDOR_PACKAGES)
     checked = run_cli("evidence", "check", data["evidence"], env=installer.env)
     assert checked.returncode == 1 and ": FAIL: incomplete: platform, cuda-available, " in checked.stdout, checked.stdout
 

@@ -62,17 +62,23 @@ def test_no_verify_keeps_only_the_checks_that_need_no_gpu() -> None:
     assert verify["kind"] == "doctor" and verify["equivalent"][:2] == ["jetson-install", "doctor"]
     assert verify["equivalent"][-1] == "--no-gpu"
     assert "no GPU needed" in verify["title"]
-    # The doctor runs in the install's process: what it starts is the torch probe alone.
-    assert [Path(command[1]).name for command in verify["commands"]] == ["torch_probe.py"]
+    # The doctor runs in the install's process: what it starts is the torch probe and the
+    # integrity probe (isolated from the environment's start-up hooks, comparing sizes).
+    python = f"{data['venv']}.d/<new>/bin/python"
+    assert verify["commands"] == [[python, verify["commands"][0][1]], [
+        python, "-I", "-S", str(Path(verify["commands"][0][1]).with_name("integrity_probe.py")),
+        "--record", f"{data['venv']}.d/<new>/jetson-install/vendor.json"]]
+    assert Path(verify["commands"][0][1]).name == "torch_probe.py"
 
 
 def test_the_verify_step_lists_what_its_doctor_starts_and_the_doctor_command_to_run_later() -> None:
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
     verify = next(s for s in data["steps"] if s["id"] == "verify")
     python = f"{data['venv']}.d/<new>/bin/python"
-    assert [command[0] for command in verify["commands"][:2]] == [python, python]
-    assert [Path(command[1]).name for command in verify["commands"][:2]] == ["torch_probe.py", "bnb_probe.py"]
-    assert verify["commands"][2][:3] == ["uv", "pip", "check"]
+    assert [command[0] for command in verify["commands"][:3]] == [python, python, python]
+    scripts = [Path(word).name for command in verify["commands"][:3] for word in command if word.endswith("_probe.py")]
+    assert scripts == ["torch_probe.py", "integrity_probe.py", "bnb_probe.py"]
+    assert verify["commands"][3][:3] == ["uv", "pip", "check"]
     assert verify["equivalent"] == ["jetson-install", "doctor", "--venv", data["venv"], "--evidence",
                                     f"{data['venv']}/jetson-install/evidence.json", "--root",
                                     "sample:agx-orin-64gb-jp6.2"]

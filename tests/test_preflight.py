@@ -108,8 +108,9 @@ def test_preflight_doctor_expects_cpu_and_its_pass_is_not_a_jetson_pass(tmp_path
     report = run(make_env(tmp_path / "env", **CPU_TORCH), profile=JP6_PREFLIGHT)
     statuses = {check.id: check.status for check in report.checks}
     assert statuses == {
-        "platform": "ok", "python-abi": "ok", "libraries": "ok", "torch-import": "ok", "torch-build": "ok",
-        "cuda-available": "not_applicable", "cuda-arch": "not_applicable", "cuda-matmul": "not_applicable",
+        "platform": "ok", "python-abi": "ok", "libraries": "ok", "startup-hooks": "ok", "vendor-files": "ok",
+        "torch-import": "ok", "torch-build": "ok", "cuda-available": "not_applicable", "cuda-arch": "not_applicable",
+        "cuda-matmul": "not_applicable",
         "cuda-conv2d": "not_applicable", "cuda-bf16": "not_applicable",
         "numpy": "ok", "bnb-library": "ok", "bnb-kernels": "not_applicable", "bnb-int8": "not_applicable",
         "obliteratus": "ok", "jetson-contract": "not_applicable", "transformers-torch": "ok", "pip-check": "ok",

@@ -1,11 +1,12 @@
 """jetson-install doctor: prove that torch.cuda and bitsandbytes run CUDA kernels in an environment.
 
-Read-only. The facts come from two probe scripts run by the *target*
-interpreter (jetson_install/probes/), one for everything torch and one for
-bitsandbytes, in separate processes because a bitsandbytes kernel fault calls
-exit(1) (BNB_CHECK_RETURN in csrc/compat.cuh, https://github.com/bitsandbytes-foundation/bitsandbytes). They run
-concurrently with ``uv pip check`` so that doctor costs about one
-``import torch, bitsandbytes``. Every check becomes one result; a probe that
+Read-only. The facts come from probe scripts run by the *target* interpreter
+(jetson_install/probes/), one for everything torch and one for bitsandbytes, in
+separate processes because a bitsandbytes kernel fault calls exit(1)
+(BNB_CHECK_RETURN in csrc/compat.cuh, https://github.com/bitsandbytes-foundation/bitsandbytes),
+and one, isolated from the environment's start-up hooks, for those hooks and the
+vendor files. They run concurrently with ``uv pip check`` so that doctor costs
+about one ``import torch, bitsandbytes``. Every check becomes one result; a probe that
 crashes or hangs turns its checks into failures carrying its last stderr line,
 and doctor itself never raises except for input it cannot act on.
 """

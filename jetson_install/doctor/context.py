@@ -8,7 +8,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
@@ -75,7 +75,8 @@ _PROBE_STEPS = {
     "matmul": "running a CUDA matmul",
     "obliteratus": "importing obliteratus",
 }
-_PROBE_START = {"torch": "starting Python", "bitsandbytes": "importing torch and bitsandbytes"}
+_PROBE_START = {"torch": "starting Python", "bitsandbytes": "importing torch and bitsandbytes",
+                "integrity": "checking the vendor files against their RECORDs"}
 
 
 class _ProbeWatch:
@@ -119,9 +120,11 @@ def _unfinished(report: Mapping[str, Any]) -> Optional[str]:
 
 
 def _run_probe(python: str, name: str, timeout: float,
-               progress: Optional[Callable[[str], None]] = None) -> ProbeOutcome:
+               progress: Optional[Callable[[str], None]] = None,
+               command: Optional[Sequence[str]] = None) -> ProbeOutcome:
+    """`command`: the probe's own command line, where it takes arguments (the integrity probe's)."""
     watch = _ProbeWatch(name, python, progress) if progress is not None else None
-    completed = runner.run(probe_command(python, name), timeout=timeout,
+    completed = runner.run(command or probe_command(python, name), timeout=timeout,
                            on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
                            own_group=True)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
@@ -187,6 +190,9 @@ class Context:
     # The doctor's own --root/--l4t as the user gave them: an install a fix prints reads the same board.
     platform_options: Tuple[str, ...] = ()
     target: str = "obliteratus"  # the command that made the environment, and makes it again
+    # The integrity probe: start-up hooks and the vendor files against their RECORDs.
+    integrity: ProbeOutcome = ProbeOutcome("integrity", {}, None)
+    strict: bool = False  # the strict gate: the vendor files are hashed, and a foreign hook fails
 
     @property
     def environment(self) -> str:
@@ -203,7 +209,7 @@ class Context:
             return tuple(Path(path) for path in listed)
         return tuple(site_packages_of(Path(self.environment)))
 
-    def _made_here(self) -> Optional[Path]:
+    def made_here(self) -> Optional[Path]:
         """The user's path of the environment when jetson-install made it (DIR, not DIR.d/env-<id>)."""
         from jetson_install.base.layout import COMPLETE_MARK, STATE_DIR
 
@@ -228,7 +234,7 @@ class Context:
         refuses to change), a new one."""
         if self.install_command:
             return self.install_command
-        made = self._made_here()
+        made = self.made_here()
         venv = str(made) if made is not None else f"{self.environment}-jetson-install"
         return f"jetson-install {self.target} --venv {shlex.quote(venv)}" + self._install_options()
 
@@ -293,7 +299,7 @@ class Context:
         """The install that rebuilds this environment, where jetson-install can: it remakes an
         environment it made (the pinned tag, the vendor constraints), and refuses to change one
         it did not make, so for that one it makes a new environment beside it."""
-        if self._made_here() is not None:
+        if self.made_here() is not None:
             return self.reinstall
         return (f"{self.reinstall} (a new environment: jetson-install changes only "
                 f"environments it made)")

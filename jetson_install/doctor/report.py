@@ -40,6 +40,7 @@ class DoctorReport:
     environment: Mapping[str, Any]
     runtime: Mapping[str, Any]
     checks: Tuple[CheckResult, ...]
+    integrity: Mapping[str, Any]
     strict: bool = False
     headline: Optional[str] = None  # the id of the most fundamental failing check: fix it first
     profile: Profile = JETSON  # the preflight's: CPU builds on any aarch64 machine, never Jetson evidence
@@ -90,6 +91,7 @@ class DoctorReport:
             "bitsandbytes": dict(self.bitsandbytes),
             "environment": dict(self.environment),
             "runtime": dict(self.runtime),
+            "integrity": dict(self.integrity),
             "checks": [check.to_json() for check in self.checks],
             "strict": self.strict,
             "profile": self.profile.name,

@@ -30,6 +30,7 @@ from jetson_install.doctor.checks_bitsandbytes import (
 )
 from jetson_install.doctor.checks_environment import check_obliteratus, check_pip
 from jetson_install.doctor.checks_libraries import check_libraries
+from jetson_install.doctor.checks_integrity import check_startup_hooks, check_vendor_files, integrity_evidence
 from jetson_install.doctor.checks_kernels import check_cuda_bf16, check_cuda_conv2d
 from jetson_install.doctor.checks_platform import check_platform, check_python_abi
 from jetson_install.doctor.checks_runtime import check_jetson_contract, check_transformers_torch
@@ -60,6 +61,8 @@ from jetson_install.base.schema import evidence_schema
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, Verdict
 from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
+from jetson_install.envs.record import record_path
+from jetson_install.probes import integrity_command
 
 if TYPE_CHECKING:
     from jetson_install.catalog.catalog import Channel, VendorSource
@@ -74,7 +77,7 @@ class CheckSpec:
     id: str
     title: str
     required: bool
-    probe: str  # "host" | "torch" | "bitsandbytes" | "uv": what must run for the check
+    probe: str  # "host" | "torch" | "bitsandbytes" | "integrity" | "uv": what must run for the check
     evaluate: Callable[[Context], Verdict] = field(repr=False, compare=False)
     needs: Tuple[str, ...] = ()  # checks that must be ok (or warn) for this one to mean anything
     # Checks whose failure also makes this one fail (a CPU-only torch sees no CUDA): when both
@@ -91,6 +94,11 @@ CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec("libraries", "every library the vendor builds link is found", True, "torch", check_libraries),
     CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import,
               explained_by=("python-abi", "libraries")),
+    CheckSpec("startup-hooks", "no code from outside the vendor builds runs at interpreter start-up", True,
+              "integrity", check_startup_hooks),
+    CheckSpec("vendor-files", "the vendor builds' files are those their RECORDs list", True, "integrity",
+              check_vendor_files),
+    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import, explained_by=("python-abi",)),
     CheckSpec("torch-build", "torch is the vendor CUDA build", True, "torch", check_torch_build, ("torch-import",)),
     CheckSpec("cuda-available", "torch sees a CUDA device", True, "torch", check_cuda_available, ("torch-import",),
               _TORCH_BUILD),
@@ -121,8 +129,9 @@ CHECKS: Tuple[CheckSpec, ...] = (
 )
 _BY_ID = {spec.id: spec for spec in CHECKS}
 # What an install checks even with --no-verify (image builds without GPU access): these need
-# no GPU, and a CPU-only or other-CUDA torch must not reach the user's environment.
-GPU_FREE_CHECKS = ("python-abi", "libraries", "torch-import", "torch-build")
+# no GPU, and a CPU-only or other-CUDA torch, a library it cannot load, or changed vendor files must not
+# reach the user's environment.
+GPU_FREE_CHECKS = ("python-abi", "libraries", "startup-hooks", "vendor-files", "torch-import", "torch-build")
 
 
 def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:
@@ -215,7 +224,9 @@ def run_doctor(
 ) -> DoctorReport:
     """Run the selected checks (all by default) against the environment of ``python``.
 
-    ``strict``: the report passes only when every check that applies ran and passed.
+    ``strict``: the report passes only when every check that applies ran and passed; the
+    vendor files are then compared by digest (otherwise by size: hashing a CUDA torch takes
+    seconds, see the README's Benchmarks) and a foreign start-up hook fails.
     A probe busy for more than a couple of seconds tells ``progress`` what it waits for.
     ``install_command``: the command line of an install verifying the environment it is
     building; fixes then say how to run that install differently, since a failed one
@@ -238,7 +249,7 @@ def run_doctor(
     interpreter = _resolve_interpreter(python)
     selected = _with_prerequisites(only)
     probes_needed = {spec.probe for spec in selected}
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=4) as pool:
         try:
             torch_future = (
                 pool.submit(_run_probe, interpreter, "torch", timeout, progress)
@@ -250,9 +261,15 @@ def run_doctor(
                 if "bitsandbytes" in probes_needed
                 else None
             )
+            integrity_future = (
+                pool.submit(_run_probe, interpreter, "integrity", timeout, progress,
+                            integrity_command(interpreter, recorded_vendor(interpreter), strict))
+                if "integrity" in probes_needed
+                else None
+            )
             pip_future = pool.submit(_safe_pip_check, interpreter) if "uv" in probes_needed else None
-            pending: List["Future[Any]"] = [future for future in (torch_future, bnb_future, pip_future)
-                                            if future is not None]
+            pending: List["Future[Any]"] = [future for future in (torch_future, bnb_future, integrity_future,
+                                                                  pip_future) if future is not None]
             # Waited for a tick at a time: a signal may wake any thread, and only this one's
             # return to Python code raises the Ctrl-C.
             while wait(pending, timeout=runner.TICK_SECONDS).not_done:
@@ -270,6 +287,9 @@ def run_doctor(
                 profile=profile,
                 platform_options=tuple(platform_options),
                 target=target,
+                integrity=(integrity_future.result() if integrity_future
+                           else ProbeOutcome("integrity", {}, None)),
+                strict=strict,
             )
         except BaseException:
             # Ctrl-C: the probes run in process groups of their own, which it does not reach,
@@ -291,12 +311,20 @@ def run_doctor(
         bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, "bitsandbytes"),
         environment=_guarded(_environment_evidence, ctx, "environment"),
         runtime=_guarded(lambda c: _runtime_evidence(c, results), ctx, "runtime"),
+        integrity=_guarded(integrity_evidence, ctx, "integrity"),
         checks=tuple(results.values()),
         strict=strict,
         headline=getattr(headline(tuple(results.values())), "id", None),
         profile=profile,
         complete=len(results) == len(CHECKS),
     )
+
+
+def recorded_vendor(python: str) -> Optional[str]:
+    """The vendor.json of the environment of `python`, which names its vendor builds and
+    companions, where jetson-install made it."""
+    path = record_path(Path(python).parent.parent)
+    return str(path) if path.is_file() else None
 
 
 def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, section: str) -> Dict[str, Any]:

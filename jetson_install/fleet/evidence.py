@@ -142,8 +142,8 @@ CUDA_CHECKS = ("torch-build", "cuda-available", "cuda-arch", "cuda-matmul", "cud
 
 
 def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
-    """Why a schema-valid evidence's passing ``status`` cannot be true of its own checks and
-    kernel sections (a status edited by hand, or written by something else), else None."""
+    """Why a schema-valid evidence's passing ``status`` cannot be true of its own checks, kernel
+    and integrity sections (a status edited by hand, or written by something else), else None."""
     from jetson_install.doctor.checks_kernels import KERNEL_CHECKS
 
     status, checks = evidence["status"], evidence["checks"]
@@ -170,15 +170,26 @@ def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
     bnb = evidence["bitsandbytes"]["kernel_test"]
     if bnb == "failed" or (by_id.get("bnb-kernels") == "ok" and bnb != "passed"):
         return f"status {status} contradicts bitsandbytes.kernel_test: {bnb}"
+    integrity = evidence.get("integrity") or {}
+    if integrity.get("result") == "failed":
+        return f"status {status} contradicts integrity.result: failed"
+    if evidence["strict"] and _foreign_hooks(integrity):
+        return f"strict status {status} contradicts integrity.hooks: {_foreign_hooks(integrity)[0]} is foreign"
     return None
+
+
+def _foreign_hooks(integrity: Mapping[str, Any]) -> List[str]:
+    return [str(hook.get("path")) + (f" (installed by {hook['distribution']})" if hook.get("distribution") else "")
+            for hook in integrity.get("hooks", []) if isinstance(hook, dict) and hook.get("foreign")]
 
 
 def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
     """Why passing, fresh evidence does not prove that CUDA worked on the board it names, else
     None: it must come from the strict doctor's full run (every check of the doctor ran; one
-    left out only as not applicable, with its reason, and never one that proves CUDA). The one
-    rule for the `cuda` label, for a "passed" in the support table and for an ok from
-    `evidence check`."""
+    left out only as not applicable, with its reason, and never one that proves CUDA), with its
+    vendor files hashed against their RECORDs and no start-up hook from outside the vendor
+    builds. The one rule for the `cuda` label, for a "passed" in the support table and for an
+    ok from `evidence check`."""
     from jetson_install.doctor import CHECKS
 
     if evidence.get("profile", "jetson") != "jetson":
@@ -193,8 +204,17 @@ def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
     unproven += [f"torch.kernels.{kernel}" for kernel in ("matmul", "conv2d") if kernels.get(kernel) != "passed"]
     if unproven:
         return f"CUDA is not proven: {', '.join(unproven)} not ok"
+    integrity = evidence.get("integrity") or {}
+    foreign = _foreign_hooks(integrity)
+    if foreign:
+        return (f"code from outside the vendor builds runs at interpreter start-up ({foreign[0]}), which can "
+                "change what torch reports")
+    if integrity.get("result") != "passed":
+        return f"integrity.result is {integrity.get('result')}: the vendor files are not shown to match their RECORDs"
     if evidence["strict"] is not True:
         return "not strict: make it with jetson-install doctor --strict --evidence FILE"
+    if integrity.get("files") != "hashed":
+        return "the vendor files were not hashed: make it with jetson-install doctor --strict --evidence FILE"
     return None
 
 

@@ -1,6 +1,6 @@
 """Standalone probe scripts run by the target interpreter; they never import jetson_install.
 
-This module is the tool's side only: how a probe is started (the doctor starts its two, the
+This module is the tool's side only: how a probe is started (the doctor starts its three, the
 verify step's plan lists the same command lines, and the stack probe reads an interpreter's
 packages without importing torch).
 """
@@ -8,14 +8,24 @@ packages without importing torch).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Tuple
+from typing import Optional, Tuple
 
-__all__ = ["SCRIPTS", "probe_command"]
+__all__ = ["SCRIPTS", "probe_command", "integrity_command"]
 
 #: Each probe by name, and its script beside this file.
-SCRIPTS = {"torch": "torch_probe.py", "bitsandbytes": "bnb_probe.py", "stack": "stack_probe.py"}
+SCRIPTS = {"torch": "torch_probe.py", "bitsandbytes": "bnb_probe.py", "stack": "stack_probe.py",
+           "integrity": "integrity_probe.py"}
 
 
-def probe_command(python: str, probe: str) -> Tuple[str, str]:
+def probe_command(python: str, probe: str) -> Tuple[str, ...]:
     """The command line that runs `probe` in the environment of `python`."""
     return (python, str(Path(__file__).parent / SCRIPTS[probe]))
+
+
+def integrity_command(python: str, record: Optional[str], hash_files: bool) -> Tuple[str, ...]:
+    """The integrity probe in the environment of `python`: isolated (-I) and without `site`
+    (-S), so no start-up hook of the environment runs in the process that lists them;
+    `record`: the environment's vendor.json, naming its vendor builds and companions;
+    `hash_files`: compare every vendor file's digest, not only its size."""
+    return (python, "-I", "-S", str(Path(__file__).parent / SCRIPTS["integrity"]),
+            *(("--hash",) if hash_files else ()), *(("--record", record) if record else ()))

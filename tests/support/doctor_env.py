@@ -1,7 +1,8 @@
 """Stub torch/bitsandbytes environments for the doctor, and the doctor run over them.
 
-`make_env` makes a venv without pip whose site-packages hold tests/doctor_stubs/, which
-answer from a scenario (WORKING with changes); `run` runs the doctor and checks its evidence
+`make_env` makes a venv without pip whose site-packages hold tests/doctor_stubs/, each with
+the dist-info an installer writes (its RECORD too), which answer from a scenario (WORKING with
+changes); `run` runs the doctor and checks its evidence
 against the schema. The `clean_pip_check` fixture (support.fixtures) stands in for uv.
 """
 
@@ -21,7 +22,7 @@ from jetson_install.catalog.catalog import Channel, VendorSource
 from jetson_install.board.platform import Platform
 from jetson_install.board.release_files import L4T
 
-from .stub_stack import JETSON_STACK
+from .stub_stack import JETSON_STACK, write_record
 
 __all__ = ["HOST_PYTHON", "HOST_TAG", "JP6", "JP6_SOURCE", "ORIN", "SCHEMA", "WORKING", "make_env", "run"]
 
@@ -111,6 +112,7 @@ def make_env(root: Path, **changes: Any) -> str:
         tag = scenario.get({"torch": "torch_tag", "bitsandbytes": "bnb_tag"}.get(name, ""))
         if tag:
             (dist_info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
+        write_record(dist_info, (name,))
     shutil.copy(STUBS / "doctor_stub_scenario.py", site_packages)
     (site_packages / "doctor_stub_scenario.json").write_text(json.dumps(scenario))
     return str(root / "bin" / "python")

@@ -45,9 +45,10 @@ def planned_commands(result: Dict[str, Any], programs: Optional[Mapping[str, str
 
 
 def probe_commands(commands: List[str]) -> List[str]:
-    """The doctor's probes among command lines, sorted: those of one step run side by side."""
-    scripts = tuple(f"/probes/{SCRIPTS[probe]}" for probe in ("torch", "bitsandbytes"))
-    return sorted(command for command in commands if command.endswith(scripts))
+    """The doctor's probes among command lines (the script is a word of them: the integrity
+    probe's arguments follow it), sorted: those of one step run side by side."""
+    scripts = tuple(f"/probes/{SCRIPTS[probe]}" for probe in ("torch", "bitsandbytes", "integrity"))
+    return sorted(command for command in commands if any(word.endswith(scripts) for word in command.split()))
 
 
 def planned_probes(result: Dict[str, Any]) -> List[str]:

@@ -53,12 +53,22 @@ def _write_dist_info(site_packages: Path, name: str, version: str) -> None:
     dist_info.mkdir()
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (dist_info / "INSTALLER").write_text("stub\n")
+    write_record(dist_info, (name,))
+
+
+def write_record(dist_info: Path, tops: Iterable[str]) -> None:
+    """The dist-info's RECORD, as an installer writes it: every file of its top-level folders
+    (or files) and of the dist-info itself, with its sha256 and size (the RECORD's own line has
+    neither)."""
+    site_packages = dist_info.parent
     rows = []
-    for path in sorted((site_packages / name).rglob("*")):
-        if path.is_file():
-            digest = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
-            rows.append(f"{path.relative_to(site_packages).as_posix()},sha256={digest},{path.stat().st_size}")
-    rows += [f"{dist_info.name}/METADATA,,", f"{dist_info.name}/INSTALLER,,", f"{dist_info.name}/RECORD,,"]
+    for top in (*tops, dist_info.name):
+        found = site_packages / top
+        for path in sorted(found.rglob("*")) if found.is_dir() else [found]:
+            if path.is_file() and "__pycache__" not in path.parts and path.name != "RECORD":
+                digest = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
+                rows.append(f"{path.relative_to(site_packages).as_posix()},sha256={digest},{path.stat().st_size}")
+    rows.append(f"{dist_info.name}/RECORD,,")
     (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
 
 

@@ -7,9 +7,9 @@ from typing import List, Tuple
 
 from jetson_install.base import git_urls
 from jetson_install.tools import uv
-from jetson_install.base.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, REQUIREMENTS_FILE, STATE_DIR
+from jetson_install.base.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, RECORD_FILE, REQUIREMENTS_FILE, STATE_DIR
 from jetson_install.planning.plan import Plan
-from jetson_install.probes import probe_command
+from jetson_install.probes import integrity_command, probe_command
 from jetson_install.base.redact import credentials
 from jetson_install.base.steps import Step
 
@@ -97,10 +97,14 @@ def verify_step(plan: Plan, title: str) -> Step:
     """The doctor on the new environment, keeping its evidence in the environment; with
     --no-verify only the checks that need no GPU. It runs in the install's process, which
     already holds the platform and the catalog: its commands are the probes it starts (the
-    torch probe alone for the checks that need no GPU: python-abi, libraries, torch-import and
-    torch-build), and the command that does the same later is `jetson-install doctor` on DIR."""
+    torch and integrity probes alone for the checks that need no GPU: python-abi, libraries,
+    startup-hooks, vendor-files, torch-import and torch-build; the integrity probe compares the
+    vendor files by size, as any doctor but the strict one does), and the command that does the
+    same later is `jetson-install doctor` on DIR."""
     python = python_of(plan)
-    commands: List[Tuple[str, ...]] = [probe_command(python, "torch")]
+    # The vendor step's record names the vendor builds and companions; a kept stack has none.
+    record = f"{state_of(plan)}/{RECORD_FILE}" if plan.route.resolves() else None
+    commands: List[Tuple[str, ...]] = [probe_command(python, "torch"), integrity_command(python, record, False)]
     if plan.verify:
         commands += [probe_command(python, "bitsandbytes"), tuple(uv.pip_check_argv(python))]
     options = (*plan.doctor_platform_args, *(("--preflight",) if plan.route.profile == "preflight" else ()),
