@@ -92,13 +92,12 @@ CHECKS: Tuple[CheckSpec, ...] = (
     # From the files, before torch imports: a library the vendor builds link and the loader cannot
     # find is the cause a failed import names, here with the file that needs it and its provider.
     CheckSpec("libraries", "every library the vendor builds link is found", True, "torch", check_libraries),
-    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import,
-              explained_by=("python-abi", "libraries")),
     CheckSpec("startup-hooks", "no code from outside the vendor builds runs at interpreter start-up", True,
               "integrity", check_startup_hooks),
     CheckSpec("vendor-files", "the vendor builds' files are those their RECORDs list", True, "integrity",
               check_vendor_files),
-    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import, explained_by=("python-abi",)),
+    CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import,
+              explained_by=("python-abi", "libraries")),
     CheckSpec("torch-build", "torch is the vendor CUDA build", True, "torch", check_torch_build, ("torch-import",)),
     CheckSpec("cuda-available", "torch sees a CUDA device", True, "torch", check_cuda_available, ("torch-import",),
               _TORCH_BUILD),
