@@ -130,6 +130,25 @@ def test_bitsandbytes_is_read_for_the_one_library_it_loads_for_torchs_cuda(tmp_p
     assert [missing.soname for missing in read(site, root).missing] == ["libcudart.so.13", "libgomp.so.1"]
 
 
+def test_torchaudios_optional_ffmpeg_and_sox_backends_are_not_required(tmp_path: Path) -> None:
+    # torchaudio 2.8's aarch64 wheel, as read from its files: its own library needs torch's, and
+    # the FFmpeg 4-6 and sox backends need libraries a board may not have; torchaudio imports
+    # without them (seen in the arm64 lane: 16 such sonames failed the first cut of this check).
+    site = tmp_path / "site-packages"
+    torch(site, [])
+    distribution(site, "torchaudio", "2.8.0", {
+        "torchaudio/lib/libtorchaudio.so": shared_object(None, ["libc10.so", "libtorchaudio_missing.so.1"]),
+        "torchaudio/lib/libtorchaudio_sox.so": shared_object(None, ["libsox.so"]),
+        "torchaudio/lib/_torchaudio_sox.so": shared_object(None, ["libtorchaudio_sox.so", "libsox.so"]),
+        "torio/lib/libtorio_ffmpeg6.so": shared_object(None, ["libavcodec.so.60"]),
+        "torio/lib/_torio_ffmpeg4.so": shared_object(None, ["libavcodec.so.58", "libavdevice.so.58"]),
+    })
+    report = read(site, bare(tmp_path / "root"))
+    assert "torchaudio/lib/libtorchaudio.so" in report.files
+    assert not any("ffmpeg" in path or "sox" in path for path in report.files), report.files
+    assert [missing.soname for missing in report.missing] == ["libtorchaudio_missing.so.1"]
+
+
 def test_the_loaders_configuration_is_read_as_ldconfig_reads_it(tmp_path: Path) -> None:
     site = tmp_path / "site-packages"
     torch(site, ["libone.so.1", "libtwo.so.2", "libthree.so.3", "libgone.so.4"])

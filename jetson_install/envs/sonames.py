@@ -35,6 +35,10 @@ _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
 #: https://github.com/bitsandbytes-foundation/bitsandbytes/blob/main/bitsandbytes/cextension.py);
 #: its 0.50.2 aarch64 wheel carries cuda118 to cuda132, whose CUDA 12 ones a CUDA 13 board cannot load.
 _BNB_VARIANT = re.compile(r"(?:^|/)libbitsandbytes_([a-z]+)(\d*)\.so$")
+#: torchaudio's optional backends, loaded only where the board has the library they bind (FFmpeg
+#: 4 to 6 through torio, libsox): torchaudio imports without them and says so when one is asked
+#: for (the lazy `_init_ffmpeg` and `_init_sox` of src/torchaudio/_extension/, https://github.com/pytorch/audio).
+_OPTIONAL_BACKEND = re.compile(r"(?:^|/)(?:lib|_)(?:torio_ffmpeg\d+|torchaudio_sox)\.so$")
 #: torch/version.py: `cuda: Optional[str] = '13.0'` (older: `cuda = '12.6'`), None for a CPU build.
 _TORCH_CUDA = re.compile(r"""^cuda\s*(?::[^=\n]*)?=\s*(?:'([^']*)'|"([^"]*)"|None)""", re.M)
 #: The driver's own library: the board has it, and the NVIDIA container runtime mounts it at run
@@ -199,7 +203,8 @@ def _torch_cuda(torch: Optional[Tuple[Path, Path]]) -> Optional[str]:
 
 def _vendor_files(distributions: Dict[str, Tuple[Path, Path]], torch_cuda: Optional[str]) -> List[Tuple[Path, str]]:
     """(site-packages, relative path) of each vendor distribution's shared objects, as its
-    RECORD lists them; of bitsandbytes' per-CUDA libraries only the one it loads for torch's CUDA."""
+    RECORD lists them; of bitsandbytes' per-CUDA libraries only the one it loads for torch's CUDA,
+    and none of torchaudio's optional backends."""
     wanted = torch_cuda.replace(".", "") if torch_cuda else None
     files: List[Tuple[Path, str]] = []
     for name in VENDOR_PACKAGES:
@@ -212,7 +217,8 @@ def _vendor_files(distributions: Dict[str, Tuple[Path, Path]], torch_cuda: Optio
             continue  # the torch-build check names a missing RECORD
         for row in csv.reader(lines):
             relative = row[0] if row else ""
-            if not _SHARED_OBJECT.search(relative) or relative.startswith(("/", "..")):
+            if (not _SHARED_OBJECT.search(relative) or relative.startswith(("/", ".."))
+                    or _OPTIONAL_BACKEND.search(relative)):
                 continue
             variant = _BNB_VARIANT.search(relative) if name == "bitsandbytes" else None
             if variant is not None and not (variant.group(1) == "cpu" or (variant.group(1) == "cuda"
