@@ -80,7 +80,8 @@ def _file_reader(handle: BinaryIO, size: int, name: str) -> Callable[[int, int],
     return at
 
 
-def _parse(at: Callable[[int, int], bytes], name: str) -> Dynamic:
+def _check_ident(at: Callable[[int, int], bytes], name: str) -> None:
+    """Refuse anything but a 64-bit little-endian ELF file, saying what it is."""
     try:
         ident = at(0, 16)
     except ElfError:
@@ -93,6 +94,10 @@ def _parse(at: Callable[[int, int], bytes], name: str) -> Dynamic:
     if ident[5] != _DATA_LITTLE:
         raise ElfError(f"{name}: is a {'big-endian' if ident[5] == 2 else 'unknown-order'} ELF file; "
                        "only 64-bit little-endian shared objects are read")
+
+
+def _segments(at: Callable[[int, int], bytes], name: str) -> Tuple[List[Tuple[int, int, int]], Optional[Tuple[int, int]]]:
+    """The loadable segments as (vaddr, filesz, offset), and the dynamic one as (offset, filesz)."""
     header = _HEADER.unpack(at(0, _HEADER.size))
     phoff, shoff, phentsize, phnum = header[5], header[6], header[9], header[10]
     if phnum == _PN_XNUM:
@@ -100,14 +105,20 @@ def _parse(at: Callable[[int, int], bytes], name: str) -> Dynamic:
     if phnum and phentsize < _PROGRAM.size:
         raise ElfError(f"{name}: has program headers of {phentsize} bytes, fewer than a 64-bit one's {_PROGRAM.size}")
     table = at(phoff, phnum * phentsize)
-    loads: List[Tuple[int, int, int]] = []  # (vaddr, filesz, offset)
-    dynamic: Optional[Tuple[int, int]] = None  # (offset, filesz)
+    loads: List[Tuple[int, int, int]] = []
+    dynamic: Optional[Tuple[int, int]] = None
     for number in range(phnum):
         p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = _PROGRAM.unpack_from(table, number * phentsize)
         if p_type == _PT_LOAD:
             loads.append((p_vaddr, p_filesz, p_offset))
         elif p_type == _PT_DYNAMIC:
             dynamic = (p_offset, p_filesz)
+    return loads, dynamic
+
+
+def _parse(at: Callable[[int, int], bytes], name: str) -> Dynamic:
+    _check_ident(at, name)
+    loads, dynamic = _segments(at, name)
     if dynamic is None:
         return Dynamic(None, (), ())  # linked statically: it needs nothing
     entries = at(dynamic[0], dynamic[1] - dynamic[1] % _DYN.size)

@@ -3,6 +3,7 @@ written whole or not at all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -66,10 +67,8 @@ def replace_file(path: Union[str, Path], data: Union[str, bytes], mode: Optional
             os.fchmod(handle.fileno(), mode)
         os.replace(temporary, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass
         raise
 
 

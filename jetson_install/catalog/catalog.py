@@ -431,9 +431,37 @@ class _Loader(TomlData):
         )
         return channel, len(sources_raw)
 
-    def source(self, where: str, entry: Any, start: int) -> VendorSource:
+    def direct_set(self, where: str, wheels: Sequence[str], numpy: Optional[str], apt: Tuple[str, ...],
+                   prereleases: bool, start: int) -> VersionSet:
+        """The one set a source of direct wheel URLs is: each file pinned as NVIDIA spells its version."""
         from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+        specifiers = {}
+        for url in wheels:
+            if not url.startswith("https://"):
+                raise self.fail(where, "wheels", f"has {url!r}; wheel URLs must use https://", start)
+            file = url.rsplit("/", 1)[-1]
+            try:
+                name = parse_wheel_filename(file)[0]
+            except InvalidWheelFilename:
+                raise self.fail(where, "wheels", f"has {url!r}, which does not end in a wheel file name", start) from None
+            specifiers[str(name)] = f"=={file.split('-')[1]}"  # as NVIDIA spells it (nv24.08, not nv24.8)
+        return self.version_set(where, specifiers, numpy, apt, prereleases, start)
+
+    def listed_sets(self, where: str, entry: Dict[str, Any], numpy: Optional[str], apt: Tuple[str, ...],
+                    prereleases: bool, start: int) -> Tuple[Tuple[VersionSet, ...], VersionSet]:
+        """An index source's sets and the one `preferred` names."""
+        sets = tuple(self.version_set(where, item, numpy, apt, prereleases, start)
+                     for item in self.tables(where, entry, "sets", start))
+        if not sets:
+            raise self.fail(where, "sets", "must list at least one set of builds that belong together", start)
+        wanted = entry.get("preferred")
+        preferred_sets = [s for s in sets if s.specifiers["torch"] == f"=={wanted}"]
+        if len(preferred_sets) != 1:
+            raise self.fail(where, "preferred", "must name the torch version of exactly one of the sets", start)
+        return sets, preferred_sets[0]
+
+    def source(self, where: str, entry: Any, start: int) -> VendorSource:
         where = f"{where} source"
         if not isinstance(entry, dict):
             raise self.fail(where, "sources", "must hold tables", start)
@@ -455,28 +483,10 @@ class _Loader(TomlData):
         if wheels:
             if "sets" in entry or "preferred" in entry:
                 raise self.fail(where, "sets", "cannot be given for direct wheel URLs: their files are the set", start)
-            specifiers = {}
-            for url in wheels:
-                if not url.startswith("https://"):
-                    raise self.fail(where, "wheels", f"has {url!r}; wheel URLs must use https://", start)
-                file = url.rsplit("/", 1)[-1]
-                try:
-                    name = parse_wheel_filename(file)[0]
-                except InvalidWheelFilename:
-                    raise self.fail(where, "wheels", f"has {url!r}, which does not end in a wheel file name", start) from None
-                specifiers[str(name)] = f"=={file.split('-')[1]}"  # as NVIDIA spells it (nv24.08, not nv24.8)
-            sets: Tuple[VersionSet, ...] = (self.version_set(where, specifiers, numpy, apt, prereleases, start),)
+            sets: Tuple[VersionSet, ...] = (self.direct_set(where, wheels, numpy, apt, prereleases, start),)
             preferred = sets[0]
         else:
-            sets = tuple(self.version_set(where, item, numpy, apt, prereleases, start)
-                         for item in self.tables(where, entry, "sets", start))
-            if not sets:
-                raise self.fail(where, "sets", "must list at least one set of builds that belong together", start)
-            wanted = entry.get("preferred")
-            preferred_sets = [s for s in sets if s.specifiers["torch"] == f"=={wanted}"]
-            if len(preferred_sets) != 1:
-                raise self.fail(where, "preferred", "must name the torch version of exactly one of the sets", start)
-            preferred = preferred_sets[0]
+            sets, preferred = self.listed_sets(where, entry, numpy, apt, prereleases, start)
         libraries: List[NeededLibrary] = []
         companions = []
         raw_companions = entry.get("companions", [])

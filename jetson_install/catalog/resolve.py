@@ -59,7 +59,7 @@ def choose_set(
             fix="use a mirror of the recorded builds: --vendor-index URL, or the channel's fallback: --vendor-fallback",
         )
     warnings: List[str] = []
-    for version_set, chosen in complete:
+    for version_set, _ in complete:
         if version_set is preferred:
             reason = f"the preferred set {preferred.name} is listed"
             break

@@ -357,10 +357,9 @@ def uninstall(venv: Optional[str], yes: bool, as_json: bool) -> None:
     from jetson_install.envs.lifecycle import uninstall as remove
 
     link, where = _environment(venv, "uninstall")
-    if not yes and sys.stdin.isatty() and not as_json:
-        if not click.confirm(f"Remove {link} and the environments jetson-install made for it?", default=False,
-                             err=True):
-            sys.exit(EXIT_INTERRUPTED)
+    if not yes and sys.stdin.isatty() and not as_json and not click.confirm(
+            f"Remove {link} and the environments jetson-install made for it?", default=False, err=True):
+        sys.exit(EXIT_INTERRUPTED)
     result = remove(link, where)
     if as_json:
         _print_json(result.to_json())

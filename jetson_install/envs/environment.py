@@ -20,6 +20,7 @@ fails, including a Ctrl-C or a kill.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import fcntl
@@ -344,10 +345,8 @@ def known_environments() -> List[Path]:
     # envs/ holds each default DIR beside its DIR.d (and a killed switch's hidden link).
     found = sorted(path for path in envs.glob("[!.]*") if not path.name.endswith(HOME_SUFFIX))
     found += sorted(path.with_name(path.name[:-len(HOME_SUFFIX)]) for path in envs.glob(f"[!.]*{HOME_SUFFIX}"))
-    try:
+    with contextlib.suppress(OSError):
         found += [Path(line) for line in (envs.parent / KNOWN_ENVIRONMENTS).read_text().splitlines() if line.strip()]
-    except OSError:
-        pass
     unique: Dict[Path, None] = {}
     for path in found:
         unique.setdefault(path, None)

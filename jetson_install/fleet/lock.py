@@ -280,10 +280,8 @@ def remove_unnamed_builds(folder: Path, distribution: str) -> None:
             return
     for path in builds:
         if path.name not in named:
-            try:
+            with contextlib.suppress(OSError):  # not ours to remove after all: kept
                 path.unlink()
-            except OSError:
-                pass  # not ours to remove after all: kept
 
 
 _WORK_PREFIX = "jetson-install-lock-"
@@ -307,10 +305,8 @@ def _remove_abandoned(scratch: Path, output: Optional[Path]) -> None:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
             else:
-                try:
+                with contextlib.suppress(OSError):  # not ours to remove
                     path.unlink()
-                except OSError:
-                    pass  # not ours to remove
         except PermissionError:
             pass  # another user's live lock
 
@@ -381,7 +377,7 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
 
 
 def _distribution(requirement: str) -> str:
-    return re.split(r"[\[ @]", requirement, 1)[0]
+    return re.split(r"[\[ @]", requirement, maxsplit=1)[0]
 
 
 def _wheel_version(filename: str) -> str:

@@ -91,7 +91,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             # while a file was sent: the connection ends, with nothing more to say.
             self.close_connection = True
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
+    def log_message(self, format: str, *args: object) -> None:
         pass  # a line per request would drown the one line that says where the wheelhouse is served
 
     def send_error(self, code: int, message: Optional[str] = None, explain: Optional[str] = None) -> None:
@@ -105,12 +105,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if len(request) > _LOGGED_REQUEST:
             request = request[:_LOGGED_REQUEST] + "..."
         # ascii(): a request line is the client's text; escape sequences in it stay inert.
-        self.server.log(f"{self.client_address[0]}: {code} for {ascii(request)}: {ascii(why)[1:-1]}")
+        self.server.log(f"{self.client_address[0]}: {code} for {request!a}: {ascii(why)[1:-1]}")
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         self._answer(body=True)
 
-    def do_HEAD(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_HEAD(self) -> None:
         self._answer(body=False)
 
     def _answer(self, body: bool) -> None:

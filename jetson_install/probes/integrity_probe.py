@@ -21,6 +21,7 @@ Prints one JSON line: {"probe": "integrity", "hashed": ..., "site_dirs": [...],
 """
 
 import base64
+import contextlib
 import csv
 import hashlib
 import importlib.machinery
@@ -190,10 +191,8 @@ def hook_modules(lines, path):
     found = []
     for name in names:
         spec = None
-        try:
+        with contextlib.suppress(ImportError, ValueError):
             spec = importlib.machinery.PathFinder.find_spec(name, path)
-        except (ImportError, ValueError):
-            pass
         origin = spec.origin if spec is not None and spec.has_location else None
         found.append({"name": name, "path": origin})
     return found

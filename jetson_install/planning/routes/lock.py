@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
@@ -80,7 +80,7 @@ def lock_resolution(lock: Lock, location: str, known: Tuple[KnownBuild, ...]) ->
 class LockRoute(Route):
     """`base` is the route the lock stands in for (the board's download)."""
 
-    base: Route = Route()
+    base: Route = field(default_factory=Route)
     lock: Optional[LockInUse] = None
 
     name = "lock"
