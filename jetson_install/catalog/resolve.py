@@ -59,7 +59,7 @@ def choose_set(
             fix="use a mirror of the recorded builds: --vendor-index URL, or the channel's fallback: --vendor-fallback",
         )
     warnings: List[str] = []
-    for version_set, _ in complete:
+    for version_set, chosen in complete:  # noqa: B007 (the set found is used after the loop)
         if version_set is preferred:
             reason = f"the preferred set {preferred.name} is listed"
             break
