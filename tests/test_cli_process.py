@@ -3,7 +3,7 @@
 the real stdout and stderr; and that the in-process runs the other CLI tests use
 (support.cli) see exactly what such a process shows.
 
-Elsewhere in a process of their own: Ctrl-C and kill mid-install (test_install_cli.py),
+Elsewhere in a process of their own: Ctrl-C and kill mid-install (test_install_interrupted.py),
 progress on a pipe and a terminal (test_install_progress.py), an install's log and output
 with credentials (test_secrets.py), the console script of the built wheel (test_package.py).
 """

@@ -11,7 +11,10 @@ from typing import Dict, List, Optional
 
 from .cli import run_cli
 
-__all__ = ["Installer"]
+__all__ = ["VENDOR_PACKAGES", "Installer"]
+
+# What the stub vendor index serves besides its bait: the builds an install takes from it.
+VENDOR_PACKAGES = {"torch", "torchvision", "torchaudio", "bitsandbytes"}
 
 
 class Installer:

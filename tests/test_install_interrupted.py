@@ -1,0 +1,78 @@
+"""An install cut off midway (kill -9, Ctrl-C, an index that goes away) keeps the environment
+DIR pointed at, and a re-run succeeds.
+
+Against loopback indexes (support.stub_projects), one of them slow enough to catch the install
+mid-download; nothing here reaches beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from support import VENDOR_TORCH
+from support.installer import Installer
+
+
+def test_index_going_away_mid_install_keeps_the_old_environment(installer: Installer, public_index, tmp_path: Path) -> None:
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    changed = tmp_path / "changed-source"
+    shutil.copytree(installer.source, changed)
+    (changed / "obliteratus" / "extra.py").write_text("X = 1\n")
+    public_index.fail_after(2)
+    code, data, stderr = installer.run(changed)
+    assert code == 1, stderr
+    assert data["error"]["step"] in ("environment", "target")
+    assert os.readlink(installer.venv) == before
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+
+
+def reinstall_caught_mid_download(installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+                                  ) -> "tuple[subprocess.Popen, str, Path]":
+    """Install once, then start a changed install against a slow index and return it mid-download."""
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    slow = start_index(stub_index_dirs.public, name="slow-public", delay=0.5)
+    changed = tmp_path / "changed-source"
+    shutil.copytree(installer.source, changed)
+    (changed / "obliteratus" / "extra.py").write_text("X = 2\n")
+    installer.public_url = slow.url
+    process = subprocess.Popen(installer.argv(changed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=installer.env, text=True, start_new_session=True)
+    slow.wait_for_request(lambda path: path.endswith(".whl"), timeout=120)
+    return process, before, changed
+
+
+def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
+    installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+) -> None:
+    process, before, changed = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert os.readlink(installer.venv) == before
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+    code, data, stderr = installer.run(changed)
+    assert code == 0, stderr
+    assert data["status"] == "installed"
+    assert os.readlink(installer.venv) != before
+    leftovers = [p.name for p in Path(f"{installer.venv}.d").glob("env-*")]
+    assert len(leftovers) == 2, leftovers  # the new environment and the previous one, no partial build
+    # The killed run's environment, removed, is in the result with the disk it took.
+    [removed] = data["removed_leftovers"]
+    assert Path(removed["path"]).parent == Path(f"{installer.venv}.d") and removed["path"] != os.readlink(installer.venv)
+    assert removed["bytes"] > 0 and f"removed {removed['path']}, left by a killed or interrupted run" in stderr
+
+
+def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
+    installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+) -> None:
+    process, before, _ = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "unchanged" in stderr and "Traceback" not in stderr
+    assert os.readlink(installer.venv) == before
