@@ -6,8 +6,11 @@ Use from tests/conftest.py with ``from support.fixtures import *  # noqa: F401,F
 
 Cost model: the index directories, the stub OBLITERATUS tree and its git
 repo are built once per session (about 0.2 s in all) and treated as
-read-only; index *servers* are per test (start in a millisecond), so every
-test gets its own request log and failure switches.
+read-only. Index *servers* are per test (start in a millisecond), so every
+test that reads a request log or flips a failure switch has its own; the
+installs of every other test (``installer``) read ``shared_indexes``, two
+servers kept for the session whose files ``uv_cache`` keeps from one test
+to the next.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List, NamedTuple
 
 import pytest
 
@@ -39,6 +42,8 @@ __all__ = [
     "private_index_dirs",
     "vendor_index",
     "public_index",
+    "shared_indexes",
+    "uv_cache",
     "start_index",
     "obliteratus_source",
     "obliteratus_git_repo",
@@ -95,6 +100,33 @@ def vendor_index(stub_index_dirs: IndexDirs, start_index: Callable[..., Loopback
 @pytest.fixture
 def public_index(stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> LoopbackIndex:
     return start_index(stub_index_dirs.public, name="public")
+
+
+class SharedIndexes(NamedTuple):
+    vendor: LoopbackIndex
+    public: LoopbackIndex
+
+
+@pytest.fixture(scope="session")
+def shared_indexes(stub_index_dirs: IndexDirs) -> Iterator[SharedIndexes]:
+    """The vendor and public indexes served for the whole session (each xdist worker's), at URLs
+    that stay the same, with files a client may keep as a real index's (their folders never
+    change): ``uv_cache`` then answers every install after the first. Their request logs mix
+    every test's and their switches would reach every test: a test that reads or flips them
+    takes ``vendor_index``/``public_index``, servers of its own."""
+    vendor = LoopbackIndex(stub_index_dirs.vendor, name="vendor", cache_files=True).start()
+    public = LoopbackIndex(stub_index_dirs.public, name="public", cache_files=True).start()
+    yield SharedIndexes(vendor, public)
+    vendor.stop()
+    public.stop()
+
+
+@pytest.fixture(scope="session")
+def uv_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """uv's cache for the installs from ``shared_indexes``: the pip and setuptools each seeded
+    environment gets, and the stub wheels, are downloaded and unpacked once a session rather
+    than once a test."""
+    return tmp_path_factory.mktemp("uv-cache")
 
 
 @pytest.fixture(scope="session")
@@ -177,9 +209,24 @@ def cli_env(tmp_path: Path, stub_catalog: Path) -> Dict[str, str]:
 
 
 @pytest.fixture
-def installer(tmp_path: Path, cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex,
-              obliteratus_source: Path) -> Installer:
-    return Installer(tmp_path / "obl", cli_env, vendor_index.url, public_index.url, obliteratus_source)
+def installer(request: pytest.FixtureRequest, tmp_path: Path, cli_env: Dict[str, str], obliteratus_source: Path
+              ) -> Installer:
+    """`jetson-install obliteratus` into tmp_path/obl, from the stub indexes.
+
+    A test that starts servers of its own (``start_index``, which ``vendor_index`` and
+    ``public_index`` start) counts their requests, flips their switches or serves other files
+    under the same names: it installs from its own ``vendor_index`` and ``public_index`` with
+    the empty uv cache of ``cli_env``, which no other test's downloads can answer. Every other
+    test installs from ``shared_indexes`` with the session's ``uv_cache``."""
+    if "start_index" in request.fixturenames:
+        vendor: LoopbackIndex = request.getfixturevalue("vendor_index")
+        public: LoopbackIndex = request.getfixturevalue("public_index")
+    else:
+        vendor, public = request.getfixturevalue("shared_indexes")
+        # Copies, not hard links: a test that writes into an installed file in place (a truncated
+        # torch) would otherwise write into the cache every later install links from.
+        cli_env.update(UV_CACHE_DIR=str(request.getfixturevalue("uv_cache")), UV_LINK_MODE="copy")
+    return Installer(tmp_path / "obl", cli_env, vendor.url, public.url, obliteratus_source)
 
 
 @pytest.fixture
