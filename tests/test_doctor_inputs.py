@@ -60,7 +60,7 @@ def test_a_hung_probe_is_ended_with_everything_it_started(tmp_path: Path) -> Non
     hung = tmp_path / "python3"
     hung.write_text("#!/bin/sh\nsleep 120 &\necho $!\nsleep 120\n")  # a probe whose helper outlives it
     hung.chmod(0o755)
-    outcome = _run_probe(str(hung), "torch", timeout=3)
+    outcome = _run_probe(str(hung), "torch", timeout=1)
     assert outcome.completed is not None and outcome.completed.timed_out
     assert "timed out" in outcome.failure()
     helper = int(outcome.completed.stdout.split()[0])

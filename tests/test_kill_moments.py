@@ -40,10 +40,15 @@ def _marked(mark: str) -> List[str]:
 
 def _survivors(mark: str) -> List[str]:
     """The uv and git processes of the killed run still alive a moment later: the signal a child
-    gets when its parent dies is immediate; a uv left running finishes its step within a second."""
-    time.sleep(0.3)
-    return [process for process in _marked(mark)
-            if Path(process.split(": ", 1)[1].split(" ", 1)[0]).name in ("uv", "git")]
+    gets when its parent dies is immediate; a uv left running finishes its step within a second.
+    Looked for until none is left or the moment has passed."""
+    deadline = time.monotonic() + 0.3
+    while True:
+        found = [process for process in _marked(mark)
+                 if Path(process.split(": ", 1)[1].split(" ", 1)[0]).name in ("uv", "git")]
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.02)
 
 
 def _kill_at(argv: List[str], env: Dict[str, str], seconds: float) -> "tuple[bool, List[str]]":

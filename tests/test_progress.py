@@ -106,16 +106,30 @@ def test_sizes_read_as_a_user_would() -> None:
     assert [format_bytes(n) for n in (0, 1023, 1536, 3 * 1024 ** 3)] == ["0 B", "1023 B", "1.5 KiB", "3.0 GiB"]
 
 
-def test_lines_arrive_while_the_child_still_runs() -> None:
+def test_lines_arrive_while_the_child_still_runs(tmp_path: Path) -> None:
     arrived: List[tuple] = []
     ticks: List[float] = []
-    code = "import time; print('one', flush=True); time.sleep(1.0); print('two')"
-    result = runner.run([sys.executable, "-c", code], timeout=30,
-                        on_line=lambda stream, line: arrived.append((time.monotonic(), stream, line)),
-                        on_tick=lambda: ticks.append(time.monotonic()))
-    ended = time.monotonic()
-    assert [(stream, line) for _, stream, line in arrived] == [("stdout", "one"), ("stdout", "two")]
-    assert ended - arrived[0][0] >= 0.8  # 'one' was seen about a second before the child ended
+    seen = tmp_path / "seen"
+    # The child says 'two' only once this side has seen 'one' and two ticks: a line held back
+    # until the child's end would leave it waiting out its 30 s and saying 'not seen'.
+    code = ("import os, sys, time; print('one', flush=True); deadline = time.monotonic() + 30\n"
+            "while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline: time.sleep(0.01)\n"
+            "print('two' if os.path.exists(sys.argv[1]) else 'not seen')")
+
+    def release() -> None:
+        if arrived and len(ticks) >= 2:
+            seen.touch()
+
+    def on_line(stream: str, line: str) -> None:
+        arrived.append((stream, line))
+        release()
+
+    def on_tick() -> None:
+        ticks.append(time.monotonic())
+        release()
+
+    result = runner.run([sys.executable, "-c", code, str(seen)], timeout=60, on_line=on_line, on_tick=on_tick)
+    assert arrived == [("stdout", "one"), ("stdout", "two")]
     assert len(ticks) >= 2
     assert result.ok and result.stdout == "one\ntwo\n"
 
