@@ -66,6 +66,7 @@ def _own(venv: Path) -> List[str]:
     return sorted(entry.name for entry in Path(f"{venv}.d").iterdir() if entry.name != ".lock")
 
 
+@pytest.mark.slow
 def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
@@ -99,6 +100,7 @@ def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tm
     assert entry["current"]["target"] == "torch" and entry["current"]["additions"] == ["transformers", "accelerate"]
 
 
+@pytest.mark.slow
 def test_add_dry_run_shows_the_plan_it_runs_and_changes_nothing(tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
@@ -122,6 +124,7 @@ def test_add_dry_run_shows_the_plan_it_runs_and_changes_nothing(tmp_path: Path, 
     assert ran["commands"] == target["commands"]
 
 
+@pytest.mark.slow
 def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothing(tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
@@ -144,6 +147,7 @@ def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothin
     assert lines[error + 1].startswith("  fix: ")
 
 
+@pytest.mark.slow
 def test_add_a_local_folder_named_where_add_ran_and_known_by_its_content(tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
@@ -259,6 +263,7 @@ def test_add_without_venv_takes_the_default_environment_that_exists(tmp_path: Pa
     assert "jetson-install torch --with accelerate" in result.stderr
 
 
+@pytest.mark.slow
 def test_without_venv_the_commands_take_the_default_environment_that_exists_and_say_which(
         tmp_path: Path, stack) -> None:
     env, vendor, public = stack

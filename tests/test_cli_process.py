@@ -102,6 +102,7 @@ def test_the_catalog_follows_its_variable_within_one_process(tmp_path: Path, mon
     assert "jp6-edited" in {channel["id"] for channel in json.loads(channels.stdout)}
 
 
+@pytest.mark.slow
 def test_an_in_process_install_leaves_this_process_as_it_found_it(installer) -> None:
     import logging
 

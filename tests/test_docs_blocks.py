@@ -118,6 +118,7 @@ def test_the_other_projects_dry_run_on_a_sample_root(board_with_projects: Dict[s
     assert not (_home(board_with_projects) / ".local" / "share" / "jetson-install" / "envs" / "torch").exists()
 
 
+@pytest.mark.slow
 def test_the_other_projects_block_on_the_board_then_add(board_with_projects: Dict[str, str], tmp_path: Path) -> None:
     result = run_block(block("README.md", "For other projects", 1), board_with_projects, tmp_path / "work")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -130,6 +131,7 @@ def test_the_other_projects_block_on_the_board_then_add(board_with_projects: Dic
     assert (Path(f"{venv}.d") / "previous").is_file()
 
 
+@pytest.mark.slow
 def test_the_add_block(board_with_projects: Dict[str, str], tmp_path: Path) -> None:
     result = run_block(block("docs/install.md", "The stack for other projects, and adding to it later"),
                        board_with_projects, tmp_path / "work")
@@ -151,6 +153,7 @@ def _stand_in(env: Dict[str, str], name: str, script: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_quick_start_on_a_jetson(board: Dict[str, str], tmp_path: Path) -> None:
     # pipx itself is the Install block's lane; here the tool it would install is on PATH already.
     _stand_in(board, "pipx", 'test "$*" = "install ./jetson-install" && test -f jetson-install/pyproject.toml\n')
@@ -182,6 +185,7 @@ def test_try_it_without_a_jetson_as_written(tmp_path: Path) -> None:
     assert "channel   jp6-cu126 (supported)" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_container_block_with_its_wheel_step(board: Dict[str, str], tmp_path: Path) -> None:
     calls = tmp_path / "docker-calls"
     # docker is the container lane's (buildah builds the generated Dockerfile there); here it checks
@@ -201,6 +205,7 @@ def test_the_container_block_with_its_wheel_step(board: Dict[str, str], tmp_path
     assert "images    nvcr.io/nvidia/pytorch:25.06-py3-igpu" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_constraints_without_the_tool(board: Dict[str, str], tmp_path: Path) -> None:
     os.symlink(TOP / "constraints", tmp_path / "work" / "constraints")
     _stand_in(board, "uv", f'exec "{find_uv()}" "$@"\n')
@@ -212,6 +217,7 @@ def test_the_constraints_without_the_tool(board: Dict[str, str], tmp_path: Path)
     assert numpy.startswith("1.")  # constraints/jp6-cu126.txt: numpy<2, though the index has a 2.x
 
 
+@pytest.mark.slow
 def test_the_lifecycle_block(board: Dict[str, str], tmp_path: Path) -> None:
     result = run_block(block("docs/install.md", "The environments' lifecycle"), board, tmp_path / "work")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -222,6 +228,7 @@ def test_the_lifecycle_block(board: Dict[str, str], tmp_path: Path) -> None:
     assert not os.path.lexists(venv)
 
 
+@pytest.mark.slow
 def test_the_lock_and_wheelhouse_block(board: Dict[str, str], tmp_path: Path) -> None:
     result = run_block(block("docs/fleets.md", "Locks and wheelhouses"), board, tmp_path / "work")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -229,6 +236,7 @@ def test_the_lock_and_wheelhouse_block(board: Dict[str, str], tmp_path: Path) ->
     assert "files in " in result.stderr and "install offline: jetson-install obliteratus --wheelhouse " in result.stderr
 
 
+@pytest.mark.slow
 def test_the_authenticated_mirror_block(board: Dict[str, str], tmp_path: Path, start_index, stub_index_dirs) -> None:
     # The mirror: the gate's vendor builds and the public index, each answering only with the credentials.
     token = "fleet-token-5f3a"

@@ -138,6 +138,7 @@ def test_int8_does_not_apply_below_compute_capability_7_5_and_the_strict_gate_st
     assert doctor.render_lines(report)[-1].startswith("Strict gate passed")
 
 
+@pytest.mark.slow
 def test_a_hung_probe_fails_its_checks_and_doctor_returns(tmp_path: Path) -> None:
     report = run(make_env(tmp_path / "env", hang=True), timeout=3)
     cuda = report.check("cuda-available")
@@ -178,6 +179,7 @@ def test_wrong_numpy_and_pin_are_reported(tmp_path: Path) -> None:
     assert "2.9.0" in report.check("torch-build").detail
 
 
+@pytest.mark.slow
 def test_python_abi_is_judged_by_the_installed_wheels_not_the_channel(tmp_path: Path) -> None:
     # A mirror of builds for this interpreter's Python passes, whatever Python the channel names.
     other_python = Channel(**dict(JP6.__dict__, python="3.10" if HOST_PYTHON != "3.10" else "3.12"))
@@ -193,6 +195,7 @@ def test_python_abi_is_judged_by_the_installed_wheels_not_the_channel(tmp_path: 
                                 f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install --python /usr/bin/python3.6")
 
 
+@pytest.mark.slow
 def test_the_headline_is_the_most_fundamental_failure(tmp_path: Path) -> None:
     # A CPU-only torch fails torch-build, cuda-available, bnb-library and obliteratus;
     # the one to fix is torch-build, and a wheel for another Python comes before even that.
@@ -509,6 +512,7 @@ def test_bitsandbytes_checks_do_not_apply_where_the_channel_has_no_build(tmp_pat
     assert "3 not applicable" in doctor.render_lines(report)[-1]
 
 
+@pytest.mark.slow
 def test_strict_gate_fails_on_a_skip_and_names_it(tmp_path: Path) -> None:
     env = make_env(tmp_path / "env", bnb_library="cpu")
     assert run(env, vendor=JP6_SOURCE).check("bnb-kernels").status == "skip"
@@ -531,6 +535,7 @@ def test_strict_refuses_a_partial_run(tmp_path: Path) -> None:
         run(make_env(tmp_path / "env"), strict=True, only=("torch-import",))
 
 
+@pytest.mark.slow
 def test_evidence_records_the_environment_it_checked(tmp_path: Path) -> None:
     env = make_env(tmp_path / "env")
     (dist_info,) = Path(env).parent.parent.glob("lib/python*/site-packages/obliteratus-*.dist-info")
@@ -548,6 +553,7 @@ def test_evidence_records_the_environment_it_checked(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.slow
 def test_the_installed_vendor_source_is_what_the_build_is_checked_against(tmp_path: Path) -> None:
     fallback = VendorSource.pinned(index=None, wheels=("https://example.invalid/torch-2.5.0a0+872d972e41.nv24.08-cp310-cp310-linux_aarch64.whl",),
                             pins={"torch": "2.5.0a0+872d972e41.nv24.08"}, numpy="<2", apt=())
@@ -562,6 +568,7 @@ def test_orin_capability_counts_as_tegra_even_without_a_detected_platform(tmp_pa
     assert "no sm_87 kernels" in report.check("cuda-arch").detail
 
 
+@pytest.mark.slow
 def test_only_capabilities_of_gpus_with_l4t_cuda_count_as_tegra_without_a_detected_platform(tmp_path: Path) -> None:
     """platform-data.toml says which: Orin's sm_87 does (bitsandbytes is built on the device),
     Thor's sm_110 does not (it has only JetPack 7's SBSA CUDA, whose wheels carry sm_110)."""
@@ -584,6 +591,7 @@ def run_doctor_cli(*args: str) -> CliResult:
         return run_cli("doctor", *args)
 
 
+@pytest.mark.slow
 def test_cli_json_evidence_and_exit_code(tmp_path: Path) -> None:
     env = make_env(tmp_path / "env", cuda_available=False, torch_cuda=None, torch_version="2.8.0+cpu")
     evidence = tmp_path / "evidence.json"
@@ -624,6 +632,7 @@ def test_cli_lists_checks() -> None:
     assert [line.split()[0] for line in result.stdout.splitlines()] == [spec.id for spec in doctor.CHECKS]
 
 
+@pytest.mark.slow
 def test_a_probe_busy_for_a_while_says_what_it_waits_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from jetson_install.doctor import context
 

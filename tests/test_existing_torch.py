@@ -68,6 +68,7 @@ def image(tmp_path: Path, public_index, obliteratus_source: Path) -> Image:
     return Image(tmp_path, public_index.url, obliteratus_source)
 
 
+@pytest.mark.slow
 def test_the_kept_torch_stays_and_everything_else_installs_around_it(image: Image, public_index) -> None:
     code, data, stderr = image.install()
     assert code == 0, stderr
@@ -91,6 +92,7 @@ def test_the_kept_torch_stays_and_everything_else_installs_around_it(image: Imag
     assert evidence["status"] == "passed", [c for c in evidence["checks"] if c["status"] == "fail"]
 
 
+@pytest.mark.slow
 def test_the_doctor_works_on_the_environment_as_in_the_download_lane(image: Image) -> None:
     assert image.install("--no-verify")[0] == 0
     code, evidence, stderr = image.cli("doctor", "--root", ROOT, "--venv", str(image.venv), "--json")
@@ -101,6 +103,7 @@ def test_the_doctor_works_on_the_environment_as_in_the_download_lane(image: Imag
     assert checks["python-abi"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_add_on_a_kept_stack_keeps_it_and_adds_around_it(image: Image) -> None:
     code, made, stderr = image.install()
     assert code == 0, stderr
@@ -112,6 +115,7 @@ def test_add_on_a_kept_stack_keeps_it_and_adds_around_it(image: Image) -> None:
     assert image.run("import accelerate, torch; print(torch.__file__.startswith(%r))" % str(image.user_site)) == "True"
 
 
+@pytest.mark.slow
 def test_protection_outlives_the_tool_for_pip_and_for_uv(image: Image) -> None:
     assert image.install("--no-verify")[0] == 0
     pip = subprocess.run([str(image.venv / "bin" / "pip"), "install", "-U", "torch", "--index-url", image.public_url],
@@ -146,6 +150,7 @@ def test_a_torch_that_cannot_be_kept_is_said_before_anything_is_installed(
     assert public_index.requests == []
 
 
+@pytest.mark.slow
 def test_a_dependency_needing_another_torch_fails_at_resolve_and_changes_nothing(
         tmp_path: Path, public_index, obliteratus_source: Path) -> None:
     image = Image(tmp_path, public_index.url, obliteratus_source)

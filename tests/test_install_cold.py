@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from packaging.version import Version
 from support import VENDOR_TORCH, isolated_env
 from support.catalogs import stub_catalog_text
@@ -23,6 +24,7 @@ from support.installer import VENDOR_PACKAGES, Installer
 TOP = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: Installer, vendor_index, public_index) -> None:
     code, data, stderr = installer.run()
     assert code == 0, stderr
@@ -54,6 +56,7 @@ def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: 
     assert checked.returncode == 1 and ": FAIL: incomplete: platform, cuda-available, " in checked.stdout, checked.stdout
 
 
+@pytest.mark.slow
 def test_protection_outlives_the_tool_for_pip_and_for_uv(installer: Installer) -> None:
     assert installer.run()[0] == 0
     pip = subprocess.run(
@@ -79,6 +82,7 @@ def test_protection_outlives_the_tool_for_pip_and_for_uv(installer: Installer) -
     assert unconstrained.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_pinned_git_source_installs_and_a_space_in_the_path_keeps_protection(
     installer: Installer, obliteratus_git_repo: Path, tmp_path: Path
 ) -> None:
@@ -100,6 +104,7 @@ def test_pinned_git_source_installs_and_a_space_in_the_path_keeps_protection(
     assert sourced.stdout.strip() == os.path.realpath(installer.venv)
 
 
+@pytest.mark.slow
 def test_an_explicit_python_of_another_version_is_a_warning_not_an_error(installer: Installer, stub_catalog: Path) -> None:
     host = f"{sys.version_info[0]}.{sys.version_info[1]}"
     other = "3.12" if host != "3.12" else "3.13"
@@ -124,6 +129,7 @@ def test_the_install_records_each_vendor_build_it_installed(installer: Installer
     assert record["installed"]["torch"]["tags"] == ["py3-none-any"] and len(record["installed"]["torch"]["record_sha256"]) == 64
 
 
+@pytest.mark.slow
 def test_runtime_companions_come_from_the_default_index_by_both_commands_the_plan_shows(
     tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path
 ) -> None:

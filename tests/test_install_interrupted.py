@@ -13,8 +13,12 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from support import VENDOR_TORCH
 from support.installer import Installer
+
+# Each test installs, then interrupts a second install.
+pytestmark = pytest.mark.slow
 
 
 def test_index_going_away_mid_install_keeps_the_old_environment(installer: Installer, public_index, tmp_path: Path) -> None:

@@ -26,6 +26,9 @@ from support.installer import Installer
 
 from jetson_install.tools.progress import format_bytes, format_seconds
 
+# Each test installs, with a download that takes SLOW_SECONDS.
+pytestmark = pytest.mark.slow
+
 BIG = "bigdata-stub"
 SLOW_SECONDS = 4.0
 MISSING_EXTRA = "does not have an extra named `quantization`"

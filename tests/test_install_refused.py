@@ -21,6 +21,7 @@ from support.installer import Installer
 TOP = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_dependent_needing_newer_torch_fails_clearly_and_changes_nothing(installer: Installer, tmp_path: Path) -> None:
     assert installer.run()[0] == 0
     before = os.readlink(installer.venv)
@@ -69,6 +70,7 @@ def test_a_tag_that_does_not_exist_is_named_with_the_command_that_lists_the_tags
     assert "did not answer" not in error["fix"]
 
 
+@pytest.mark.slow
 def test_a_vendor_index_that_is_down_offers_the_channels_fallback(installer: Installer) -> None:
     installer.vendor_url = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
     code, data, stderr = installer.run()
@@ -81,6 +83,7 @@ def test_a_vendor_index_that_is_down_offers_the_channels_fallback(installer: Ins
     assert not installer.venv.exists() and not list(Path(f"{installer.venv}.d").glob("*env-*"))
 
 
+@pytest.mark.slow
 def test_failed_verification_keeps_the_old_environment_and_the_evidence(installer: Installer) -> None:
     assert installer.run()[0] == 0
     before = os.readlink(installer.venv)
@@ -163,6 +166,7 @@ def cpu_vendor_index(private_index_dirs, start_index, cli_env: Dict[str, str], t
     return start_index(private_index_dirs.vendor, name="cpu-vendor")
 
 
+@pytest.mark.slow
 def test_no_verify_still_refuses_a_cpu_only_vendor_torch_before_the_switch(
         tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index, public_index, obliteratus_source: Path) -> None:
     installer = Installer(tmp_path / "obl", cli_env, cpu_vendor_index.url, public_index.url, obliteratus_source)
@@ -180,6 +184,7 @@ def test_no_verify_still_refuses_a_cpu_only_vendor_torch_before_the_switch(
     assert data["evidence"] and Path(data["evidence"]).is_file()
 
 
+@pytest.mark.slow
 def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index, public_index,
                                           obliteratus_source: Path) -> None:
     from jetson_install.envs.failed_evidence import KEPT_FAILED_EVIDENCE

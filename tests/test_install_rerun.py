@@ -19,6 +19,9 @@ from support import VENDOR_TORCH
 from support.cli import run_cli
 from support.installer import VENDOR_PACKAGES, Installer
 
+# Each test installs, then installs again.
+pytestmark = pytest.mark.slow
+
 
 def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:
     assert installer.run()[0] == 0

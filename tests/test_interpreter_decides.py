@@ -86,6 +86,7 @@ def test_a_mirror_without_builds_for_the_interpreter_says_which_tags_were_wanted
     assert "does not carry the pinned vendor builds" not in message
 
 
+@pytest.mark.slow
 def test_an_install_with_another_python_takes_its_builds_from_the_mirror(
         mirrors, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
     result = run_cli(*install_args(tmp_path, mirrors["both"].url, public_index.url, obliteratus_source),
@@ -101,6 +102,7 @@ def test_an_install_with_another_python_takes_its_builds_from_the_mirror(
     assert "not a build wheels-index.toml lists" in warnings
 
 
+@pytest.mark.slow
 def test_a_mirror_with_only_the_channels_python_fails_with_a_fix_that_runs_as_printed(
         mirrors, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
     env = env_for(tmp_path, mirrors["catalog"])

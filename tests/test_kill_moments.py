@@ -19,7 +19,9 @@ from typing import Dict, List
 import pytest
 from support.installer import Installer
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+# Each test runs an install or a lock to its end, then 10 or 20 more, killed midway.
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's"),
+              pytest.mark.slow]
 MOMENTS = 20
 
 

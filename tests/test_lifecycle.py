@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from support import VENDOR_TORCH
 from support.cli import run_cli
 from support.installer import Installer
@@ -51,6 +52,7 @@ def installed_twice(installer: Installer, tmp_path: Path) -> "tuple[str, str]":
     return first, os.readlink(installer.venv)
 
 
+@pytest.mark.slow
 def test_list_rollback_undo_and_uninstall_an_installed_environment(installer: Installer, tmp_path: Path) -> None:
     first, second = installed_twice(installer, tmp_path)
     venv = str(installer.venv)
@@ -247,6 +249,7 @@ def test_clean_waits_for_nobody_while_an_install_holds_an_environment(tmp_path: 
     assert (logs / "obliteratus-20261201-101010.log").exists()
 
 
+@pytest.mark.slow
 def test_quiet_keeps_results_and_errors_and_verbose_shows_each_command(installer: Installer) -> None:
     plain = run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2")
     quiet = run_cli("-q", "detect", "--root", "sample:agx-orin-64gb-jp6.2")

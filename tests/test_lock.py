@@ -71,6 +71,7 @@ def lock_argv(vendor_url: str, public_url: str, source: Path, output: Path, *ext
             "--source", str(source), "--output", str(output), *extra]
 
 
+@pytest.mark.slow
 def test_a_lock_made_here_for_the_board_names_aarch64_files_each_with_its_hash(
         board_indexes, obliteratus_git_repo: Path, tmp_path: Path) -> None:
     vendor, public, vendor_dir = board_indexes
@@ -102,6 +103,7 @@ def test_a_lock_made_here_for_the_board_names_aarch64_files_each_with_its_hash(
     assert len(requirement_lines) == len(lock.entries)
 
 
+@pytest.mark.slow
 def test_a_lock_for_the_board_is_refused_here_in_one_line(board_indexes, obliteratus_source: Path,
                                                           tmp_path: Path) -> None:
     vendor, public, vendor_dir = board_indexes
@@ -182,6 +184,7 @@ def _dead_url() -> str:
     return f"http://127.0.0.1:{port}/simple/"  # nothing listens there
 
 
+@pytest.mark.slow
 def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
         cli_env, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     output = tmp_path / "here.lock"
@@ -235,6 +238,7 @@ def _built(lock_path: Path) -> Path:
     return wheel
 
 
+@pytest.mark.slow
 def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_sibling_locks(
         cli_env, vendor_index, public_index, board_here: Path, obliteratus_git_repo: Path, tmp_path: Path) -> None:
     source = tmp_path / "source"
@@ -270,6 +274,7 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
         ["orin.lock", orin.name, "obliteratus-0.1.0-py3-none-any.whl"])  # thor's build, named by no lock, went
 
 
+@pytest.mark.slow
 def test_two_locks_of_two_commits_made_at_once_in_one_folder_each_keep_their_wheel(
         cli_env, vendor_index, public_index, board_here: Path, obliteratus_git_repo: Path, tmp_path: Path) -> None:
     sources = [tmp_path / "orin-source", tmp_path / "thor-source"]

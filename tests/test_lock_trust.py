@@ -140,6 +140,7 @@ def _install(env: Dict[str, str], venv: Path, *args: str) -> CliResult:
                    *args, "--no-verify", "--yes", "--json", env=env)
 
 
+@pytest.mark.slow
 def test_a_local_lock_keeps_its_hashes_against_a_mirror_and_its_wheel_travels_with_it(
         stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
@@ -232,6 +233,7 @@ def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs, start
     assert project_files(mirror.url.replace("//", "//fleet:s3cret@", 1), "torch")  # the URL's credentials work
 
 
+@pytest.mark.slow
 def test_an_authenticated_mirror_serves_lock_wheelhouse_and_install_through_netrc(
         stub_index_dirs, start_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)

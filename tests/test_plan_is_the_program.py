@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
 from support import VENDOR_PINS, isolated_env
 from support.installer import Installer
 from support.planned import assert_ran_as_planned, assert_vendor_set_pinned
@@ -37,6 +38,7 @@ def _commands(steps: List[Dict[str, Any]]) -> List[List[List[str]]]:
     return [step["commands"] for step in steps]
 
 
+@pytest.mark.slow
 def test_the_download_route_runs_its_plan_and_pins_the_whole_vendor_set(installer: Installer) -> None:
     resolved = _plan(installer.argv(), installer.env, "--resolve")
     code, data, stderr = installer.run()
@@ -60,6 +62,7 @@ def test_thor_plans_bitsandbytes_in_its_vendor_step_with_and_without_resolving()
     assert "bitsandbytes>=0.48,<0.51" in plain["constraints"]
 
 
+@pytest.mark.slow
 def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_checks_it(
         tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path, monkeypatch, capsys) -> None:
     # Thor's vendor set comes from uv's default index, which the tool never lists itself: its

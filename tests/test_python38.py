@@ -6,6 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# vermin reads every module of the package, bench and the tests.
+pytestmark = pytest.mark.slow
+
 TOP = Path(__file__).resolve().parent.parent
 
 

@@ -88,6 +88,7 @@ def test_bad_index_error_and_its_fix_show_no_secret(tmp_path: Path) -> None:
     assert "alice:****@192.0.2.1" in result.stderr
 
 
+@pytest.mark.slow
 def test_install_authenticates_yet_nothing_written_or_shown_holds_the_secret(
         tmp_path: Path, stub_index_dirs, start_index, obliteratus_source: Path) -> None:
     vendor = start_index(stub_index_dirs.vendor, name="vendor", credentials=f"alice:{SECRET}")

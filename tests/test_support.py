@@ -233,6 +233,7 @@ def dry_run_venv(tmp_path_factory: pytest.TempPathFactory, uv_bin, stub_index_di
         public.stop()
 
 
+@pytest.mark.slow
 def test_seeded_venv_has_pip(tmp_path: Path, make_venv, tool_env) -> None:
     venv = make_venv(tmp_path / "venv")
     out = _ok(_run([venv_python(venv), "-m", "pip", "--version"], tool_env)).stdout
@@ -331,6 +332,7 @@ def test_uv_first_index_takes_bait_from_vendor_index(
     assert planned["numpy"] == VENDOR_BAIT["numpy"] and planned["filelock"] == VENDOR_BAIT["filelock"]
 
 
+@pytest.mark.slow
 def test_uv_dry_run_json_shows_replacement_without_constraint(dry_run_venv: Path, uv_bin, tool_env,
                                                               public_index, vendor_constraints) -> None:
     python = venv_python(dry_run_venv)
@@ -343,6 +345,7 @@ def test_uv_dry_run_json_shows_replacement_without_constraint(dry_run_venv: Path
     assert not any(c["name"] == "torch" for c in changes)
 
 
+@pytest.mark.slow
 def test_uv_constraint_env_protects_activated_venv(installed_venv: Path, uv_bin, tool_env, public_index,
                                                    vendor_constraints) -> None:
     env = dict(tool_env, VIRTUAL_ENV=str(installed_venv), UV_CONSTRAINT=str(vendor_constraints),
@@ -355,6 +358,7 @@ def test_uv_constraint_env_protects_activated_venv(installed_venv: Path, uv_bin,
                   tool_env) == "{} {}".format(VENDOR_TORCH, VENDOR_PINS["bitsandbytes"])
 
 
+@pytest.mark.slow
 def test_pip_honours_constraint_in_venv_pip_conf(installed_venv: Path, tool_env, public_index,
                                                  vendor_constraints) -> None:
     (installed_venv / "pip.conf").write_text("[install]\nconstraint = {}\n".format(vendor_constraints))

@@ -80,6 +80,7 @@ def _python(venv: Path, code: str, env: Dict[str, str]) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow
 def test_torch_makes_the_protected_stack_with_additions_and_a_rerun_keeps_them(tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
@@ -103,6 +104,7 @@ def test_torch_makes_the_protected_stack_with_additions_and_a_rerun_keeps_them(t
     assert code == 0 and again["status"] == "unchanged", stderr
 
 
+@pytest.mark.slow
 def test_an_addition_that_needs_another_torch_fails_with_uvs_conflict_and_changes_nothing(
         tmp_path: Path, stack) -> None:
     env, vendor, public = stack
@@ -116,6 +118,7 @@ def test_an_addition_that_needs_another_torch_fails_with_uvs_conflict_and_change
     assert not venv.exists() and "no environment was made" in data["error"]["message"]
 
 
+@pytest.mark.slow
 def test_the_torch_stacks_doctor_says_which_checks_it_left_out(tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
@@ -136,6 +139,7 @@ def test_the_torch_stacks_doctor_says_which_checks_it_left_out(tmp_path: Path, s
     assert "OBLITERATUS's own check: this environment was made by `jetson-install torch`" in text.stdout
 
 
+@pytest.mark.slow
 def test_a_second_target_in_the_catalog_installs_with_no_code_change(tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     wheel = build_wheel(tmp_path / "dist", "tinyproj", "1.0", requires=("torch>=2.2",),

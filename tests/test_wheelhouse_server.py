@@ -164,6 +164,7 @@ def _locked_wheelhouse(env: Dict[str, str], vendor_url: str, public_url: str, bo
     return house
 
 
+@pytest.mark.slow
 def test_a_runner_installs_from_the_served_wheelhouse_fetching_each_file_once(
         stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
