@@ -512,7 +512,6 @@ def test_bitsandbytes_checks_do_not_apply_where_the_channel_has_no_build(tmp_pat
     assert "3 not applicable" in doctor.render_lines(report)[-1]
 
 
-@pytest.mark.slow
 def test_strict_gate_fails_on_a_skip_and_names_it(tmp_path: Path) -> None:
     env = make_env(tmp_path / "env", bnb_library="cpu")
     assert run(env, vendor=JP6_SOURCE).check("bnb-kernels").status == "skip"
@@ -535,7 +534,6 @@ def test_strict_refuses_a_partial_run(tmp_path: Path) -> None:
         run(make_env(tmp_path / "env"), strict=True, only=("torch-import",))
 
 
-@pytest.mark.slow
 def test_evidence_records_the_environment_it_checked(tmp_path: Path) -> None:
     env = make_env(tmp_path / "env")
     (dist_info,) = Path(env).parent.parent.glob("lib/python*/site-packages/obliteratus-*.dist-info")
@@ -553,7 +551,6 @@ def test_evidence_records_the_environment_it_checked(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.slow
 def test_the_installed_vendor_source_is_what_the_build_is_checked_against(tmp_path: Path) -> None:
     fallback = VendorSource.pinned(index=None, wheels=("https://example.invalid/torch-2.5.0a0+872d972e41.nv24.08-cp310-cp310-linux_aarch64.whl",),
                             pins={"torch": "2.5.0a0+872d972e41.nv24.08"}, numpy="<2", apt=())
@@ -568,7 +565,6 @@ def test_orin_capability_counts_as_tegra_even_without_a_detected_platform(tmp_pa
     assert "no sm_87 kernels" in report.check("cuda-arch").detail
 
 
-@pytest.mark.slow
 def test_only_capabilities_of_gpus_with_l4t_cuda_count_as_tegra_without_a_detected_platform(tmp_path: Path) -> None:
     """platform-data.toml says which: Orin's sm_87 does (bitsandbytes is built on the device),
     Thor's sm_110 does not (it has only JetPack 7's SBSA CUDA, whose wheels carry sm_110)."""
@@ -591,7 +587,6 @@ def run_doctor_cli(*args: str) -> CliResult:
         return run_cli("doctor", *args)
 
 
-@pytest.mark.slow
 def test_cli_json_evidence_and_exit_code(tmp_path: Path) -> None:
     env = make_env(tmp_path / "env", cuda_available=False, torch_cuda=None, torch_version="2.8.0+cpu")
     evidence = tmp_path / "evidence.json"

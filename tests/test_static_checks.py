@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 TOP = Path(__file__).resolve().parent.parent
 
 
@@ -20,7 +18,6 @@ def test_ruff_finds_nothing() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.slow
 def test_mypy_finds_nothing_in_the_package() -> None:
     result = _run("mypy")  # what it checks, and the probes' exceptions: [tool.mypy] in pyproject.toml
     assert result.returncode == 0, result.stdout + result.stderr

@@ -216,7 +216,6 @@ def test_plan_resolve_with_an_index_down_gives_whole_commands_around_it(tmp_path
             "--resolve --vendor-fallback") in result.stderr
 
 
-@pytest.mark.slow
 def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_dir: Path, start_index) -> None:
     served = start_index(vendor_dir)
     path = tmp_path / "wheels-index.toml"
