@@ -179,7 +179,6 @@ def test_wrong_numpy_and_pin_are_reported(tmp_path: Path) -> None:
     assert "2.9.0" in report.check("torch-build").detail
 
 
-@pytest.mark.slow
 def test_python_abi_is_judged_by_the_installed_wheels_not_the_channel(tmp_path: Path) -> None:
     # A mirror of builds for this interpreter's Python passes, whatever Python the channel names.
     other_python = Channel(**dict(JP6.__dict__, python="3.10" if HOST_PYTHON != "3.10" else "3.12"))
@@ -195,7 +194,6 @@ def test_python_abi_is_judged_by_the_installed_wheels_not_the_channel(tmp_path: 
                                 f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install --python /usr/bin/python3.6")
 
 
-@pytest.mark.slow
 def test_the_headline_is_the_most_fundamental_failure(tmp_path: Path) -> None:
     # A CPU-only torch fails torch-build, cuda-available, bnb-library and obliteratus;
     # the one to fix is torch-build, and a wheel for another Python comes before even that.

@@ -56,7 +56,6 @@ def assert_every_install_fix_runs(checks: Dict[str, Dict[str, str]]) -> int:
     return ran
 
 
-@pytest.mark.slow
 def test_the_package_indexs_cpu_torch_gets_the_channels_set_in_a_command_that_runs(tmp_path: Path) -> None:
     environment = tmp_path / "venv"
     make_env(environment, torch_version="2.8.0+cpu", torch_cuda=None, cuda_available=False, device_count=0,
@@ -73,7 +72,6 @@ def test_the_package_indexs_cpu_torch_gets_the_channels_set_in_a_command_that_ru
     assert assert_every_install_fix_runs(checks) >= 1
 
 
-@pytest.mark.slow
 def test_a_vendor_cpu_build_under_the_pinned_version_points_at_another_source(tmp_path: Path) -> None:
     environment = tmp_path / "venv"
     make_env(environment, torch_version="2.8.0", torch_cuda=None, cuda_available=False, device_count=0,

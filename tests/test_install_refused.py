@@ -70,7 +70,6 @@ def test_a_tag_that_does_not_exist_is_named_with_the_command_that_lists_the_tags
     assert "did not answer" not in error["fix"]
 
 
-@pytest.mark.slow
 def test_a_vendor_index_that_is_down_offers_the_channels_fallback(installer: Installer) -> None:
     installer.vendor_url = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
     code, data, stderr = installer.run()

@@ -99,7 +99,6 @@ def check_installed_tool(command: List[str], cwd: Path) -> None:
     assert constraints.returncode == 2 and "maintainer command" in constraints.stderr
 
 
-@pytest.mark.slow
 def test_the_wheel_installed_in_a_fresh_environment_runs_without_a_checkout(dists: Dict[str, Path], tmp_path: Path) -> None:
     """The pipx route without pipx: a new environment holding only the wheel; its dependencies
     come from the test environment (a .pth file), so nothing is downloaded."""

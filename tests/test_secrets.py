@@ -170,6 +170,7 @@ def assert_no_secret_in(log: Path, *secrets: str) -> str:
     return text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target, option, source", [
     ("obliteratus", "--source", "{url}"),
     ("torch", "--with", "git+{url}@" + OBLITERATUS_TAG),
@@ -194,6 +195,7 @@ def test_a_git_token_index_credentials_reach_their_servers_and_no_command_line(
     assert "uv pip install" in text and "private=" + vendor.url in text
 
 
+@pytest.mark.slow
 def test_lock_wheelhouse_and_an_install_from_it_put_no_secret_on_a_command_line(
         tmp_path: Path, commands: Path, served: GitServer, stub_index_dirs, start_index, board_here: Path) -> None:
     credentials = f"alice:{SECRET}"

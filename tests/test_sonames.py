@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
+import pytest
 from support.doctor_env import ORIN, make_env, run
 from support.elf_files import shared_object
 
@@ -233,6 +234,7 @@ def test_a_stub_torch_without_libraries_has_nothing_to_resolve(tmp_path: Path) -
 
 # --------------------------------------------------------------------------- an install
 
+@pytest.mark.slow
 def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_the_switch(
         tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path) -> None:
     """The stand-in: a vendor torch whose libtorch_cuda.so links libcudss.so.0, and a companion

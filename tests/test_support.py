@@ -249,6 +249,7 @@ def test_vendor_torch_installs_from_vendor_index(tmp_path: Path, uv_bin, tool_en
                   tool_env) == VENDOR_TORCH + " vendor True"
 
 
+@pytest.mark.slow
 def test_obliteratus_installs_offline_keeping_vendor_packages(
     installed_venv: Path, uv_bin, tool_env, vendor_index, public_index
 ) -> None:

@@ -338,6 +338,7 @@ def test_connections_past_the_bound_wait_in_the_queue_and_are_answered_when_a_sl
 
 # -- what the runners are told to run -------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_command_serve_prints_for_each_runner_runs_as_printed_and_names_the_wheelhouse_when_it_is_down(
         stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path,
         tmp_path: Path) -> None:
