@@ -27,6 +27,8 @@ from support.lanes import lane_unavailable
 RUN_ELSEWHERE: Dict[str, str] = {
     "README.md / Install": "test_the_install_block_with_pipx (lane: pipx builds the checkout from the registry)",
     "README.md / Run the tests": "CI: .ci/run runs exactly this line (tests/test_readme.py holds them equal)",
+    "README.md / Run the tests#2": (
+        "the fast tier is this suite itself; tests/test_readme.py holds its markers to those pytest declares"),
     "README.md / On a GPU machine": (
         "tests/test_device_check.py runs tests/device/check here against the doctor's stub CUDA torch; the two pip "
         "lines need the package registry, the check itself a lent GPU machine"),

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
+
+import pytest
 
 TOP = Path(__file__).resolve().parent.parent
 
@@ -18,6 +21,19 @@ def fenced_block_after(heading: str) -> str:
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     ci_lines = [line for line in (TOP / ".ci" / "run").read_text().splitlines() if line and not line.startswith(("#", "set ", "cd "))]
     assert ci_lines == [fenced_block_after("Run the tests")]
+
+
+def test_the_fast_tier_leaves_out_markers_that_pytest_declares_and_the_tests_use(pytestconfig: pytest.Config) -> None:
+    # pytest does not check the names in -m: a marker renamed in pyproject.toml or in the tests
+    # would put its tests back in the fast tier without a word.
+    from support.doc_blocks import block
+
+    expression = shlex.split(block("README.md", "Run the tests", 1).text)[-1]
+    named = set(expression.split()) - {"not", "and", "or"}
+    declared = {line.split(":", 1)[0] for line in pytestconfig.getini("markers")}
+    assert named == {"lane", "slow"} and named <= declared, expression
+    used = "\n".join(path.read_text() for path in (TOP / "tests").glob("test_*.py"))
+    assert all(f"pytest.mark.{name}" in used for name in named)
 
 
 def test_try_it_command_runs_the_tool_on_a_sample_root() -> None:
