@@ -117,3 +117,17 @@ def test_an_in_process_install_leaves_this_process_as_it_found_it(installer) -> 
     assert code == 0, stderr
     assert Path(data["log"]).read_text().count("run: ") >= 3  # the install logged, through a handler now gone
     assert state() == before
+
+
+@pytest.mark.parametrize("args", [["plan", "obliteratus", "--root", SAMPLE], ["channels", "--json"], ["--help"]])
+def test_a_closed_stdout_ends_quietly_with_the_documented_status(args: List[str]) -> None:
+    # `jetson-install plan ... | head -1`: the reader is gone before the tool is done writing.
+    # Here it is gone before the first line, so the outcome does not depend on timing.
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run([sys.executable, "-m", "jetson_install", *args], stdout=writer,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(writer)
+    assert (result.returncode, result.stderr) == (141, "")

@@ -7,10 +7,12 @@ mid-download; nothing here reaches beyond 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,25 @@ def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
     assert process.returncode == 130, stderr
     assert "unchanged" in stderr and "Traceback" not in stderr
     assert os.readlink(installer.venv) == before
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_end_an_install_as_ctrl_c_does(
+    installer: Installer, tmp_path: Path, stub_index_dirs, start_index, stop: str
+) -> None:
+    # CI runners and systemd stop a job with SIGTERM to the tool alone; a closed terminal sends SIGHUP.
+    process, before, _ = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
+    os.kill(process.pid, getattr(signal, stop))
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert json.loads(stdout)["status"] == "interrupted"
+    assert "error: interrupted during step" in stderr and "is unchanged)" in stderr
+    [log] = [line.split("log: ", 1)[1] for line in stderr.splitlines() if line.startswith("  log: ")]
+    assert f"{stop} received: ending the run as Ctrl-C does" in Path(log).read_text()
+    # The step's uv ended with the tool: nothing is left in the group the install was started in.
+    time.sleep(0.3)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(process.pid, 0)
+    assert os.readlink(installer.venv) == before
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"

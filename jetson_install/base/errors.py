@@ -16,6 +16,8 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_CHECK_UNREACHABLE",
     "EXIT_CHECK_UNLISTED",
+    "EXIT_CLOSED_STDOUT",
+    "Stopped",
     "JetsonInstallError",
     "BadInput",
     "InvalidReleaseFile",
@@ -37,8 +39,20 @@ EXIT_UNSUPPORTED = 3
 EXIT_CHECK_UNREACHABLE = 4
 #: `channels --check`: the preferred set is there, but not one of its files is a build the catalog records.
 EXIT_CHECK_UNLISTED = 5
-#: Interrupted (Ctrl-C); the previous environment is kept.
+#: Interrupted (Ctrl-C, SIGTERM or SIGHUP); the previous environment is kept.
 EXIT_INTERRUPTED = 130
+#: stdout was closed before all was written (`| head -1`): 128 + SIGPIPE, what a shell shows for a
+#: command SIGPIPE ended, so `set -o pipefail` still tells it from success.
+EXIT_CLOSED_STDOUT = 141
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (how CI, systemd and a closed terminal stop a job), raised in the main
+    thread so the run ends exactly as a Ctrl-C ends it: the old environment kept, children ended."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
 
 
 class JetsonInstallError(Exception):

@@ -8,6 +8,7 @@ fixes, it imports when it runs: `--help`, `--version` and `detect` load none of 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
@@ -16,7 +17,7 @@ import click
 
 from jetson_install import __version__
 from jetson_install.base.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNSUPPORTED, BadInput
-from jetson_install.base.errors import JetsonInstallError
+from jetson_install.base.errors import EXIT_CLOSED_STDOUT, JetsonInstallError, Stopped
 from jetson_install.base.redact import RedactingStream, json_text
 from jetson_install.cli import options
 from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
@@ -391,11 +392,81 @@ def main(argv: Optional[List[str]] = None) -> None:
     # Every line printed, from any command or error path, has URL credentials masked; the
     # streams are given back afterwards, so a caller (a test, an embedding) keeps its own.
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    sys.stdout, sys.stderr = _Stdout(sys.stdout), RedactingStream(sys.stderr)
+    handlers = _stop_like_ctrl_c()
+    code: Any
     try:
-        sys.exit(_run(args))
+        try:
+            code = _run(args)
+        except SystemExit as exc:  # a command's own exit status (sys.exit in cli/)
+            code = exc.code
+        sys.stdout.flush()  # here, not at exit, so a closed stdout is caught below
+    except _StdoutClosed:
+        code = _stdout_closed(streams[0])
     finally:
         sys.stdout, sys.stderr = streams
+        for number, handler in handlers.items():
+            # None: a handler set outside Python, which cannot be set back; the default stands in.
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+    sys.exit(code)
+
+
+#: The signals that end a run as Ctrl-C does: SIGTERM (CI runners, systemd, docker stop) and SIGHUP
+#: (the terminal closed).
+_STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _stop_like_ctrl_c() -> Dict[int, Any]:
+    """Make SIGTERM and SIGHUP raise Stopped in the main thread; return the handlers they had.
+    Python runs signal handlers in the main thread only, where Ctrl-C's KeyboardInterrupt lands."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # signal.signal() refuses other threads; an embedding keeps its own handlers
+
+    def stop(number: int, frame: Any) -> None:
+        import logging
+
+        name = signal.Signals(number).name
+        # Once: a second SIGTERM must not cut short the clean-up that keeps the old environment
+        # (SIGKILL, which systemd and CI send after their grace period, still ends it).
+        for each in _STOPPING:
+            signal.signal(each, signal.SIG_IGN)
+        logging.getLogger("jetson_install").warning("%s received: ending the run as Ctrl-C does", name)
+        raise Stopped(name)
+
+    return {number: signal.signal(number, stop) for number in _STOPPING}
+
+
+class _StdoutClosed(Exception):
+    """stdout's reader went away. Not an OSError: click turns those into exit 1 and leaves the
+    unwritten rest to fail again in Python's flush at exit (a traceback and exit 120)."""
+
+
+class _Stdout(RedactingStream):
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+
+
+def _stdout_closed(stdout: Any) -> int:
+    """stdout was closed early (`| head -1`): nothing more to say to it, and no traceback.
+    The recipe of https://docs.python.org/3/library/signal.html#note-on-sigpipe: devnull over
+    stdout, so Python's own flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stdout.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass  # stdout with no file descriptor (an embedding's): nothing is flushed at exit
+    return EXIT_CLOSED_STDOUT
 
 
 def _run(args: List[str]) -> int:
@@ -419,10 +490,11 @@ def _run(args: List[str]) -> int:
         help_command = f"{context.command_path if context is not None else 'jetson-install'} --help"
         _report_error(BadInput(exc.format_message(), fix=f"see its options: {help_command}"), as_json)
         return EXIT_BAD_INPUT
-    except (click.Abort, KeyboardInterrupt):
+    except (click.Abort, KeyboardInterrupt) as exc:
         from jetson_install.planning.fixes import Rerun
 
-        _report_error(JetsonInstallError("interrupted (Ctrl-C)", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
+        how = exc.signal_name if isinstance(exc, Stopped) else "Ctrl-C"
+        _report_error(JetsonInstallError(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
         return EXIT_INTERRUPTED
     except JetsonInstallError as exc:
         _report_error(exc, as_json)
