@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple, Optional
 
+from jetson_install.base.text import printable
+
 __all__ = ["MASK", "CREDENTIALS_FIX", "redact", "redact_data", "Credentials", "credentials", "RedactingStream", "json_text"]
 
 MASK = "****"
@@ -71,14 +73,20 @@ def credentials(url: str) -> Optional[Credentials]:
 
 
 class RedactingStream:
-    """A text stream that redacts what is written to it; everything else is the wrapped stream's."""
+    """A text stream that redacts what is written to it and shows its control characters as
+    escapes (a device-tree model or an evidence field could otherwise redraw the terminal);
+    everything else is the wrapped stream's."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(redact(text))
+        self._stream.write(printable(redact(text), lines=True))
         return len(text)
+
+    def write_controls(self, controls: str) -> None:
+        """The tool's own control sequences (a live line's carriage return and erase), as they are."""
+        self._stream.write(controls)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

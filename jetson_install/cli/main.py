@@ -477,6 +477,7 @@ def _run(args: List[str]) -> int:
         click.echo(cli.get_help(click.Context(cli, info_name="jetson-install")))
         return EXIT_BAD_INPUT
     try:
+        _refuse_control_characters(args)
         cli.main(args=args, prog_name="jetson-install", standalone_mode=False, obj=list(args))
     except click.exceptions.Exit as exc:
         return exc.exit_code
@@ -506,6 +507,44 @@ def _run(args: List[str]) -> int:
                       as_json)
         return EXIT_FAILED
     return 0
+
+
+def _refuse_control_characters(args: List[str]) -> None:
+    """Every value the user gives is one line of text: a requirement, a path, a URL. A control
+    character in one is refused before anything reads it (a newline in a --with requirement
+    became a uv directive, `-e FOLDER`, once the requirements went to a file)."""
+    from jetson_install.base.text import control_character, printable
+
+    given = [(f"${variable}", os.environ[variable]) for variable in options.ENVIRONMENT_VARIABLES
+             if variable in os.environ]
+    given += [(_named(args, number), arg.split("=", 1)[-1] if arg.startswith("--") else arg)
+              for number, arg in enumerate(args)]
+    for where, value in given:
+        found = control_character(value)
+        if found is not None:
+            raise BadInput(f"{where} '{printable(value)}' contains the control character '{found}'",
+                           fix=f"give {where} without control characters: one line, one requirement, path or URL "
+                               "(a newline often comes from a script's variable)")
+
+
+def _named(args: List[str], number: int) -> str:
+    """What the user calls args[number]: its option (`--with`), or the argument it is."""
+    arg = args[number]
+    if arg.startswith("--") and "=" in arg:
+        return arg.split("=", 1)[0]
+    before = args[number - 1] if number else ""
+    if before.startswith("-") and "=" not in before and before in _taking_values(cli):
+        return before
+    return f"argument {number + 1}"
+
+
+def _taking_values(command: click.Command) -> List[str]:
+    """Every option of `command` and its subcommands that takes a value (not a flag)."""
+    found = [name for parameter in command.params if isinstance(parameter, click.Option)
+             and not parameter.is_flag and not parameter.count for name in parameter.opts]
+    for sub in getattr(command, "commands", {}).values():
+        found += _taking_values(sub)
+    return found
 
 
 # click 8.2 and newer raise it for a group given no command; older ones print the help and exit 0.

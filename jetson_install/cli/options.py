@@ -70,6 +70,8 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
                                              "exists): the newest release this torch accepts, a release, or a local "
                                              "checkout; cached per user.")),
 }
+#: The variables options read: as much the user's input as the options themselves.
+ENVIRONMENT_VARIABLES = tuple(spec["envvar"] for _, spec in OPTIONS.values() if "envvar" in spec)
 INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "with", "ref", "source", "allow-insecure-index",
                    "vendor-fallback",
                    "default-index", "vendor-index", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")

@@ -55,8 +55,9 @@ def _unique(entries: Sequence[Locked]) -> List[Locked]:
 def tool_install_command(directory: Path) -> str:
     """The one command that installs jetson-install from a wheelhouse with no network: a venv
     of its own (pip's --no-index and --find-links; the system Python's ensurepip brings pip)."""
-    venv = "~/.local/jetson-install"
-    return (f"python3 -m venv {venv} && {venv}/bin/pip install --no-index --find-links {directory / FILES_DIR} "
+    venv = "~/.local/jetson-install"  # unquoted: the shell expands ~; DIR is the user's, quoted
+    return (f"python3 -m venv {venv} && {venv}/bin/pip install --no-index --find-links "
+            f"{shlex.quote(str(directory / FILES_DIR))} "
             f"jetson-install && mkdir -p ~/.local/bin && ln -sfn {venv}/bin/jetson-install ~/.local/bin/")
 
 

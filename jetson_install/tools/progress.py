@@ -160,7 +160,7 @@ class TerminalDisplay(Display):
 
     def __call__(self, line: str) -> None:
         with self._lock:
-            self._write(("\r\x1b[K" if self._live else "") + line + "\n")
+            self._write(line + "\n", "\r\x1b[K" if self._live else "")
             self._live = False  # the next update draws it again, below this line
 
     def update(self, step: StepProgress) -> None:
@@ -168,8 +168,16 @@ class TerminalDisplay(Display):
         text = redact(f"{INDENT}{format_seconds(step.elapsed())}  {step.state()}")
         width = max(self._columns() - 1, 20)  # a wrapped line could not be redrawn in place
         with self._lock:
-            self._write("\r" + text[:width] + "\x1b[K")
+            self._write(text[:width], "\r", "\x1b[K")
             self._live = True
+
+    def _write(self, text: str, before: str = "", after: str = "") -> None:
+        # The live line's own controls, around text the stream makes inert (cli's RedactingStream).
+        controls = getattr(self._stream, "write_controls", self._stream.write)
+        controls(before)
+        self._stream.write(text)
+        controls(after)
+        self._stream.flush()
 
 
 def _terminal_columns(stream: TextIO) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.text import control_character, printable
 
 __all__ = ["Given", "PlatformOptions", "InstallOptions", "venv_path", "given_platform"]
 
@@ -54,9 +55,9 @@ def venv_path(value: str) -> Path:
     refused, never read as the default location or written into a path."""
     if not value.strip():
         raise BadInput("--venv is empty", fix="give the environment's location, e.g. --venv ~/obliteratus, or drop --venv")
-    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7f), None)
+    bad = control_character(value)
     if bad is not None:
-        raise BadInput(f"--venv {value!r} contains the control character {bad!r}",
+        raise BadInput(f"--venv '{printable(value)}' contains the control character '{bad}'",
                        fix="give a location without control characters (a newline often comes from a script's variable)")
     return Path(value).expanduser()
 
