@@ -520,11 +520,19 @@ def _refuse_control_characters(args: List[str]) -> None:
     given += [(_named(args, number), arg.split("=", 1)[-1] if arg.startswith("--") else arg)
               for number, arg in enumerate(args)]
     for where, value in given:
+        if where in _CHECKED_ON_THEIR_OWN:
+            continue
         found = control_character(value)
         if found is not None:
             raise BadInput(f"{where} '{printable(value)}' contains the control character '{found}'",
                            fix=f"give {where} without control characters: one line, one requirement, path or URL "
                                "(a newline often comes from a script's variable)")
+
+
+#: Values whose own check refuses a control character with the finer reason: an index URL
+#: (catalog/settings.check_index_url) and an image reference (dockerfile's --base).
+_CHECKED_ON_THEIR_OWN = ("--vendor-index", "--default-index", "--cpu-index", "$JETSON_INSTALL_DEFAULT_INDEX",
+                         "$JETSON_INSTALL_VENDOR_INDEX", "--base")
 
 
 def _named(args: List[str], number: int) -> str:
