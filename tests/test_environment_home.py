@@ -17,6 +17,7 @@ from jetson_install.catalog.catalog import load_catalog
 from jetson_install.envs.environment import EnvironmentHome
 from jetson_install.planning.fixes import Rerun
 from jetson_install.base.layout import STATE_DIR
+from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.planner import make_plan
 from jetson_install.board.platform import detect
 from jetson_install.board.samples import resolve_root
@@ -101,8 +102,8 @@ def test_switch_works_with_dir_d_on_another_filesystem(tmp_path: Path) -> None:
 def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = IndexSettings(Setting(None, "wheels-index.toml"), Setting(None, "uv default"), False)
     venv = tmp_path / "obl"
-    plan = make_plan(detect(resolve_root("sample:agx-orin-64gb-jp6.2")), load_catalog(), "obliteratus", settings,
-                     venv, interpreter=sys.executable, verify=False)
+    plan = make_plan(detect(resolve_root("sample:agx-orin-64gb-jp6.2")), load_catalog(),
+                     PlanOptions("obliteratus", settings, venv, interpreter=sys.executable, verify=False))
     home = EnvironmentHome(venv)
     home.home.mkdir()
     oldest, previous = built(home), built(home)

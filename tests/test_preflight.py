@@ -152,6 +152,7 @@ def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     from jetson_install.envs.environment import EnvironmentHome
     from jetson_install.envs.record import record_installed
     from jetson_install.tools.index import offline_resolution
+    from jetson_install.planning.options import PlanOptions
     from jetson_install.planning.planner import make_plan
     from jetson_install.board.platform import detect
     from jetson_install.board.samples import resolve_root
@@ -162,8 +163,8 @@ def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))  # no user config.toml names an index
     monkeypatch.delenv("JETSON_INSTALL_CONFIG", raising=False)
     settings = load_index_settings(None, "--vendor-index", None, "--default-index", False)
-    the_plan = make_plan(detect(resolve_root("sample:agx-orin-64gb-jp6.2", "--root")), load_catalog(), "obliteratus",
-                         settings, environment, preflight=True)
+    the_plan = make_plan(detect(resolve_root("sample:agx-orin-64gb-jp6.2", "--root")), load_catalog(),
+                         PlanOptions("obliteratus", settings, environment, preflight=True))
     assert the_plan.vendor is not None and the_plan.vendor.default_index
     record_installed(environment, offline_resolution(the_plan.vendor), (), "jetson-install obliteratus --preflight")
     EnvironmentHome(environment).record_plan(environment, the_plan.fingerprint())

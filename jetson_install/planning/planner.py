@@ -1,8 +1,8 @@
 """Platform + catalog + the user's options -> Plan: picks the route and makes its steps.
 
 Planning changes nothing and reads no index: `plan` prints the plan, `obliteratus` carries
-it out. Each route's planning lives in its own module (routes/); this module checks the
-options against each other, reads the target's source, and hands over.
+it out. Each route's planning lives in its own module (routes/); this module reads the
+target's source, and hands over (the options were checked against each other as PlanOptions).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
 from jetson_install.base.git_urls import split_git_url
@@ -21,10 +21,7 @@ from jetson_install.board.platform import Platform
 from jetson_install.planning.routes.download import check_channel, plan_download
 from jetson_install.planning.routes.existing_torch import plan_existing
 from jetson_install.planning.routes.preflight import plan_preflight
-from jetson_install.catalog.settings import IndexSettings
-
-if TYPE_CHECKING:
-    from jetson_install.envs.stack import ExistingStack
+from jetson_install.planning.options import PlanOptions
 
 __all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_git_ref"]
 
@@ -148,58 +145,20 @@ def additions(requirements: Sequence[str]) -> Tuple[str, ...]:
     return tuple(found)
 
 
-def make_plan(
-    platform: Platform,
-    catalog: Catalog,
-    target_id: str,
-    settings: IndexSettings,
-    venv: Path,
-    interpreter: Optional[str] = None,
-    source: Optional[str] = None,
-    ref: Optional[str] = None,
-    verify: bool = True,
-    fallback: bool = False,
-    existing: Optional["ExistingStack"] = None,
-    bitsandbytes: Optional[str] = None,
-    preflight: bool = False,
-    cpu_index: Optional[str] = None,
-    added: Sequence[str] = (),
-) -> Plan:
-    """`existing`: the interpreter's stack to keep (--use-existing-torch); `bitsandbytes` is
-    --bitsandbytes' value (build, build=VERSION or build=PATH), if given; `preflight` puts CPU
-    builds of torch (from `cpu_index`, else the default index) in place of the vendor builds;
-    `added`: the requirements --with puts on the stack beside the target."""
-    target = catalog.targets[target_id]
-    requirement = target_requirement(target, source, ref)
-    choice = None
-    if bitsandbytes is not None:
-        from jetson_install.planning.bitsandbytes_source import parse_choice
-
-        choice = parse_choice(bitsandbytes) or ""
-    if choice is not None and existing is not None:
-        raise BadInput("--bitsandbytes build and --use-existing-torch were both given",
-                       fix="keep the image's stack as it is, or build bitsandbytes for a downloaded torch: use one")
-    if preflight and (existing is not None or choice is not None):
-        other = "--use-existing-torch" if existing is not None else "--bitsandbytes build"
-        raise BadInput(f"--preflight and {other} were both given",
-                       fix=f"use one: --preflight installs CPU torch and needs no GPU build; drop {other}")
-    if cpu_index is not None and not preflight:
-        raise BadInput("--cpu-index is only for --preflight", fix="add --preflight, or drop --cpu-index")
-    if preflight and fallback:
-        raise BadInput("--preflight and --vendor-fallback were both given: a preflight takes CPU builds, not a "
-                       "vendor source", fix="drop --vendor-fallback (an index of CPU builds: --cpu-index URL)")
-    if preflight and settings.vendor_index.source == "--vendor-index":
-        raise BadInput("--preflight and --vendor-index were both given: a preflight takes CPU builds, not the "
-                       "vendor builds", fix="drop --vendor-index (an index of CPU builds: --cpu-index URL)")
+def make_plan(platform: Platform, catalog: Catalog, options: PlanOptions) -> Plan:
+    """The plan for `options` on `platform`: the route the options and the catalog's channel
+    for the board pick, and its steps."""
+    target = catalog.targets[options.target]
+    requirement = target_requirement(target, options.source, options.ref)
     base = Plan(route=Route(), target=target, platform=platform, channel=None, supported=False, reason="", remedy="",
-                python_abi=None, interpreter=interpreter, venv=str(venv), vendor=None, settings=settings,
-                requirement=requirement, constraints=(), steps=(), verify=verify,
-                extra=source_extra(target, requirement), additions=additions(added))
+                python_abi=None, interpreter=options.interpreter, venv=str(options.venv), vendor=None,
+                settings=options.settings, requirement=requirement, constraints=(), steps=(), verify=options.verify,
+                extra=source_extra(target, requirement), additions=additions(options.added))
     match = catalog.match(platform)
-    if existing is not None:
-        return plan_existing(base, existing, match.channel, match.reason, match.remedy)
+    if options.existing is not None:
+        return plan_existing(base, options.existing, match.channel, match.reason, match.remedy)
     checked = check_channel(platform, match.channel, match.reason, match.remedy, target,
-                            preview=preflight and os.uname().machine != "aarch64")
-    if preflight:
-        return plan_preflight(base, checked, cpu_index)
-    return plan_download(base, checked, fallback, choice)
+                            preview=options.preflight and os.uname().machine != "aarch64")
+    if options.preflight:
+        return plan_preflight(base, checked, options.cpu_index)
+    return plan_download(base, checked, options.fallback, options.build_choice())

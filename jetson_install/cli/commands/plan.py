@@ -19,6 +19,7 @@ from jetson_install.cli.commands.platform import detect_platform
 from jetson_install.envs.environment import EnvironmentHome, recorded_additions
 from jetson_install.envs.interpreters import choose_interpreter, inspect_stack, served_interpreter
 from jetson_install.planning.fixes import Rerun, StepContext, index_down_fix, other_python_fix
+from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.planner import make_plan
 from jetson_install.tools import index
@@ -51,13 +52,11 @@ def make_install_plan(options: InstallOptions, keep_added: bool = True) -> Plan:
     existing = inspect_stack(options.python or _python3()) if options.use_existing_torch else None
     if options.cpu_index:
         check_index_url(options.cpu_index, "--cpu-index", options.allow_insecure_index)
-    return make_plan(
-        platform, catalog, options.target, settings, venv.absolute(),
-        interpreter=options.python, source=options.source, ref=options.ref, verify=options.verify,
-        fallback=options.fallback, existing=existing, bitsandbytes=options.bitsandbytes,
+    return make_plan(platform, catalog, PlanOptions(
+        options.target, settings, venv.absolute(), interpreter=options.python, source=options.source, ref=options.ref,
+        verify=options.verify, fallback=options.fallback, existing=existing, bitsandbytes=options.bitsandbytes,
         preflight=options.preflight, cpu_index=options.cpu_index,
-        added=(kept_additions(venv.absolute()) if keep_added else ()) + tuple(options.added),
-    )
+        added=(kept_additions(venv.absolute()) if keep_added else ()) + tuple(options.added)))
 
 
 def kept_additions(venv: Path) -> Tuple[str, ...]:
