@@ -37,7 +37,7 @@ def measure(python: str, repeat: int) -> None:
     ratios = []
     for index in range(repeat):
         import_seconds = timed(lambda: runner.run(import_only, timeout=600))
-        doctor_seconds = timed(lambda: doctor.run_doctor(python, platform=None, channel=None))
+        doctor_seconds = timed(lambda: doctor.run_doctor(doctor.DoctorRequest(python, None, None)))
         ratios.append(doctor_seconds / import_seconds)
         print(f"run {index + 1}: import {import_seconds:.3f}s, doctor {doctor_seconds:.3f}s, ratio {ratios[-1]:.2f}")
     print(f"median ratio over {repeat} runs: {statistics.median(ratios):.2f} (goal <= 1.3)")

@@ -299,9 +299,9 @@ def test_only_runs_the_selected_checks_and_their_prerequisites(tmp_path: Path, c
 
 def test_missing_interpreter_and_unknown_check_are_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput):
-        doctor.run_doctor(str(tmp_path / "nope" / "python"), platform=None, channel=None)
+        doctor.run_doctor(doctor.DoctorRequest(str(tmp_path / "nope" / "python"), None, None))
     with pytest.raises(BadInput):
-        doctor.run_doctor(sys.executable, platform=None, channel=None, only=["no-such-check"])
+        doctor.run_doctor(doctor.DoctorRequest(sys.executable, None, None, only=("no-such-check",)))
 
 
 def test_list_checks_and_human_rendering(tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ def test_a_hung_probe_is_ended_with_everything_it_started(tmp_path: Path) -> Non
 def test_a_ctrl_c_while_the_probes_run_ends_them(tmp_path: Path) -> None:
     # An install runs the doctor in its own process: its probes, each in a process group of its
     # own, get no SIGINT from the terminal, and must not be left running on to their end.
-    from jetson_install.doctor import run_doctor
+    from jetson_install.doctor import DoctorRequest, run_doctor
 
     started = tmp_path / "started"
     python = tmp_path / "python3"
@@ -100,7 +100,7 @@ def test_a_ctrl_c_while_the_probes_run_ends_them(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         # Both probes, without uv pip check: uv stays in the terminal's group, which this
         # interrupt (of this process alone) does not reach.
-        run_doctor(str(python), platform=None, channel=None, only=("torch-import", "bnb-library"))
+        run_doctor(DoctorRequest(str(python), None, None, only=("torch-import", "bnb-library")))
     thread.join()
     assert ended == [True]
 

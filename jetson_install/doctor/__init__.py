@@ -18,6 +18,7 @@ from jetson_install.doctor.report import (
     render_lines,
 )
 from jetson_install.base.schema import evidence_schema
+from jetson_install.doctor.request import DoctorRequest
 from jetson_install.doctor.results import CheckResult
 from jetson_install.doctor.run import CHECKS, CheckSpec, GPU_FREE_CHECKS, headline, list_checks, run_doctor
 
@@ -28,6 +29,7 @@ __all__ = [
     "CheckSpec",
     "CheckResult",
     "DoctorReport",
+    "DoctorRequest",
     "arch_support",
     "headline",
     "list_checks",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequen
 # an install loads it (and so all the doctor needs) on a thread while uv installs the target.
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.doctor.profiles import profile_from_record
+from jetson_install.doctor.request import DoctorRequest
 from jetson_install.doctor.run import run_doctor
 from jetson_install.envs.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
 from jetson_install.base.outputs import write_output
@@ -43,11 +44,11 @@ def doctor_environment(python: str, platform: Optional["Platform"], channel: Opt
     channel, vendor = recorded_doctor_inputs(environment, channel)
     recorded = recorded_plan(environment) or {}
     target = recorded_target(recorded)
-    report = run_doctor(
-        python, platform=platform, channel=channel, vendor=vendor, only=only, strict=strict, progress=progress,
+    report = run_doctor(DoctorRequest(
+        python, platform, channel, vendor=vendor, only=tuple(only), strict=strict,
         source_commit=recorded_commit(recorded.get("source")), profile=profile_from_record(recorded, channel, preflight),
-        install_command=install_command, platform_options=platform_options, target=target,
-        left_out=load_catalog().left_out(target))
+        install_command=install_command, platform_options=tuple(platform_options), target=target,
+        left_out=load_catalog().left_out(target)), progress)
     evidence = report.to_json()
     lock = recorded_lock(environment)
     if lock is not None:

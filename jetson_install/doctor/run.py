@@ -10,7 +10,6 @@ import shutil
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import (
-    TYPE_CHECKING,
     Any,
     Callable,
     Dict,
@@ -42,7 +41,8 @@ from jetson_install.doctor.checks_torch import (
     check_torch_build,
     check_torch_import,
 )
-from jetson_install.doctor.profiles import JETSON, Profile
+from jetson_install.doctor.profiles import Profile
+from jetson_install.doctor.request import DoctorRequest
 from jetson_install.doctor.context import (
     Context,
     ProbeOutcome,
@@ -63,11 +63,6 @@ from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
 from jetson_install.envs.record import record_path
 from jetson_install.probes import integrity_command
-
-if TYPE_CHECKING:
-    from jetson_install.catalog.catalog import Channel, VendorSource
-    from jetson_install.board.platform import Platform
-
 
 
 @dataclass(frozen=True)
@@ -204,65 +199,34 @@ def _resolve_interpreter(python: str) -> str:
     return found
 
 
-def run_doctor(
-    python: str,
-    *,
-    platform: Optional["Platform"],
-    channel: Optional["Channel"],
-    vendor: Optional["VendorSource"] = None,
-    only: Sequence[str] = (),
-    timeout: float = 300,
-    strict: bool = False,
-    progress: Optional[Callable[[str], None]] = None,
-    source_commit: Optional[str] = None,
-    install_command: Optional[str] = None,
-    profile: Profile = JETSON,
-    platform_options: Sequence[str] = (),
-    target: str = "obliteratus",
-    left_out: Mapping[str, str] = {},
-) -> DoctorReport:
-    """Run the selected checks (all by default) against the environment of ``python``.
+def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]] = None) -> DoctorReport:
+    """Run the request's checks against the environment of its interpreter. A probe busy for
+    more than a couple of seconds tells ``progress`` what it waits for.
 
-    ``strict``: the report passes only when every check that applies ran and passed; the
-    vendor files are then compared by digest (otherwise by size: hashing a CUDA torch takes
-    seconds, see the README's Benchmarks) and a foreign start-up hook fails.
-    A probe busy for more than a couple of seconds tells ``progress`` what it waits for.
-    ``install_command``: the command line of an install verifying the environment it is
-    building; fixes then say how to run that install differently, since a failed one
-    discards the environment. ``profile``: what the environment is expected to be (the
-    preflight's expects CPU builds and runs nothing on a GPU). ``platform_options``: the
-    doctor's --root/--l4t as given, kept in the installs its fixes print. ``target``: the command that made
-    the environment; ``left_out``: the checks that are other targets' own, with why they do not
-    apply here (reported as not applicable, never omitted).
+    ``strict`` (the request's): the vendor files are compared by digest (otherwise by size:
+    hashing a CUDA torch takes seconds, see docs/benchmarks.md) and a foreign start-up hook fails.
 
-    Raises BadInput only when the interpreter does not exist, a check id is unknown, or the
-    strict gate is asked of the preflight profile.
+    Raises BadInput only when the interpreter does not exist or a check id is unknown (the
+    request refused, when it was made, the strict gate with --check or for the preflight profile).
     """
-    if strict and only:
-        raise BadInput("--strict runs every check; --check selects only some",
-                       fix="drop --check (or --strict)")
-    refusal = profile.strict_refusal() if strict else None
-    if refusal is not None:
-        raise BadInput(f"--strict is the Jetson runtime gate, and {Path(python).parent.parent} {refusal[0]}",
-                       fix=refusal[1])
-    interpreter = _resolve_interpreter(python)
-    selected = _with_prerequisites(only)
+    interpreter = _resolve_interpreter(request.python)
+    selected = _with_prerequisites(request.only)
     probes_needed = {spec.probe for spec in selected}
     with ThreadPoolExecutor(max_workers=4) as pool:
         try:
             torch_future = (
-                pool.submit(_run_probe, interpreter, "torch", timeout, progress)
+                pool.submit(_run_probe, interpreter, "torch", request.timeout, progress)
                 if "torch" in probes_needed
                 else None
             )
             bnb_future = (
-                pool.submit(_run_probe, interpreter, "bitsandbytes", timeout, progress)
+                pool.submit(_run_probe, interpreter, "bitsandbytes", request.timeout, progress)
                 if "bitsandbytes" in probes_needed
                 else None
             )
             integrity_future = (
-                pool.submit(_run_probe, interpreter, "integrity", timeout, progress,
-                            integrity_command(interpreter, recorded_vendor(interpreter), strict))
+                pool.submit(_run_probe, interpreter, "integrity", request.timeout, progress,
+                            integrity_command(interpreter, recorded_vendor(interpreter), request.strict))
                 if "integrity" in probes_needed
                 else None
             )
@@ -275,20 +239,20 @@ def run_doctor(
                 pass
             ctx = Context(
                 python=interpreter,
-                platform=platform,
-                channel=channel,
-                vendor=vendor,
+                platform=request.platform,
+                channel=request.channel,
+                vendor=request.vendor,
                 torch=torch_future.result() if torch_future else ProbeOutcome("torch", {}, None),
                 bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
                 pip_check=pip_future.result() if pip_future else None,
-                source_commit=source_commit,
-                install_command=install_command,
-                profile=profile,
-                platform_options=tuple(platform_options),
-                target=target,
+                source_commit=request.source_commit,
+                install_command=request.install_command,
+                profile=request.profile,
+                platform_options=request.platform_options,
+                target=request.target,
                 integrity=(integrity_future.result() if integrity_future
                            else ProbeOutcome("integrity", {}, None)),
-                strict=strict,
+                strict=request.strict,
             )
         except BaseException:
             # Ctrl-C: the probes run in process groups of their own, which it does not reach,
@@ -297,11 +261,11 @@ def run_doctor(
             raise
     results: Dict[str, CheckResult] = {}
     for spec in selected:
-        if spec.id in left_out:
-            results[spec.id] = CheckResult(spec.id, profile.title(spec.id, spec.title), NOT_APPLICABLE,
-                                           left_out[spec.id], None, spec.required)
+        if spec.id in request.left_out:
+            results[spec.id] = CheckResult(spec.id, request.profile.title(spec.id, spec.title), NOT_APPLICABLE,
+                                           request.left_out[spec.id], None, spec.required)
         else:
-            results[spec.id] = _evaluate(spec, ctx, results, profile)
+            results[spec.id] = _evaluate(spec, ctx, results, request.profile)
     return DoctorReport(
         python=interpreter,
         generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -312,9 +276,9 @@ def run_doctor(
         runtime=_guarded(lambda c: _runtime_evidence(c, results), ctx, "runtime"),
         integrity=_guarded(integrity_evidence, ctx, "integrity"),
         checks=tuple(results.values()),
-        strict=strict,
+        strict=request.strict,
         headline=getattr(headline(tuple(results.values())), "id", None),
-        profile=profile,
+        profile=request.profile,
         complete=len(results) == len(CHECKS),
     )
 

@@ -119,7 +119,8 @@ def make_env(root: Path, **changes: Any) -> str:
 
 
 def run(python: str, *, platform: Optional[Platform] = ORIN, channel: Optional[Channel] = JP6, **options: Any):
-    report = doctor.run_doctor(python, platform=platform, channel=channel, **options)
+    progress = options.pop("progress", None)  # the run's, not the request's
+    report = doctor.run_doctor(doctor.DoctorRequest(python, platform, channel, **options), progress)
     evidence = report.to_json()
     jsonschema.validate(evidence, SCHEMA)
     json.dumps(evidence)  # serialisable as is

@@ -13,7 +13,7 @@ from jetson_install.base.redact import json_text
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.cli.commands.given import PlatformOptions
 from jetson_install.cli.commands.platform import detect_platform
-from jetson_install.doctor import render_lines, run_doctor
+from jetson_install.doctor import DoctorRequest, render_lines, run_doctor
 from jetson_install.envs.environment import recorded_doctor_inputs
 from jetson_install.fleet.container import (
     START_EVIDENCE, START_STATUS, dockerfile_text, host_line, start_check, write_dockerignore,
@@ -77,8 +77,7 @@ def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
         replace_file(status, "refused\n")
         return EntrypointStart((f"error: {start.refused[0]}", f"  fix: {start.refused[1]}"), EXIT_UNSUPPORTED)
     channel, vendor = recorded_doctor_inputs(venv, start.channel)
-    report = run_doctor(str(venv / "bin" / "python"), platform=start.platform, channel=channel, vendor=vendor,
-                        strict=True)
+    report = run_doctor(DoctorRequest(str(venv / "bin" / "python"), start.platform, channel, vendor=vendor, strict=True))
     replace_file(START_EVIDENCE, json_text(report.to_json()))
     replace_file(status, ("passed" if report.passed else "failed") + "\n")
     if not report.passed:
