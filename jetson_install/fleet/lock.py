@@ -173,13 +173,15 @@ class LockResult:
         return {"schema_version": 1, "command": "lock", "lock": self.path, "wheel": self.wheel, **self.lock.to_json()}
 
 
-def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor_index: Optional[str],
-              companions: Sequence[str], constraints: Sequence[str], requirement: Optional[str],
-              default_index: Optional[str], output: Path, target_id: str = "obliteratus",
-              additions: Sequence[str] = ()) -> LockResult:
-    """The vendor set as the vendor index resolved it (`resolution`: files, URLs, sha256), the
-    rest resolved from the default index alone (one resolution over both indexes would take each
-    package from the first that has it), OBLITERATUS built into a wheel beside `output`."""
+def make_lock(plan: "Plan", target: LockTarget, output: Path) -> LockResult:
+    """The lock of `plan` (resolved: `resolve_plan`) for `target`: the vendor set as the vendor
+    index resolved it (its files, URLs, sha256), the rest resolved from the default index alone
+    (one resolution over both indexes would take each package from the first that has it), the
+    plan's target built into a wheel beside `output`."""
+    resolution = plan.resolution
+    # `lock` refuses a board with no vendor source, and resolves the plan, before it comes here.
+    assert resolution is not None and plan.channel is not None and plan.vendor is not None
+    requirement, default_index = plan.requirement, plan.settings.default_index.value
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(Path(tempfile.gettempdir()), output)
@@ -187,7 +189,7 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
     # lock removes it once that process is gone.
     work = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
     try:
-        vendor = _vendor_entries(work, resolution, vendor_index, target)
+        vendor = _vendor_entries(work, resolution, plan.vendor_index, target)
         built: List[Locked] = []
         rest_requirements: List[str] = []
         wheel, built_wheel, commit = None, None, None
@@ -202,16 +204,16 @@ def make_lock(channel: str, target: LockTarget, resolution: "Resolution", vendor
         # The vendor files as direct references: their dependencies come from the default index,
         # and the vendor index is asked for nothing else.
         rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
-        rest_requirements += list(additions)
-        rest_requirements += list(companions)
+        rest_requirements += list(plan.additions)
+        rest_requirements += list(plan.vendor.companions)
         # pip in the environment, as `uv venv --seed` puts it there, so later plain `pip install`s work.
         rest_requirements.append("pip")
-        rest = _resolve(work, "default", rest_requirements, constraints, default_index, target, no_deps=False,
+        rest = _resolve(work, "default", rest_requirements, plan.constraints, default_index, target, no_deps=False,
                         skip=[entry.name for entry in vendor + built])
         # The header names the source without a token in its URL: a lock is copied to every runner.
-        lock = Lock(channel, target.python, target.arch, target.platform,
+        lock = Lock(plan.channel.id, target.python, target.arch, target.platform,
                     redact(requirement) if requirement else "none (the stack alone)", commit, __version__,
-                    tuple(vendor + built + rest), resolution.warnings, target_id)
+                    tuple(vendor + built + rest), resolution.warnings, plan.target.id)
         # Each build's wheel has a name of its own, so it goes in beside the previous lock and its
         # wheel without touching them, and the lock's own rename is the one step that switches
         # the pair: a lock killed at any moment leaves one whole pair, never a lock naming

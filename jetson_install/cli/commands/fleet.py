@@ -33,10 +33,7 @@ def board_lock(options: InstallOptions, python: Optional[str], python_version: O
         plan = resolve_plan(plan, rerun, target.python)
     except NoBuildForPython as exc:
         raise no_build_for_the_boards_python(exc, target, plan.vendor_index or "the vendor source", rerun) from None
-    assert plan.resolution is not None
-    return make_lock(plan.channel.id if plan.channel else "", target, plan.resolution, plan.vendor_index,
-                     plan.vendor.companions if plan.vendor else (), plan.constraints, plan.requirement,
-                     plan.settings.default_index.value, output, plan.target.id, plan.additions)
+    return make_lock(plan, target, output)
 
 
 def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Given) -> Dict[str, Any]:
