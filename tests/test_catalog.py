@@ -8,7 +8,8 @@ import pytest
 
 from jetson_install.catalog.catalog import default_catalog_path, load_catalog
 from jetson_install.base.errors import CatalogError
-from jetson_install.board.platform import L4TOverride, detect
+from jetson_install.base.sourced import Sourced
+from jetson_install.board.platform import detect
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
 
@@ -48,7 +49,7 @@ def test_r39_without_a_device_tree_cannot_pick_thor_or_orin() -> None:
 
 
 def test_orin_is_never_routed_to_the_thor_channel() -> None:
-    platform = detect(BOARDS / "agx-orin-64gb-r36.4.3", L4TOverride("39.2.0", "--l4t"))
+    platform = detect(BOARDS / "agx-orin-64gb-r36.4.3", Sourced("39.2.0", "--l4t"))
     match = load_catalog().match(platform)
     assert match.channel is not None and match.channel.id == "jp7.2-orin"
     assert match.channel.status == "experimental"

@@ -21,7 +21,8 @@ from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.planner import make_plan
 from jetson_install.board.platform import detect
 from jetson_install.board.samples import resolve_root
-from jetson_install.catalog.settings import IndexSettings, Setting
+from jetson_install.base.sourced import Sourced
+from jetson_install.catalog.settings import IndexSettings
 
 
 def built(home: EnvironmentHome) -> Path:
@@ -100,7 +101,7 @@ def test_switch_works_with_dir_d_on_another_filesystem(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = IndexSettings(Setting(None, "wheels-index.toml"), Setting(None, "uv default"), False)
+    settings = IndexSettings(Sourced(None, "wheels-index.toml"), Sourced(None, "uv default"), False)
     venv = tmp_path / "obl"
     plan = make_plan(detect(resolve_root("sample:agx-orin-64gb-jp6.2")), load_catalog(),
                      PlanOptions("obliteratus", settings, venv, interpreter=sys.executable, verify=False))

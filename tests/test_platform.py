@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jetson_install.base import errors
-from jetson_install.board.platform import L4TOverride, detect
+from jetson_install.base.sourced import Sourced
+from jetson_install.board.platform import detect
 from jetson_install.board.release_files import L4T, parse_nv_tegra_release
 from jetson_install.board.samples import SAMPLES_DIR, sample_names
 
@@ -91,7 +92,7 @@ def test_each_sample_root_is_its_board_folder_file_for_file() -> None:
 
 
 def test_override_wins_for_an_empty_container_release_file() -> None:
-    platform = detect(BOARDS / "empty-release-no-fallback", L4TOverride("36.4.3", "JETSON_L4T_VERSION"))
+    platform = detect(BOARDS / "empty-release-no-fallback", Sourced("36.4.3", "JETSON_L4T_VERSION"))
     assert str(platform.l4t) == "36.4.3"
     assert platform.jetpack == "6.2"
     assert platform.sources["l4t"] == "JETSON_L4T_VERSION"
@@ -99,13 +100,13 @@ def test_override_wins_for_an_empty_container_release_file() -> None:
 
 def test_jetpack_7_2_2_is_named_for_its_l4t_release() -> None:
     # Before it was recorded, detect said "7.x" for L4T 39.2.2.
-    platform = detect(BOARDS / "agx-thor-r39.2.1", L4TOverride("39.2.2", "--l4t"))
+    platform = detect(BOARDS / "agx-thor-r39.2.1", Sourced("39.2.2", "--l4t"))
     assert (str(platform.l4t), platform.jetpack) == ("39.2.2", "7.2.2")
 
 
 def test_override_that_is_not_a_version_is_bad_input() -> None:
     with pytest.raises(errors.BadInput, match="--l4t 'six': not an L4T release"):
-        detect(BOARDS / "agx-orin-64gb-r36.4.3", L4TOverride("six", "--l4t"))
+        detect(BOARDS / "agx-orin-64gb-r36.4.3", Sourced("six", "--l4t"))
 
 
 @pytest.mark.parametrize(

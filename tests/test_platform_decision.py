@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from jetson_install.base.errors import BadInput, InvalidReleaseFile, JetsonInstallError, NotAJetson
 from jetson_install.board import root_facts as files
-from jetson_install.board.platform import L4TOverride, Overrides, Platform, SocOverride, decide
+from jetson_install.base.sourced import Sourced
+from jetson_install.board.platform import Overrides, Platform, decide
 from jetson_install.board.platform_data import platform_data
 from jetson_install.board.release_files import L4T, parse_l4t
 from jetson_install.board.root_facts import RootFacts
@@ -97,20 +98,20 @@ def l4t_text(l4t: L4T) -> st.SearchStrategy[str]:
 
 
 valid_l4t_overrides = st.builds(
-    L4TOverride,
+    Sourced[str],
     l4ts.filter(lambda l4t: l4t.major >= 19).flatmap(l4t_text),
     st.sampled_from(L4T_SOURCES),
 )
 valid_soc_overrides = st.builds(
-    SocOverride,
+    Sourced[str],
     st.sampled_from(sorted(DATA.socs)).flatmap(lambda soc: st.sampled_from([soc, soc.upper(), f" {soc}\n"])),
     st.sampled_from(SOC_SOURCES),
 )
 valid_overrides = st.builds(Overrides, st.none() | valid_l4t_overrides, st.none() | valid_soc_overrides)
 any_overrides = st.builds(
     Overrides,
-    st.none() | valid_l4t_overrides | st.builds(L4TOverride, st.text(max_size=12), st.sampled_from(L4T_SOURCES)),
-    st.none() | valid_soc_overrides | st.builds(SocOverride, st.text(max_size=12), st.sampled_from(SOC_SOURCES)),
+    st.none() | valid_l4t_overrides | st.builds(Sourced[str], st.text(max_size=12), st.sampled_from(L4T_SOURCES)),
+    st.none() | valid_soc_overrides | st.builds(Sourced[str], st.text(max_size=12), st.sampled_from(SOC_SOURCES)),
 )
 
 
@@ -174,13 +175,13 @@ def test_nothing_jetson_under_the_root_and_no_release_named_is_not_a_jetson(fact
     else:
         with pytest.raises(NotAJetson, match=f"no Jetson found under {ROOT}"):
             decided(facts)
-        assert decided(facts, Overrides(L4TOverride("36.4.3", "--l4t"))).l4t == L4T(36, 4, 3)
+        assert decided(facts, Overrides(Sourced("36.4.3", "--l4t"))).l4t == L4T(36, 4, 3)
 
 
 @PROPERTY
 @given(root_facts(), valid_l4t_overrides, st.none() | valid_soc_overrides)
 def test_valid_overrides_always_answer_and_win_over_every_file(
-        facts: RootFacts, l4t: L4TOverride, soc: Optional[SocOverride]) -> None:
+        facts: RootFacts, l4t: Sourced[str], soc: Optional[Sourced[str]]) -> None:
     platform = decided(facts, Overrides(l4t, soc))  # no error: a named release needs no file
     assert platform.l4t == parse_l4t(l4t.value) and platform.sources["l4t"] == l4t.source
     on_disk = facts.dpkg_l4t or facts.release_l4t
@@ -197,7 +198,7 @@ def test_valid_overrides_always_answer_and_win_over_every_file(
 def test_a_soc_override_that_is_no_soc_is_refused_before_anything_else(facts: RootFacts, value: str, source: str) -> None:
     assume(value.strip().lower() not in DATA.socs)
     with pytest.raises(BadInput) as caught:
-        decided(facts, Overrides(L4TOverride("36.4.3", "--l4t"), SocOverride(value, source)))
+        decided(facts, Overrides(Sourced("36.4.3", "--l4t"), Sourced(value, source)))
     assert caught.value.message.startswith(f"{source} {value!r} is not a Jetson SoC")
 
 
@@ -258,7 +259,7 @@ def test_the_l4t_source_is_the_first_file_that_gives_one(facts: RootFacts) -> No
 
 @PROPERTY
 @given(root_facts(), st.none() | valid_l4t_overrides)
-def test_the_jetpack_is_the_release_tables_else_the_majors_family(facts: RootFacts, l4t: Optional[L4TOverride]) -> None:
+def test_the_jetpack_is_the_release_tables_else_the_majors_family(facts: RootFacts, l4t: Optional[Sourced[str]]) -> None:
     platform = decided_or_error(facts, Overrides(l4t))
     assume(isinstance(platform, Platform) and platform.l4t is not None)
     assert isinstance(platform, Platform) and platform.l4t is not None
@@ -343,7 +344,7 @@ def test_the_installed_cuda_wins_over_the_releases_default(facts: RootFacts) -> 
 
 @PROPERTY
 @given(root_facts(), st.none() | valid_soc_overrides)
-def test_the_cuda_kind_follows_the_l4t_major_then_the_family(facts: RootFacts, soc: Optional[SocOverride]) -> None:
+def test_the_cuda_kind_follows_the_l4t_major_then_the_family(facts: RootFacts, soc: Optional[Sourced[str]]) -> None:
     """L4T's own CUDA ("tegra") up to R36, the Arm-server CUDA ("sbsa") from R38 on; with no
     release known, Thor is sbsa and any other family tegra."""
     platform = decided_or_error(facts, Overrides(soc=soc))

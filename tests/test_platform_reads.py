@@ -15,7 +15,8 @@ from typing import Union
 import pytest
 import support.cli as support_cli
 
-from jetson_install.board.platform import L4TOverride, detect
+from jetson_install.base.sourced import Sourced
+from jetson_install.board.platform import detect
 from jetson_install.board.samples import SAMPLES_DIR
 
 SAMPLE = SAMPLES_DIR / "agx-orin-64gb-jp6.2"
@@ -70,7 +71,7 @@ def test_a_huge_os_release_is_read_only_in_part(root: Path) -> None:
 
 
 def test_this_machines_own_root_gives_kernel_and_arch() -> None:
-    platform = detect(Path("/"), L4TOverride("36.4.3", "--l4t"))
+    platform = detect(Path("/"), Sourced("36.4.3", "--l4t"))
     assert platform.kernel == os.uname().release
     assert platform.arch == os.uname().machine and platform.sources["arch"] == "uname"
 

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import UPGRADE_COMMAND
 from jetson_install.base.errors import BadInput, InvalidReleaseFile, NotAJetson
+from jetson_install.base.sourced import Sourced
 from jetson_install.board.platform_data import MajorFacts, PlatformData, platform_data
 from jetson_install.board.release_files import L4T, parse_l4t
 from jetson_install.board.root_facts import (
@@ -31,28 +32,9 @@ from jetson_install.board.root_facts import (
 )
 
 # read_root_file is the reader's, named here too for fleet/container.py, which reads the release file as detect does.
-__all__ = ["Platform", "L4TOverride", "SocOverride", "Overrides", "detect", "decide", "read_root_file",
-           "SCHEMA_VERSION"]
+__all__ = ["Platform", "Overrides", "detect", "decide", "read_root_file", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class L4TOverride:
-    """An L4T release given explicitly, for containers whose release file is empty."""
-
-    value: str
-    source: str  # "--l4t" or "JETSON_L4T_VERSION"
-
-
-@dataclass(frozen=True)
-class SocOverride:
-    """A SoC given explicitly ("tegra264"), for containers that cannot read the device tree:
-    unprivileged containers on Jetson commonly cannot (https://github.com/NVIDIA/jetson-gpio/issues/73,
-    https://github.com/ultralytics/ultralytics/issues/18449), and R39 runs on Thor and on Orin."""
-
-    value: str
-    source: str  # "--soc", "JETSON_INSTALL_SOC", or the entrypoint's JETSON_INSTALL_HOST_SOC
 
 
 @dataclass(frozen=True)
@@ -104,12 +86,18 @@ class Platform:
 class Overrides:
     """What the user named in place of the files; each wins over what the files say."""
 
-    l4t: Optional[L4TOverride] = None
-    soc: Optional[SocOverride] = None
+    # An L4T release given explicitly, for containers whose release file is empty:
+    # from "--l4t" or "JETSON_L4T_VERSION".
+    l4t: Optional[Sourced[str]] = None
+    # A SoC given explicitly ("tegra264"), for containers that cannot read the device tree:
+    # unprivileged containers on Jetson commonly cannot (https://github.com/NVIDIA/jetson-gpio/issues/73,
+    # https://github.com/ultralytics/ultralytics/issues/18449), and R39 runs on Thor and on Orin.
+    # From "--soc", "JETSON_INSTALL_SOC", or the entrypoint's JETSON_INSTALL_HOST_SOC.
+    soc: Optional[Sourced[str]] = None
 
 
-def detect(root: Path, l4t_override: Optional[L4TOverride] = None, data: Optional[PlatformData] = None,
-           soc_override: Optional[SocOverride] = None) -> Platform:
+def detect(root: Path, l4t_override: Optional[Sourced[str]] = None, data: Optional[PlatformData] = None,
+           soc_override: Optional[Sourced[str]] = None) -> Platform:
     """Detect the platform under `root`.
 
     Raises NotAJetson when nothing under the root says Jetson, and
@@ -178,7 +166,7 @@ def _says_jetson(facts: RootFacts, overrides: Overrides) -> bool:
             or any(entry.startswith("nvidia,tegra") for entry in facts.compatible) or overrides.l4t is not None)
 
 
-def _decide_soc(facts: RootFacts, override: Optional[SocOverride], data: PlatformData,
+def _decide_soc(facts: RootFacts, override: Optional[Sourced[str]], data: PlatformData,
                 sources: Dict[str, str], warnings: List[str]) -> Optional[str]:
     soc = _soc(facts.compatible, data)
     if soc is not None:
@@ -192,7 +180,7 @@ def _decide_soc(facts: RootFacts, override: Optional[SocOverride], data: Platfor
     return given
 
 
-def _decide_l4t(facts: RootFacts, override: Optional[L4TOverride], sources: Dict[str, str],
+def _decide_l4t(facts: RootFacts, override: Optional[Sourced[str]], sources: Dict[str, str],
                 warnings: List[str]) -> Tuple[Optional[L4T], bool]:
     """The L4T release and whether its patch release is known (an apt source names only major.minor)."""
     if override is not None:
@@ -207,7 +195,7 @@ def _decide_l4t(facts: RootFacts, override: Optional[L4TOverride], sources: Dict
     return l4t, exact
 
 
-def _given_l4t(facts: RootFacts, override: L4TOverride, sources: Dict[str, str], warnings: List[str]) -> L4T:
+def _given_l4t(facts: RootFacts, override: Sourced[str], sources: Dict[str, str], warnings: List[str]) -> L4T:
     try:
         l4t = parse_l4t(override.value)
     except BadInput as exc:
@@ -314,7 +302,7 @@ def _soc(compatible: Tuple[str, ...], data: PlatformData) -> Optional[str]:
     return None
 
 
-def _given_soc(override: SocOverride, data: PlatformData) -> str:
+def _given_soc(override: Sourced[str], data: PlatformData) -> str:
     name = override.value.strip().lower()
     if name in data.socs:
         return name

@@ -13,22 +13,17 @@ from typing import Any, Dict, Optional
 from urllib.parse import urlsplit
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.sourced import Sourced
 
-__all__ = ["Setting", "IndexSettings", "config_path", "load_index_settings", "check_index_url"]
+__all__ = ["IndexSettings", "config_path", "load_index_settings", "check_index_url"]
 
 CONFIG_KEYS = ("vendor_index", "default_index", "allow_insecure_index")
 
 
 @dataclass(frozen=True)
-class Setting:
-    value: Optional[str]
-    source: str
-
-
-@dataclass(frozen=True)
 class IndexSettings:
-    vendor_index: Setting  # value None: the channel's own vendor source
-    default_index: Setting  # value None: uv's own default index
+    vendor_index: Sourced[Optional[str]]  # value None: the channel's own vendor source
+    default_index: Sourced[Optional[str]]  # value None: uv's own default index
     allow_insecure: bool
 
 
@@ -80,12 +75,12 @@ def load_index_settings(
     path = config_path()
     config = _read_config(path)
 
-    def pick(given: Optional[str], given_source: str, key: str, fallback_source: str) -> Setting:
+    def pick(given: Optional[str], given_source: str, key: str, fallback_source: str) -> Sourced[Optional[str]]:
         if given:
-            return Setting(given, given_source)
+            return Sourced(given, given_source)
         if key in config:
-            return Setting(config[key], f"config {path}")
-        return Setting(None, fallback_source)
+            return Sourced(config[key], f"config {path}")
+        return Sourced(None, fallback_source)
 
     vendor = pick(vendor_index, vendor_index_source, "vendor_index", "wheels-index.toml")
     default = pick(default_index, default_index_source, "default_index", "uv default")

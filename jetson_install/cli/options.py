@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import click
 
 from jetson_install.base.errors import BadInput, JetsonInstallError
+from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.catalog_file import target_summaries
 
 if TYPE_CHECKING:
-    from jetson_install.cli.commands.given import Given, InstallOptions, PlatformOptions
+    from jetson_install.cli.commands.given import InstallOptions, PlatformOptions
     from jetson_install.planning.fixes import Rerun
 
 __all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_options", "install_options", "parsed", "typed",
@@ -220,15 +221,13 @@ def typed() -> Rerun:
     return Rerun(tuple(click.get_current_context().find_root().obj or ()))
 
 
-def given(context: click.Context, name: str, value: Optional[str]) -> Given:
+def given(context: click.Context, name: str, value: Optional[str]) -> Sourced[Optional[str]]:
     """The value of option `name` and where it came from: its flag, or its environment variable."""
-    from jetson_install.cli.commands.given import Given
-
     flag = "--" + name.replace("_", "-")
     source = context.get_parameter_source(name)
     if source is not None and source.name == "ENVIRONMENT":
-        return Given(value, OPTIONS[flag[2:]][1]["envvar"])
-    return Given(value, flag)
+        return Sourced(value, OPTIONS[flag[2:]][1]["envvar"])
+    return Sourced(value, flag)
 
 
 def platform_options(root: str, l4t: Optional[str], soc: Optional[str],

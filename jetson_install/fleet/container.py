@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Tuple
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.sourced import Sourced
 
 if TYPE_CHECKING:
     from jetson_install.catalog.catalog import Channel
@@ -158,12 +159,12 @@ def host_facts(root: Path, environ: Mapping[str, str]) -> HostFacts:
             l4t = parse_nv_tegra_release(text)[0] if text is not None else None
         except InvalidReleaseFile:
             l4t = None
-    from jetson_install.board.platform import L4TOverride, SocOverride, detect
+    from jetson_install.board.platform import detect
 
     given_soc = environ.get(HOST_SOC_VARIABLE) or None
     try:
-        read = detect(root, L4TOverride(str(l4t), l4t_source) if l4t else None,
-                      soc_override=SocOverride(given_soc, HOST_SOC_VARIABLE) if given_soc else None)
+        read = detect(root, Sourced(str(l4t), l4t_source) if l4t else None,
+                      soc_override=Sourced(given_soc, HOST_SOC_VARIABLE) if given_soc else None)
     except BadInput:
         if given_soc:
             raise  # a JETSON_INSTALL_HOST_SOC that names no SoC is the user's to fix
@@ -229,15 +230,15 @@ def start_check(environ: Mapping[str, str]) -> Start:
     """The entrypoint's host check: the host's L4T major (and capability) must be the image's,
     and its L4T release and SoC must be in the channel the image was built for."""
     from jetson_install.catalog.catalog import load_catalog
-    from jetson_install.board.platform import L4TOverride, SocOverride, detect
+    from jetson_install.board.platform import detect
 
     host = host_facts(Path("/"), environ)
     mismatch = host_mismatch(host, environ)
     if mismatch is not None:
         return Start(mismatch)
     assert host.l4t is not None
-    soc = SocOverride(host.soc, host.soc_source) if host.soc and host.soc_source != DEVICE_TREE else None
-    platform = detect(Path("/"), L4TOverride(str(host.l4t), host.l4t_source), soc_override=soc)
+    soc = Sourced(host.soc, host.soc_source) if host.soc and host.soc_source != DEVICE_TREE else None
+    platform = detect(Path("/"), Sourced(str(host.l4t), host.l4t_source), soc_override=soc)
     match = load_catalog().match(platform)
     built_channel = environ.get("JETSON_INSTALL_IMAGE_CHANNEL", "")
     built_soc = environ.get("JETSON_INSTALL_IMAGE_SOC", "")

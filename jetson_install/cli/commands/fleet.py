@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from jetson_install.base.errors import Unsupported
+from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.lock_file import read_lock
 from jetson_install.catalog.settings import check_index_url
-from jetson_install.cli.commands.given import Given, InstallOptions
+from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.fleet.lock import LockResult, lock_target, make_lock, no_build_for_the_boards_python, tool_entries
@@ -36,7 +37,7 @@ def board_lock(options: InstallOptions, python: Optional[str], python_version: O
     return make_lock(plan, target, output)
 
 
-def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Given) -> Dict[str, Any]:
+def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Sourced[Optional[str]]) -> Dict[str, Any]:
     """`wheelhouse`: the lock's files, and with `tool_wheel` jetson-install's own for the board."""
     lock = read_lock(lock_file)
     if tool_wheel is not None and default_index.value is not None:

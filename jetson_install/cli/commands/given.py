@@ -9,23 +9,16 @@ from typing import List, Optional, Tuple
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.text import control_character, printable
+from jetson_install.base.sourced import Sourced
 
-__all__ = ["Given", "PlatformOptions", "InstallOptions", "venv_path", "given_platform"]
-
-
-@dataclass(frozen=True)
-class Given:
-    """An option's value and where it came from (the flag, or its environment variable)."""
-
-    value: Optional[str]
-    source: str
+__all__ = ["PlatformOptions", "InstallOptions", "venv_path", "given_platform"]
 
 
 @dataclass(frozen=True)
 class PlatformOptions:
-    root: Given
-    l4t: Given
-    soc: Given = Given(None, "--soc")
+    root: Sourced[Optional[str]]
+    l4t: Sourced[Optional[str]]
+    soc: Sourced[Optional[str]] = Sourced(None, "--soc")
 
 
 @dataclass(frozen=True)
@@ -34,8 +27,8 @@ class InstallOptions:
 
     target: str
     platform: PlatformOptions
-    vendor_index: Given
-    default_index: Given
+    vendor_index: Sourced[Optional[str]]
+    default_index: Sourced[Optional[str]]
     allow_insecure_index: bool = False
     venv: Optional[str] = None
     python: Optional[str] = None

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from jetson_install.base.errors import NotAJetson
-from jetson_install.board.platform import L4TOverride, Platform, SocOverride, detect
+from jetson_install.base.sourced import Sourced
+from jetson_install.board.platform import Platform, detect
 from jetson_install.board.samples import resolve_root
 from jetson_install.catalog.catalog import Channel, load_catalog
 from jetson_install.cli.commands.given import PlatformOptions
@@ -14,8 +15,8 @@ __all__ = ["detect_platform", "platform_and_channel"]
 
 
 def detect_platform(options: PlatformOptions) -> Platform:
-    override = L4TOverride(options.l4t.value, options.l4t.source) if options.l4t.value is not None else None
-    soc = SocOverride(options.soc.value, options.soc.source) if options.soc.value is not None else None
+    override = Sourced(options.l4t.value, options.l4t.source) if options.l4t.value is not None else None
+    soc = Sourced(options.soc.value, options.soc.source) if options.soc.value is not None else None
     return detect(resolve_root(options.root.value or "/", options.root.source), override, soc_override=soc)
 
 

@@ -1,0 +1,20 @@
+"""A value with where it came from: a flag, its environment variable, the config file or a
+default. Kept together so that `plan` and the errors can say why a value was used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+__all__ = ["Sourced"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """`Sourced[Optional[str]]` for an option that may be absent (its source then names the
+    default that applies); `Sourced[str]` where a value was given."""
+
+    value: T
+    source: str  # "--l4t", "JETSON_L4T_VERSION", "config /etc/…/config.toml", "uv default"
