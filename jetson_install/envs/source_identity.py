@@ -19,6 +19,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 from urllib.parse import unquote, urlsplit
 
 from jetson_install.base.git_urls import split_git_url
+from jetson_install.base.requirements import TargetRequirement
 from jetson_install.tools import git
 from jetson_install.envs.source_tree import checkout_digest, file_digest, is_build_output
 
@@ -111,7 +112,10 @@ class SourceIdentity:
 def addition_url(requirement: str) -> Optional[str]:
     """The source of an addition whose content can change under the same requirement: a project
     folder (absolute, as planner.additions gives it) or a git URL; None for a release by name."""
-    url = requirement.split(" @ ", 1)[1].strip() if " @ " in requirement else requirement
+    try:
+        url = TargetRequirement.parse(requirement).url  # NAME @ URL, as the target's is written
+    except ValueError:
+        url = requirement  # a URL or a folder alone, or a release by name
     if url.startswith("/"):
         return Path(url).as_uri()
     return url if url.startswith(("git+", "file://")) else None

@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
@@ -31,6 +31,7 @@ from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, render_lock
 from jetson_install.base.outputs import replace_file
 from jetson_install.base.redact import CREDENTIALS_FIX, redact
+from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
 from jetson_install.base.toml_file import load_toml
 from jetson_install.tools.uv_errors import read_uv_failure
@@ -197,10 +198,8 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path) -> LockResult:
             built_wheel, commit = _build_target(requirement, default_index, work)
             digest = file_sha256(built_wheel)
             wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
-            name = _distribution(requirement)
-            extras = requirement.split(" @ ", 1)[0][len(name):]
-            rest_requirements.append(f"{name}{extras} @ {built_wheel.as_uri()}")
-            built.append(Locked(name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
+            rest_requirements.append(str(replace(requirement, url=built_wheel.as_uri())))
+            built.append(Locked(requirement.name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
         # The vendor files as direct references: their dependencies come from the default index,
         # and the vendor index is asked for nothing else.
         rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
@@ -212,7 +211,7 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path) -> LockResult:
                         skip=[entry.name for entry in vendor + built])
         # The header names the source without a token in its URL: a lock is copied to every runner.
         lock = Lock(plan.channel.id, target.python, target.arch, target.platform,
-                    redact(requirement) if requirement else "none (the stack alone)", commit, __version__,
+                    redact(str(requirement)) if requirement else "none (the stack alone)", commit, __version__,
                     tuple(vendor + built + rest), resolution.warnings, plan.target.id)
         # Each build's wheel has a name of its own, so it goes in beside the previous lock and its
         # wheel without touching them, and the lock's own rename is the one step that switches
@@ -225,7 +224,7 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path) -> LockResult:
                 os.replace(part, wheel)
             replace_file(output, render_lock(lock))
             if requirement is not None:
-                remove_unnamed_builds(output.parent, _distribution(requirement))
+                remove_unnamed_builds(output.parent, requirement.name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return LockResult(lock, str(output), str(wheel) if wheel else None, target.install_python)
@@ -378,8 +377,6 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
     return entries
 
 
-def _distribution(requirement: str) -> str:
-    return re.split(r"[\[ @]", requirement, maxsplit=1)[0]
 
 
 def _wheel_version(filename: str) -> str:
@@ -420,9 +417,9 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
     return entries_from_pylock(output, origin, target.accepted, skip)
 
 
-def _build_target(requirement: str, default_index: Optional[str], work: Path) -> Tuple[Path, Optional[str]]:
+def _build_target(requirement: TargetRequirement, default_index: Optional[str], work: Path) -> Tuple[Path, Optional[str]]:
     """Build the target once into a wheel in `work`; return it and the source commit."""
-    url = requirement.split(" @ ", 1)[1]
+    url = requirement.url
     if url.startswith("git+"):
         repository, _, ref = url[len("git+"):].rpartition("@") if "@" in url.split("://", 1)[1] else (url[4:], "", "")
         checkout = work / "source"

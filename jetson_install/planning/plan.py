@@ -17,6 +17,7 @@ from jetson_install.board import apt
 from jetson_install.catalog.catalog import Channel, Target, VendorSource
 from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.base.layout import staging_placeholder
+from jetson_install.base.requirements import TargetRequirement
 from jetson_install.board.platform import Platform
 from jetson_install.catalog.settings import IndexSettings
 from jetson_install.base.steps import Step
@@ -171,7 +172,7 @@ class Plan:
     venv: str
     vendor: Optional[VendorSource]  # what the vendor step installs, with --vendor-index applied
     settings: IndexSettings
-    requirement: Optional[str]  # the target's own project (None: the stack alone)
+    requirement: Optional[TargetRequirement]  # the target's own project (None: the stack alone)
     constraints: Tuple[str, ...]
     steps: Tuple[Step, ...]
     verify: bool
@@ -186,8 +187,8 @@ class Plan:
 
     @property
     def source_url(self) -> Optional[str]:
-        """What follows `name @ ` in the target's requirement: its source."""
-        return self.requirement.split(" @ ", 1)[-1] if self.requirement else None
+        """The target requirement's URL: its source."""
+        return self.requirement.url if self.requirement else None
 
     @property
     def staging(self) -> str:
@@ -225,7 +226,7 @@ class Plan:
     def sources(self) -> Tuple[str, ...]:
         """The target's requirement and --with's, with their credentials: uv gets their git URLs
         without them (shared.target_lines) and its git the credentials apart (runner.run_uv)."""
-        return ((self.requirement,) if self.requirement else ()) + self.additions
+        return ((str(self.requirement),) if self.requirement else ()) + self.additions
 
     @property
     def doctor_platform_args(self) -> Tuple[str, ...]:
@@ -251,7 +252,7 @@ class Plan:
             "python_abi": self.python_abi,
             "policy": self.vendor.policy() if self.vendor else None,
             "constraints_base": list(self.constraints_base),
-            "requirement": self.requirement,
+            "requirement": str(self.requirement) if self.requirement else None,
             "vendor": self.vendor_location,
             "default_index": self.settings.default_index.value,
             "existing": None,
@@ -299,7 +300,7 @@ class Plan:
             "companions": list(self.companions),
             "caps": [{"constraint": c, "why": why} for c, why in self.caps],
             "constraints": list(self.constraints),
-            "requirement": self.requirement,
+            "requirement": str(self.requirement) if self.requirement else None,
             "additions": list(self.additions),
             "apt": list(self.chosen_set.apt) if self.chosen_set else [],
             # The whole command, NVIDIA's CUDA repository added first where a package is only there.

@@ -14,6 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
 from jetson_install.base.git_urls import split_git_url
+from jetson_install.base.requirements import TargetRequirement
 from jetson_install.catalog.catalog import Catalog, Target
 from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.planning.plan import Plan, Route
@@ -47,7 +48,7 @@ def check_git_ref(ref: str) -> None:
                        fix="give a tag, branch or commit, e.g. --ref v0.1.3 (see: git ls-remote --tags REPOSITORY)")
 
 
-def target_requirement(target: Target, source: Optional[str], ref: Optional[str]) -> Optional[str]:
+def target_requirement(target: Target, source: Optional[str], ref: Optional[str]) -> Optional[TargetRequirement]:
     """A direct-reference requirement: the target is never resolved by name from an index,
     where its name is an empty placeholder (obliteratus 0.0.1's METADATA: "Reserved name placeholder.
     No functionality."). None for a target with no project of its own (the stack alone)."""
@@ -62,18 +63,18 @@ def target_requirement(target: Target, source: Optional[str], ref: Optional[str]
     name = target.distribution
     clone = f"git clone {target.git}"
     if source is None:
-        return f"{name} @ git+{target.git}@{ref or target.ref}"
+        return TargetRequirement(name, (), f"git+{target.git}@{ref or target.ref}")
     if "://" in source:
         if source.endswith(_ARCHIVE_SUFFIXES):
             if ref:
                 raise BadInput(f"--ref {ref}: a ref needs a git source, and {source} is an archive",
                                fix="drop --ref, or pass the repository URL as --source")
-            return f"{name} @ {source}"
+            return TargetRequirement(name, (), source)
         url = source if source.startswith("git+") else f"git+{source}"
         if ref and "@" in url.split("://", 1)[1].split("/", 1)[-1]:
             raise BadInput(f"--source {source} already names a ref, and --ref {ref} names another",
                            fix="give the ref once: either in the URL (…@REF) or with --ref")
-        return f"{name} @ {url}@{ref}" if ref else f"{name} @ {url}"
+        return TargetRequirement(name, (), f"{url}@{ref}" if ref else url)
     path = Path(source).resolve()
     if not path.is_dir():
         raise BadInput(f"--source {source}: no such folder", fix=f"pass the {target.title} checkout: {clone}")
@@ -81,16 +82,16 @@ def target_requirement(target: Target, source: Optional[str], ref: Optional[str]
         raise BadInput(f"--source {source}: no Python project there (no pyproject.toml)",
                        fix=f"pass the {target.title} checkout: {clone}")
     if ref:
-        return f"{name} @ git+{path.as_uri()}@{ref}"
-    return f"{name} @ {path.as_uri()}"
+        return TargetRequirement(name, (), f"git+{path.as_uri()}@{ref}")
+    return TargetRequirement(name, (), path.as_uri())
 
 
-def source_extra(target: Target, requirement: Optional[str]) -> Optional[str]:
+def source_extra(target: Target, requirement: Optional[TargetRequirement]) -> Optional[str]:
     """The target's quantization extra where its source has one: a checkout says so in its
     pyproject.toml; a git ref follows the target's data (`quantization_extra_since`)."""
     if requirement is None or target.quantization_extra is None:
         return None
-    url = requirement.split(" @ ", 1)[1]
+    url = requirement.url
     if url.startswith("file://"):
         return _checkout_extra(Path(unquote(urlsplit(url).path)), target.quantization_extra)
     if url.startswith("git+"):

@@ -17,6 +17,7 @@ from jetson_install.catalog.constraints import constraint_lines
 from jetson_install.base.errors import BadInput
 from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.base.layout import COMPANIONS_FILE, COMPANIONS_INPUT
+from jetson_install.base.requirements import TargetRequirement
 from jetson_install.planning.plan import Plan, Route
 from jetson_install.board.platform import Platform
 from jetson_install.planning.routes import shared
@@ -218,13 +219,11 @@ def completed(plan: Plan, route: "DownloadRoute", chosen: Optional[VersionSet], 
     return dataclasses.replace(plan, steps=route.steps(plan) if supported else ())
 
 
-def with_extra(requirement: Optional[str], extra: Optional[str]) -> Optional[str]:
+def with_extra(requirement: Optional[TargetRequirement], extra: Optional[str]) -> Optional[TargetRequirement]:
     """The target's requirement asking for `extra` (None: for none)."""
     if requirement is None:
         return None
-    name, _, rest = requirement.partition(" @ ")
-    base = name.split("[", 1)[0]
-    return f"{base}[{extra}] @ {rest}" if extra else f"{base} @ {rest}"
+    return dataclasses.replace(requirement, extras=(extra,) if extra else ())
 
 
 def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpreter_note: str = "",

@@ -18,6 +18,7 @@ from jetson_install.tools import uv
 from jetson_install.base.errors import BadInput
 from jetson_install.catalog.identity import ChosenFile, KnownBuild, Resolution, VersionSet
 from jetson_install.base.layout import LOCK_FILE, state_of
+from jetson_install.base.requirements import TargetRequirement
 from jetson_install.catalog.lock_file import WHEELHOUSE_LOCK, Lock, lock_mismatch, parse_lock, relocated, render_lock
 from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
 from jetson_install.planning.routes import shared
@@ -115,7 +116,7 @@ class LockRoute(Route):
         route = dataclasses.replace(self, base=done.route)
         # The target is the wheel the lock names, fixed by its hash: its source is never asked again.
         built = [entry for entry in self.used.lock.entries if entry.origin == "built"]
-        requirement = f"{built[0].name} @ {built[0].url}" if built else done.requirement
+        requirement = TargetRequirement(built[0].name, (), built[0].url) if built else done.requirement
         done = dataclasses.replace(done, route=route, requirement=requirement)
         return dataclasses.replace(done, steps=route.steps(done) if done.supported else ())
 
