@@ -14,12 +14,13 @@ from jetson_install.base.steps import Step, StepResult
 from jetson_install.planning.fixes import (
     Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of,
 )
+from jetson_install.planning.index_fixes import offers_fallback
 from jetson_install.planning.plan import Execution, Plan
 from jetson_install.tools import runner, uv
 from jetson_install.tools.progress import Display, StepProgress
 from jetson_install.tools.uv_errors import read_uv_failure
 
-__all__ = ["Run", "StepHandler", "offers_fallback"]
+__all__ = ["Run", "StepHandler"]
 
 
 class Run(Execution):
@@ -143,9 +144,3 @@ def _named_index(command: Sequence[str]) -> Optional[str]:
             return command[number + 1].split("=", 1)[-1] if command[number + 1].startswith("private=") \
                 else command[number + 1]
     return None
-
-
-def offers_fallback(plan: Plan) -> bool:
-    """Whether a failed vendor step's fix offers the channel's documented second source."""
-    return plan.route.fallback_location(plan) is not None and \
-        plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")

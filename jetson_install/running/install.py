@@ -30,9 +30,10 @@ from jetson_install.envs.record import installed_versions
 from jetson_install.envs.source_identity import Sources
 from jetson_install.planning.bitsandbytes_source import CUDA_HOME
 from jetson_install.planning.fixes import Rerun, StepContext, index_down_fix, other_python_fix, vendor_missing_fix
+from jetson_install.planning.index_fixes import offers_fallback
 from jetson_install.planning.plan import Plan, resolved_plan, with_interpreter
 from jetson_install.running.bitsandbytes_build import find_toolchain
-from jetson_install.running.execution import Run, StepHandler, offers_fallback
+from jetson_install.running.execution import Run, StepHandler
 from jetson_install.running.handlers import doctor, shared_handlers
 from jetson_install.running.noop import Current, decide, known_set, plan_fingerprint, sources_of
 from jetson_install.tools import index

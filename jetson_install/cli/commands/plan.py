@@ -18,6 +18,7 @@ from jetson_install.cli.commands.lifecycle import default_venv
 from jetson_install.cli.commands.platform import detect_platform
 from jetson_install.envs.environment import EnvironmentHome, recorded_additions
 from jetson_install.envs.interpreters import choose_interpreter, inspect_stack, served_interpreter
+from jetson_install.planning.index_fixes import offers_fallback
 from jetson_install.planning.fixes import Rerun, StepContext, index_down_fix, other_python_fix
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.plan import Plan, resolved_plan
@@ -83,9 +84,7 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
         # The Python an install would take decides the files; with none here, the channel's.
         found, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
         python = found.abi if found is not None else (plan.python_abi or "3")
-    fallback = plan.route.fallback_location(plan) is not None and \
-        plan.settings.vendor_index.source in ("wheels-index.toml", "--vendor-index")
-    context = StepContext("vendor", rerun, plan.vendor_index, Path(plan.venv + ".d"), "", fallback=fallback)
+    context = StepContext("vendor", rerun, plan.vendor_index, Path(plan.venv + ".d"), "", fallback=offers_fallback(plan))
     try:
         return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python,
                                                  ubuntu_glibc(plan.platform.ubuntu)))
