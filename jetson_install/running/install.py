@@ -22,15 +22,15 @@ from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, J
 from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
 from jetson_install.base.steps import Step, StepResult
 from jetson_install.board.platform_data import ubuntu_glibc
-from jetson_install.catalog.identity import NoBuildForPython, NothingInPolicy, Resolution
+from jetson_install.catalog.identity import NothingInPolicy, Resolution
 from jetson_install.envs.environment import EnvironmentHome
 from jetson_install.envs.failed_evidence import discard
-from jetson_install.envs.interpreters import Interpreter, choose_interpreter, served_interpreter
+from jetson_install.envs.interpreters import Interpreter, choose_interpreter
 from jetson_install.envs.record import installed_versions
 from jetson_install.envs.source_identity import Sources
 from jetson_install.planning.bitsandbytes_source import CUDA_HOME
-from jetson_install.planning.fixes import Rerun, StepContext, index_down_fix, other_python_fix, vendor_missing_fix
-from jetson_install.planning.index_fixes import offers_fallback
+from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.plan import Plan, resolved_plan, with_interpreter
 from jetson_install.running.bitsandbytes_build import find_toolchain
 from jetson_install.running.execution import Run, StepHandler
@@ -194,18 +194,10 @@ def _index_set(plan: Plan, run: Run, reading: _IndexRead) -> Plan:
     """The plan with the set the index read chose; a failure is the vendor step's, with its fixes."""
     try:
         resolution = reading.resolution()
+    except (index.IndexUnreachable, NothingInPolicy) as exc:
+        raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", index_failure_fix(exc, plan, run.command)) from None
     except JetsonInstallError as exc:
-        # Reading the index is the vendor step's first half: its fixes are the vendor step's.
-        context = StepContext("vendor", run.command, plan.vendor_index, Path(plan.venv + ".d"), "",
-                              fallback=offers_fallback(plan))
-        fix = exc.fix
-        if isinstance(exc, index.IndexUnreachable):
-            fix = index_down_fix(context)
-        elif isinstance(exc, NoBuildForPython):
-            fix = other_python_fix(context, exc.python, exc.served, served_interpreter(plan.python_abi, exc.served))
-        elif isinstance(exc, NothingInPolicy):
-            fix = vendor_missing_fix(context)
-        raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", fix) from None
+        raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", exc.fix) from None
     run.progress(f"vendor set: {resolution.set_name} from {resolution.source}: {resolution.reason}")
     return resolved_plan(plan, resolution)
 

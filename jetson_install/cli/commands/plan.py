@@ -17,9 +17,9 @@ from jetson_install.cli.commands.given import InstallOptions, venv_path
 from jetson_install.cli.commands.lifecycle import default_venv
 from jetson_install.cli.commands.platform import detect_platform
 from jetson_install.envs.environment import EnvironmentHome, recorded_additions
-from jetson_install.envs.interpreters import choose_interpreter, inspect_stack, served_interpreter
-from jetson_install.planning.index_fixes import offers_fallback
-from jetson_install.planning.fixes import Rerun, StepContext, index_down_fix, other_python_fix
+from jetson_install.envs.interpreters import choose_interpreter, inspect_stack
+from jetson_install.planning.index_fixes import index_failure_fix
+from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.planner import make_plan
@@ -84,13 +84,10 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
         # The Python an install would take decides the files; with none here, the channel's.
         found, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
         python = found.abi if found is not None else (plan.python_abi or "3")
-    context = StepContext("vendor", rerun, plan.vendor_index, Path(plan.venv + ".d"), "", fallback=offers_fallback(plan))
     try:
         return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python,
                                                  ubuntu_glibc(plan.platform.ubuntu)))
     except index.IndexUnreachable as exc:
-        raise index.IndexUnreachable(exc.message, fix=index_down_fix(context)) from None
+        raise index.IndexUnreachable(exc.message, fix=index_failure_fix(exc, plan, rerun)) from None
     except NoBuildForPython as exc:
-        raise NoBuildForPython(exc.message, other_python_fix(context, exc.python, exc.served,
-                                                             served_interpreter(plan.python_abi, exc.served)),
-                               exc.python, exc.served) from None
+        raise NoBuildForPython(exc.message, index_failure_fix(exc, plan, rerun), exc.python, exc.served) from None
