@@ -22,6 +22,8 @@ from support.stub_projects import make_obliteratus_source
 from support.planned import assert_ran_as_planned, assert_vendor_set_pinned
 from support.wheels import build_wheel
 
+from jetson_install.base.layout import OWNER_MARK, OWNER_MARK_PREFIX
+
 TOP = Path(__file__).resolve().parent.parent
 ORIN = "sample:agx-orin-64gb-jp6.2"
 
@@ -63,7 +65,7 @@ def _versions(venv: Path, env: Dict[str, str], *names: str) -> List[str]:
 
 def _own(venv: Path) -> List[str]:
     """What DIR.d holds of jetson-install's: its environments and what a run may leave."""
-    return sorted(entry.name for entry in Path(f"{venv}.d").iterdir() if entry.name != ".lock")
+    return sorted(entry.name for entry in Path(f"{venv}.d").iterdir() if entry.name not in (".lock", OWNER_MARK))
 
 
 @pytest.mark.slow
@@ -222,6 +224,9 @@ def _fake_environment(tmp_path: Path, command: List[str], cwd: Optional[Path] = 
     state.mkdir(parents=True)
     (state / "complete").write_text("2026-01-01T00:00:00+0000\n")
     (state / "plan.json").write_text(json.dumps({"target": "torch", "command": command, "cwd": str(cwd or tmp_path)}))
+    mark = f"{OWNER_MARK_PREFIX}{'0' * 32}\n"  # DIR.d's mark and the environment's copy of it
+    (tmp_path / "made.d" / OWNER_MARK).write_text(mark)
+    (state / OWNER_MARK).write_text(mark)
     venv.symlink_to(environment)
     return venv
 

@@ -4,11 +4,11 @@ leaves an environment half deleted."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
+from support.cli import run_cli
 
 from jetson_install.envs import environment as environment_module
 from jetson_install.running import install as install_module
@@ -16,7 +16,7 @@ from jetson_install.running.noop import plan_fingerprint
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.envs.environment import EnvironmentHome
 from jetson_install.planning.fixes import Rerun
-from jetson_install.base.layout import STATE_DIR
+from jetson_install.base.layout import OWNER_MARK, STATE_DIR
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.planner import make_plan
 from jetson_install.board.platform import detect
@@ -53,15 +53,22 @@ def test_prune_keeps_what_the_user_put_in_dir_d(tmp_path: Path) -> None:
     assert not old.exists() and current.is_dir()
 
 
-def test_prune_through_a_symlinked_dir_d_keeps_the_targets_other_folders(tmp_path: Path) -> None:
-    elsewhere = tmp_path / "big-disk"
-    mine = users_folder(elsewhere / "env-mydata")
-    home = EnvironmentHome(tmp_path / "obl")
-    home.home.symlink_to(elsewhere)
-    old, current = built(home), built(home)
-    home.prune(keep=[current])
-    assert (mine / "results.csv").is_file()
-    assert not old.exists() and current.is_dir()
+def test_an_install_refuses_a_linked_or_hand_made_dir_d_and_leaves_it_as_it_is(tmp_path: Path) -> None:
+    elsewhere = users_folder(tmp_path / "big-disk")
+    linked = tmp_path / "linked"
+    EnvironmentHome(linked).home.symlink_to(elsewhere)
+    made = tmp_path / "made.d"  # familiar names, made by hand: `previous` naming another folder's environment
+    made.mkdir()
+    (made / "previous").write_text(f"{tmp_path / 'other.d' / 'env-20260101-000000-abcdef'}\n")
+    (made / ".lock").write_text("")
+    for venv, line in ((linked, f"error: --venv {linked}: {linked}.d is a link, not a folder jetson-install made; "
+                                "it is left as it is"),
+                       (tmp_path / "made", f"error: --venv {tmp_path / 'made'}: {made} exists and does not carry "
+                                           "jetson-install's mark (.jetson-install-owner); it is left as it is")):
+        result = run_cli("obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--venv", str(venv), "--dry-run")
+        assert (result.returncode, result.stderr.splitlines()[0]) == (2, line)
+    assert sorted(path.name for path in elsewhere.iterdir()) == ["results.csv"]
+    assert sorted(path.name for path in made.iterdir()) == [".lock", "previous"]
 
 
 def test_a_leftover_of_a_killed_build_is_removed(tmp_path: Path) -> None:
@@ -71,33 +78,8 @@ def test_a_leftover_of_a_killed_build_is_removed(tmp_path: Path) -> None:
     (killed / "lib").mkdir(parents=True)  # uv venv was killed half-way: no complete mark
     (killed / "lib" / "libtorch.so").write_bytes(b"\0" * 100_000)
     removed = home.prune(keep=[])
-    assert not killed.exists() and list(home.home.iterdir()) == []
+    assert not killed.exists() and list(home.home.iterdir()) == [home.home / OWNER_MARK]  # DIR.d stays the tool's
     assert [path for path, _ in removed] == [killed] and removed[0][1] >= 100_000  # what it took, said
-
-
-@pytest.mark.skipif(os.stat("/dev/shm").st_dev == os.stat(Path.cwd()).st_dev if Path("/dev/shm").is_dir() else True,
-                    reason="needs /dev/shm on another filesystem than the working directory")
-def test_switch_works_with_dir_d_on_another_filesystem(tmp_path: Path) -> None:
-    other = Path("/dev/shm") / f"jetson-install-test-{os.getpid()}"
-    other.mkdir()
-    try:
-        link = Path.cwd() / f".test-obl-{os.getpid()}"
-        home = EnvironmentHome(link)
-        home.home.symlink_to(other)
-        first = built(home)
-        assert home.switch_to(first) is None
-        second = built(home)
-        assert home.switch_to(second) == first
-        assert home.current() == second
-        home.prune(keep=[second, first])
-        assert [p.name for p in link.parent.glob(f".{link.name}.link-*")] == []
-    finally:
-        for path in (link, home.home):
-            if path.is_symlink():
-                path.unlink()
-        import shutil
-
-        shutil.rmtree(other, ignore_errors=True)
 
 
 def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,8 @@ from support import VENDOR_TORCH
 from support.cli import run_cli
 from support.installer import Installer
 
+from jetson_install.base.layout import OWNER_MARK, OWNER_MARK_PREFIX
+
 TOP = Path(__file__).resolve().parent.parent
 
 
@@ -191,6 +193,7 @@ def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str]
     installer = Installer(tmp_path / "obl", cli_env, cpu_vendor_index.url, public_index.url, obliteratus_source)
     home = Path(f"{installer.venv}.d")
     home.mkdir()
+    (home / OWNER_MARK).write_text(f"{OWNER_MARK_PREFIX}{'0' * 32}\n")  # as the failed runs before left it
     for number in range(KEPT_FAILED_EVIDENCE + 2):
         old = home / f"failed-env-old{number}-evidence.json"
         old.write_text("{}")

@@ -19,6 +19,8 @@ from typing import Dict, List
 import pytest
 from support.installer import Installer
 
+from jetson_install.base.layout import OWNER_MARK
+
 # Each test runs an install or a lock to its end, then 10 or 20 more, killed midway.
 pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's"),
               pytest.mark.slow]
@@ -75,7 +77,7 @@ def _only_what_is_marked(home: Path) -> None:
         if entry.name.startswith("env-"):
             assert (entry / "jetson-install" / "complete").is_file(), f"{entry.name} is neither marked nor complete"
         else:
-            assert entry.name in (".lock", "previous") or entry.name.startswith("failed-env-"), entry.name
+            assert entry.name in (".lock", "previous", OWNER_MARK) or entry.name.startswith("failed-env-"), entry.name
 
 
 def test_kill_9_at_twenty_moments_leaves_no_child_and_nothing_growing(

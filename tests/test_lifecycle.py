@@ -275,3 +275,71 @@ def test_quiet_keeps_results_and_errors_and_verbose_shows_each_command(installer
     assert both.stderr.splitlines()[0] == "error: -q/--quiet and -v/--verbose were both given"
     entrypoint = run_cli("container-entrypoint", "--help")
     assert "--quiet" not in entrypoint.stdout  # its arguments after --venv are the command it starts
+
+
+def test_rollback_follows_previous_only_to_an_environment_of_its_own_dir_d(tmp_path: Path) -> None:
+    ours, only = switched(tmp_path / "obl")
+    other, theirs = switched(tmp_path / "other")
+    # A copy of another DIR.d's environment, under the tool's naming, carries that DIR.d's token.
+    copied = ours.home / "env-20260101-000000-abcdef"
+    shutil.copytree(theirs, copied)
+    for edited in (str(theirs), f"{ours.home}/../other.d/{theirs.name}", str(copied)):
+        (ours.home / "previous").write_text(edited + "\n")  # edited by hand
+        result = run_cli("rollback", "--venv", str(ours.link))
+        assert result.returncode == 2, edited
+        assert result.stderr.splitlines()[0] == (f"error: --venv {ours.link}: no previous environment is kept to "
+                                                 f"roll back to (only {only.name}, the one in use)")
+        assert ours.current() == only and other.current() == theirs
+
+
+def test_a_linked_dir_d_is_refused_and_nothing_in_its_target_is_removed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = data / "env-20260101-000000-abcdef"
+    (env / STATE_DIR).mkdir(parents=True)
+    (env / STATE_DIR / "complete").write_text("mine\n")
+    (data / ".removing-env-20260101-000000-abcdef").mkdir()
+    (data / ".removing-env-20260101-000000-abcdef" / "results.csv").write_text("precious\n")
+    (data / "previous").write_text("my notes\n")
+    (data / ".lock").write_text("")
+    link = tmp_path / "obl"
+    home = EnvironmentHome(link)
+    home.home.symlink_to(data)
+    link.symlink_to(home.home / env.name)
+    for command in ("uninstall", "rollback"):
+        result = run_cli(command, "--venv", str(link))
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            f"error: --venv {link}: {home.home} is a link, not a folder jetson-install made; it is left as it is",
+            f"  fix: remove the link {home.home} (its target stays), then choose a --venv on the disk it pointed to"]
+    assert (data / "previous").read_text() == "my notes\n"
+    assert (data / ".removing-env-20260101-000000-abcdef" / "results.csv").read_text() == "precious\n"
+    assert (env / STATE_DIR / "complete").is_file() and os.path.islink(link)
+    assert not run_cli("list").stdout.startswith(str(link))
+
+
+def test_a_dir_d_made_before_the_mark_is_adopted_once_and_a_hand_made_one_is_not(tmp_path: Path) -> None:
+    from jetson_install.base.layout import OWNER_MARK
+
+    home, old = switched(tmp_path / "obl")
+    new = built(home)
+    home.switch_to(new)
+    for mark in (home.home / OWNER_MARK, old / STATE_DIR / OWNER_MARK, new / STATE_DIR / OWNER_MARK):
+        mark.unlink()  # as an install before marks left it: the lock file, complete environments, their plans
+    assert run_cli("list").stdout.splitlines()[0] == str(home.link)
+    result = run_cli("rollback", "--venv", str(home.link))
+    assert result.returncode == 0, result.stderr
+    assert home.current() == old and home.previous() == new
+    token = (home.home / OWNER_MARK).read_text()
+    assert (old / STATE_DIR / OWNER_MARK).read_text() == (new / STATE_DIR / OWNER_MARK).read_text() == token
+
+    made = tmp_path / "hand.d"  # familiar names only: the lock file, `previous`, a lookalike environment
+    (made / "env-20260101-000000-abcdef" / STATE_DIR).mkdir(parents=True)
+    (made / "env-20260101-000000-abcdef" / STATE_DIR / "complete").write_text("x\n")
+    (made / ".lock").write_text("")
+    (made / "previous").write_text(f"{made / 'env-20260101-000000-abcdef'}\n")
+    (tmp_path / "hand").symlink_to(made / "env-20260101-000000-abcdef")
+    refused = run_cli("uninstall", "--venv", str(tmp_path / "hand"))
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[0] == f"error: --venv {tmp_path / 'hand'}: was not made by jetson-install; " \
+                                             "it is left as it is"
+    assert sorted(path.name for path in made.iterdir()) == [".lock", "env-20260101-000000-abcdef", "previous"]

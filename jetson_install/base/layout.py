@@ -8,6 +8,8 @@ For --venv DIR:
     DIR.d/.env-<id>.building    marks an environment being built as jetson-install's own
     DIR.d/.removing-env-<id>    an environment being removed (renamed first)
     DIR.d/.lock                 held while jetson-install works on DIR
+    DIR.d/.jetson-install-owner the tool's mark: DIR.d is its own (a random token, see below)
+    DIR.d/env-<id>/jetson-install/.jetson-install-owner   the same token: the environment is DIR.d's own
     DIR.d/previous              the environment to roll back to
     DIR.d/failed-env-<id>-evidence.json   a discarded environment's doctor evidence
 
@@ -26,7 +28,7 @@ __all__ = [
     "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
-    "INTERPRETER_CACHE", "CHECKED_FILE",
+    "INTERPRETER_CACHE", "CHECKED_FILE", "OWNER_MARK", "OWNER_MARK_PREFIX",
     "staging_placeholder", "home_of", "state_of",
 ]
 
@@ -68,6 +70,11 @@ TO_INSTALL_FILE = "install.txt"
 # -- beside the environments ------------------------------------------------------------------
 HOME_SUFFIX = ".d"
 HOME_LOCK = ".lock"
+#: In DIR.d, written when the tool makes it; in each complete environment's state folder, a copy.
+#: Its token is random, so no folder a user made, copied or edited by hand carries it by accident,
+#: and an environment is DIR.d's own only if its copy matches DIR.d's.
+OWNER_MARK = ".jetson-install-owner"
+OWNER_MARK_PREFIX = "jetson-install made this folder; its token: "
 PREVIOUS_FILE = "previous"
 #: The evidence kept of an environment the install discarded, by the environment's name.
 FAILED_EVIDENCE = "failed-{name}-" + EVIDENCE_FILE

@@ -6,11 +6,18 @@ Layout for --venv DIR:
     DIR.d/env-<id>                    (complete environments: the current one and the previous one)
     DIR.d/.env-<id>.building          (marks an environment being built as jetson-install's own)
     DIR.d/.lock                       (held while jetson-install works on DIR)
+    DIR.d/.jetson-install-owner       (the tool's mark: a random token, copied into each environment)
 
-Only what jetson-install marked as its own is ever removed from DIR.d: a user's
-DIR.d/env-mydata survives, as does whatever a symlinked DIR.d points into. DIR.d may
-be on another filesystem than DIR (a mount, a link to a bigger disk): the new link is
-made beside DIR, so the switch is a rename within one directory.
+Only what carries the tool's mark is ever acted on: a DIR.d it made (not a link, not a folder
+the user made and filled with familiar names), and in it the environments whose copy of the
+token matches; `previous` must name one of those, directly in DIR.d. A user's DIR.d/env-mydata
+survives. DIR.d may be on another filesystem than DIR (a mount): the new link is made beside
+DIR, so the switch is a rename within one directory.
+
+DIR.d made before the mark existed carries none: one holding the tool's lock file and at least
+one complete environment with the plan the tool records (every install writes it before
+completing) is adopted, the mark written under the first lock taken on it. A user is not
+expected to hand-make both; the other kinds of DIR.d are refused, as before.
 
 A new environment is built at its final path under DIR.d, so nothing inside it is
 ever moved (virtual environments are not relocatable), and DIR flips to it with one
@@ -32,13 +39,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import (
     ADDED_FILE, COMPLETE_MARK, CONSTRAINTS_FILE, ENVIRONMENTS_DIR, EXCLUDES_FILE, FAILED_EVIDENCE, HOME_LOCK, HOME_SUFFIX,
-    KNOWN_ENVIRONMENTS, LOCK_FILE, PLAN_FILE, PREVIOUS_FILE, REMOVING_PREFIX, REQUIREMENTS_FILE, STATE_DIR, home_of,
+    KNOWN_ENVIRONMENTS, LOCK_FILE, OWNER_MARK, OWNER_MARK_PREFIX, PLAN_FILE, PREVIOUS_FILE, REMOVING_PREFIX, REQUIREMENTS_FILE, STATE_DIR, home_of,
 )
 from jetson_install.base.redact import redact_data
 
@@ -65,7 +72,61 @@ class EnvironmentHome:
 
     def current(self) -> Optional[Path]:
         target = self._link_target()
-        return target if target is not None and _is_complete(target) else None
+        return target if target is not None and self._owns(target) and _is_complete(target) else None
+
+    def _mark(self) -> Optional[str]:
+        """DIR.d's mark, where DIR.d is a real folder holding a well-formed one."""
+        if self.home.is_symlink() or not self.home.is_dir():
+            return None
+        return _read_mark(self.home / OWNER_MARK)
+
+    def _adoptable(self) -> bool:
+        """A DIR.d made before the mark existed: see the module's docstring."""
+        if self.home.is_symlink() or not self.home.is_dir() or os.path.lexists(self.home / OWNER_MARK):
+            return False
+        lock = self.home / HOME_LOCK
+        return lock.is_file() and not lock.is_symlink() and any(self._legacy_environments())
+
+    def _legacy_environments(self) -> Iterator[Path]:
+        for path in sorted(self.home.glob("env-*")):
+            if (_OWN_NAME.match(path.name) and not path.is_symlink() and _is_complete(path)
+                    and (path / STATE_DIR / PLAN_FILE).is_file()):
+                yield path
+
+    def owned(self) -> bool:
+        """Whether DIR.d carries the tool's mark (or is one it made before marks, to adopt)."""
+        return self._mark() is not None or self._adoptable()
+
+    def _claim(self) -> None:
+        """Under the lock: mark a DIR.d made before marks, and its environments, as the tool's."""
+        if self._mark() is not None:
+            return
+        legacy = list(self._legacy_environments())
+        if not legacy and any(entry.name != HOME_LOCK for entry in self.home.iterdir()):
+            # Whoever calls lock() checked DIR.d first; this keeps a missed check from claiming a user's folder.
+            raise BadInput(f"{self.link}: {self.home} does not carry jetson-install's mark ({OWNER_MARK}); it is left "
+                           "as it is", fix=f"choose another location with --venv, or move {self.home} away first")
+        mark = self._ensure_mark()
+        for environment in legacy:
+            _write_mark(environment / STATE_DIR / OWNER_MARK, mark)
+
+    def _ensure_mark(self) -> str:
+        mark = self._mark()
+        if mark is None:
+            mark = f"{OWNER_MARK_PREFIX}{uuid.uuid4().hex}\n"
+            _write_mark(self.home / OWNER_MARK, mark)
+        return mark
+
+    def _owns(self, environment: Path) -> bool:
+        """Whether `environment` is one of this DIR.d's own: directly in it, named as the tool
+        names them, and being built (its building mark) or carrying DIR.d's token."""
+        if (environment.is_symlink() or not _OWN_NAME.match(environment.name)
+                or environment.parent.resolve() != self.home.resolve()):
+            return False
+        mark = self._mark()
+        if mark is None:
+            return self._adoptable() and any(own.name == environment.name for own in self._legacy_environments())
+        return _building_mark(environment).is_file() or _read_mark(environment / STATE_DIR / OWNER_MARK) == mark
 
     def check_usable(self, create: bool = True) -> None:
         """Refuse a location the install could not use, or that holds something the user made.
@@ -82,6 +143,7 @@ class EnvironmentHome:
         target = self._link_target()
         if target is not None:
             if target.parent.resolve() == self.home.resolve():
+                self._check_home()
                 return
             raise BadInput(
                 f"--venv {self.link}: is a link to {target}, which jetson-install did not make; it is left as it is",
@@ -105,14 +167,16 @@ class EnvironmentHome:
         home = self.home
         if not home.exists() and not home.is_symlink():
             return
+        if home.is_symlink():
+            raise linked_home(self.link, f"--venv {self.link}")
         fix = f"choose another location with --venv, or move {home} away first"
-        if home.is_symlink() or not home.is_dir():
+        if not home.is_dir():
             raise BadInput(f"--venv {self.link}: {home} exists and is not a folder jetson-install made; it is left "
                            "as it is", fix=fix)
-        names = [entry.name for entry in home.iterdir()]
-        if names and not any(_own_entry(name) for name in names):
-            raise BadInput(f"--venv {self.link}: {home} exists and holds nothing jetson-install made; it is left "
-                           "as it is", fix=fix)
+        # A DIR.d holding only the lock is one a first install left (its lock taken, nothing built).
+        if not self.owned() and any(entry.name != HOME_LOCK for entry in home.iterdir()):
+            raise BadInput(f"--venv {self.link}: {home} exists and does not carry jetson-install's mark "
+                           f"({OWNER_MARK}); it is left as it is", fix=fix)
 
     def strays(self) -> List[Path]:
         """Folders named as the tool names its environments, with neither mark nor completion:
@@ -124,17 +188,22 @@ class EnvironmentHome:
                 and (path / "pyvenv.cfg").is_file()]
 
     def lock(self) -> "_Lock":
+        """DIR's lock; once held, DIR.d carries the tool's mark (a new one, or one made before marks)."""
+        if self.home.is_symlink():
+            raise linked_home(self.link, str(self.link))
         self.home.mkdir(exist_ok=True)
         _remember(self.link)
-        return _Lock(self.home / HOME_LOCK, self.link)
+        return _Lock(self.home / HOME_LOCK, self.link, self._claim)
 
     def is_ours(self) -> bool:
         """Whether DIR is jetson-install's: its link into DIR.d, or (a removal that was cut
         short) no DIR at all beside a DIR.d that still holds the tool's own things."""
+        if not self.owned():
+            return False
         target = self._link_target()
         if target is not None:
             return target.parent.resolve() == self.home.resolve()
-        if self.link.exists() or not self.home.is_dir():
+        if self.link.exists():
             return False
         return any(self.environments()) or any(self.leftovers())
 
@@ -156,8 +225,8 @@ class EnvironmentHome:
         for leftover in self.leftovers():
             shutil.rmtree(leftover) if leftover.is_dir() and not leftover.is_symlink() else leftover.unlink()
         (self.home / PREVIOUS_FILE).unlink(missing_ok=True)
-        left = sorted(entry for entry in self.home.iterdir() if entry.name != HOME_LOCK)
-        if not left and not self.home.is_symlink():
+        left = sorted(entry for entry in self.home.iterdir() if entry.name not in (HOME_LOCK, OWNER_MARK))
+        if not left:
             shutil.rmtree(self.home)
         return left
 
@@ -165,11 +234,12 @@ class EnvironmentHome:
         """After a failed first install, leave no DIR.d holding only its lock file."""
         if self.link.is_symlink() or self.home.is_symlink() or not self.home.is_dir():
             return
-        if all(entry.name == HOME_LOCK for entry in self.home.iterdir()):
+        if all(entry.name in (HOME_LOCK, OWNER_MARK) for entry in self.home.iterdir()):
             shutil.rmtree(self.home, ignore_errors=True)
 
     def new_environment_path(self) -> Path:
         """A fresh environment path, marked as jetson-install's own before anything is built there."""
+        self._ensure_mark()
         path = self.home / f"env-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         _building_mark(path).touch()
         return path
@@ -182,6 +252,8 @@ class EnvironmentHome:
         write_private(state / PLAN_FILE, json.dumps(redact_data(fingerprint), indent=2, sort_keys=True) + "\n")
 
     def mark_complete(self, environment: Path) -> None:
+        if self.home.is_dir():  # (a doctor's stand-in environment outside any DIR.d has no DIR.d to copy from)
+            _write_mark(environment / STATE_DIR / OWNER_MARK, self._ensure_mark())
         (environment / STATE_DIR / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
         _building_mark(environment).unlink(missing_ok=True)
 
@@ -234,7 +306,8 @@ class EnvironmentHome:
             # it replaced is the other complete one jetson-install made here.
             others = [other for other in self.environments() if other != current and _is_complete(other)]
             return others[-1] if others else None
-        return path if _is_complete(path) else None
+        # Only one of DIR.d's own, directly in it: a hand-edited record names nothing else.
+        return path if self._owns(path) and _is_complete(path) else None
 
     def _temporary_link(self) -> Path:
         # Beside DIR, not in DIR.d: a rename onto DIR must stay within one filesystem.
@@ -279,17 +352,31 @@ class EnvironmentHome:
     def environments(self) -> Iterator[Path]:
         """The environments jetson-install made here, complete or left by a killed build."""
         for path in sorted(self.home.glob("env-*")):
-            if path.is_symlink() or not _OWN_NAME.match(path.name):
-                continue
-            if _building_mark(path).exists() or _is_complete(path):
+            if self._owns(path) and (_building_mark(path).is_file() or _is_complete(path)):
                 yield path
 
 
-def _own_entry(name: str) -> bool:
-    """Whether a DIR.d entry's name is one jetson-install gives (layout.py)."""
-    return (name in (HOME_LOCK, PREVIOUS_FILE) or bool(_OWN_NAME.match(name))
-            or (name.startswith(".env-") and name.endswith(".building"))
-            or name.startswith(f"{REMOVING_PREFIX}env-") or (name.startswith("failed-env-") and name.endswith(".json")))
+def linked_home(link: Path, where: str) -> BadInput:
+    """The refusal of a DIR.d that is a link: the tool keeps its environments in a folder it made."""
+    home = home_of(link)
+    return BadInput(f"{where}: {home} is a link, not a folder jetson-install made; it is left as it is",
+                    fix=f"remove the link {home} (its target stays), then choose a --venv on the disk it pointed to")
+
+
+def _read_mark(path: Path) -> Optional[str]:
+    if path.is_symlink():
+        return None
+    try:
+        text = path.read_text(encoding="ascii")
+    except (OSError, ValueError):
+        return None
+    return text if _MARK.match(text) else None
+
+
+def _write_mark(path: Path, mark: str) -> None:
+    temporary = path.with_name(f".{path.name}-{uuid.uuid4().hex[:8]}")
+    temporary.write_text(mark, encoding="ascii")
+    os.replace(temporary, path)
 
 
 def _is_complete(environment: Path) -> bool:
@@ -371,6 +458,7 @@ def _remember(link: Path) -> None:
 
 
 _OWN_NAME = re.compile(r"^env-\d{8}-\d{6}-[0-9a-f]{6}$")
+_MARK = re.compile(re.escape(OWNER_MARK_PREFIX) + r"[0-9a-f]{32}\n\Z")
 
 
 def _building_mark(environment: Path) -> Path:
@@ -393,9 +481,10 @@ def _try_creating_in(folder: Path) -> None:
 class _Lock:
     """An exclusive, non-blocking lock on DIR.d/.lock, so two runs never race on one path."""
 
-    def __init__(self, path: Path, link: Path) -> None:
+    def __init__(self, path: Path, link: Path, claim: Callable[[], None]) -> None:
         self.path = path
         self.link = link
+        self.claim = claim  # run once the lock is held
         self.handle: Optional[Any] = None
 
     def __enter__(self) -> "_Lock":
@@ -409,6 +498,11 @@ class _Lock:
                     f"another jetson-install is working on {self.link}",
                     fix="wait for it to finish, then run the command again",
                 ) from None
+            raise
+        try:
+            self.claim()
+        except BaseException:
+            self.__exit__()
             raise
         return self
 

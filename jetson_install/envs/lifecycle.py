@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from jetson_install.envs.environment import (
-    EnvironmentHome, default_environments, disk_usage, known_environments, recorded_additions, recorded_plan,
-    remove_tree,
+    EnvironmentHome, default_environments, disk_usage, known_environments, linked_home, recorded_additions,
+    recorded_plan, remove_tree,
 )
 from jetson_install.base.errors import BadInput
 
@@ -120,6 +120,8 @@ def _made_by(home: EnvironmentHome) -> Optional[str]:
 
 def _own_home(link: Path, where: str) -> EnvironmentHome:
     home = EnvironmentHome(link)
+    if home.home.is_symlink():
+        raise linked_home(link, where)
     if not home.is_ours():
         if link.exists() or link.is_symlink():
             raise BadInput(f"{where}: was not made by jetson-install; it is left as it is",
@@ -198,8 +200,8 @@ def clean(dry_run: bool) -> Cleaned:
     with contextlib.ExitStack() as locks:
         for link in known_environments():
             home = EnvironmentHome(link)
-            if not (home.home / HOME_LOCK).is_file():
-                continue  # gone, or never more than a location
+            if not (home.home / HOME_LOCK).is_file() or not home.owned():
+                continue  # gone, never more than a location, or not (any longer) the tool's
             # Held, even for a DIR.d with nothing in it yet: a first install may be starting there.
             locks.enter_context(home.lock())
             if not home.is_ours():
