@@ -227,10 +227,12 @@ def test_clean_removes_logs_build_cache_and_leftovers_and_says_how_much(tmp_path
     result = run_cli("clean", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["total_bytes"] >= 55000 and len(data["removed"]) == 7
+    assert data["total_bytes"] >= 55000 and len(data["removed"]) == 6
     assert not (logs / "obliteratus-20261201-101010.log").exists() and not (cache / "builds").exists()
     assert not (cache / "interpreters.json").exists() and not (cache / ".interpreters.json.4242").exists()
     assert not killed.exists() and not (home.home / ".removing-env-20261201-000000-abcdef").exists()
+    # A failed verify's evidence is kept on purpose (the install keeps the last five): not a leftover.
+    assert (home.home / "failed-env-20261201-000000-abcdef-evidence.json").is_file()
     assert (logs / "notes.txt").exists() and (cache / "test-lanes").is_dir()
     assert home.current() == new and home.previous() == old  # the environments are never cleaned
     assert run_cli("clean").stdout.startswith("nothing to clean")
@@ -343,3 +345,20 @@ def test_a_dir_d_made_before_the_mark_is_adopted_once_and_a_hand_made_one_is_not
     assert refused.stderr.splitlines()[0] == f"error: --venv {tmp_path / 'hand'}: was not made by jetson-install; " \
                                              "it is left as it is"
     assert sorted(path.name for path in made.iterdir()) == [".lock", "env-20260101-000000-abcdef", "previous"]
+
+
+def test_list_tells_an_install_in_progress_and_kept_evidence_from_leftovers(tmp_path: Path) -> None:
+    home, env = switched(tmp_path / "obl")
+    (home.home / "failed-env-20261201-000000-abcdef-evidence.json").write_text("{}\n")
+    quiet = run_cli("list")
+    assert quiet.stdout.splitlines()[0] == str(home.link) and "left by interrupted runs" not in quiet.stdout
+    with home.lock():
+        building = home.new_environment_path()  # what the install holding the lock is building
+        (building / "lib").mkdir(parents=True)
+        (building / "lib" / "libtorch.so").write_bytes(b"\0" * 100_000)
+        listed = run_cli("list")
+    assert listed.stdout.splitlines()[0] == f"{home.link}   (install in progress)"
+    assert "left by interrupted runs" not in listed.stdout
+    after = run_cli("list")  # the run was killed: now it is a leftover
+    assert after.stdout.splitlines()[0] == str(home.link)
+    assert "left by interrupted runs (remove: jetson-install clean)" in after.stdout

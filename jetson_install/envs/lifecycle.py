@@ -18,6 +18,7 @@ from jetson_install.envs.environment import (
     recorded_plan, remove_tree,
 )
 from jetson_install.base.errors import BadInput
+from jetson_install.base.layout import COMPLETE_MARK, FAILED_EVIDENCE, HOME_LOCK, STATE_DIR
 
 __all__ = ["EnvironmentView", "Listed", "list_environments", "RolledBack", "rollback", "Uninstalled", "uninstall",
            "Cleaned", "clean"]
@@ -49,7 +50,9 @@ class Listed:
     """A DIR jetson-install made: the environment in use there and the one kept to roll back to."""
 
     venv: str
-    state: str  # "ok", "broken" (DIR points at no complete environment), "partly removed"
+    # "ok", "broken" (DIR points at no complete environment), "partly removed", or "install in
+    # progress" (a run holds DIR's lock: what it is building is not a leftover)
+    state: str
     current: Optional[EnvironmentView]
     previous: Optional[EnvironmentView]
     other_size: int  # what else of the tool's is in DIR.d (killed builds, leftovers): `clean` removes it
@@ -99,12 +102,44 @@ def list_environments() -> List[Listed]:
             continue  # gone, or replaced by something the user made
         current, previous = home.current(), home.previous()
         kept = {path for path in (current, previous) if path is not None}
-        others = [path for path in home.environments() if path not in kept] + home.leftovers()
+        installing = _held(home.home / HOME_LOCK)
+        others = [path for path in home.environments() if path not in kept
+                  and not (installing and not _is_complete(path))]
+        # The evidence of a failed verify is kept on purpose (the last few): not a leftover.
+        others += [path for path in home.leftovers() if not _is_failed_evidence(path)]
         other_size = sum(_size(path) for path in others)
-        state = "ok" if current is not None else "broken" if link.is_symlink() else "partly removed"
+        state = "install in progress" if installing else "ok" if current is not None else \
+            "broken" if link.is_symlink() else "partly removed"
         listed.append(Listed(str(link), state, _view(current) if current else None,
                              _view(previous) if previous else None, other_size, _made_by(home)))
     return listed
+
+
+def _held(lock: Path) -> bool:
+    """Whether a run holds DIR's lock now (tried, and let go at once, without waiting)."""
+    import fcntl
+
+    try:
+        handle = open(lock)
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+def _is_complete(environment: Path) -> bool:
+    return (environment / STATE_DIR / COMPLETE_MARK).is_file()
+
+
+def _is_failed_evidence(path: Path) -> bool:
+    from fnmatch import fnmatchcase
+
+    return fnmatchcase(path.name, FAILED_EVIDENCE.format(name="env-*"))
 
 
 def _made_by(home: EnvironmentHome) -> Optional[str]:
@@ -191,7 +226,7 @@ def clean(dry_run: bool) -> Cleaned:
     The environments in use and their previous ones are never touched."""
     import platformdirs
 
-    from jetson_install.base.layout import BUILD_CACHE_DIR, HOME_LOCK, INTERPRETER_CACHE, REMOVING_PREFIX
+    from jetson_install.base.layout import BUILD_CACHE_DIR, INTERPRETER_CACHE, REMOVING_PREFIX
     from jetson_install.base.logs import log_directory, own_logs
 
 
@@ -209,7 +244,9 @@ def clean(dry_run: bool) -> Cleaned:
             kept = {path for path in (home.current(), home.previous()) if path is not None}
             items += [("unfinished environment", path, partial(home.remove, path))
                       for path in home.environments() if path not in kept]
-            items += [("left by an interrupted run", path, partial(_remove, path)) for path in home.leftovers()]
+            # A failed verify's evidence is kept for the user to read (install rotates it): not cleaned.
+            items += [("left by an interrupted run", path, partial(_remove, path)) for path in home.leftovers()
+                      if not _is_failed_evidence(path)]
         logs = own_logs()
         items += [("log", path, partial(path.unlink, missing_ok=True)) for path in logs]
         if log_directory().is_dir():
