@@ -55,6 +55,19 @@ def test_the_wheel_says_what_it_is_and_carries_its_license(dists: Dict[str, Path
         assert "jetson-install = jetson_install.cli.main:main" in archive.read(entry_points[0]).decode()
 
 
+def test_the_wheel_tells_the_index_what_the_tool_is_for(dists: Dict[str, Path]) -> None:
+    metadata, _ = wheel_metadata(dists["wheel"])
+    classifiers = metadata.get_all("Classifier")
+    for version in ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {version}" in classifiers
+    for classifier in ("Operating System :: POSIX :: Linux", "Environment :: Console",
+                       "Topic :: Scientific/Engineering :: Artificial Intelligence", "Topic :: System :: Installation/Setup"):
+        assert classifier in classifiers
+    assert not [c for c in classifiers if c.startswith("License ::")]  # License-Expression says it
+    # hatchling writes them sorted
+    assert metadata["Keywords"].split(",") == sorted(["jetson", "jetpack", "l4t", "pytorch", "cuda", "nvidia", "obliteratus"])
+
+
 def test_the_wheel_carries_the_data_the_tool_reads_and_nothing_of_the_checkout(dists: Dict[str, Path]) -> None:
     _, names = wheel_metadata(dists["wheel"])
     for needed in ("jetson_install/catalog/wheels-index.toml", "jetson_install/board/platform-data.toml",
