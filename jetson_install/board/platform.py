@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from jetson_install import UPGRADE_COMMAND
 from jetson_install.base.errors import BadInput, InvalidReleaseFile, NotAJetson
 from jetson_install.base.sourced import Sourced
+from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.board.platform_data import MajorFacts, PlatformData, platform_data
 from jetson_install.board.release_files import L4T, parse_l4t
 from jetson_install.board.root_facts import (
@@ -244,7 +244,7 @@ def _jetpack(l4t: Optional[L4T], exact: bool, major: Optional[MajorFacts], data:
         return None
     if major is None:
         warnings.append(f"L4T R{l4t.major} is not known to this jetson-install; JetPack unknown "
-                        f"(upgrade: {UPGRADE_COMMAND})")
+                        f"(upgrade: {running_upgrade_command()})")
         return None
     if exact and l4t in data.releases:
         sources["jetpack"] = "release table"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from jetson_install import UPGRADE_COMMAND
+from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.catalog.catalog_file import TARGET_NAME, default_catalog_path
 from jetson_install.catalog.identity import VENDOR_PACKAGES, KnownBuild, VersionSet
 from jetson_install.board.platform import Platform
@@ -275,7 +275,7 @@ class Catalog:
             return ChannelMatch(
                 None,
                 f"unsupported: unknown L4T release {l4t} (no channel in wheels-index.toml covers it)",
-                f"upgrade jetson-install ({UPGRADE_COMMAND}), or flash JetPack 6.2 (L4T R36.4.3)",
+                f"upgrade jetson-install ({running_upgrade_command()}), or flash JetPack 6.2 (L4T R36.4.3)",
             )
         if platform.family is not None:
             fitting = [c for c in in_range if not c.families or platform.family in c.families]
