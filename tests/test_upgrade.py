@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from support.cli import run_cli
 
 from jetson_install.base.upgrade import FROM_CHECKOUT, FROM_INDEX, running_upgrade_command, upgrade_command
 
@@ -69,3 +70,10 @@ def test_a_tool_no_installer_recorded_names_the_readme_checkout_route(tmp_path: 
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
     assert running_upgrade_command() == FROM_CHECKOUT
     assert FROM_CHECKOUT == "git -C jetson-install pull && pipx install --force ./jetson-install"
+
+
+def test_detect_names_the_running_tools_upgrade_for_an_unknown_release() -> None:
+    result = run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2", "--l4t", "40.1.0")
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: L4T R40 is not known to this jetson-install; JetPack unknown "
+            f"(upgrade: {running_upgrade_command()})") in result.stdout

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install.base.errors import BadInput, InvalidReleaseFile, NotAJetson
 from jetson_install.base.sourced import Sourced
@@ -104,11 +104,14 @@ def detect(root: Path, l4t_override: Optional[Sourced[str]] = None, data: Option
     InvalidReleaseFile when the release file cannot be parsed and no other
     source gives the L4T release.
     """
-    return decide(read_facts(root), Overrides(l4t_override, soc_override), data or platform_data())
+    return decide(read_facts(root), Overrides(l4t_override, soc_override), data or platform_data(),
+                  upgrade=running_upgrade_command)
 
 
-def decide(facts: RootFacts, overrides: Overrides, data: PlatformData) -> Platform:
-    """The Platform the facts and overrides make, by the rules of `data`; reads nothing.
+def decide(facts: RootFacts, overrides: Overrides, data: PlatformData,
+           upgrade: Optional[Callable[[], str]] = None) -> Platform:
+    """The Platform the facts and overrides make, by the rules of `data`; reads nothing but
+    what `upgrade` reads (the running tool's install record) for a warning that names it.
 
     Raises only the project's errors: BadInput for an override that is not a release or a
     SoC, NotAJetson when no fact says Jetson, InvalidReleaseFile when the release file is
@@ -125,7 +128,7 @@ def decide(facts: RootFacts, overrides: Overrides, data: PlatformData) -> Platfo
         )
     l4t, exact = _decide_l4t(facts, overrides.l4t, sources, warnings)
     major = data.majors.get(l4t.major) if l4t else None
-    jetpack = _jetpack(l4t, exact, major, data, sources, warnings)
+    jetpack = _jetpack(l4t, exact, major, data, sources, warnings, upgrade)
     cuda = _cuda(facts, l4t, major, sources)
     soc_facts = data.socs.get(soc) if soc else None
     family = soc_facts.family if soc_facts else None
@@ -238,13 +241,14 @@ def _l4t_from_files(facts: RootFacts, sources: Dict[str, str], warnings: List[st
 
 
 def _jetpack(l4t: Optional[L4T], exact: bool, major: Optional[MajorFacts], data: PlatformData,
-             sources: Dict[str, str], warnings: List[str]) -> Optional[str]:
+             sources: Dict[str, str], warnings: List[str], upgrade: Optional[Callable[[], str]]) -> Optional[str]:
     """The release table's JetPack for a known point release, else the major's family ("6.x")."""
     if l4t is None:
         return None
     if major is None:
-        warnings.append(f"L4T R{l4t.major} is not known to this jetson-install; JetPack unknown "
-                        f"(upgrade: {running_upgrade_command()})")
+        # The command is asked for only here: reading the install record is not the decision's.
+        how = f"upgrade: {upgrade()}" if upgrade else "upgrade jetson-install"
+        warnings.append(f"L4T R{l4t.major} is not known to this jetson-install; JetPack unknown ({how})")
         return None
     if exact and l4t in data.releases:
         sources["jetpack"] = "release table"
