@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List
 
-from jetson_install import UPGRADE_COMMAND
+from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.base.errors import JetsonInstallError, StepFailed
 from jetson_install.base.layout import (
     CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, REQUIREMENTS_FILE, state_of,
@@ -112,7 +112,7 @@ def _library_fix(missing: Missing, run: Run) -> str:
         return (f"{install_command([provider.package])} (where it is installed already, add its folder to "
                 f"/etc/ld.so.conf.d/ and run sudo ldconfig), then run: {run.rerun}")
     # The catalog's bound let through a release without the soname: a newer catalog holds it back.
-    return (f"upgrade jetson-install ({UPGRADE_COMMAND}) for a catalog that holds {provider.package} to releases "
+    return (f"upgrade jetson-install ({running_upgrade_command()}) for a catalog that holds {provider.package} to releases "
             f"with {missing.soname}, then run: {run.rerun}")
 
 
