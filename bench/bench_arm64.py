@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from support.arm64_root import SAMPLE, TOOL, arm64_root, chroot_environment  # noqa: E402
+from support.arm64_root import SAMPLE, TOOL, arm64_root, chroot_environment
 
 
 def median_seconds(root: Path, argv: Sequence[str], repeat: int) -> float:

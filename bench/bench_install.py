@@ -170,7 +170,7 @@ def main() -> None:
                                                  text=True).stdout:
                 print(f"{kind}: the re-run was not a no-op")
         kind_samples: Dict[str, List[Sample]] = {}
-        for n in range(args.repeat):
+        for _ in range(args.repeat):
             for kind in kinds:
                 kind_samples.setdefault(f"{kind}-tool", []).append(timed([tool(work / f"kind-{kind}", kind)], env))
                 kind_samples.setdefault(f"{kind}-hand", []).append(

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fixtures import *  # noqa: F401,F403
+from support.fixtures import *  # noqa: F403
 
 # tests/setup.d/10-real-torch-env builds this where torch 2.13.0 (CPU) installs without a download.
 _REAL_TORCH_PYTHON = Path(__file__).resolve().parent.parent / ".venv-real-torch" / "bin" / "python"

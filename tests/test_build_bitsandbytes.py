@@ -7,6 +7,7 @@ clone the real repository.
 
 from __future__ import annotations
 
+from typing import List, NoReturn
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support.index_server import LoopbackIndex
 from support.lanes import lane_unavailable
 from support.planned import assert_ran_as_planned
 
@@ -36,7 +38,7 @@ def test_default_release_is_the_newest_whose_torch_floor_the_channel_meets() -> 
     # 0.50 needs torch>=2.4, which 2.4.0a0 is not under PEP 440: JetPack 6.0 gets 0.49.
     assert build.default_release(JP60_TORCH, releases).version == "0.49.2"
     assert build.default_release("2.8.0", releases).version == releases[0].version == "0.50.1"
-    with pytest.raises(BadInput, match="no buildable bitsandbytes release accepts torch 2.2.0"):
+    with pytest.raises(BadInput, match=r"no buildable bitsandbytes release accepts torch 2.2.0"):
         build.default_release("2.2.0", releases)
 
 
@@ -136,9 +138,9 @@ def test_the_cache_key_takes_the_tag_of_the_interpreter_that_builds(tmp_path: Pa
     checkout = tmp_path / "bnb"
     shutil.copytree(STANDIN, checkout)
     planned = build.PlannedBuild("0.49.2", build.local_source(checkout), "87")
-    asked: list = []
+    asked: List[building.BuildRequest] = []
 
-    def no_build(request: building.BuildRequest, *args, **kwargs):
+    def no_build(request: building.BuildRequest, *args: object, **kwargs: object) -> NoReturn:
         asked.append(request)
         raise StepFailed("bitsandbytes", "stopped before building", "")
 
@@ -180,7 +182,7 @@ def checkout(tmp_path: Path) -> Path:
 def test_builds_a_wheel_for_sm87_with_nvcc_then_reuses_it(checkout: Path, tmp_path: Path) -> None:
     request = _request(build.local_source(checkout))
     cache = tmp_path / "cache"
-    said: list = []
+    said: List[str] = []
     built = building.build_wheel(request, cache, said.append)
     assert not built.reused
     with zipfile.ZipFile(built.path) as wheel:
@@ -192,7 +194,7 @@ def test_builds_a_wheel_for_sm87_with_nvcc_then_reuses_it(checkout: Path, tmp_pa
     assert any("compile (sm_87, 2 job(s))" in line for line in said)
     # The build ran in a private copy: the user's checkout holds no build output.
     assert not (checkout / "build").exists() and not list(checkout.rglob("libbitsandbytes*"))
-    again: list = []
+    again: List[str] = []
     reused = building.build_wheel(request, cache, again.append)
     assert reused.reused and reused.path == built.path and reused.sha256 == built.sha256
     assert again == [f"      bitsandbytes for sm_87 from the build cache ({built.path.name})"]
@@ -248,7 +250,7 @@ def test_a_killed_builds_work_folder_and_a_damaged_entry_do_not_survive(checkout
 def test_a_compile_error_names_its_cause_and_caches_nothing(checkout: Path, tmp_path: Path) -> None:
     (checkout / "csrc" / "ops.cu").write_text("this is not CUDA\n")
     cache = tmp_path / "cache"
-    with pytest.raises(StepFailed, match="bitsandbytes compile failed: .*error"):
+    with pytest.raises(StepFailed, match=r"bitsandbytes compile failed: .*error"):
         building.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
     assert [p.name for p in cache.iterdir()] == []
 
@@ -288,7 +290,7 @@ def test_a_dry_run_names_missing_build_tools_before_anything_starts(installer: I
 
 @pytest.mark.lane
 def test_the_install_builds_bitsandbytes_records_it_and_a_second_environment_reuses_it(
-        installer: Installer, checkout: Path, tmp_path: Path, vendor_index) -> None:
+        installer: Installer, checkout: Path, tmp_path: Path, vendor_index: LoopbackIndex) -> None:
     import subprocess
 
     _toolchain()

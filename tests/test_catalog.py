@@ -15,7 +15,7 @@ BOARDS = Path(__file__).parent / "resources" / "boards"
 
 
 @pytest.mark.parametrize(
-    "board, channel",
+    ("board", "channel"),
     [
         ("agx-orin-64gb-r36.4.3", "jp6-cu126"),
         ("apt-upgraded-r36.4.3-to-r36.4.7", "jp6-cu126"),
@@ -79,7 +79,7 @@ def line_of(path: Path, fragment: str) -> int:
 
 
 @pytest.mark.parametrize(
-    "old, new, key, problem",
+    ("old", "new", "key", "problem"),
     [
         ('status = "supported"', 'status = "stable"', "status", "must be one of"),
         ('  { torch = "2.8.0", torchvision', '  { torch = "two", torchvision', "sets", "not a version specifier"),
@@ -132,7 +132,7 @@ def test_each_companion_names_the_soname_its_bound_holds_it_to() -> None:
     assert jp6.provider_of("libcudss.so.0").describe() == "the apt package cudss"
 
 
-@pytest.mark.parametrize("new, problem", [
+@pytest.mark.parametrize(("new", "problem"), [
     # The form before sonames were recorded: a bare name holds the companion to nothing.
     ('companions = ["nvidia-cudss-cu13"]', "must be an array of inline tables"),
     ('companions = [\n  { requirement = "nvidia-cudss-cu13<1" },\n]', "provides = ["),

@@ -19,7 +19,7 @@ PRIVATE_CITATION = re.compile("shared/" + "reference" + r"|(?:^|[\s(\[])" + "\u0
 
 
 def project_files() -> List[Path]:
-    files = []
+    files: List[Path] = []
     for directory, subdirectories, names in os.walk(ROOT):
         top = Path(directory) == ROOT
         subdirectories[:] = sorted(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import List
 import json
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def test_detect_human_summary_names_board_and_release() -> None:
 
 
 @pytest.mark.parametrize(
-    "board, code, fragment",
+    ("board", "code", "fragment"),
     [
         ("empty-release-no-fallback", 2, "--l4t 36.4.3"),
         ("binary-garbage-release", 2, "is not text"),
@@ -80,7 +81,7 @@ _INSTALL_ONLY = ("jetson_install.tools.uv", "jetson_install.tools.git", "jetson_
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["detect", "--root", "sample:agx-orin-64gb-jp6.2"],
                                   ["detect", "--json", "--root", "sample:agx-orin-64gb-jp6.2"]])
-def test_fast_commands_import_nothing_an_install_needs(args: list) -> None:
+def test_fast_commands_import_nothing_an_install_needs(args: List[str]) -> None:
     probe = (
         "import sys, runpy; sys.argv = ['jetson-install'] + %r\n"
         "try:\n    runpy.run_module('jetson_install', run_name='__main__')\n"

@@ -22,7 +22,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
 from support import LoopbackIndex, make_obliteratus_source
@@ -32,6 +32,7 @@ import jetson_install
 from jetson_install.base.toml_file import load_toml
 
 from support.stub_stack import JETSON_STACK
+from support.stub_projects import IndexDirs
 
 pytestmark = pytest.mark.lane
 LANE = "container"
@@ -70,7 +71,7 @@ def build_jetson_install_wheel(dest: Path) -> Path:
     return path
 
 
-def buildah(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def buildah(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["buildah", *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -88,7 +89,7 @@ def base_image() -> str:
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory, stub_index_dirs) -> Iterator[LoopbackIndex]:
+def index(tmp_path_factory: pytest.TempPathFactory, stub_index_dirs: IndexDirs) -> Iterator[LoopbackIndex]:
     """OBLITERATUS' stub dependencies and the real wheels jetson-install needs, on loopback."""
     root = tmp_path_factory.mktemp("lane-index")
     for source in (stub_index_dirs.public, CACHE / "wheels"):
@@ -127,13 +128,14 @@ def built(base_image: str, index: LoopbackIndex, tmp_path_factory: pytest.TempPa
     buildah("rmi", "--force", image, timeout=120)
 
 
-def _config(image: str) -> dict:
+def _config(image: str) -> Dict[str, Any]:
     inspected = buildah("inspect", "--type", "image", image, timeout=60)
     assert inspected.returncode == 0, inspected.stderr
-    return json.loads(inspected.stdout)["Docker"]["config"]
+    config: Dict[str, Any] = json.loads(inspected.stdout)["Docker"]["config"]
+    return config
 
 
-def _run(image: str, env: List[str], command: List[str]) -> "tuple[subprocess.CompletedProcess, str]":
+def _run(image: str, env: List[str], command: List[str]) -> "tuple[subprocess.CompletedProcess[str], str]":
     container = buildah("from", "--pull=never", image, timeout=120)
     assert container.returncode == 0, container.stderr
     name = container.stdout.strip().splitlines()[-1]

@@ -28,7 +28,7 @@ def environment(tmp_path: Path, **extra: str) -> Dict[str, str]:
     return env
 
 
-def run(tmp_path: Path, env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:
+def run(tmp_path: Path, env: Dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     # Not from the checkout: `python -m` puts the working directory first on sys.path.
     return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True, env=env,
                           cwd=str(tmp_path), timeout=120)
@@ -55,7 +55,7 @@ def line_of(path: Path, fragment: str, after: str = "") -> int:
     return next(n for n, line in enumerate(lines[begin:], begin + 1) if fragment in line)
 
 
-def one_error(result: subprocess.CompletedProcess, path: Path, line: int) -> List[str]:
+def one_error(result: subprocess.CompletedProcess[str], path: Path, line: int) -> List[str]:
     """The two lines of the error, checked for their shape: exit 2, FILE:LINE, a fix, no traceback."""
     assert result.returncode == 2, result.stdout + result.stderr
     lines = result.stderr.splitlines()

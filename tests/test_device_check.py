@@ -25,7 +25,7 @@ def carried_wheel(folder: Path) -> Path:
     return build_wheel(folder, "bitsandbytes", "0.46.1", modules=modules, tag="py3-none-any")
 
 
-def device_check(*args: str) -> subprocess.CompletedProcess:
+def device_check(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(CHECK), *args], capture_output=True, text=True, timeout=300)
 
 

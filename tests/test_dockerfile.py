@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 from support.cli import CliResult, run_cli
@@ -35,7 +35,9 @@ def start_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def cli(*args: str, env: Dict[str, str] = {}) -> CliResult:
+def cli(*args: str, env: Optional[Dict[str, str]] = None) -> CliResult:
+    if env is None:
+        env = {}
     return run_cli(*args, env=dict(os.environ, **env))
 
 
@@ -95,7 +97,7 @@ def test_every_generated_dockerfile_passes_hadolint(tmp_path: Path, options: Lis
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
-@pytest.mark.parametrize("host, said", [
+@pytest.mark.parametrize(("host", "said"), [
     (HostFacts(L4T(35, 4, 1), "/etc/nv_tegra_release", "8.7", "x"),
      "this image is built for L4T R36, compute capability 8.7, and the host runs L4T R35.4.1 (/etc/nv_tegra_release)"),
     (HostFacts(L4T(36, 4, 3), "JETSON_INSTALL_HOST_L4T", "7.2", "/proc/device-tree/compatible"),
@@ -142,7 +144,7 @@ BUILT_FOR_THOR = {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "39", "JETSON_INSTALL_IMAGE_
                   "JETSON_INSTALL_IMAGE_CHANNEL": "jp7.2-thor", "JETSON_INSTALL_IMAGE_SOC": "tegra264"}
 
 
-@pytest.mark.parametrize("sample, channel, soc", [("agx-thor-jp7.2.1", "jp7.2-thor", "tegra264"),
+@pytest.mark.parametrize(("sample", "channel", "soc"), [("agx-thor-jp7.2.1", "jp7.2-thor", "tegra264"),
                                                    ("agx-orin-jp7.2.1", "jp7.2-orin", "tegra234")])
 def test_an_r39_dockerfile_carries_its_soc_into_the_build_step(sample: str, channel: str, soc: str) -> None:
     result = cli("dockerfile", "--root", f"sample:{sample}", "--base", "registry.example/torch:1")
@@ -186,7 +188,7 @@ def _release_only(tmp_path: Path, sample: str) -> Path:
     return root
 
 
-@pytest.mark.parametrize("environ, soc, source", [
+@pytest.mark.parametrize(("environ", "soc", "source"), [
     ({}, None, "/proc/device-tree/compatible"),
     ({"JETSON_INSTALL_HOST_SOC": "tegra264"}, "tegra264", "JETSON_INSTALL_HOST_SOC"),
     ({"JETSON_INSTALL_HOST_CAPABILITY": "11.0"}, "tegra264", "JETSON_INSTALL_HOST_CAPABILITY"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import List, Set
 import json
 import os
 import sys
@@ -24,14 +25,14 @@ pytestmark = pytest.mark.usefixtures("clean_pip_check")  # uv is not what these 
 REAL_PIP_CHECK = interpreters.pip_check
 
 
-def failed(report: doctor.DoctorReport) -> set:
+def failed(report: doctor.DoctorReport) -> Set[str]:
     return {check.id for check in report.checks if check.status == "fail"}
 
 
 # --------------------------------------------------------------------------- scenarios
 
 
-def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clean_pip_check: list) -> None:
+def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clean_pip_check: List[str]) -> None:
     python = make_env(tmp_path / "env")
     report = run(python)
     assert [c.status for c in report.checks] == ["ok"] * len(doctor.CHECKS), doctor.render_lines(report)
@@ -160,7 +161,7 @@ def test_torch_import_failing_on_libopenblas_names_the_apt_package(tmp_path: Pat
 
 
 @pytest.mark.parametrize(
-    "library, fix",
+    ("library", "fix"),
     [
         ("libcusparseLt.so.0", "sudo apt-get install libcusparselt0 libcusparselt-dev"),
         ("libcudnn.so.8", "cuDNN"),
@@ -290,7 +291,7 @@ def test_pip_check_problems_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert report.exit_code == 1
 
 
-def test_only_runs_the_selected_checks_and_their_prerequisites(tmp_path: Path, clean_pip_check: list) -> None:
+def test_only_runs_the_selected_checks_and_their_prerequisites(tmp_path: Path, clean_pip_check: List[str]) -> None:
     report = run(make_env(tmp_path / "env"), only=["cuda-matmul"])
     assert [c.id for c in report.checks] == ["torch-import", "cuda-available", "cuda-matmul"]
     assert clean_pip_check == []  # uv was not needed
@@ -420,7 +421,7 @@ ADD_CUDA_REPOSITORY = ("wget https://developer.download.nvidia.com/compute/cuda/
 
 
 @pytest.mark.parametrize(
-    "platform, library, provided_by, fix",
+    ("platform", "library", "provided_by", "fix"),
     [
         # Jetson AI Lab sbsa/cu130 torch on Thor (pollen-robotics/microduck_rl#38).
         (THOR, "libnvpl_lapack_lp64_gomp.so.0", "pip: nvpl-lapack", "pip install --python {python} nvpl-lapack"),
@@ -604,7 +605,7 @@ def test_cli_human_output_has_one_line_per_check_and_a_summary(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    "args, fragment",
+    ("args", "fragment"),
     [
         (["--venv", "/nonexistent/env"], "no environment at /nonexistent/env"),
         (["--python", "/nonexistent/python"], "no Python interpreter at /nonexistent/python"),
@@ -613,7 +614,7 @@ def test_cli_human_output_has_one_line_per_check_and_a_summary(tmp_path: Path) -
         (["--python", sys.executable, "--venv", "/tmp"], "were both given"),
     ],
 )
-def test_cli_could_not_run_is_exit_2_with_one_line(args: list, fragment: str) -> None:
+def test_cli_could_not_run_is_exit_2_with_one_line(args: List[str], fragment: str) -> None:
     result = run_doctor_cli(*args)
     assert result.returncode == 2
     assert fragment in result.stderr and "Traceback" not in result.stderr
@@ -631,7 +632,7 @@ def test_a_probe_busy_for_a_while_says_what_it_waits_for(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(context, "SLOW_PROBE_SECONDS", 0.5)
     python = make_env(tmp_path / "env", import_seconds=1.5)
-    told: list = []
+    told: List[str] = []
     report = run(python, progress=told.append)
     assert f"importing torch in {python} ..." in told
     assert f"importing torch and bitsandbytes in {python} ..." in told

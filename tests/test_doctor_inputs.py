@@ -8,13 +8,16 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import List
+from typing import TYPE_CHECKING, List
 
 import pytest
 
 from support.cli import CliResult, run_cli
 
 from jetson_install.tools import runner
+
+if TYPE_CHECKING:
+    from jetson_install.doctor.context import Context
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
@@ -115,7 +118,7 @@ def test_pip_check_that_could_not_run_always_says_why() -> None:
                        bnb=empty, pip_check=completed)
 
     timed_out = runner.Completed(("uv",), -9, "", "", timed_out=True)
-    status, detail, fix = check_pip(context(timed_out))
+    _status, detail, _fix = check_pip(context(timed_out))
     assert detail.startswith("uv pip check could not run: ") and not detail.endswith(": ")
     assert "did not finish" in detail
     missing = runner.Completed(("uv",), 127, "", "")
@@ -151,7 +154,7 @@ def test_probe_output_of_the_wrong_types_still_gives_evidence_that_validates(tmp
     assert evidence["torch"]["version"] is None and evidence["torch"]["total_memory_bytes"] is None
 
 
-def context_for(python: str):
+def context_for(python: str) -> Context:
     from jetson_install.doctor.context import Context, ProbeOutcome
 
     empty = ProbeOutcome("torch", {}, None)

@@ -15,6 +15,7 @@ from typing import Dict
 
 import pytest
 
+from jetson_install.doctor import DoctorReport
 from jetson_install.doctor.checks_integrity import KNOWN_HOOKS
 from jetson_install.fleet.evidence import judge
 from jetson_install.fleet.labels import runner_labels
@@ -43,7 +44,7 @@ def install_wheel(python: str, folder: Path, name: str, modules: Dict[str, str])
                     str(wheel)], check=True, capture_output=True, timeout=120)
 
 
-def checks(report) -> Dict[str, str]:
+def checks(report: DoctorReport) -> Dict[str, str]:
     return {check.id: check.status for check in report.checks}
 
 

@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Iterator, List
+from typing import Callable, List, Optional
 
 import pytest
 from hypothesis import given, settings
@@ -21,11 +21,11 @@ from jetson_install.base.errors import ElfError, JetsonInstallError
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """libmain.so, soname libmain.so.1, linked to libdep.so.3 with RUNPATH $ORIGIN/../dep."""
     folder = tmp_path_factory.mktemp("elf")
     dependency = gcc_shared_object(folder, "libdep.so.3", "libdep.so.3")
-    yield gcc_shared_object(folder, "libmain.so", "libmain.so.1", [dependency], runpath=["$ORIGIN/../dep", "/opt/x"])
+    return gcc_shared_object(folder, "libmain.so", "libmain.so.1", [dependency], runpath=["$ORIGIN/../dep", "/opt/x"])
 
 
 def test_a_gcc_built_library_says_its_soname_what_it_needs_and_where_it_looks(built: Path) -> None:
@@ -57,14 +57,14 @@ def test_the_systems_own_libraries_read_as_readelf_reads_them(library: Path) -> 
     assert [found.soname] == re.findall(r"\(SONAME\)\s+Library soname: \[(.*)\]", shown)
 
 
-@pytest.mark.parametrize("change, said", [
+@pytest.mark.parametrize(("change", "said"), [
     (lambda data: b"#!/bin/sh\necho not a library\n", "is not an ELF file"),
     (lambda data: b"", "is not an ELF file"),
     (lambda data: data[:4] + bytes([1]) + data[5:], "is a 32-bit ELF file; only 64-bit little-endian"),
     (lambda data: data[:5] + bytes([2]) + data[6:], "is a big-endian ELF file; only 64-bit little-endian"),
     (lambda data: data[:40], "is cut short or points outside itself"),
 ])
-def test_what_is_not_a_64_bit_little_endian_shared_object_is_refused_by_name(built: Path, tmp_path: Path, change,
+def test_what_is_not_a_64_bit_little_endian_shared_object_is_refused_by_name(built: Path, tmp_path: Path, change: Callable[[bytes], bytes],
                                                                              said: str) -> None:
     path = tmp_path / "libbroken.so.1"
     path.write_bytes(change(built.read_bytes()))
@@ -91,13 +91,13 @@ _DIRECTORY = st.from_regex(r"(\$ORIGIN|/[a-z0-9]{1,8})(/[a-z0-9.]{1,8}){0,3}", f
 
 @settings(max_examples=100, deadline=None)
 @given(soname=st.none() | _NAME, needed=st.lists(_NAME, max_size=8), runpath=st.lists(_DIRECTORY, max_size=4))
-def test_what_is_written_is_what_is_read(soname, needed, runpath) -> None:
+def test_what_is_written_is_what_is_read(soname: Optional[str], needed: List[str], runpath: List[str]) -> None:
     assert read_dynamic(shared_object(soname, needed, runpath)) == Dynamic(soname, tuple(needed), tuple(runpath))
 
 
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
-def test_any_cut_or_corruption_of_a_real_library_is_a_result_or_an_elf_error(built: Path, data) -> None:
+def test_any_cut_or_corruption_of_a_real_library_is_a_result_or_an_elf_error(built: Path, data: st.DataObject) -> None:
     image = bytearray(built.read_bytes())
     cut = data.draw(st.integers(0, len(image)), label="length")
     for _ in range(data.draw(st.integers(0, 8), label="changes")):

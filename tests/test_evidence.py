@@ -269,7 +269,8 @@ def _edited(source: Path, target: Path, edit: Any) -> str:
 def _cuda(cli_env: Dict[str, str], evidence: str, root: str = ORIN_ROOT) -> Dict[str, Any]:
     result = jetson_install(cli_env, "labels", "--root", root, "--evidence", evidence, "--json")
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    data: Dict[str, Any] = json.loads(result.stdout)
+    return data
 
 
 def test_cuda_is_refused_for_evidence_that_did_not_check_cuda(gate_runs: Dict[str, Any], cli_env: Dict[str, str],
@@ -345,7 +346,7 @@ def test_cuda_and_memory_need_evidence_from_this_very_board(gate_runs: Dict[str,
     assert "mem8g" not in labels["labels"]
     for field, value, words in (("soc", "tegra264", "SoC tegra264"), ("compute_capability", "11.0",
                                                                       "compute capability 11.0")):
-        other = _edited(source, tmp_path / f"{field}.json", lambda data: data["platform"].update({field: value}))
+        other = _edited(source, tmp_path / f"{field}.json", lambda data, field=field, value=value: data["platform"].update({field: value}))
         assert f"evidence is for {words}, this is" in _cuda(cli_env, other)["cuda_reason"]
     measured = _edited(source, tmp_path / "measured.json", lambda data: data["torch"].update(capability="8.6"))
     assert "evidence is for measured compute capability 8.6" in _cuda(cli_env, measured)["cuda_reason"]

@@ -20,12 +20,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Tuple, TypedDict
 
 import jsonschema
 import pytest
 from support import isolated_env
 from support.gate_stubs import make_gate_catalog, make_gate_vendor_index
+from support.index_server import LoopbackIndex
 from support.lanes import lane_unavailable
 
 pytestmark = pytest.mark.lane
@@ -63,9 +64,20 @@ def gate_vendor_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_gate_vendor_index(tmp_path_factory.mktemp("gate-vendor"))
 
 
+class Fleet(TypedDict):
+    """What the fleet tests share: the environment, the install options and where things go."""
+
+    env: Dict[str, str]
+    options: List[str]
+    venv: Path
+    evidence: Path
+    wheel: Path
+    public: LoopbackIndex
+
+
 @pytest.fixture
-def fleet(tmp_path: Path, tool_wheel: Path, gate_vendor_dir: Path, start_index: Callable, public_index,
-          obliteratus_source: Path) -> Dict[str, object]:
+def fleet(tmp_path: Path, tool_wheel: Path, gate_vendor_dir: Path, start_index: Callable[..., LoopbackIndex],
+          public_index: LoopbackIndex, obliteratus_source: Path) -> Fleet:
     env = isolated_env(tmp_path, fast_fail=True, extra={
         "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "pipx-bin"),
         "PIPX_MAN_DIR": str(tmp_path / "pipx-man"),
@@ -123,11 +135,11 @@ def _fake_runner(directory: Path) -> Path:
     return directory
 
 
-def _provision(env: Dict[str, str], **inputs: str) -> subprocess.CompletedProcess:
+def _provision(env: Dict[str, str], **inputs: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(SCRIPT)], capture_output=True, text=True, env=dict(env, **inputs), timeout=900)
 
 
-def _one_failure_line(result: subprocess.CompletedProcess) -> str:
+def _one_failure_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in result.stderr.splitlines() if "FAILED" in line]
     assert len(lines) == 1, result.stderr[-3000:]
     return lines[0]
@@ -153,20 +165,20 @@ def runner_user(tmp_path: Path) -> Iterator[Tuple[str, Path]]:
 
 
 def test_the_script_as_root_runs_the_runner_as_its_user_with_a_boot_service_and_relabels_on_failure(
-        fleet: Dict[str, object], runner_user: Tuple[str, Path], tmp_path: Path) -> None:
+        fleet: Fleet, runner_user: Tuple[str, Path], tmp_path: Path) -> None:
     user, shared = runner_user
     # What the user's run reads, where the user can read it; pipx 1.0.0 on the system Python.
     wheel = shared / Path(str(fleet["wheel"])).name
     shutil.copy(str(fleet["wheel"]), wheel)
     source = shared / "OBLITERATUS"
-    shutil.copytree(str(fleet["options"][-1]), source)  # type: ignore[index]
+    shutil.copytree(str(fleet["options"][-1]), source)
     catalog = shared / "wheels-index.toml"
-    shutil.copy(fleet["env"]["JETSON_INSTALL_WHEELS_INDEX"], catalog)  # type: ignore[index]
+    shutil.copy(fleet["env"]["JETSON_INSTALL_WHEELS_INDEX"], catalog)
     env = isolated_env(shared / "user", fast_fail=True, extra={
         "PIPX": str(_pipx_1_0()), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELHOUSE),
         "JETSON_INSTALL_WHEELS_INDEX": str(catalog), "JETSON_INSTALL_ROOT": ORIN_ROOT, "LC_ALL": "C.UTF-8"})
     subprocess.run(["chown", "-R", f"{user}:", str(shared)], check=True)
-    options = list(fleet["options"][:-1]) + [str(source)]  # type: ignore[index]
+    options = list(fleet["options"][:-1]) + [str(source)]
     options[options.index("--python") + 1] = "/usr/bin/python3"
     runner = _fake_runner(tmp_path / "actions-runner")
     token_file = tmp_path / "token"
@@ -210,11 +222,11 @@ def test_the_script_as_root_runs_the_runner_as_its_user_with_a_boot_service_and_
 
 @pytest.mark.parametrize("pipx", ["current", "none"])
 def test_the_script_installs_the_tool_with_pipx_or_without_and_again_when_the_spec_changes(
-        fleet: Dict[str, object], tmp_path: Path, pipx: str) -> None:
-    env = dict(fleet["env"], PIPX=str(TOOLS / "pipx") if pipx == "current" else str(tmp_path / "no-pipx"))  # type: ignore[arg-type]
+        fleet: Fleet, tmp_path: Path, pipx: str) -> None:
+    env = dict(fleet["env"], PIPX=str(TOOLS / "pipx") if pipx == "current" else str(tmp_path / "no-pipx"))
     evidence_dir = Path(str(fleet["evidence"]))
     inputs = dict(JETSON_INSTALL_SPEC=str(fleet["wheel"]), JETSON_INSTALL_VENV=str(fleet["venv"]),
-                  JETSON_INSTALL_OPTIONS=" ".join(fleet["options"]), EVIDENCE_DIR=str(evidence_dir))  # type: ignore[arg-type]
+                  JETSON_INSTALL_OPTIONS=" ".join(fleet["options"]), EVIDENCE_DIR=str(evidence_dir))
     first = _provision(env, **inputs)
     assert first.returncode == 0, first.stderr[-3000:]
     how = "pipx" if pipx == "current" else "its own venv"
@@ -236,8 +248,8 @@ def test_the_script_installs_the_tool_with_pipx_or_without_and_again_when_the_sp
     assert subprocess.run([str(tool), "--version"], capture_output=True, text=True, env=env).returncode == 0
 
 
-def test_every_failure_of_the_script_is_one_line(fleet: Dict[str, object], tmp_path: Path) -> None:
-    env = dict(fleet["env"], PIPX=str(_pipx_1_0()))  # type: ignore[arg-type]
+def test_every_failure_of_the_script_is_one_line(fleet: Fleet, tmp_path: Path) -> None:
+    env = dict(fleet["env"], PIPX=str(_pipx_1_0()))
     missing = _provision(env)
     assert missing.returncode == 2
     assert missing.stderr.splitlines() == [
@@ -259,9 +271,9 @@ def test_every_failure_of_the_script_is_one_line(fleet: Dict[str, object], tmp_p
 # --------------------------------------------------------------------------- Ansible
 
 
-def _playbook(fleet: Dict[str, object], tmp_path: Path, *extra: str, **variables: object) -> Tuple[subprocess.CompletedProcess, Dict[str, int], float]:
+def _playbook(fleet: Fleet, tmp_path: Path, *extra: str, **variables: object) -> Tuple[subprocess.CompletedProcess[str], Dict[str, int], float]:
     playbook = _tool("ansible-playbook")
-    values = {
+    values: Dict[str, object] = {
         "jetson_install_hosts": "localhost",
         "jetson_install_spec": str(fleet["wheel"]),
         "jetson_install_pipx": str(TOOLS / "pipx"),
@@ -278,7 +290,7 @@ def _playbook(fleet: Dict[str, object], tmp_path: Path, *extra: str, **variables
     result = subprocess.run([str(playbook), "-i", "localhost,", "-c", "local", str(EXAMPLES / "ansible" / "playbook.yml"),
                              "-e", f"@{extra_vars}", *extra], capture_output=True, text=True,
                             # Ansible refuses a non-blocking stdin, which an earlier test's pty may leave behind.
-                            stdin=subprocess.DEVNULL, env=fleet["env"], timeout=600)  # type: ignore[arg-type]
+                            stdin=subprocess.DEVNULL, env=fleet["env"], timeout=600)
     seconds = time.monotonic() - started
     recap = re.search(r"^localhost\s*:\s*(.*)$", result.stdout, re.MULTILINE)
     counts = {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", recap.group(1))} if recap else {}
@@ -287,9 +299,9 @@ def _playbook(fleet: Dict[str, object], tmp_path: Path, *extra: str, **variables
 
 @pytest.mark.parametrize("pipx", ["current", "1.0.0"])
 def test_ansible_role_changes_once_then_nothing_upgrades_on_a_new_spec_and_shows_no_secret(
-        fleet: Dict[str, object], tmp_path: Path, pipx: str, start_index: Callable, gate_vendor_dir: Path) -> None:
+        fleet: Fleet, tmp_path: Path, pipx: str, start_index: Callable[..., LoopbackIndex], gate_vendor_dir: Path) -> None:
     pipx_path = str(TOOLS / "pipx") if pipx == "current" else str(_pipx_1_0())
-    options = list(fleet["options"])  # type: ignore[arg-type]
+    options = list(fleet["options"])
     # A mirror that wants a user and token: the role gives them through ~/.netrc, never on a command line.
     mirror = start_index(gate_vendor_dir, name="gate-mirror", credentials=f"fleet:{TOKEN}")
     options[options.index("--vendor-index") + 1] = mirror.url
@@ -303,7 +315,7 @@ def test_ansible_role_changes_once_then_nothing_upgrades_on_a_new_spec_and_shows
     # -vvv prints every task's remote command line, `environment:` values included.
     first, counts, first_seconds = _playbook(fleet, tmp_path, "-vvv", **common)
     assert counts.get("failed") == 0 and counts["changed"] >= 3, first.stdout[-4000:]
-    netrc = Path(str(fleet["env"]["HOME"])) / ".netrc"  # type: ignore[index]
+    netrc = Path(str(fleet["env"]["HOME"])) / ".netrc"
     assert netrc.read_text() == f"machine 127.0.0.1 login fleet password {TOKEN}\n"
     assert stat.S_IMODE(netrc.stat().st_mode) == 0o600
     arrived = tmp_path / "controller" / "localhost" / "evidence.json"
@@ -324,7 +336,7 @@ def test_ansible_role_changes_once_then_nothing_upgrades_on_a_new_spec_and_shows
     assert '"msg": "would change: False (' in check.stdout, check.stdout[-3000:]
 
     changed_source = tmp_path / "changed-source"
-    shutil.copytree(str(fleet["options"][-1]), str(changed_source))  # type: ignore[index]
+    shutil.copytree(str(fleet["options"][-1]), str(changed_source))
     (changed_source / "obliteratus" / "extra.py").write_text("X = 1\n")
     check, counts, _ = _playbook(fleet, tmp_path, "--check", **dict(common, jetson_install_options=options[:-1] + [str(changed_source)]))
     assert counts.get("failed") == 0 and counts["changed"] == 1, check.stdout[-4000:]
@@ -336,7 +348,7 @@ def test_ansible_role_changes_once_then_nothing_upgrades_on_a_new_spec_and_shows
     shutil.copy(str(fleet["wheel"]), newer)
     upgraded, counts, _ = _playbook(fleet, tmp_path, "-v", **dict(common, jetson_install_spec=str(newer)))
     assert counts.get("failed") == 0 and counts["changed"] == 2, upgraded.stdout[-4000:]  # pipx install, the spec kept
-    listed = subprocess.run([pipx_path, "list", "--json"], capture_output=True, text=True, env=fleet["env"])  # type: ignore[arg-type]
+    listed = subprocess.run([pipx_path, "list", "--json"], capture_output=True, text=True, env=fleet["env"])
     package = json.loads(listed.stdout)["venvs"]["jetson-install"]["metadata"]["main_package"]
     assert package["package_or_url"] == str(newer)
     again, counts, _ = _playbook(fleet, tmp_path, **dict(common, jetson_install_spec=str(newer)))
@@ -346,8 +358,8 @@ def test_ansible_role_changes_once_then_nothing_upgrades_on_a_new_spec_and_shows
     print(f"\nplaybook on one host (pipx {pipx}): first run {first_seconds:.1f} s, second (no-op) run {second_seconds:.1f} s")
 
 
-def test_ansible_play_fails_with_the_tools_fix_when_an_index_is_down(fleet: Dict[str, object], tmp_path: Path) -> None:
-    options = list(fleet["options"])  # type: ignore[arg-type]
+def test_ansible_play_fails_with_the_tools_fix_when_an_index_is_down(fleet: Fleet, tmp_path: Path) -> None:
+    options = list(fleet["options"])
     options[options.index("--vendor-index") + 1] = "http://127.0.0.1:9/simple"  # nothing listens there
     result, counts, _ = _playbook(fleet, tmp_path, jetson_install_options=options)
     assert counts.get("failed") == 1, result.stdout[-3000:]
@@ -424,7 +436,7 @@ def _tiny_lock(tmp_path: Path, python: str, arch: str, platform: str) -> Path:
     return path
 
 
-def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Dict[str, object], tmp_path: Path) -> None:
+def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Fleet, tmp_path: Path) -> None:
     from support import LoopbackIndex
 
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "true"]).returncode != 0:
@@ -434,13 +446,13 @@ def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Dict[str,
     # What a wheelhouse killed while it resolved the tool left: its work folder, named by its pid.
     ended = subprocess.Popen(["true"])
     ended.wait()
-    scratch = Path(fleet["env"]["TMPDIR"])  # type: ignore[index]
+    scratch = Path(fleet["env"]["TMPDIR"])
     (scratch / f"jetson-install-lock-{ended.pid}-abc").mkdir()
     try:
         house = tmp_path / "house"
         made = subprocess.run([sys.executable, "-m", "jetson_install", "wheelhouse", str(house), "--lock", str(lock),
                                "--tool-wheel", str(fleet["wheel"]), "--default-index", served.url, "--json"],
-                              capture_output=True, text=True, env=fleet["env"], timeout=300)  # type: ignore[arg-type]
+                              capture_output=True, text=True, env=fleet["env"], timeout=300)
     finally:
         served.stop()
     assert made.returncode == 0, made.stderr
@@ -453,7 +465,7 @@ def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Dict[str,
     # The board: no network at all, a home of its own, the documented command as printed.
     home = tmp_path / "board-home"
     home.mkdir()
-    board = dict(fleet["env"], HOME=str(home))  # type: ignore[arg-type]
+    board = dict(fleet["env"], HOME=str(home))
     for variable in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIPX_BIN_DIR", "PIPX_HOME"):
         board.pop(variable, None)
     installed = subprocess.run(["unshare", "-n", "bash", "-c", command], capture_output=True, text=True, env=board,
@@ -465,9 +477,9 @@ def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Dict[str,
     assert detected.returncode == 0 and "L4T" in detected.stdout, detected.stderr
 
 
-@pytest.mark.parametrize("python, glibc", [("3.10", "2.35"), ("3.12", "2.39")], ids=["jp6-cp310", "jp7-cp312"])
+@pytest.mark.parametrize(("python", "glibc"), [("3.10", "2.35"), ("3.12", "2.39")], ids=["jp6-cp310", "jp7-cp312"])
 def test_registry_lane_a_wheelhouse_carries_the_tool_for_an_aarch64_board(
-        fleet: Dict[str, object], tmp_path: Path, python: str, glibc: str) -> None:
+        fleet: Fleet, tmp_path: Path, python: str, glibc: str) -> None:
     """By content, for the board's Python: the aarch64 uv wheel and every dependency of the tool
     (from uv's default index: this lane alone reaches the registry)."""
     from packaging.utils import parse_wheel_filename
@@ -475,7 +487,7 @@ def test_registry_lane_a_wheelhouse_carries_the_tool_for_an_aarch64_board(
 
     from jetson_install.base.tags import python_platform, wheel_tags
 
-    env = dict(fleet["env"])  # type: ignore[arg-type]
+    env = dict(fleet["env"])
     for variable in PROXY_VARIABLES:
         env.pop(variable, None)
         if variable in os.environ:
@@ -490,8 +502,8 @@ def test_registry_lane_a_wheelhouse_carries_the_tool_for_an_aarch64_board(
         lane_unavailable("registry", f"the default index did not answer: {made.stderr.splitlines()[0]}")
     assert made.returncode == 0, made.stderr
     accepted = set(wheel_tags(python, "aarch64", glibc))
-    wheels = {parse_wheel_filename(path.name)[0]: path.name for path in (house / "files").glob("*.whl")}
-    for name, filename in wheels.items():
+    wheels: Dict[str, str] = {parse_wheel_filename(path.name)[0]: path.name for path in (house / "files").glob("*.whl")}
+    for _name, filename in wheels.items():
         assert set(parse_wheel_filename(filename)[3]) & accepted, filename  # each installs on the board
     wanted = {"jetson-install", "uv", "packaging", "distro", "requests", "platformdirs", "click", "idna", "urllib3",
               "certifi", "charset-normalizer"} | ({"tomli"} if python == "3.10" else set())

@@ -15,7 +15,7 @@ def plan_with(url: str, tmp_path: Path) -> CliResult:
     return run_cli("plan", "obliteratus", "--root", SAMPLE, "--vendor-index", url, env=isolated_env(tmp_path))
 
 
-@pytest.mark.parametrize("url, said", [
+@pytest.mark.parametrize(("url", "said"), [
     ("http://192.0.2.1\\@127.0.0.1/simple", "contains a backslash"),  # uv requests http://192.0.2.1/...
     ("http://127.0.0.1\t.evil.example/simple", "contains the character '\\t'"),
     ("http://evil.example\n@127.0.0.1/simple", "contains the character '\\n'"),

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import pytest
 from support.cli import CliResult, run_cli
@@ -27,7 +27,7 @@ def one_error(result: CliResult) -> str:
     return result.stderr
 
 
-@pytest.mark.parametrize("venv, fragment", [
+@pytest.mark.parametrize(("venv", "fragment"), [
     ("/proc/x", "--venv /proc/x: cannot create folders in /proc"),
     ("/etc/passwd", "--venv /etc/passwd: exists and was not made by jetson-install"),
 ])
@@ -53,7 +53,7 @@ def test_a_dry_run_changes_nothing_where_it_checks(tmp_path: Path) -> None:
     assert empty.is_dir()
 
 
-@pytest.mark.parametrize("ref, fragment", [
+@pytest.mark.parametrize(("ref", "fragment"), [
     ("v0.1.3 ; python_version < '3'", "contains ' ', which no git ref name has"),
     ("", "is empty"),
     ("a..b", "is not a valid git ref name"),
@@ -73,7 +73,7 @@ def test_real_refs_pass(ref: str) -> None:
     assert json.loads(result.stdout)["requirement"].endswith(f"@{ref}")
 
 
-@pytest.mark.parametrize("value, fragment", [
+@pytest.mark.parametrize(("value", "fragment"), [
     ("36", "names only the major release"),
     ("0.0.0", "no Jetson ever ran L4T R0"),
     ("", "not an L4T release"),
@@ -94,7 +94,7 @@ def test_a_release_without_its_patch_is_completed_and_says_so() -> None:
     assert any(w.startswith("--l4t 36.4 taken as 36.4.0") for w in data["warnings"])
 
 
-@pytest.mark.parametrize("venv, fragment", [("", "--venv is empty"), ("/tmp/a\nb", "contains the control character '\\n'")])
+@pytest.mark.parametrize(("venv", "fragment"), [("", "--venv is empty"), ("/tmp/a\nb", "contains the control character '\\n'")])
 def test_an_empty_or_multi_line_venv_is_refused(venv: str, fragment: str) -> None:
     assert fragment in one_error(cli("plan", "obliteratus", "--root", SAMPLE, "--venv", venv))
     assert fragment in one_error(cli("doctor", "--root", SAMPLE, "--venv", venv))
@@ -148,7 +148,7 @@ def option_help(help_text: str, option: str) -> str:
 
 @pytest.mark.parametrize("command", [("detect",), ("plan", "obliteratus"), ("obliteratus",), ("doctor",),
                                      ("dockerfile",), ("labels",), ("lock",)])
-def test_the_l4t_help_says_it_overrides_the_release_file(command: tuple) -> None:
+def test_the_l4t_help_says_it_overrides_the_release_file(command: Tuple[str, ...]) -> None:
     shown = cli(*command, "--help")
     assert shown.returncode == 0, shown.stderr
     assert option_help(shown.stdout, "--l4t").startswith("--l4t VERSION Use this L4T release (e.g. 36.4.3) instead "

@@ -17,12 +17,14 @@ import termios
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 from support import OBLITERATUS_DEPENDENCIES, build_wheel
 from support.stub_projects import make_obliteratus_source
 from support.installer import Installer
+from support.stub_projects import IndexDirs
+from support.index_server import LoopbackIndex
 
 from jetson_install.tools.progress import format_bytes, format_seconds
 
@@ -36,7 +38,7 @@ COLUMNS = 100
 
 
 @pytest.fixture
-def slow_public(private_index_dirs, start_index) -> Tuple[object, int]:
+def slow_public(private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> Tuple[LoopbackIndex, int]:
     """The public index plus a 2.4 MiB wheel it sends over SLOW_SECONDS; and that wheel's size."""
     blob = base64.b64encode(os.urandom(2_500_000)).decode()  # random: the wheel cannot compress it away
     wheel = build_wheel(private_index_dirs.public, BIG, "1.0", modules={"bigdata_stub/blob.py": f"BLOB = {blob!r}\n"})
@@ -51,7 +53,7 @@ def source_without_the_extra(tmp_path: Path) -> Path:
                                    dependencies=OBLITERATUS_DEPENDENCIES + (BIG,), extras={"dev": ("pytest>=7.0",)})
 
 
-def run_reading_stderr(argv: List[str], env: Dict[str, str]) -> Tuple[int, dict, List[Tuple[float, str]]]:
+def run_reading_stderr(argv: List[str], env: Dict[str, str]) -> Tuple[int, Dict[str, Any], List[Tuple[float, str]]]:
     """Run the CLI with stderr a pipe; each stderr line with the time it arrived."""
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                text=True, env=env)
@@ -67,7 +69,7 @@ def run_reading_stderr(argv: List[str], env: Dict[str, str]) -> Tuple[int, dict,
 
 
 def test_a_slow_download_shows_progress_before_its_step_ends_and_the_json_counts_its_bytes(
-    tmp_path: Path, cli_env: Dict[str, str], vendor_index, slow_public, source_without_the_extra: Path
+    tmp_path: Path, cli_env: Dict[str, str], vendor_index: LoopbackIndex, slow_public: Tuple[LoopbackIndex, int], source_without_the_extra: Path
 ) -> None:
     index, wheel_size = slow_public
     env = dict(cli_env, JETSON_INSTALL_PROGRESS_INTERVAL="0.5")
@@ -107,7 +109,7 @@ def test_a_slow_download_shows_progress_before_its_step_ends_and_the_json_counts
 
 
 def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
-    tmp_path: Path, cli_env: Dict[str, str], vendor_index, slow_public, source_without_the_extra: Path
+    tmp_path: Path, cli_env: Dict[str, str], vendor_index: LoopbackIndex, slow_public: Tuple[LoopbackIndex, int], source_without_the_extra: Path
 ) -> None:
     index, _ = slow_public
     installer = Installer(tmp_path / "obl", cli_env, vendor_index.url, index.url, source_without_the_extra)
@@ -124,7 +126,7 @@ def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
             try:
                 chunk = os.read(controller, 65536)
             except OSError as exc:  # EIO: the terminal's other end closed
-                assert exc.errno == errno.EIO
+                assert exc.errno == errno.EIO  # noqa: PT017 - the read loop ends here, no raise is under test
                 break
             if not chunk:
                 break

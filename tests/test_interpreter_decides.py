@@ -14,12 +14,13 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List, TypedDict
 
 import pytest
 from support import isolated_env, make_vendor_index_files
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
+from support.index_server import LoopbackIndex
 
 from jetson_install.tools import index
 from jetson_install.catalog.catalog import load_catalog
@@ -37,8 +38,17 @@ OTHER_TAG = "cp310" if HERE != CHANNEL else "cp39"
 pytestmark = pytest.mark.skipif(HERE == CHANNEL, reason="needs an interpreter other than the channel's Python 3.10")
 
 
+class Mirrors(TypedDict):
+    """The catalog that names the cp310 files, and the three mirrors."""
+
+    catalog: Path
+    channel: LoopbackIndex
+    both: LoopbackIndex
+    here: LoopbackIndex
+
+
 @pytest.fixture
-def mirrors(tmp_path: Path, start_index):
+def mirrors(tmp_path: Path, start_index: Callable[..., LoopbackIndex]) -> Mirrors:
     """Three mirrors: the channel's cp310 builds only; cp310 and this Python's; the catalog
     records the cp310 files, as the real one does."""
     channel_only, both, here_only = tmp_path / "cp310", tmp_path / "both", tmp_path / "here"
@@ -64,7 +74,7 @@ def install_args(tmp_path: Path, vendor_url: str, public_url: str, source: Path)
             "--yes", "--json"]
 
 
-def test_the_resolution_takes_the_files_of_the_python_it_is_asked_for(mirrors) -> None:
+def test_the_resolution_takes_the_files_of_the_python_it_is_asked_for(mirrors: Mirrors) -> None:
     source = load_catalog(mirrors["catalog"]).channel("jp6-cu126").primary
     here = index.resolve(source, mirrors["both"].url, HERE, "2.35")
     assert {f.file.split("-")[-3] for f in here.files} == {HERE_TAG}
@@ -75,7 +85,7 @@ def test_the_resolution_takes_the_files_of_the_python_it_is_asked_for(mirrors) -
     assert {f.file.split("-")[-3] for f in channel.files} == {OTHER_TAG} and all(f.known for f in channel.files)
 
 
-def test_a_mirror_without_builds_for_the_interpreter_says_which_tags_were_wanted_and_which_it_has(mirrors) -> None:
+def test_a_mirror_without_builds_for_the_interpreter_says_which_tags_were_wanted_and_which_it_has(mirrors: Mirrors) -> None:
     source = load_catalog(mirrors["catalog"]).channel("jp6-cu126").primary
     with pytest.raises(NoBuildForPython) as caught:
         index.resolve(source, mirrors["channel"].url, HERE, "2.35")
@@ -88,7 +98,7 @@ def test_a_mirror_without_builds_for_the_interpreter_says_which_tags_were_wanted
 
 @pytest.mark.slow
 def test_an_install_with_another_python_takes_its_builds_from_the_mirror(
-        mirrors, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+        mirrors: Mirrors, public_index: LoopbackIndex, obliteratus_source: Path, tmp_path: Path) -> None:
     result = run_cli(*install_args(tmp_path, mirrors["both"].url, public_index.url, obliteratus_source),
                      env=env_for(tmp_path, mirrors["catalog"]))
     assert result.returncode == 0, result.stderr
@@ -104,7 +114,7 @@ def test_an_install_with_another_python_takes_its_builds_from_the_mirror(
 
 @pytest.mark.slow
 def test_a_mirror_with_only_the_channels_python_fails_with_a_fix_that_runs_as_printed(
-        mirrors, public_index, obliteratus_source: Path, tmp_path: Path) -> None:
+        mirrors: Mirrors, public_index: LoopbackIndex, obliteratus_source: Path, tmp_path: Path) -> None:
     env = env_for(tmp_path, mirrors["catalog"])
     args = install_args(tmp_path, mirrors["channel"].url, public_index.url, obliteratus_source)
     failed = run_cli(*args, env=env)
@@ -127,7 +137,7 @@ def test_a_mirror_with_only_the_channels_python_fails_with_a_fix_that_runs_as_pr
     assert json.loads(ran.stdout)["status"] == "installed"
 
 
-def test_plan_resolve_with_python_takes_that_pythons_files(mirrors, tmp_path: Path) -> None:
+def test_plan_resolve_with_python_takes_that_pythons_files(mirrors: Mirrors, tmp_path: Path) -> None:
     env = env_for(tmp_path, mirrors["catalog"])
     planned = run_cli("plan", "obliteratus", "--root", SAMPLE, "--python", sys.executable, "--vendor-index",
                       mirrors["both"].url, "--resolve", "--json", env=env)
@@ -142,7 +152,7 @@ def test_plan_resolve_with_python_takes_that_pythons_files(mirrors, tmp_path: Pa
 
 
 def test_a_lock_for_this_python_takes_its_files_and_keeps_the_unlisted_warning(
-        mirrors, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
+        mirrors: Mirrors, public_index: LoopbackIndex, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     output = tmp_path / "here.lock"
     result = run_cli("lock", "--root", str(board_here), "--vendor-index", mirrors["both"].url, "--default-index",
                      public_index.url, "--source", str(obliteratus_source), "--output", str(output), "--python",
@@ -157,7 +167,7 @@ def test_a_lock_for_this_python_takes_its_files_and_keeps_the_unlisted_warning(
     assert "warning: torch-" in result.stderr
 
 
-def test_a_lock_for_a_boards_python_the_mirror_lacks_names_the_python_it_has(mirrors, public_index,
+def test_a_lock_for_a_boards_python_the_mirror_lacks_names_the_python_it_has(mirrors: Mirrors, public_index: LoopbackIndex,
                                                                              tmp_path: Path) -> None:
     argv = ["lock", "--root", SAMPLE, "--vendor-index", mirrors["channel"].url, "--default-index", public_index.url,
             "--output", str(tmp_path / "board.lock"), "--python-version", HERE]
@@ -172,7 +182,7 @@ def test_a_lock_for_a_boards_python_the_mirror_lacks_names_the_python_it_has(mir
                    f"Python {HERE}: jetson-install {' '.join(rest)} --python-version {HERE} --vendor-index URL")
 
 
-def test_channels_check_says_a_mirror_has_the_set_for_another_python(mirrors, tmp_path: Path) -> None:
+def test_channels_check_says_a_mirror_has_the_set_for_another_python(mirrors: Mirrors, tmp_path: Path) -> None:
     env = env_for(tmp_path, mirrors["catalog"])
     checked = run_cli("channels", "--check", "jp6-cu126", "--vendor-index", mirrors["here"].url, env=env)
     assert checked.returncode == 1

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from support.index_server import LoopbackIndex
 from support.installer import Installer
+from support.stub_projects import IndexDirs
 
 from jetson_install.base.layout import OWNER_MARK
 
@@ -130,7 +132,7 @@ def _pair_is_whole(lock_path: Path) -> str:
 
 
 def test_kill_9_of_lock_leaves_no_child_no_half_lock_and_the_previous_lock_whole(
-        stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_git_repo: Path,
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_git_repo: Path,
         tmp_path: Path) -> None:
     from test_lock import catalog_env, lock_argv
 

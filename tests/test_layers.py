@@ -25,7 +25,7 @@ def _modules() -> Dict[str, Path]:
 
 def _imports(modules: Dict[str, Path]) -> Set[Tuple[str, str]]:
     """(importer, imported) for every import of a project module, wherever it is written."""
-    edges = set()
+    edges: Set[Tuple[str, str]] = set()
     for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):

@@ -10,12 +10,14 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import pytest
 from support import isolated_env
 from support.catalogs import stub_catalog_text
 from support.cli import CliResult, run_cli
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
 from support.wheels import build_wheel
 
 from jetson_install.base.errors import BadInput
@@ -35,7 +37,7 @@ def _entry(name: str, version: str, url: str, sha256: str = "a" * 64) -> Locked:
     return Locked(name, version, url, sha256, "default")
 
 
-@pytest.mark.parametrize("name, version, url, said", [
+@pytest.mark.parametrize(("name", "version", "url", "said"), [
     ("torch", "2.5.0", "http://127.0.0.1/files/%2Fetc%2Fpasswd", "is not one plain file name"),
     ("torch", "2.5.0", "http://127.0.0.1/files/..%2F..%2F.ssh%2Fauthorized_keys", "is not one plain file name"),
     ("torch", "2.5.0", "http://127.0.0.1/files/..", "is not one plain file name"),
@@ -105,7 +107,7 @@ def test_wheelhouse_writes_only_inside_dir(tmp_path: Path) -> None:
     assert not (house / "lock.txt").is_symlink()
 
 
-@pytest.mark.parametrize("url, refused", [("file://mirror.example/srv/simple", True), ("file:///srv/simple", False),
+@pytest.mark.parametrize(("url", "refused"), [("file://mirror.example/srv/simple", True), ("file:///srv/simple", False),
                                           ("file://localhost/srv/simple", False)])
 def test_a_file_url_names_this_machine_only(url: str, refused: bool) -> None:
     if refused:
@@ -142,7 +144,7 @@ def _install(env: Dict[str, str], venv: Path, *args: str) -> CliResult:
 
 @pytest.mark.slow
 def test_a_local_lock_keeps_its_hashes_against_a_mirror_and_its_wheel_travels_with_it(
-        stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
     made_in = tmp_path / "made"
     made_in.mkdir()
@@ -184,7 +186,7 @@ def test_a_local_lock_keeps_its_hashes_against_a_mirror_and_its_wheel_travels_wi
 
 
 def test_a_locks_vendor_file_under_a_known_name_must_have_the_known_hash(
-        stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
     lock = tmp_path / "here.lock"
     made = run_cli("lock", "--root", str(board_here), "--vendor-index", vendor_index.url, "--default-index",
@@ -201,7 +203,7 @@ def test_a_locks_vendor_file_under_a_known_name_must_have_the_known_hash(
     assert not (tmp_path / "env").exists()
 
 
-def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs, vendor_index, public_index, board_here: Path,
+def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path,
                                                    obliteratus_git_repo: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
     checkout = tmp_path / "checkout"
@@ -217,7 +219,7 @@ def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs, vendor_index
     assert not lock.exists()
 
 
-def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs, start_index) -> None:
+def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> None:
     from jetson_install.base.errors import StepFailed
     from jetson_install.tools.index import IndexRefused, fetch_text, project_files
 
@@ -235,7 +237,7 @@ def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs, start
 
 @pytest.mark.slow
 def test_an_authenticated_mirror_serves_lock_wheelhouse_and_install_through_netrc(
-        stub_index_dirs, start_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
+        stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)
     vendor = start_index(stub_index_dirs.vendor, name="vendor-mirror", credentials="fleet:s3cret")
     public = start_index(stub_index_dirs.public, name="public-mirror", credentials="fleet:s3cret")

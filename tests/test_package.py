@@ -93,7 +93,7 @@ def test_the_sdist_builds_the_same_wheel(dists: Dict[str, Path], tmp_path: Path)
     assert sorted(wheel_metadata(rebuilt)[1]) == sorted(wheel_metadata(dists["wheel"])[1])
 
 
-def run_installed(command: List[str], *args: str, cwd: Path) -> subprocess.CompletedProcess:
+def run_installed(command: List[str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JETSON_", "PYTHON", "VIRTUAL_ENV"))}
     return subprocess.run([*command, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 

@@ -30,7 +30,7 @@ def test_an_sbsa_labelled_wheel_on_aarch64_passes_with_its_reason_said() -> None
                                         "(its WHEEL file says py3-none-manylinux2014_sbsa)")
 
 
-@pytest.mark.parametrize("lines, tags, machine, left", [
+@pytest.mark.parametrize(("lines", "tags", "machine", "left"), [
     # Another machine: an SBSA wheel there is what uv says it is.
     ([SBSA_LINE], SBSA_TAGS, "x86_64", [SBSA_LINE]),
     # A wheel really built for another platform, or one whose tags were not read.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 from support.cli import CliResult, run_cli
@@ -15,10 +15,11 @@ def plan(*args: str, env: Optional[Dict[str, str]] = None) -> CliResult:
     return run_cli("plan", "obliteratus", *args, env=dict(os.environ, **(env or {})))
 
 
-def plan_json(*args: str, env: Optional[Dict[str, str]] = None) -> dict:
+def plan_json(*args: str, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     result = plan(*args, "--json", env=env)
     assert result.returncode in (0, 3), result.stderr
-    return json.loads(result.stdout)
+    data: Dict[str, Any] = json.loads(result.stdout)
+    return data
 
 
 def test_agx_orin_jp62_plan() -> None:
@@ -116,7 +117,7 @@ def test_config_file_with_unknown_key_names_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "url, code",
+    ("url", "code"),
     [
         ("http://mirror.fleet.example/simple", 2),
         ("http://127.0.0.1:8080/simple", 0),
@@ -171,7 +172,7 @@ def test_channel_without_bitsandbytes_build_installs_without_the_extra() -> None
 
 
 @pytest.mark.parametrize(
-    "source, ref, expected",
+    ("source", "ref", "expected"),
     [
         ("https://github.com/me/OBLITERATUS", None, "obliteratus[quantization] @ git+https://github.com/me/OBLITERATUS"),
         ("git+https://github.com/me/OBLITERATUS@v9", None, "obliteratus[quantization] @ git+https://github.com/me/OBLITERATUS@v9"),
@@ -184,14 +185,14 @@ def test_source_urls(source: str, ref: Optional[str], expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "args, fragment",
+    ("args", "fragment"),
     [
         (["--source", "/nonexistent/checkout"], "--source /nonexistent/checkout: no such folder"),
         (["--source", "git+https://github.com/me/OBLITERATUS@v2", "--ref", "v1"], "already names a ref"),
         (["--l4t", "abc"], "--l4t 'abc': not an L4T release"),
     ],
 )
-def test_bad_install_options_are_one_line_with_a_fix(args: list, fragment: str) -> None:
+def test_bad_install_options_are_one_line_with_a_fix(args: List[str], fragment: str) -> None:
     result = plan("--root", "sample:agx-orin-64gb-jp6.2", *args)
     assert result.returncode == 2
     assert fragment in result.stderr and "fix:" in result.stderr and "Traceback" not in result.stderr
@@ -256,7 +257,7 @@ def test_the_jp6_fallback_torch_caps_transformers_below_its_2_5_floor() -> None:
     assert {cap["constraint"] for cap in data["caps"]} == {"transformers<5.15.0"}
 
 
-@pytest.mark.parametrize("sample, channel", [("agx-thor-jp7.0", "jp7-thor-cu130"), ("agx-thor-jp7.2.1", "jp7.2-thor")])
+@pytest.mark.parametrize(("sample", "channel"), [("agx-thor-jp7.0", "jp7-thor-cu130"), ("agx-thor-jp7.2.1", "jp7.2-thor")])
 def test_thor_takes_official_cuda_13_builds_from_the_default_index(sample: str, channel: str) -> None:
     data = plan_json("--root", f"sample:{sample}")
     assert data["supported"] is True and data["channel"] == channel and data["status"] == "experimental"

@@ -8,11 +8,12 @@ test modules. The plan `plan --resolve` prints is the one the install then runs.
 
 from __future__ import annotations
 
+import pytest
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 from support import VENDOR_PINS, isolated_env
@@ -20,6 +21,8 @@ from support.installer import Installer
 from support.planned import assert_ran_as_planned, assert_vendor_set_pinned
 from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
 from support.wheels import build_wheel
+from support.stub_projects import IndexDirs
+from support.index_server import LoopbackIndex
 
 TOP = Path(__file__).resolve().parent.parent
 THOR = "sample:agx-thor-jp7.2.1"
@@ -31,7 +34,8 @@ def _plan(install_argv: List[str], env: Dict[str, str], *extra: str) -> Dict[str
     argv = [*install_argv[:at], "plan", *[a for a in install_argv[at:] if a != "--yes"], *extra]
     result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    data: Dict[str, Any] = json.loads(result.stdout)
+    return data
 
 
 def _commands(steps: List[Dict[str, Any]]) -> List[List[List[str]]]:
@@ -64,7 +68,7 @@ def test_thor_plans_bitsandbytes_in_its_vendor_step_with_and_without_resolving()
 
 @pytest.mark.slow
 def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_checks_it(
-        tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path, monkeypatch, capsys) -> None:
+        tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], obliteratus_source: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # Thor's vendor set comes from uv's default index, which the tool never lists itself: its
     # bitsandbytes range is resolved by uv in the vendor step and pinned once installed. Here
     # the loopback index stands in for uv's default, read only by uv (the install runs
@@ -89,7 +93,7 @@ def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_ch
     try:
         main(argv)
     except SystemExit as exit:
-        assert exit.code == 0, capsys.readouterr().err
+        assert exit.code == 0, capsys.readouterr().err  # noqa: PT017 - main may return or exit 0
     data = json.loads(capsys.readouterr().out)
     assert_ran_as_planned(data)
     vendor = next(step for step in data["plan_steps"] if step["id"] == "vendor")

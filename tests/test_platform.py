@@ -6,6 +6,7 @@ expected.json: the fields `detect --json` must report, or the error it must give
 
 from __future__ import annotations
 
+from typing import Any, Dict
 import json
 import re
 from pathlib import Path
@@ -24,8 +25,9 @@ BOARDS = Path(__file__).parent / "resources" / "boards"
 BOARD_NAMES = sorted(path.name for path in BOARDS.iterdir() if path.is_dir())
 
 
-def expected_for(name: str) -> dict:
-    return json.loads((BOARDS / name / "expected.json").read_text())
+def expected_for(name: str) -> Dict[str, Any]:
+    expected: Dict[str, Any] = json.loads((BOARDS / name / "expected.json").read_text())
+    return expected
 
 
 @pytest.mark.parametrize("board", BOARD_NAMES)
@@ -80,7 +82,7 @@ SAMPLE_BOARDS = {
 }
 
 
-def _files(root: Path) -> dict:
+def _files(root: Path) -> Dict[str, Any]:
     return {path.relative_to(root).as_posix(): path.read_bytes()
             for path in root.rglob("*") if path.is_file() and path.name != "expected.json"}
 
@@ -110,7 +112,7 @@ def test_override_that_is_not_a_version_is_bad_input() -> None:
 
 
 @pytest.mark.parametrize(
-    "line, l4t",
+    ("line", "l4t"),
     [
         ("# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025", L4T(36, 4, 3)),
         ("# R39 (release), REVISION: 2.1, GCID: 46758480, BOARD: generic, EABI: aarch64, DATE: Fri Aug  7 05:54:22 PM UTC 2026", L4T(39, 2, 1)),

@@ -130,11 +130,15 @@ def cuda_number(cuda: str) -> Tuple[int, int]:
     return int(major), int(minor)
 
 
-def decided(facts: RootFacts, overrides: Overrides = Overrides()) -> Platform:
+# One shared default (Overrides is immutable): a call in a default argument is evaluated once anyway.
+NO_OVERRIDES = Overrides()
+
+
+def decided(facts: RootFacts, overrides: Overrides = NO_OVERRIDES) -> Platform:
     return decide(facts, overrides, DATA)
 
 
-def decided_or_error(facts: RootFacts, overrides: Overrides = Overrides()) -> object:
+def decided_or_error(facts: RootFacts, overrides: Overrides = NO_OVERRIDES) -> object:
     try:
         return decided(facts, overrides)
     except JetsonInstallError as error:
@@ -158,8 +162,9 @@ def test_decide_is_total_and_reads_nothing(facts: RootFacts, overrides: Override
     try:
         platform = decided_offline(facts, overrides)
     except JetsonInstallError as error:
-        assert isinstance(error, (BadInput, NotAJetson)), error  # InvalidReleaseFile is a BadInput
-        assert "\n" not in error.message and error.fix, error.message
+        # InvalidReleaseFile is a BadInput; an error is one of the outcomes under test, not the only one.
+        assert isinstance(error, (BadInput, NotAJetson)), error  # noqa: PT017
+        assert "\n" not in error.message and error.fix, error.message  # noqa: PT017
         return
     assert platform.jetson and platform.root == str(ROOT)
     assert json.loads(json.dumps(platform.to_json())) == platform.to_json()
@@ -212,8 +217,8 @@ def said_by(facts: RootFacts, source: str) -> object:
         files.CUDA_TXT: facts.cuda_txt,
         files.KERNEL: facts.kernel,
         files.KERNEL_ARCH: facts.kernel_arch,
-        files.DEBIAN_VERSION: facts.os_release_file is None and facts.distro_version or None,
-        **{name: facts.os_release_file == name and facts.distro_version or None for name in files.OS_RELEASE},
+        files.DEBIAN_VERSION: (facts.os_release_file is None and facts.distro_version) or None,
+        **{name: (facts.os_release_file == name and facts.distro_version) or None for name in files.OS_RELEASE},
     }.get(source)
 
 

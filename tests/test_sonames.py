@@ -10,11 +10,13 @@ import json
 import dataclasses
 import hashlib
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import pytest
 from support.doctor_env import ORIN, make_env, run
 from support.elf_files import shared_object
+from support.stub_projects import IndexDirs
+from support.index_server import LoopbackIndex
 
 from jetson_install.board import apt
 from jetson_install.catalog.catalog import load_catalog
@@ -65,7 +67,7 @@ def bare(root: Path) -> Path:
     return board(root, {"etc/ld.so.conf": "/opt/nothing\n"}, {"/opt/nothing": ".keep"})
 
 
-def read(site: Path, root: Path, sources=()) -> LibraryReport:
+def read(site: Path, root: Path, sources: Sequence[str] = ()) -> LibraryReport:
     return vendor_libraries([site], root, "aarch64", list(sources))
 
 
@@ -236,7 +238,7 @@ def test_a_stub_torch_without_libraries_has_nothing_to_resolve(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_the_switch(
-        tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path) -> None:
+        tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], obliteratus_source: Path) -> None:
     """The stand-in: a vendor torch whose libtorch_cuda.so links libcudss.so.0, and a companion
     whose 0.8.0.10 ships libcudss.so.0 while its newer 1.0.0.35 ships only libcudss.so.1."""
     import os
@@ -262,7 +264,7 @@ def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_t
     vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public)
     installer = Installer(tmp_path / "obl", env, vendor.url, public.url, obliteratus_source)
 
-    def install(companion: str):
+    def install(companion: str) -> Tuple[int, Dict[str, Any], str]:
         catalog = tmp_path / f"index-{len(list(tmp_path.glob('index-*')))}.toml"
         catalog.write_text(stub_catalog_text(real, private_index_dirs.vendor, companions=((companion, ("libcudss.so.0",)),)))
         env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any, Dict
 import os
 import shutil
 import subprocess
@@ -71,7 +72,7 @@ def checkout(obliteratus_git_repo: Path, tmp_path: Path) -> Path:
     return tree
 
 
-def identity(tree: Path) -> dict:
+def identity(tree: Path) -> Dict[str, Any]:
     return SourceIdentity(tree.as_uri()).current()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 TOP = Path(__file__).resolve().parent.parent
 
 
-def _run(*argv: str) -> subprocess.CompletedProcess:
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *argv], cwd=TOP, capture_output=True, text=True, timeout=600)
 
 

@@ -5,26 +5,27 @@ The texts in tests/resources/uv-errors/ are uv 0.13.9's stderr, captured as writ
 
 from __future__ import annotations
 
+from typing import Tuple
 import errno
 from pathlib import Path
 
 import pytest
 
 from jetson_install.planning.fixes import Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, repository_of
-from jetson_install.tools.uv_errors import read_uv_failure
+from jetson_install.tools.uv_errors import UvFailure, read_uv_failure
 
 CAPTURED = Path(__file__).parent / "resources" / "uv-errors"
 RERUN = Rerun(("obliteratus", "--venv", "/srv/obl", "--vendor-index", "https://mirror.example/jp6", "--yes"))
 
 
 def explain(name: str, step: str, index: "str | None" = None, fallback: bool = False, source: str = "https://g.example/O",
-            location: str = "/srv/obl.d"):
+            location: str = "/srv/obl.d") -> Tuple[UvFailure, str]:
     failure = read_uv_failure((CAPTURED / f"{name}.txt").read_text())
     context = StepContext(step, RERUN, index, Path(location), source, fallback)
     return failure, fix_for_uv_failure(failure, context, usual="USUAL CONFLICT FIX")
 
 
-@pytest.mark.parametrize("name, step", [("venv-disk-full", "environment"), ("install-disk-full", "target")])
+@pytest.mark.parametrize(("name", "step"), [("venv-disk-full", "environment"), ("install-disk-full", "target")])
 def test_a_full_disk_is_named_in_any_step(name: str, step: str) -> None:
     failure, fix = explain(name, step, location="/tmp/i11b-full")  # the captured run built there
     assert "no space left on device" in failure.summary
@@ -123,7 +124,7 @@ def test_rerun_replaces_an_option_in_either_spelling_and_quotes_paths() -> None:
     assert str(rerun.with_flag("--no-verify")).count("--no-verify") == 1
 
 
-@pytest.mark.parametrize("number, start", [
+@pytest.mark.parametrize(("number", "start"), [
     (errno.EXDEV, "keep DIR and DIR.d on one filesystem"),
     (errno.ENOSPC, "free disk space on the filesystem of '/a b'"),
     (errno.EACCES, "make '/a b' writable"),
@@ -140,7 +141,7 @@ def test_a_dangling_symlink_met_by_the_tool_is_named(tmp_path: Path) -> None:
         f"{link} is a dangling symlink")
 
 
-@pytest.mark.parametrize("name, step, url", [
+@pytest.mark.parametrize(("name", "step", "url"), [
     ("compile-index-401", "resolve", "http://127.0.0.1:45793/simple"),
     ("install-file-401", "lock", "http://127.0.0.1:45793/files/six-1.16.0-py3-none-any.whl"),
     # With COLUMNS=80 (a terminal's width, passed on by a CI runner) uv wraps its lines.

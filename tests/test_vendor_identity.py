@@ -12,15 +12,17 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
 import pytest
 from support import VENDOR_PINS, VENDOR_TORCH, build_wheel, wheel_filename
 from support.catalogs import stub_catalog_text
 from support.cli import CliResult, run_cli
+from support.stub_projects import IndexDirs
+from support.index_server import LoopbackIndex
 
 from jetson_install.tools import index
-from jetson_install.catalog.catalog import load_catalog
+from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy
 
 TOP = Path(__file__).resolve().parent.parent
@@ -30,14 +32,16 @@ MISSING = {"torch": "2.7.0", "torchvision": "0.22.0", "torchaudio": "2.7.0"}
 INCOMPLETE = {"torch": "2.9.0", "torchvision": "0.24.0", "torchaudio": "2.9.0"}
 
 
-def source_for(tmp_path: Path, vendor_dir: Path, **options: Any):
+def source_for(tmp_path: Path, vendor_dir: Path, **options: Any) -> VendorSource:
     path = tmp_path / "wheels-index.toml"
     path.write_text(stub_catalog_text(REAL, vendor_dir, **options))
-    return load_catalog(path).channel("jp6-cu126").primary
+    source = load_catalog(path).channel("jp6-cu126").primary
+    assert source is not None
+    return source
 
 
 @pytest.fixture
-def vendor_dir(private_index_dirs) -> Path:
+def vendor_dir(private_index_dirs: IndexDirs) -> Path:
     """The stub vendor builds, plus a complete torch 2.6 set and a lone torch 2.9."""
     directory = private_index_dirs.vendor
     for name in ("torch", "torchvision", "torchaudio"):
@@ -47,7 +51,7 @@ def vendor_dir(private_index_dirs) -> Path:
 
 
 @pytest.mark.parametrize("pep691", [False, True])
-def test_the_preferred_set_is_taken_when_listed(tmp_path: Path, vendor_dir: Path, start_index, pep691: bool) -> None:
+def test_the_preferred_set_is_taken_when_listed(tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex], pep691: bool) -> None:
     served = start_index(vendor_dir, pep691=pep691)
     source = source_for(tmp_path, vendor_dir, sets=[VENDOR_PINS, OLDER])
     resolution = index.resolve(source, served.url, "3.10", "2.35")
@@ -60,7 +64,7 @@ def test_the_preferred_set_is_taken_when_listed(tmp_path: Path, vendor_dir: Path
 
 
 def test_newest_complete_set_within_policy_when_the_preferred_is_missing(tmp_path: Path, vendor_dir: Path,
-                                                                          start_index) -> None:
+                                                                          start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, sets=[MISSING, OLDER, INCOMPLETE], preferred="2.7.0")
     resolution = index.resolve(source, served.url, "3.10", "2.35")
@@ -72,7 +76,7 @@ def test_newest_complete_set_within_policy_when_the_preferred_is_missing(tmp_pat
 
 
 def test_a_set_recorded_for_newer_pythons_is_never_taken_for_an_older_one(tmp_path: Path, vendor_dir: Path,
-                                                                            start_index) -> None:
+                                                                            start_index: Callable[..., LoopbackIndex]) -> None:
     # As torch 2.15.0 (Requires-Python >=3.11, no cp310 file): here its stand-in's files would
     # install on any Python, so only the recorded floor keeps a 3.10 interpreter from it.
     newer = {"torch": "2.10.0", "torchvision": "0.25.0", "torchaudio": "2.10.0"}
@@ -93,7 +97,7 @@ def test_thors_torch_2_15_set_is_for_python_3_11_on() -> None:
 
 
 def test_an_unlisted_build_is_accepted_with_a_warning_and_recorded_as_unknown(tmp_path: Path, vendor_dir: Path,
-                                                                            start_index) -> None:
+                                                                            start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, known=("torchvision", "torchaudio", "bitsandbytes"))
     resolution = index.resolve(source, served.url, "3.10", "2.35")
@@ -103,7 +107,7 @@ def test_an_unlisted_build_is_accepted_with_a_warning_and_recorded_as_unknown(tm
                for w in resolution.warnings)
 
 
-def test_nothing_in_policy_says_what_the_index_has(tmp_path: Path, vendor_dir: Path, start_index) -> None:
+def test_nothing_in_policy_says_what_the_index_has(tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, sets=[MISSING], preferred="2.7.0")
     with pytest.raises(NothingInPolicy) as caught:
@@ -113,7 +117,7 @@ def test_nothing_in_policy_says_what_the_index_has(tmp_path: Path, vendor_dir: P
     assert "--vendor-index URL" in caught.value.fix and "--vendor-fallback" in caught.value.fix
 
 
-def test_a_pre_release_does_not_count_unless_the_source_says_so(tmp_path: Path, vendor_dir: Path, start_index) -> None:
+def test_a_pre_release_does_not_count_unless_the_source_says_so(tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     text = stub_catalog_text(REAL, vendor_dir, sets=[OLDER, {"torch": ">=2.5.0a0,<2.6", "torchvision": ">=0",
                                                            "torchaudio": ">=0"}], preferred="2.6.0")
@@ -125,7 +129,7 @@ def test_a_pre_release_does_not_count_unless_the_source_says_so(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("prefix", [False, True])
-def test_another_file_under_a_recorded_name_is_refused_naming_both(tmp_path: Path, vendor_dir: Path, start_index,
+def test_another_file_under_a_recorded_name_is_refused_naming_both(tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex],
                                                                    prefix: bool) -> None:
     options: Dict[str, Any] = {"prefix_only": ("torchvision",)} if prefix else {}
     source = source_for(tmp_path, vendor_dir, **options)
@@ -175,7 +179,7 @@ def channels_check(tmp_path: Path, vendor_dir: Path, *args: str, **options: Any)
     return run_cli("channels", "--check", *args, env=env)
 
 
-def test_channels_check_reports_the_preferred_set_and_newer_sets(tmp_path: Path, vendor_dir: Path, start_index) -> None:
+def test_channels_check_reports_the_preferred_set_and_newer_sets(tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir, pep691=True)
     newer = {"torch": "2.6.0", "torchvision": "0.21.0", "torchaudio": "2.6.0"}
     result = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", served.url,
@@ -186,7 +190,7 @@ def test_channels_check_reports_the_preferred_set_and_newer_sets(tmp_path: Path,
 
 
 def test_channels_check_fails_when_a_preferred_build_is_missing_or_changed(tmp_path: Path, vendor_dir: Path,
-                                                                          start_index) -> None:
+                                                                          start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     missing = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", served.url,
                              sets=[MISSING], preferred="2.7.0")
@@ -216,7 +220,7 @@ def test_plan_resolve_with_an_index_down_gives_whole_commands_around_it(tmp_path
             "--resolve --vendor-fallback") in result.stderr
 
 
-def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_dir: Path, start_index) -> None:
+def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     path = tmp_path / "wheels-index.toml"
     path.write_text(stub_catalog_text(REAL, vendor_dir))
@@ -263,7 +267,7 @@ def board_glibc(sample: str) -> str:
 
 
 def test_a_jetpack_6_resolution_refuses_a_manylinux_2_39_wheel_and_a_jetpack_7_one_takes_it(
-        tmp_path: Path, manylinux_dir: Path, start_index) -> None:
+        tmp_path: Path, manylinux_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(manylinux_dir)
     older = {k: v for k, v in OLDER.items() if k != "bitsandbytes"}
     source = source_for(tmp_path, manylinux_dir, sets=[NEWER, older], preferred="2.7.0")
@@ -278,7 +282,7 @@ def test_a_jetpack_6_resolution_refuses_a_manylinux_2_39_wheel_and_a_jetpack_7_o
 
 
 def test_plan_resolve_and_channels_check_use_the_jetpack_6_glibc(tmp_path: Path, manylinux_dir: Path,
-                                                                  start_index) -> None:
+                                                                  start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(manylinux_dir)
     older = {k: v for k, v in OLDER.items() if k != "bitsandbytes"}
     path = tmp_path / "wheels-index.toml"
@@ -299,7 +303,7 @@ def test_plan_resolve_and_channels_check_use_the_jetpack_6_glibc(tmp_path: Path,
 # --- channels --check: each status its exit code (README's table) ---------------------------------
 
 def test_channels_check_calls_a_mirror_whose_preferred_set_is_all_unlisted_unlisted(
-        tmp_path: Path, vendor_dir: Path, start_index) -> None:
+        tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     result = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", served.url, "--json", known=())
     assert result.returncode == 5, result.stdout + result.stderr

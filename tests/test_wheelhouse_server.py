@@ -20,6 +20,8 @@ import pytest
 from support import isolated_env
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
+from support.stub_projects import IndexDirs
+from support.index_server import LoopbackIndex
 
 from jetson_install.fleet import wheelhouse_server
 from jetson_install.planning.fixes import Rerun
@@ -79,7 +81,7 @@ def _get(server: WheelhouseServer, headers: Dict[str, str], method: str = "GET",
         connection.close()
 
 
-@pytest.mark.parametrize("asked, status, content_range, body", [
+@pytest.mark.parametrize(("asked", "status", "content_range", "body"), [
     ("bytes=0-99", 206, "bytes 0-99/10240", WHEEL[:100]),
     ("bytes=10200-", 206, "bytes 10200-10239/10240", WHEEL[10200:]),
     ("bytes=-22", 206, "bytes 10218-10239/10240", WHEEL[-22:]),  # a zip's end record, where uv looks first
@@ -89,20 +91,20 @@ def _get(server: WheelhouseServer, headers: Dict[str, str], method: str = "GET",
     ("bytes=10000-" + "9" * 5000, 206, "bytes 10000-10239/10240", WHEEL[10000:]),
     ("bytes=" + "0" * 5000 + "1-1", 206, "bytes 1-1/10240", WHEEL[1:2]),
 ])
-def test_a_range_gets_exactly_its_bytes(served, asked: str, status: int, content_range: str, body: bytes) -> None:
+def test_a_range_gets_exactly_its_bytes(served: WheelhouseServer, asked: str, status: int, content_range: str, body: bytes) -> None:
     got_status, headers, got = _get(served, {"Range": asked})
     assert (got_status, headers["content-range"], got) == (status, content_range, body)
     assert headers["content-length"] == str(len(body))
 
 
-def test_a_whole_file_says_ranges_are_answered(served) -> None:
+def test_a_whole_file_says_ranges_are_answered(served: WheelhouseServer) -> None:
     status, headers, body = _get(served, {})
     assert (status, body, headers["accept-ranges"]) == (200, WHEEL, "bytes")
     status, headers, body = _get(served, {}, method="HEAD")
     assert (status, body, headers["accept-ranges"], headers["content-length"]) == (200, b"", "bytes", "10240")
 
 
-def test_one_connection_carries_a_runners_requests(served) -> None:
+def test_one_connection_carries_a_runners_requests(served: WheelhouseServer) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", served.server_address[1], timeout=10)
     try:
         connection.request("GET", "/lock.txt")
@@ -166,7 +168,7 @@ def _locked_wheelhouse(env: Dict[str, str], vendor_url: str, public_url: str, bo
 
 @pytest.mark.slow
 def test_a_runner_installs_from_the_served_wheelhouse_fetching_each_file_once(
-        stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path,
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_source: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     env = _runner_env(tmp_path, stub_index_dirs.vendor)
     lock = tmp_path / "here.lock"
@@ -234,7 +236,7 @@ def planted(house: Path, tmp_path: Path) -> Path:
     return house
 
 
-@pytest.mark.parametrize("path, status", [
+@pytest.mark.parametrize(("path", "status"), [
     ("/files/secret.txt", 404),  # a link to a file out of the wheelhouse
     ("/files/linked/secret.txt", 404),  # through a linked folder
     ("/files/.hidden.whl", 404),
@@ -271,7 +273,7 @@ def _raw(server: WheelhouseServer, request: bytes) -> str:
         return connection.makefile("rb").readline().decode("latin-1").rstrip("\r\n")
 
 
-@pytest.mark.parametrize("request_bytes, status", [
+@pytest.mark.parametrize(("request_bytes", "status"), [
     (b"GET /files/%00 HTTP/1.1\r\nHost: x\r\n\r\n", "400 Bad Request"),
     (b"GET /files/" + WHEEL_NAME.encode() + b" HTTP/1.1\r\nRange: bytes=" + b"7" * 5000 + b"-\r\n\r\n",
      "416 Requested Range Not Satisfiable"),
@@ -282,7 +284,7 @@ def _raw(server: WheelhouseServer, request: bytes) -> str:
 ])
 def test_a_malformed_request_gets_its_status_and_one_inert_log_line_never_a_traceback(
         served: WheelhouseServer, logged: List[str], request_bytes: bytes, status: str,
-        capsys: pytest.CaptureFixture) -> None:
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert _raw(served, request_bytes) == f"HTTP/1.1 {status}"
     # Logged before the answer is sent: the line is there once the status is read.
     assert len(logged) == 1 and logged[0].startswith(f"127.0.0.1: {status[:3]} for "), logged
@@ -340,7 +342,7 @@ def test_connections_past_the_bound_wait_in_the_queue_and_are_answered_when_a_sl
 
 @pytest.mark.slow
 def test_the_command_serve_prints_for_each_runner_runs_as_printed_and_names_the_wheelhouse_when_it_is_down(
-        stub_index_dirs, vendor_index, public_index, board_here: Path, obliteratus_source: Path,
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_source: Path,
         tmp_path: Path) -> None:
     env = _runner_env(tmp_path / "builder", stub_index_dirs.vendor)
     lock = tmp_path / "builder" / "fleet.lock"

@@ -50,14 +50,14 @@ class InRoot:
         self.root, self.tool_dir, self.timeout = root, tool, timeout
         self.timings: Dict[str, float] = {}
 
-    def run(self, step: str, *argv: str, timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+    def run(self, step: str, *argv: str, timeout: Optional[float] = None) -> subprocess.CompletedProcess[str]:
         started = time.monotonic()
         result = subprocess.run(["chroot", str(self.root), *argv], capture_output=True, text=True,
                                 env=chroot_environment(), timeout=timeout or self.timeout)
         self.timings[step] = round(self.timings.get(step, 0.0) + time.monotonic() - started, 1)
         return result
 
-    def tool(self, step: str, *args: str, timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+    def tool(self, step: str, *args: str, timeout: Optional[float] = None) -> subprocess.CompletedProcess[str]:
         return self.run(step, f"{self.tool_dir}/bin/jetson-install", *args, timeout=timeout)
 
     def inside(self, path: str) -> Path:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Union
+from typing import Mapping, Optional, Tuple, Union
 
 __all__ = ["CliResult", "run_cli"]
 
@@ -31,7 +31,7 @@ __all__ = ["CliResult", "run_cli"]
 class CliResult:
     """What `subprocess.run(argv, capture_output=True, text=True)` gives, for the same run."""
 
-    args: tuple
+    args: Tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str
@@ -43,7 +43,7 @@ def _stream() -> io.TextIOWrapper:
 
 def _text(stream: io.TextIOWrapper) -> str:
     stream.flush()
-    raw = stream.buffer.getvalue()  # type: ignore[attr-defined]
+    raw: bytes = stream.buffer.getvalue()  # type: ignore[attr-defined]
     # As text mode reads a child's output: universal newlines.
     return raw.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
 

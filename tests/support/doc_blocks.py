@@ -87,7 +87,7 @@ def board_env(tmp_path: Path, vendor_url: str, public_url: str, catalog: Path, g
     return env
 
 
-def run_block(block: Block, env: Mapping[str, str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+def run_block(block: Block, env: Mapping[str, str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
     """The block as a user pastes it into bash: each line runs, and the first that fails stops it."""
     return subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], env=dict(env), cwd=cwd, text=True,
                           capture_output=True, timeout=timeout)

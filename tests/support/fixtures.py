@@ -159,7 +159,7 @@ def uv_bin() -> str:
 
 
 @pytest.fixture
-def tool_env(tmp_path: Path) -> dict:
+def tool_env(tmp_path: Path) -> Dict[str, str]:
     """Isolated environment for uv/pip children (see ``support.isolated_env``)."""
     return isolated_env(tmp_path)
 
@@ -173,7 +173,7 @@ def vendor_constraints(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_venv(uv_bin: str, tool_env: dict, public_index: LoopbackIndex) -> Callable[..., Path]:
+def make_venv(uv_bin: str, tool_env: Dict[str, str], public_index: LoopbackIndex) -> Callable[..., Path]:
     """Factory: ``make_venv(path, seed=True)`` -> venv dir made by ``uv venv`` for the test interpreter.
 
     Seeding takes pip/setuptools/wheel from the loopback public index
@@ -194,7 +194,7 @@ def make_venv(uv_bin: str, tool_env: dict, public_index: LoopbackIndex) -> Calla
 
 
 @pytest.fixture
-def stub_catalog(tmp_path: Path, stub_index_dirs) -> Path:
+def stub_catalog(tmp_path: Path, stub_index_dirs: IndexDirs) -> Path:
     """wheels-index.toml with the jp6-cu126 source describing the stub vendor builds."""
     path = tmp_path / "wheels-index.toml"
     path.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), stub_index_dirs.vendor))
@@ -230,9 +230,9 @@ def installer(request: pytest.FixtureRequest, tmp_path: Path, cli_env: Dict[str,
 
 
 @pytest.fixture
-def clean_pip_check(monkeypatch: pytest.MonkeyPatch) -> list:
+def clean_pip_check(monkeypatch: pytest.MonkeyPatch) -> List[str]:
     """Replace jetson_install.envs.interpreters.pip_check (uv is not what these tests exercise); returns the calls."""
-    calls: list = []
+    calls: List[str] = []
 
     def pip_check(python: str, command: object = None) -> runner.Completed:
         calls.append(python)

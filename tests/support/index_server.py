@@ -17,6 +17,7 @@ clients keep the files (as a real index does), so a second install is a cache hi
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import html
 import re
@@ -38,7 +39,7 @@ _FAIL_MODES = ("503", "close")
 class _FileInfo(object):
     """What a project page needs to know about one file, cached by (mtime, size)."""
 
-    __slots__ = ("key", "sha256", "requires_python", "metadata")
+    __slots__ = ("key", "metadata", "requires_python", "sha256")
 
     def __init__(self, key: Tuple[float, int], sha256: str, requires_python: Optional[str], metadata: Optional[bytes]):
         self.key = key
@@ -378,99 +379,104 @@ def _html_page(title: str, links: List[str]) -> bytes:
     return body.encode("utf-8")
 
 
-def _make_handler(index: LoopbackIndex) -> type:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "loopback-index/1"
+class _Handler(BaseHTTPRequestHandler):
+    # The index this handler serves: _make_handler binds it in a subclass per server.
+    index: LoopbackIndex
+    protocol_version = "HTTP/1.1"
+    server_version = "loopback-index/1"
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-            pass  # the request log is ``index.requests``; stderr noise helps nobody
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # the request log is ``index.requests``; stderr noise helps nobody
 
-        def do_HEAD(self) -> None:
-            self._serve(head=True)
+    def do_HEAD(self) -> None:
+        self._serve(head=True)
 
-        def do_GET(self) -> None:
-            self._serve(head=False)
+    def do_GET(self) -> None:
+        self._serve(head=False)
 
-        def _serve(self, head: bool) -> None:
-            path = unquote(urlsplit(self.path).path)
-            index._log(path)
-            if index.credentials is not None:
-                expected = "Basic " + base64.b64encode(index.credentials.encode()).decode()
-                if self.headers.get("Authorization") != expected:
-                    self.send_response(401)
-                    self.send_header("WWW-Authenticate", 'Basic realm="index"')
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-            failure = index._should_fail(path)
-            if failure == "close":
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(2)
-                except OSError:
-                    pass
-                return
-            if failure == "503":
-                self._send(503, b"index unavailable\n", "text/plain", head)
-                return
-            parts = [p for p in path.split("/") if p]
-            if parts == ["simple"]:
-                self._send(200, index.root_page(), "text/html", head)
-                return
-            if len(parts) == 2 and parts[0] == "simple":
-                if index.pep691 and "application/vnd.pypi.simple.v1+json" in (self.headers.get("Accept") or ""):
-                    body = index.project_json(parts[1])
-                    if body is not None:
-                        self._send(200, body, "application/vnd.pypi.simple.v1+json", head)
-                        return
-                page = index.project_page(parts[1])
-                if page is None:
-                    self._send(404, b"not found\n", "text/plain", head)
-                else:
-                    self._send(200, page, "text/html", head)
-                return
-            if len(parts) == 2 and parts[0] == "files":
-                data = index.file_bytes(parts[1])
-                if data is None:
-                    self._send(404, b"not found\n", "text/plain", head)
-                elif parts[1].endswith(".metadata"):
-                    self._send(200, data, "text/plain", head)
-                else:
-                    pace = index.slow.get(_project_of(parts[1]) or "", 0.0)
-                    self._send(200, data, "application/octet-stream", head, stall=index.delay, pace=pace,
-                               cache=index.cache_files)
-                return
-            self._send(404, b"not found\n", "text/plain", head)
-
-        def _send(self, code: int, data: bytes, ctype: str, head: bool, stall: float = 0.0, pace: float = 0.0,
-                  cache: bool = False) -> None:
-            try:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                # No caching unless asked: tests swap index contents between runs.
-                self.send_header("Cache-Control", "max-age=3600, immutable" if cache else "no-store")
+    def _serve(self, head: bool) -> None:
+        path = unquote(urlsplit(self.path).path)
+        self.index._log(path)
+        if self.index.credentials is not None:
+            expected = "Basic " + base64.b64encode(self.index.credentials.encode()).decode()
+            if self.headers.get("Authorization") != expected:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="index"')
+                self.send_header("Content-Length", "0")
                 self.end_headers()
-                if head:
+                return
+        failure = self.index._should_fail(path)
+        if failure == "close":
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(2)
+            return
+        if failure == "503":
+            self._send(503, b"index unavailable\n", "text/plain", head)
+            return
+        parts = [p for p in path.split("/") if p]
+        if parts == ["simple"]:
+            self._send(200, self.index.root_page(), "text/html", head)
+            return
+        if len(parts) == 2 and parts[0] == "simple":
+            if self.index.pep691 and "application/vnd.pypi.simple.v1+json" in (self.headers.get("Accept") or ""):
+                body = self.index.project_json(parts[1])
+                if body is not None:
+                    self._send(200, body, "application/vnd.pypi.simple.v1+json", head)
                     return
-                if stall > 0:
-                    # Send half, then stall: the client is provably mid-download.
-                    half = len(data) // 2
-                    self.wfile.write(data[:half])
-                    self.wfile.flush()
-                    time.sleep(stall)
-                    self.wfile.write(data[half:])
-                elif pace > 0:
-                    # Twenty equal parts over `pace` seconds: slow, but always finished in bounded time.
-                    part = len(data) // 20 + 1
-                    for start in range(0, len(data), part):
-                        self.wfile.write(data[start:start + part])
-                        self.wfile.flush()
-                        time.sleep(pace / 20)
-                else:
-                    self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client (an installer a test just killed) went away
+            page = self.index.project_page(parts[1])
+            if page is None:
+                self._send(404, b"not found\n", "text/plain", head)
+            else:
+                self._send(200, page, "text/html", head)
+            return
+        if len(parts) == 2 and parts[0] == "files":
+            data = self.index.file_bytes(parts[1])
+            if data is None:
+                self._send(404, b"not found\n", "text/plain", head)
+            elif parts[1].endswith(".metadata"):
+                self._send(200, data, "text/plain", head)
+            else:
+                pace = self.index.slow.get(_project_of(parts[1]) or "", 0.0)
+                self._send(200, data, "application/octet-stream", head, stall=self.index.delay, pace=pace,
+                           cache=self.index.cache_files)
+            return
+        self._send(404, b"not found\n", "text/plain", head)
 
+    def _send(self, code: int, data: bytes, ctype: str, head: bool, stall: float = 0.0, pace: float = 0.0,
+              cache: bool = False) -> None:
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            # No caching unless asked: tests swap index contents between runs.
+            self.send_header("Cache-Control", "max-age=3600, immutable" if cache else "no-store")
+            self.end_headers()
+            if head:
+                return
+            if stall > 0:
+                # Send half, then stall: the client is provably mid-download.
+                half = len(data) // 2
+                self.wfile.write(data[:half])
+                self.wfile.flush()
+                time.sleep(stall)
+                self.wfile.write(data[half:])
+            elif pace > 0:
+                # Twenty equal parts over `pace` seconds: slow, but always finished in bounded time.
+                part = len(data) // 20 + 1
+                for start in range(0, len(data), part):
+                    self.wfile.write(data[start:start + part])
+                    self.wfile.flush()
+                    time.sleep(pace / 20)
+            else:
+                self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client (an installer a test just killed) went away
+
+
+def _make_handler(index: LoopbackIndex) -> type:
+    class Handler(_Handler):
+        pass
+
+    Handler.index = index
     return Handler

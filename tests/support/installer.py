@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .cli import run_cli
 
@@ -31,7 +31,7 @@ class Installer:
     def argv(self, source: Optional[Path] = None) -> List[str]:
         return [sys.executable, "-m", "jetson_install", *self.args(source)]
 
-    def run(self, source: Optional[Path] = None, extra: "tuple[str, ...]" = ()) -> "tuple[int, dict, str]":
+    def run(self, source: Optional[Path] = None, extra: "tuple[str, ...]" = ()) -> "tuple[int, Dict[str, Any], str]":
         result = run_cli(*self.args(source), *extra, env=self.env)
         data = json.loads(result.stdout) if result.stdout.strip() else {}
         return result.returncode, data, result.stderr

@@ -4,4 +4,4 @@ from doctor_stub_scenario import SCENARIO
 
 __version__ = SCENARIO["bnb_version"]
 
-from bitsandbytes import cextension, functional, nn  # noqa: E402,F401  (submodules, as in the real package)
+from bitsandbytes import cextension, functional, nn  # noqa: F401  (submodules, as in the real package)
