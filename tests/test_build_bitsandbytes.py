@@ -7,7 +7,7 @@ clone the real repository.
 
 from __future__ import annotations
 
-from typing import List, NoReturn
+from typing import Any, List, NoReturn, Sequence
 import json
 import os
 import re
@@ -151,7 +151,7 @@ def test_the_cache_key_takes_the_tag_of_the_interpreter_that_builds(tmp_path: Pa
                            settings=SimpleNamespace(default_index=SimpleNamespace(value=None)))
     run = SimpleNamespace(plan=plan, python=sys.executable, progress=lambda line: None, current=None)
     with pytest.raises(StepFailed):
-        building.run_build_step(planned, build.build_step(planned, sys.executable, None), run)  # type: ignore[arg-type]
+        building.run_build_step(planned, build.build_step(planned, sys.executable, None), run)
     assert asked[0].python_tag == f"cp{sys.version_info[0]}{sys.version_info[1]}"  # not the channel's
 
 
@@ -220,7 +220,7 @@ def test_an_interrupted_build_leaves_no_half_wheel(checkout: Path, tmp_path: Pat
     cache = tmp_path / "cache"
     real_run = runner.run
 
-    def interrupted_compile(argv, **kwargs):
+    def interrupted_compile(argv: Sequence[str], **kwargs: Any) -> runner.Completed:
         if "--build" in argv:
             raise KeyboardInterrupt
         return real_run(argv, **kwargs)

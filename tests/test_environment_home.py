@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NoReturn, Optional
 
 import pytest
 from support.cli import run_cli
 
 from jetson_install.envs import environment as environment_module
 from jetson_install.running import install as install_module
-from jetson_install.running.noop import plan_fingerprint
+from jetson_install.running.noop import Current, plan_fingerprint
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.envs.environment import EnvironmentHome
+from jetson_install.envs.interpreters import Interpreter
+from jetson_install.envs.source_identity import Sources
+from jetson_install.planning.plan import Plan
+from jetson_install.running.execution import Run
 from jetson_install.planning.fixes import Rerun
 from jetson_install.base.layout import OWNER_MARK, STATE_DIR
 from jetson_install.planning.options import PlanOptions
@@ -93,19 +98,21 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
     home.switch_to(oldest)
     home.switch_to(previous)
 
-    def fake_execute(home, staging, interpreter, sources, run, reading=None):  # the real steps need uv and indexes
+    def fake_execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, sources: Sources, run: Run,
+                     reading: object = None) -> Optional[Path]:  # the real steps need uv and indexes
         (staging / STATE_DIR).mkdir(parents=True)
         home.record_plan(staging, plan_fingerprint(run.plan, interpreter))
         home.mark_complete(staging)
         return home.switch_to(staging)
 
-    def fake_resolve(plan, current, upgrade, run, interpreter):  # the preferred set, without reading the index
+    def fake_resolve(plan: Plan, current: Optional[Current], upgrade: bool, run: Run,
+                     interpreter: Interpreter) -> Plan:  # the preferred set, without reading the index
         from jetson_install.tools.index import offline_resolution
         from jetson_install.planning.plan import resolved_plan
 
         return resolved_plan(plan, offline_resolution(plan.vendor))
 
-    def rmtree_interrupted(path, ignore_errors=False):
+    def rmtree_interrupted(path: str, ignore_errors: bool = False) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(install_module, "_execute", fake_execute)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from email.message import Message
 from email.parser import Parser
 from pathlib import Path
 from typing import Dict, List
@@ -32,7 +33,7 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     return {"wheel": built[".whl"], "sdist": built[".gz"]}
 
 
-def wheel_metadata(wheel: Path) -> "tuple[Parser, List[str]]":
+def wheel_metadata(wheel: Path) -> "tuple[Message, List[str]]":
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))

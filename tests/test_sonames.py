@@ -19,7 +19,7 @@ from support.stub_projects import IndexDirs
 from support.index_server import LoopbackIndex
 
 from jetson_install.board import apt
-from jetson_install.catalog.catalog import load_catalog
+from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.envs.sonames import LibraryReport, vendor_libraries
 
 THOR = load_catalog().channel("jp7-thor-cu130")
@@ -67,7 +67,7 @@ def bare(root: Path) -> Path:
     return board(root, {"etc/ld.so.conf": "/opt/nothing\n"}, {"/opt/nothing": ".keep"})
 
 
-def read(site: Path, root: Path, sources: Sequence[str] = ()) -> LibraryReport:
+def read(site: Path, root: Path, sources: Sequence[VendorSource] = ()) -> LibraryReport:
     return vendor_libraries([site], root, "aarch64", list(sources))
 
 

@@ -147,7 +147,7 @@ def board_of_this_machine(folder: Path) -> Path:
 def find_uv() -> str:
     """Path of the uv binary shipped by the ``uv`` package (falls back to PATH)."""
     try:
-        import uv  # type: ignore[import-not-found]
+        import uv
 
         return uv.find_uv_bin()
     except (ImportError, FileNotFoundError):
