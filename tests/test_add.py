@@ -199,7 +199,7 @@ def test_add_reads_the_recorded_commands_relative_paths_in_the_folder_it_ran_in(
     assert data["additions"] == [str(work / "proj"), "accelerate"]
 
 
-@pytest.mark.parametrize("words, expected", [
+@pytest.mark.parametrize(("words", "expected"), [
     (["--root", "board", "--root=sample:agx-orin-64gb-jp6.2"], ["--root", "/was/here/board", "--root=sample:agx-orin-64gb-jp6.2"]),
     (["--python", "python3.10", "--python=../bin/python"], ["--python", "python3.10", "--python=/was/here/../bin/python"]),
     (["--source", "OBLITERATUS", "--source", "https://example.com/o.git"],
@@ -231,7 +231,7 @@ def _fake_environment(tmp_path: Path, command: List[str], cwd: Optional[Path] = 
     return venv
 
 
-@pytest.mark.parametrize("case, argv, message, fix", [
+@pytest.mark.parametrize(("case", "argv", "message", "fix"), [
     ("empty", [], "add: no REQUIREMENT given", "name what to add, e.g.: jetson-install add --venv {venv} transformers"),
     ("missing", ["accelerate"], "no environment at {venv}",
      "make one with the additions: jetson-install torch --venv {venv} --with accelerate"),

@@ -40,7 +40,7 @@ def test_the_module_entry_runs_the_command_line(flag: str) -> None:
     assert run_cli(flag, "-q").stdout == f"jetson-install, version {__version__}\n"
 
 
-@pytest.mark.parametrize("args, code", [
+@pytest.mark.parametrize(("args", "code"), [
     (["detect", "--root", SAMPLE], 0),
     (["plan", "obliteratus", "--bogus"], 2),
     (["detect", "--root", str(BOARDS / "empty-release-no-fallback")], 2),

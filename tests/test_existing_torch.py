@@ -133,7 +133,7 @@ def test_protection_outlives_the_tool_for_pip_and_for_uv(image: Image) -> None:
     assert f"+ torch=={KEPT_TORCH}" in dry.stderr, dry.stderr
 
 
-@pytest.mark.parametrize("scenario, said", [
+@pytest.mark.parametrize(("scenario", "said"), [
     ({"torch_cuda": None}, "is a CPU-only build (torch.version.cuda is None)"),
     ({"torch_cuda": "13.0"}, "is built for CUDA 13.0, and this JetPack has CUDA 12.6"),
     ({"packages": ("numpy",)}, "has no torch to keep"),
@@ -160,7 +160,7 @@ def test_a_dependency_needing_another_torch_fails_at_resolve_and_changes_nothing
 
     greedy = make_obliteratus_source(tmp_path / "greedy", dependencies=OBLITERATUS_DEPENDENCIES + ("needs-newer-torch",))
     image.source = greedy
-    code, data, stderr = image.install("--no-verify")
+    code, data, _stderr = image.install("--no-verify")
     assert code == 1
     assert data["error"]["step"] == "resolve"
     assert "torch" in data["error"]["message"] and "unchanged" in data["error"]["message"]
@@ -171,7 +171,7 @@ def _check(stdout: str) -> Completed:
     return Completed(("uv", "pip", "check"), 1, stdout, "")
 
 
-@pytest.mark.parametrize("lines, visible, ok, left", [
+@pytest.mark.parametrize(("lines", "visible", "ok", "left"), [
     (["The package `obliteratus` requires `torch>=2.0`, but it's not installed"], {"torch": "2.5.0a0+872d972e41.nv24.08"}, True, []),
     (["The package `obliteratus` requires `torch>=2.6`, but it's not installed"], {"torch": "2.5.0"}, False,
      ["The package `obliteratus` requires `torch>=2.6`, but it's not installed"]),

@@ -28,7 +28,7 @@ SAMPLE = "sample:agx-orin-64gb-jp6.2"
 REDRAW = "\x1b[2K\r\x1b[32mok: passed strict\x1b[0m"
 
 
-@pytest.mark.parametrize("args, where, value, character", [
+@pytest.mark.parametrize(("args", "where", "value", "character"), [
     (["plan", "obliteratus", "--root", SAMPLE, "--with", "numpy\n-e /tmp/x"], "--with", "numpy\\n-e /tmp/x", "\\n"),
     (["plan", "obliteratus", "--root", SAMPLE, "--with=numpy\r"], "--with", "numpy\\r", "\\r"),
     (["add", "--venv", "/tmp/v", "numpy\x00"], "argument 4", "numpy\\x00", "\\x00"),

@@ -78,7 +78,7 @@ def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
 ) -> None:
     process, before, _ = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
     os.killpg(process.pid, signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=60)
+    _stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "unchanged" in stderr and "Traceback" not in stderr
     assert os.readlink(installer.venv) == before

@@ -43,7 +43,7 @@ def test_dependent_needing_newer_torch_fails_clearly_and_changes_nothing(install
 def test_existing_foreign_directory_is_never_touched(installer: Installer) -> None:
     installer.venv.mkdir()
     (installer.venv / "keep.txt").write_text("mine")
-    code, data, stderr = installer.run()
+    code, _data, stderr = installer.run()
     assert code == 2
     assert "was not made by jetson-install" in stderr
     assert (installer.venv / "keep.txt").read_text() == "mine"
@@ -74,7 +74,7 @@ def test_a_tag_that_does_not_exist_is_named_with_the_command_that_lists_the_tags
 
 def test_a_vendor_index_that_is_down_offers_the_channels_fallback(installer: Installer) -> None:
     installer.vendor_url = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
-    code, data, stderr = installer.run()
+    code, data, _stderr = installer.run()
     assert code == 1
     fix = data["error"]["fix"]
     assert data["error"]["step"] == "vendor" and fix.startswith("http://127.0.0.1:9/simple did not answer")
@@ -112,7 +112,7 @@ def test_a_link_jetson_install_did_not_make_is_left_alone(installer: Installer, 
     elsewhere = tmp_path / "my-env"
     elsewhere.mkdir()
     installer.venv.symlink_to(elsewhere)
-    code, data, stderr = installer.run()
+    code, _data, stderr = installer.run()
     assert code == 2 and "did not make" in stderr
     assert os.readlink(installer.venv) == str(elsewhere)
 
@@ -124,7 +124,7 @@ def test_a_second_run_on_the_same_path_waits_for_nobody_and_says_so(installer: I
     home.mkdir(parents=True)
     with open(home / ".lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        code, data, stderr = installer.run()
+        code, _data, stderr = installer.run()
     assert code == 2
     assert f"another jetson-install is working on {installer.venv}" in stderr
     assert not installer.venv.exists()
@@ -132,14 +132,14 @@ def test_a_second_run_on_the_same_path_waits_for_nobody_and_says_so(installer: I
 
 def test_an_unusable_location_is_bad_input_and_leaves_nothing(installer: Installer) -> None:
     installer.venv = Path("/proc/jetson-install-test/obl")
-    code, data, stderr = installer.run()
+    code, _data, stderr = installer.run()
     assert code == 2
     assert "cannot create /proc/jetson-install-test" in stderr and "--venv DIR" in stderr
 
 
 def test_an_index_that_does_not_answer_is_named_in_the_fix(installer: Installer, tmp_path: Path) -> None:
     installer.public_url = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
-    code, data, stderr = installer.run()
+    code, data, _stderr = installer.run()
     assert code == 1
     assert data["error"]["step"] == "environment"
     assert "http://127.0.0.1:9/simple did not answer" in data["error"]["fix"]

@@ -348,7 +348,7 @@ def test_a_dir_d_made_before_the_mark_is_adopted_once_and_a_hand_made_one_is_not
 
 
 def test_list_tells_an_install_in_progress_and_kept_evidence_from_leftovers(tmp_path: Path) -> None:
-    home, env = switched(tmp_path / "obl")
+    home, _env = switched(tmp_path / "obl")
     (home.home / "failed-env-20261201-000000-abcdef-evidence.json").write_text("{}\n")
     quiet = run_cli("list")
     assert quiet.stdout.splitlines()[0] == str(home.link) and "left by interrupted runs" not in quiet.stdout

@@ -149,7 +149,7 @@ def test_a_lock_for_an_interpreter_of_another_architecture_is_refused_and_its_fi
     assert f"  install: jetson-install obliteratus --lock {output}{python}" in fixed.stderr.splitlines()
 
 
-@pytest.mark.parametrize("extra, line", [
+@pytest.mark.parametrize(("extra", "line"), [
     (("--python", sys.executable, "--python-version", "3.10"),
      "error: --python and --python-version were both given: a lock is for an interpreter here, or for the board's "
      "platform with a Python version"),

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-import pytest
 from support import VENDOR_PINS, isolated_env
 from support.installer import Installer
 from support.planned import assert_ran_as_planned, assert_vendor_set_pinned

@@ -28,7 +28,7 @@ TOKEN = "ghp_tok3n"
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
 
-@pytest.mark.parametrize("text, shown", [
+@pytest.mark.parametrize(("text", "shown"), [
     ("https://alice:s3cr3t@mirror.example/simple", "https://alice:****@mirror.example/simple"),
     ("git+https://ghp_tok3n@git.example/o/r.git@v1", "git+https://****@git.example/o/r.git@v1"),
     ("fix: run --vendor-index https://a:p%40ss@h/simple --json", "fix: run --vendor-index https://a:****@h/simple --json"),
@@ -171,7 +171,7 @@ def assert_no_secret_in(log: Path, *secrets: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target, option, source", [
+@pytest.mark.parametrize(("target", "option", "source"), [
     ("obliteratus", "--source", "{url}"),
     ("torch", "--with", "git+{url}@" + OBLITERATUS_TAG),
 ], ids=["source", "with"])
@@ -259,7 +259,7 @@ def test_git_gets_each_repository_its_own_credentials_after_the_callers_own_sett
     assert git_urls.credential_environment(["git+ssh://git@host/o/r.git", "git+https://host/o/r.git"], {}) == {}
 
 
-@pytest.mark.parametrize("line, given", [
+@pytest.mark.parametrize(("line", "given"), [
     (f"obliteratus @ git+https://user:{GIT_TOKEN}@git.example/o/r.git@v1", "obliteratus @ git+https://git.example/o/r.git@v1"),
     (f"git+http://{GIT_TOKEN}@127.0.0.1:8/r.git", "git+http://127.0.0.1:8/r.git"),
     ("git+ssh://git@git.example/o/r.git@v1", "git+ssh://git@git.example/o/r.git@v1"),

@@ -109,7 +109,7 @@ def test_an_addition_that_needs_another_torch_fails_with_uvs_conflict_and_change
         tmp_path: Path, stack) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
-    code, data, stderr = _install("torch", venv, env, vendor, public, "--with", "wants-new-torch")
+    code, data, _stderr = _install("torch", venv, env, vendor, public, "--with", "wants-new-torch")
     assert code == 1
     assert data["error"]["step"] == "target"
     # uv's own reason, naming the package and the torch it wants.
@@ -161,7 +161,7 @@ def test_a_second_target_in_the_catalog_installs_with_no_code_change(tmp_path: P
     assert "`jetson-install tinyproj`" in checks["obliteratus"]["detail"]
 
 
-@pytest.mark.parametrize("argv, message, fix", [
+@pytest.mark.parametrize(("argv", "message", "fix"), [
     (["torch", "--source", "/tmp/project"], "--source /tmp/project: `torch` has no source of its own",
      "jetson-install torch --with /tmp/project"),
     (["torch", "--with", "not a requirement!"], "--with 'not a requirement!' is not a requirement",
@@ -187,7 +187,7 @@ def test_every_targets_own_checks_are_doctor_checks() -> None:
         assert set(target.checks) <= known, target.id
 
 
-@pytest.mark.parametrize("entry, line, message", [
+@pytest.mark.parametrize(("entry", "line", "message"), [
     ('[targets.tiny]\ntitle = "T"\nsummary = "S"\nrequires_python = ">=3.8"\ndistribution = "tiny"\n'
      'smoke = ["python", "-c", "pass"]\n', 1, "target 'tiny': key 'git' is required with distribution"),
     ('[targets.tiny]\ntitle = "T"\nsummary = "S"\nrequires_python = ">=3.8"\nsmoke = []\n', 5,

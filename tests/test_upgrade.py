@@ -53,7 +53,7 @@ def _dist_info(site: Path, direct_url: Optional[str]) -> None:
         (info / "direct_url.json").write_text(direct_url)
 
 
-@pytest.mark.parametrize("direct_url, expected", [
+@pytest.mark.parametrize(("direct_url", "expected"), [
     (None, "pipx upgrade jetson-install"),
     (json.dumps({"url": "file:///srv/jetson-install", "dir_info": {}}),
      "git -C /srv/jetson-install pull && pipx install --force /srv/jetson-install"),

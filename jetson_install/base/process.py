@@ -7,13 +7,14 @@ doctor) need not import the one that starts processes (runner.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Tuple
 
 __all__ = ["Completed"]
 
 
 @dataclass(frozen=True)
 class Completed:
-    argv: tuple
+    argv: Tuple[str, ...]
     returncode: int
     stdout: str
     stderr: str

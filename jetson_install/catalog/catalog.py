@@ -621,7 +621,7 @@ class _Loader(TomlData):
             SpecifierSet(value)
         except (InvalidSpecifier, TypeError):
             raise self.fail(where, key, f"has {value!r}, not a version specifier like \"<2\"", start, near) from None
-        return value
+        return str(value)
 
     def tables(self, where: str, entry: Dict[str, Any], key: str, start: int) -> List[Dict[str, Any]]:
         value = entry.get(key, [])

@@ -104,7 +104,7 @@ def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
         raise BadInput(f"{where}: {url!r} contains {_describe(odd)}, which URL parsers read differently", fix=example)
     try:
         parts = urlsplit(url)
-        parts.port
+        _ = parts.port  # reading it raises ValueError for a port that is not a number
     except ValueError as exc:
         raise BadInput(f"{where}: {url!r} is not a valid URL ({exc})", fix=example) from None
     if parts.scheme == "file" and not parts.path:

@@ -147,7 +147,8 @@ def _last_json_object(stdout: str, probe: str) -> Dict[str, Any]:
 def _run_pip_check(python: str) -> runner.Completed:
     # Looked up at call time so that tests can replace it.
     interpreters = importlib.import_module("jetson_install.envs.interpreters")
-    return interpreters.pip_check(python)
+    completed: runner.Completed = interpreters.pip_check(python)
+    return completed
 
 
 

@@ -17,6 +17,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Set,
     Tuple,
 )
 
@@ -133,7 +134,7 @@ def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:
     (through what it needs or what explains it), first in table order among those."""
     failing = {check.id for check in checks if check.required and check.status == FAIL}
 
-    def causes(check_id: str) -> set:
+    def causes(check_id: str) -> Set[str]:
         found, pending = set(), list(_BY_ID[check_id].needs + _BY_ID[check_id].explained_by)
         while pending:
             cause = pending.pop()
@@ -297,7 +298,8 @@ def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, section: 
         built = build(ctx)
     except (AttributeError, KeyError, TypeError, ValueError):
         built = {}
-    return schema.conform(built, evidence_schema()["properties"][section])
+    conformed: Dict[str, Any] = schema.conform(built, evidence_schema()["properties"][section])
+    return conformed
 
 
 def _safe_pip_check(python: str) -> runner.Completed:

@@ -120,7 +120,7 @@ def _held(lock: Path) -> bool:
     import fcntl
 
     try:
-        handle = open(lock)
+        handle = open(lock)  # noqa: SIM115 (an unreadable lock is answered before the with)
     except OSError:
         return False
     with handle:

@@ -151,7 +151,7 @@ def host_facts(root: Path, environ: Mapping[str, str]) -> HostFacts:
                            fix=f"set {HOST_L4T_VARIABLE} to a release such as 36.4.3") from None
         l4t_source = HOST_L4T_VARIABLE
     else:
-        from jetson_install.board.platform import RELEASE_FILE, read_root_file
+        from jetson_install.board.root_facts import RELEASE_FILE, read_root_file
 
         # Bounded and FIFO-safe, as detect reads it: a mounted FIFO or /dev/zero is no release.
         text = read_root_file(root, RELEASE_FILE)

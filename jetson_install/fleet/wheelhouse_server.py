@@ -295,18 +295,18 @@ class WheelhouseServer(http.server.ThreadingHTTPServer):
                 self.shutdown_request(request)
                 return
         try:
-            super().process_request(request, client_address)  # type: ignore[arg-type]
+            super().process_request(request, client_address)
         except BaseException:
             self._slots.release()
             raise
 
     def process_request_thread(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         try:
-            super().process_request_thread(request, client_address)  # type: ignore[arg-type]
+            super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
 
-    def handle_error(self, request: object, client_address: object) -> None:  # type: ignore[override]
+    def handle_error(self, request: object, client_address: object) -> None:
         error = sys.exc_info()[1]
         where = client_address[0] if isinstance(client_address, tuple) else client_address
         self.log(f"{where}: the connection ended: {type(error).__name__}: {ascii(str(error))[1:-1]}")

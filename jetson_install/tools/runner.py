@@ -40,7 +40,7 @@ _own_groups: Set["subprocess.Popen[bytes]"] = set()
 _own_groups_lock = threading.Lock()
 
 
-def child_environment(overrides: Optional[Mapping[str, str]] = None, unset: Sequence[str] = ()) -> dict:
+def child_environment(overrides: Optional[Mapping[str, str]] = None, unset: Sequence[str] = ()) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED and k not in unset}
     env["PYTHONIOENCODING"] = "utf-8"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
@@ -137,6 +137,19 @@ def end_own_groups() -> None:
         _kill(proc, own_group=True)
 
 
+def _end_timed_out(proc: "subprocess.Popen[bytes]", own_group: bool, threads: Sequence[threading.Thread],
+                   arrived: "queue.Queue[Tuple[str, Optional[str]]]", output: Dict[str, List[str]]) -> None:
+    """End a child past its timeout and keep what it had written by then."""
+    _kill(proc, own_group)
+    proc.wait()
+    for thread in threads:
+        thread.join(timeout=5)  # a grandchild may still hold the pipes open
+    while not arrived.empty():
+        stream, line = arrived.get()
+        if line is not None:
+            output[stream].append(line)
+
+
 def _follow(proc: "subprocess.Popen[bytes]", argv: Sequence[str], name: str, timeout: Optional[float],
             input_text: Optional[str], on_line: Optional[LineCallback], on_tick: Optional[Callable[[], None]],
             own_group: bool) -> Completed:
@@ -186,14 +199,7 @@ def _follow(proc: "subprocess.Popen[bytes]", argv: Sequence[str], name: str, tim
         proc.wait()
         raise
     if timed_out:
-        _kill(proc, own_group)
-        proc.wait()
-        for thread in threads:
-            thread.join(timeout=5)  # a grandchild may still hold the pipes open
-        while not arrived.empty():
-            stream, line = arrived.get()
-            if line is not None:
-                output[stream].append(line)
+        _end_timed_out(proc, own_group, threads, arrived, output)
     log.debug("exit %s: %s", -9 if timed_out else proc.returncode, name)
     return Completed(tuple(argv), -9 if timed_out else proc.returncode, _joined(output["stdout"]),
                      _joined(output["stderr"]), timed_out=timed_out)

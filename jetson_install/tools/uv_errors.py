@@ -150,7 +150,7 @@ def _target_path(chain: List[Tuple[str, List[str]]]) -> Optional[str]:
     for message, _ in reversed(chain):
         for candidate in reversed(_QUOTED_PATH.findall(message)):
             if candidate.startswith("/"):
-                return candidate
+                return str(candidate)
         match = re.search(r"\bto (/\S+?):? ", message)
         if match:
             return match.group(1)

@@ -3,7 +3,7 @@ checks on a value as typed that every command taking it makes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -18,7 +18,7 @@ __all__ = ["PlatformOptions", "InstallOptions", "venv_path", "given_platform"]
 class PlatformOptions:
     root: Sourced[Optional[str]]
     l4t: Sourced[Optional[str]]
-    soc: Sourced[Optional[str]] = Sourced(None, "--soc")
+    soc: Sourced[Optional[str]] = field(default_factory=lambda: Sourced(None, "--soc"))
 
 
 @dataclass(frozen=True)
