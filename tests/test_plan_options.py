@@ -7,12 +7,13 @@ from typing import Any, Tuple
 import pytest
 
 from jetson_install.base.errors import BadInput
-from jetson_install.catalog.settings import IndexSettings, Setting
+from jetson_install.base.sourced import Sourced
+from jetson_install.catalog.settings import IndexSettings
 from jetson_install.envs.stack import ExistingStack
 from jetson_install.planning.options import PlanOptions
 
-CHANNEL_INDEX = IndexSettings(Setting(None, "wheels-index.toml"), Setting(None, "uv default"), False)
-GIVEN_INDEX = IndexSettings(Setting("http://127.0.0.1:9/simple", "--vendor-index"), Setting(None, "uv default"), False)
+CHANNEL_INDEX = IndexSettings(Sourced(None, "wheels-index.toml"), Sourced(None, "uv default"), False)
+GIVEN_INDEX = IndexSettings(Sourced("http://127.0.0.1:9/simple", "--vendor-index"), Sourced(None, "uv default"), False)
 STACK = ExistingStack("/usr/bin/python3", "3.10.12", {})
 
 
