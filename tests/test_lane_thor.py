@@ -206,7 +206,8 @@ def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
     assert evidence["status"] == "failed"
     checks = {check["id"]: check for check in evidence["checks"]}
     assert {check_id: check["status"] for check_id, check in checks.items()} == {
-        "platform": "ok", "python-abi": "ok", "libraries": "ok", "torch-import": "ok", "torch-build": "ok",
+        "platform": "ok", "python-abi": "ok", "libraries": "ok", "startup-hooks": "ok", "vendor-files": "ok",
+            "torch-import": "ok", "torch-build": "ok",
         "cuda-available": "fail",
         "cuda-arch": "skip", "cuda-matmul": "skip", "cuda-conv2d": "skip", "cuda-bf16": "skip",
         "numpy": "ok",

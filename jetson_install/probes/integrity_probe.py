@@ -253,6 +253,10 @@ def verify(key, records, vendor, hash_files, pool):
     result = {"installed": True, "version": version, "record": text is not None, "files": 0, "bytes": 0}
     changed, missing, unhashed, tasks, listed = [], [], [], [], set()
     prefix = folder + "/"
+    # What the installer writes about the install itself, not the build's content: some
+    # installers list these without a digest (INSTALLER, REQUESTED, direct_url.json in
+    # https://packaging.python.org/en/latest/specifications/recording-installed-packages/).
+    installer_files = {dist_info + "/" + name for name in ("INSTALLER", "REQUESTED", "direct_url.json")}
     for relative, hashed, size in rows:
         full = prefix + relative
         listed.add(full)
@@ -271,7 +275,7 @@ def verify(key, records, vendor, hash_files, pool):
             algorithm, _, digest = hashed.partition("=")
             if algorithm.lower() in ALGORITHMS and digest:
                 tasks.append((relative, (full, algorithm.lower(), digest)))
-            else:
+            elif relative not in installer_files:
                 unhashed.append(relative)  # its content cannot be compared
     for (relative, _), same in zip(tasks, pool.map(same_digest, [task for _, task in tasks])):
         if not same:
