@@ -56,6 +56,10 @@ def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clea
         "device_sm_in_arch_list": True,
         "kernels": {"matmul": "passed", "conv2d": "passed", "bf16_autocast_backward": "passed"},
         "missing_library": None,
+        # Orin's sm_87 goes to Triton's ptxas (CUDA 12.8), which assembles it; the compiled function matched eager.
+        "compile": {"triton": "3.7.1", "assembler": str(Path(python).parent.parent.joinpath(
+                        f"lib/python{HOST_PYTHON}/site-packages/triton/backends/nvidia/bin/ptxas")),
+                    "assembler_release": "12.8", "arch": "sm_87", "assembled": True, "function": "passed"},
     }
     assert evidence["bitsandbytes"] == {
         "version": "0.46.1", "backend": "CUDA", "library": "libbitsandbytes_cuda126.so", "kernel_test": "passed",

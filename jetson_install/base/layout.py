@@ -25,7 +25,7 @@ from pathlib import Path
 
 __all__ = [
     "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE",
-    "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "GIVEN_FILE",
+    "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "ACTIVATE_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
     "INTERPRETER_CACHE", "CHECKED_FILE", "OWNER_MARK", "OWNER_MARK_PREFIX",
@@ -62,6 +62,9 @@ COMPANIONS_FILE = "companions.txt"
 #: --use-existing-torch: the names uv must leave to the parent interpreter (UV_EXCLUDE),
 #: what was kept, the stand-in wheels handed to the resolver, and what is left to install.
 EXCLUDES_FILE = "excludes.txt"
+#: What the activate scripts export (UV_CONSTRAINT, and TRITON_PTXAS_*_PATH where the install
+#: pointed Triton at the board's assembler), for the doctor's probes to see the same.
+ACTIVATE_FILE = "activate.json"
 GIVEN_FILE = "existing-torch.json"
 GIVEN_WHEELS_DIR = "given"
 KEPT_RESOLUTION_FILE = "resolution.txt"

@@ -123,6 +123,15 @@ class ContainerImage:
 
 
 @dataclass(frozen=True)
+class GateRule:
+    """Whether a failing check fails the doctor (and the strict gate) on a channel, and why:
+    the catalog's word for checks whose meaning differs between channels (`compile`)."""
+
+    required: bool
+    reason: str
+
+
+@dataclass(frozen=True)
 class Channel:
     id: str
     title: str
@@ -138,10 +147,16 @@ class Channel:
     remedy: str
     sources: Tuple[VendorSource, ...] = ()
     containers: Tuple[ContainerImage, ...] = ()
+    # The torch.compile check's place in the gate; None: required, like every other check.
+    compile: Optional[GateRule] = None
 
     @property
     def installable(self) -> bool:
         return self.status != "unsupported" and bool(self.sources)
+
+    def gate(self, check_id: str) -> Optional[GateRule]:
+        """The channel's word on whether check_id counts, where it gives one."""
+        return self.compile if check_id == "compile" else None
 
     @property
     def primary(self) -> Optional[VendorSource]:
@@ -330,7 +345,7 @@ def _load_catalog(path: Path) -> Catalog:
 
 _CHANNEL_KEYS = {
     "id", "title", "l4t", "families", "jetpack", "cuda", "python", "kind", "status", "reason", "remedy",
-    "containers", "sources",
+    "containers", "sources", "compile",
 }
 _SOURCE_KEYS = {"index", "wheels", "sets", "preferred", "prereleases", "builds", "companions", "numpy", "apt", "note",
                 "apt_provides"}
@@ -428,8 +443,19 @@ class _Loader(TomlData):
             remedy=entry.get("remedy", ""),
             sources=tuple(sources),
             containers=self.containers(where, entry, start),
+            compile=self.gate_rule(where, entry, "compile", start),
         )
         return channel, len(sources_raw)
+
+    def gate_rule(self, where: str, entry: Dict[str, Any], key: str, start: int) -> Optional[GateRule]:
+        value = entry.get(key)
+        if value is None:
+            return None
+        if (not isinstance(value, dict) or set(value) != {"required", "reason"}
+                or not isinstance(value["required"], bool) or not isinstance(value["reason"], str)
+                or not value["reason"].strip()):
+            raise self.fail(where, key, "must be { required = true|false, reason = \"why, for this channel\" }", start)
+        return GateRule(value["required"], value["reason"])
 
     def direct_set(self, where: str, wheels: Sequence[str], numpy: Optional[str], apt: Tuple[str, ...],
                    prereleases: bool, start: int) -> VersionSet:

@@ -74,9 +74,11 @@ _PROBE_STEPS = {
     "cuda": "starting CUDA through torch",
     "matmul": "running a CUDA matmul",
     "obliteratus": "importing obliteratus",
+    "compile": "compiling a function with torch.compile",
 }
 _PROBE_START = {"torch": "starting Python", "bitsandbytes": "importing torch and bitsandbytes",
-                "integrity": "checking the vendor files against their RECORDs"}
+                "integrity": "checking the vendor files against their RECORDs",
+               "assembler": "assembling a kernel with Triton's assembler"}
 
 
 class _ProbeWatch:
@@ -121,10 +123,12 @@ def _unfinished(report: Mapping[str, Any]) -> Optional[str]:
 
 def _run_probe(python: str, name: str, timeout: float,
                progress: Optional[Callable[[str], None]] = None,
-               command: Optional[Sequence[str]] = None) -> ProbeOutcome:
-    """`command`: the probe's own command line, where it takes arguments (the integrity probe's)."""
+               command: Optional[Sequence[str]] = None,
+               env: Optional[Mapping[str, str]] = None) -> ProbeOutcome:
+    """`command`: the probe's own command line, where it takes arguments (the integrity
+    probe's); `env`: what the environment's activate scripts export that the probe must see."""
     watch = _ProbeWatch(name, python, progress) if progress is not None else None
-    completed = runner.run(command or probe_command(python, name), timeout=timeout,
+    completed = runner.run(command or probe_command(python, name), timeout=timeout, env=env,
                            on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
                            own_group=True)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
@@ -194,6 +198,8 @@ class Context:
     # The integrity probe: start-up hooks and the vendor files against their RECORDs.
     integrity: ProbeOutcome = ProbeOutcome("integrity", {}, None)
     strict: bool = False  # the strict gate: the vendor files are hashed, and a foreign hook fails
+    # The assembler probe: whether the environment's Triton assembles for the board's GPU.
+    assembler: ProbeOutcome = ProbeOutcome("assembler", {}, None)
 
     @property
     def environment(self) -> str:

@@ -58,7 +58,8 @@ class DoctorReport:
         """What fails the strict gate: every check that applies must run and pass, as
         upstream's conditional gate counts a skipped test as a failure
         (https://github.com/elder-plinius/OBLITERATUS, scripts/run_conditional_gate.py)."""
-        return tuple(check for check in self.checks if check.status not in (OK, NOT_APPLICABLE))
+        # A check the channel does not require (compile, where the catalog says why) is reported, never gating.
+        return tuple(check for check in self.checks if check.required and check.status not in (OK, NOT_APPLICABLE))
 
     @property
     def exit_code(self) -> int:
@@ -185,6 +186,28 @@ def _torch_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[st
         "device_sm_in_arch_list": "sm_%d%d" % tuple(capability) in arch_list if capability else None,
         "kernels": {kernel: _kernel_evidence(ctx, results, kernel) for kernel in KERNEL_SECTIONS},
         "missing_library": {"file": missing.file, "provided_by": missing.provided_by} if missing else None,
+        "compile": _compile_evidence(ctx),
+    }
+
+
+def _compile_evidence(ctx: Context) -> Optional[Dict[str, Any]]:
+    triton = ctx.assembler.data.get("triton")
+    section = ctx.torch.data.get("compile")
+    if not isinstance(section, dict) and not (isinstance(triton, dict) and triton.get("installed")):
+        return None
+    assembler = ctx.assembler.data.get("assembler")
+    assembler = assembler if isinstance(assembler, dict) else {}
+    if not isinstance(section, dict) or not section.get("ran"):
+        function = "failed" if isinstance(section, dict) else NOT_RUN
+    else:
+        function = PASSED if section.get("finite") and section.get("allclose") else "failed"
+    return {
+        "triton": triton.get("version") if isinstance(triton, dict) else None,
+        "assembler": assembler.get("path"),
+        "assembler_release": assembler.get("release"),
+        "arch": assembler.get("arch"),
+        "assembled": assembler.get("assembled"),
+        "function": function,
     }
 
 

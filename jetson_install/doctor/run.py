@@ -28,6 +28,7 @@ from jetson_install.doctor.checks_bitsandbytes import (
     check_bnb_kernels,
     check_bnb_library,
 )
+from jetson_install.doctor.checks_compile import check_compile
 from jetson_install.doctor.checks_environment import check_obliteratus, check_pip
 from jetson_install.doctor.checks_libraries import check_libraries
 from jetson_install.doctor.checks_integrity import check_startup_hooks, check_vendor_files, integrity_evidence
@@ -62,8 +63,9 @@ from jetson_install.base.schema import evidence_schema
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, Verdict
 from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
+from jetson_install.envs.environment import activate_variables
 from jetson_install.envs.record import record_path
-from jetson_install.probes import integrity_command
+from jetson_install.probes import assembler_command, integrity_command
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,10 @@ class CheckSpec:
     # Checks whose failure also makes this one fail (a CPU-only torch sees no CUDA): when both
     # fail, theirs is the problem to name first.
     explained_by: Tuple[str, ...] = ()
+    also: Tuple[str, ...] = ()  # further probes the check reads ("assembler")
+    # Whether the channel's catalog entry decides if a failure counts (Channel.gate): for checks
+    # whose meaning differs between channels.
+    channel_decides: bool = False
 
 
 _TORCH_BUILD = ("torch-build",)
@@ -104,6 +110,9 @@ CHECKS: Tuple[CheckSpec, ...] = (
         "cuda-bf16", "bf16 autocast with a backward pass is correct", True, "torch", check_cuda_bf16,
         ("cuda-available",),
     ),
+    # Its assembler half needs no GPU, so it needs no other check; the channel decides whether it counts.
+    CheckSpec("compile", "torch.compile works: Triton assembles for the GPU, a compiled function matches eager",
+              True, "torch", check_compile, also=("assembler",), channel_decides=True),
     CheckSpec("numpy", "NumPy version suits torch", True, "torch", check_numpy),
     CheckSpec("bnb-library", "bitsandbytes loaded its CUDA library", True, "bitsandbytes", check_bnb_library, (),
               ("torch-import", "cuda-available")),
@@ -212,12 +221,24 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     """
     interpreter = _resolve_interpreter(request.python)
     selected = _with_prerequisites(request.only)
-    probes_needed = {spec.probe for spec in selected}
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    probes_needed = {spec.probe for spec in selected} | {probe for spec in selected for probe in spec.also}
+    # What the activate scripts export for Triton (the board's assembler, where the install
+    # pointed it there): the probes that compile see the environment as its user does.
+    triton_env = {name: value for name, value in activate_variables(Path(interpreter).parent.parent).items()
+                  if name.startswith("TRITON_")}
+    platform = request.platform
+    assembler = (assembler_command(interpreter, platform.compute_capability, platform.root if platform.jetson else None)
+                 if platform is not None and platform.compute_capability and "assembler" in probes_needed else None)
+    with ThreadPoolExecutor(max_workers=5) as pool:
         try:
             torch_future = (
-                pool.submit(_run_probe, interpreter, "torch", request.timeout, progress)
+                pool.submit(_run_probe, interpreter, "torch", request.timeout, progress, None, triton_env)
                 if "torch" in probes_needed
+                else None
+            )
+            assembler_future = (
+                pool.submit(_run_probe, interpreter, "assembler", request.timeout, progress, assembler, triton_env)
+                if assembler is not None
                 else None
             )
             bnb_future = (
@@ -233,7 +254,8 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
             )
             pip_future = pool.submit(_safe_pip_check, interpreter) if "uv" in probes_needed else None
             pending: List["Future[Any]"] = [future for future in (torch_future, bnb_future, integrity_future,
-                                                                  pip_future) if future is not None]
+                                                                  pip_future, assembler_future)
+                                            if future is not None]
             # Waited for a tick at a time: a signal may wake any thread, and only this one's
             # return to Python code raises the Ctrl-C.
             while wait(pending, timeout=runner.TICK_SECONDS).not_done:
@@ -254,6 +276,8 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 integrity=(integrity_future.result() if integrity_future
                            else ProbeOutcome("integrity", {}, None)),
                 strict=request.strict,
+                assembler=(assembler_future.result() if assembler_future
+                           else ProbeOutcome("assembler", {}, None)),
             )
         except BaseException:
             # Ctrl-C: the probes run in process groups of their own, which it does not reach,
@@ -323,5 +347,12 @@ def _evaluate(spec: CheckSpec, ctx: Context, earlier: Mapping[str, CheckResult],
             status = FAIL
             detail = f"doctor could not evaluate this check: {type(exc).__name__}: {exc}"
             fix = "report this as a jetson-install bug, with `jetson-install doctor --json` attached"
+    required = spec.required
+    channel = ctx.channel
+    rule = channel.gate(spec.id) if spec.channel_decides and channel is not None else None
+    if channel is not None and rule is not None:
+        required = rule.required
+        if not required and status not in (OK, NOT_APPLICABLE):
+            detail += f" (not required on channel {channel.id}: {rule.reason})"
     return CheckResult(spec.id, profile.title(spec.id, spec.title), status, detail, fix if status != OK else None,
-                       spec.required)
+                       required)

@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import (
-    ADDED_FILE, COMPLETE_MARK, CONSTRAINTS_FILE, ENVIRONMENTS_DIR, EXCLUDES_FILE, FAILED_EVIDENCE, HOME_LOCK, HOME_SUFFIX,
+    ACTIVATE_FILE, ADDED_FILE, COMPLETE_MARK, CONSTRAINTS_FILE, ENVIRONMENTS_DIR, EXCLUDES_FILE, FAILED_EVIDENCE, HOME_LOCK, HOME_SUFFIX,
     KNOWN_ENVIRONMENTS, LOCK_FILE, OWNER_MARK, OWNER_MARK_PREFIX, PLAN_FILE, PREVIOUS_FILE, REMOVING_PREFIX, REQUIREMENTS_FILE, STATE_DIR, home_of,
 )
 from jetson_install.base.redact import redact_data
@@ -515,7 +515,7 @@ class _Lock:
 _ACTIVATE_MARK = "# jetson-install:"
 
 _BASH_EXPORT = """
-# jetson-install: uv ignores pip.conf, so it gets the vendor constraints from {var}.
+# jetson-install: {why}.
 if [ -z "${{_JETSON_INSTALL_{var}_SET:-}}" ] ; then
     _JETSON_INSTALL_OLD_{var}="${{{var}:-}}"
     _JETSON_INSTALL_{var}_SET=1
@@ -537,11 +537,11 @@ _BASH_RESTORE = """    # jetson-install: restore the {var} from before activatio
 """
 
 _FISH_EXPORT = """
-# jetson-install: uv ignores pip.conf, so it gets the vendor constraints from {var}.
+# jetson-install: {why}.
 set -gx {var} "{value}"
 """
 
-_FISH_RESTORE = """    # jetson-install: drop the vendor constraints with the environment.
+_FISH_RESTORE = """    # jetson-install: drop {var} with the environment.
     set -e {var}
 """
 
@@ -661,7 +661,17 @@ def recorded_additions(environment: Path) -> Tuple[str, ...]:
     return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
-def protect(environment: Path, excludes: Sequence[str] = ()) -> Path:
+#: Why the activate scripts export each variable, as their comment says it.
+_WHY = {
+    "UV_CONSTRAINT": "uv ignores pip.conf, so it gets the vendor constraints from UV_CONSTRAINT",
+    "UV_EXCLUDE": "uv ignores pip.conf, so it leaves the kept stack alone through UV_EXCLUDE",
+    "TRITON_PTXAS_PATH": "Triton's own ptxas cannot assemble for this GPU; TRITON_PTXAS_PATH names the board's",
+    "TRITON_PTXAS_BLACKWELL_PATH": "Triton's own ptxas-blackwell cannot assemble for this GPU; "
+                                   "TRITON_PTXAS_BLACKWELL_PATH names the board's",
+}
+
+
+def protect(environment: Path, excludes: Sequence[str] = (), triton: Optional[Mapping[str, str]] = None) -> Path:
     """Make the environment's constraints file outlive jetson-install.
 
     pip reads <prefix>/pip.conf (its "site" configuration) for every pip run
@@ -671,6 +681,8 @@ def protect(environment: Path, excludes: Sequence[str] = ()) -> Path:
     (--use-existing-torch): uv does not see them there (astral-sh/uv#17215), so a
     constraint alone would let it put a same-version build into the environment;
     UV_EXCLUDE keeps them out of every uv resolution instead.
+    `triton`: TRITON_PTXAS_PATH or TRITON_PTXAS_BLACKWELL_PATH and the board's assembler, where
+    Triton's own cannot assemble for the GPU (Triton reads them: triton/knobs.py).
     """
     state = environment / STATE_DIR
     constraints_path = state / CONSTRAINTS_FILE
@@ -685,9 +697,22 @@ def protect(environment: Path, excludes: Sequence[str] = ()) -> Path:
     if excludes:
         (state / EXCLUDES_FILE).write_text("\n".join(excludes) + "\n")
         variables["UV_EXCLUDE"] = (state / EXCLUDES_FILE).as_uri()
+    variables.update(triton or {})
+    (state / ACTIVATE_FILE).write_text(json.dumps(variables, indent=2, sort_keys=True) + "\n")
     _patch_activate(environment / "bin" / "activate", _BASH_EXPORT, _BASH_RESTORE, "deactivate () {", variables)
     _patch_activate(environment / "bin" / "activate.fish", _FISH_EXPORT, _FISH_RESTORE, "function deactivate", variables)
     return constraints_path
+
+
+def activate_variables(environment: Path) -> Dict[str, str]:
+    """What the environment's activate scripts export, as protect recorded it (none where it did not)."""
+    try:
+        recorded = json.loads((environment / STATE_DIR / ACTIVATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(recorded, dict):
+        return {}
+    return {str(name): value for name, value in recorded.items() if isinstance(value, str)}
 
 
 def _patch_activate(script: Path, export: str, restore: str, deactivate_line: str, variables: Dict[str, str]) -> None:
@@ -701,5 +726,5 @@ def _patch_activate(script: Path, export: str, restore: str, deactivate_line: st
         if line.strip().startswith(deactivate_line):
             lines.insert(number + 1, "".join(restore.format(var=var) for var in variables))
             break
-    exports = "".join(export.format(var=var, value=value) for var, value in variables.items())
+    exports = "".join(export.format(var=var, value=value, why=_WHY[var]) for var, value in variables.items())
     script.write_text("".join(lines) + exports)

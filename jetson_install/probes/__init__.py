@@ -1,8 +1,8 @@
 """Standalone probe scripts run by the target interpreter; they never import jetson_install.
 
-This module is the tool's side only: how a probe is started (the doctor starts its three, the
-verify step's plan lists the same command lines, and the stack probe reads an interpreter's
-packages without importing torch).
+This module is the tool's side only: how a probe is started (the doctor starts its four, the
+verify step's plan lists the same command lines, the protect step runs the assembler probe, and
+the stack probe reads an interpreter's packages without importing torch).
 """
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Tuple
 
-__all__ = ["SCRIPTS", "probe_command", "integrity_command"]
+__all__ = ["SCRIPTS", "BOARD_PTXAS", "probe_command", "integrity_command", "assembler_command"]
 
 #: Each probe by name, and its script beside this file.
 SCRIPTS = {"torch": "torch_probe.py", "bitsandbytes": "bnb_probe.py", "stack": "stack_probe.py",
-           "integrity": "integrity_probe.py"}
+           "integrity": "integrity_probe.py", "assembler": "assembler_probe.py"}
+#: The assembler of the board's own CUDA, under its root (JetPack installs CUDA there).
+BOARD_PTXAS = "usr/local/cuda/bin/ptxas"
 
 
 def probe_command(python: str, probe: str) -> Tuple[str, ...]:
@@ -29,3 +31,11 @@ def integrity_command(python: str, record: Optional[str], hash_files: bool) -> T
     `hash_files`: compare every vendor file's digest, not only its size."""
     return (python, "-I", "-S", str(Path(__file__).parent / SCRIPTS["integrity"]),
             *(("--hash",) if hash_files else ()), *(("--record", record) if record else ()))
+
+
+def assembler_command(python: str, compute_capability: str, root: Optional[str]) -> Tuple[str, ...]:
+    """The assembler probe in the environment of `python` for a GPU of `compute_capability`
+    ("11.0"), trying the board's own ptxas under `root` too where a board is named."""
+    digits = compute_capability.replace(".", "")
+    candidate = ("--candidate", str(Path(root) / BOARD_PTXAS)) if root else ()
+    return (python, str(Path(__file__).parent / SCRIPTS["assembler"]), "--capability", digits, *candidate)

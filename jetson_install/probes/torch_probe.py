@@ -284,7 +284,48 @@ def probe_transformers():
     return result
 
 
+def compiled_function(x):
+    # A matmul (cuBLAS) and a pointwise tail, which inductor fuses into a Triton kernel: that
+    # kernel is what passes through Triton's assembler.
+    return (x @ x).abs() - x
+
+
+def probe_compile(torch):
+    """torch.compile's default backend (inductor, whose GPU kernels are Triton's) against eager."""
+    result = {"ran": False, "error": None}
+    try:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(64, 64, generator=generator).cuda()
+        expected = compiled_function(x)
+        got = torch.compile(compiled_function)(x)
+        torch.cuda.synchronize()
+        result["ran"] = True
+        result["finite"] = bool(torch.isfinite(got).all())
+        result["max_abs_error"] = float((got - expected).abs().max())
+        result["allclose"] = bool(torch.allclose(got, expected, rtol=1e-3, atol=1e-3))
+    except Exception as exc:
+        result["error"] = describe(exc)
+        # Inductor wraps Triton's failure; the assembler's own line says what it refused.
+        said = [line.strip() for line in str(exc).splitlines() if "ptxas" in line and "fatal" in line]
+        if said:
+            result["assembler_error"] = said[0]
+    return result
+
+
+def has_triton():
+    try:
+        import importlib.util
+
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def main():
+    # Each run compiles anew: a kernel cached by an earlier run would not pass through the
+    # assembler (torch/_inductor/config.py force_disable_caches; triton/knobs.py always_compile).
+    os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+    os.environ["TRITON_ALWAYS_COMPILE"] = "1"
     step("python", probe_interpreter)
     step("wheels", probe_wheels)
     step("numpy", probe_numpy)
@@ -305,6 +346,9 @@ def main():
             # bf16 needs compute capability 8.0 (Ampere) or newer.
             if tuple(report["cuda"].get("capability", (0, 0))) >= (8, 0):
                 step("bf16_backward", probe_bf16_backward, torch)
+            # Compiling takes longest and runs a kernel torch did not ship: last of all.
+            if has_triton():
+                step("compile", probe_compile, torch)
     report["complete"] = True
     emit()
 

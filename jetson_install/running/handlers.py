@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Mapping, Tuple
 
 from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.base.errors import JetsonInstallError, StepFailed
@@ -20,6 +20,7 @@ from jetson_install.board.apt import install_command
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.catalog.identity import Companion
 from jetson_install.doctor import GPU_FREE_CHECKS
+from jetson_install.doctor.context import _last_json_object
 from jetson_install.doctor.on_environment import doctor_environment
 from jetson_install.envs.environment import protect, write_additions, write_constraints, write_requirements
 from jetson_install.envs.failed_evidence import kept_evidence
@@ -131,7 +132,30 @@ def _target(step: Step, run: Run) -> str:
 
 
 def _protect(step: Step, run: Run) -> str:
-    return f"constraints kept in {protect(run.staging, list(run.plan.route.kept()))}"
+    triton: Dict[str, str] = {}
+    said = ""
+    if step.commands:  # the assembler probe, on a board: Triton's own assembler and the board's
+        probed = run.run(step.commands[0], "")
+        triton, said = _board_assembler(_last_json_object(probed.stdout, "assembler"))
+        if said and not triton:
+            run.warnings.append(said)
+    kept = protect(run.staging, list(run.plan.route.kept()), triton)
+    return f"constraints kept in {kept}" + (f"; {said}" if said else "")
+
+
+def _board_assembler(report: Mapping[str, Any]) -> Tuple[Dict[str, str], str]:
+    """The variable that points Triton at the board's assembler, where Triton's own cannot
+    assemble for the GPU and the board's can; and what to say of it (nothing where Triton's
+    own can, or the environment has no Triton)."""
+    own, board = report.get("assembler"), report.get("candidate")
+    if not isinstance(own, dict) or own.get("assembled"):
+        return {}, ""
+    refused = f"Triton's {own.get('name')} cannot assemble {own.get('arch')} ({own.get('error')})"
+    if isinstance(board, dict) and board.get("assembled"):
+        return ({str(own["variable"]): str(board["path"])},
+                f"{refused}: {own['variable']} names {board['path']} in the activate scripts")
+    return {}, f"{refused}, nor can the board's {board.get('path') if isinstance(board, dict) else 'ptxas'}: " \
+               "torch.compile will fail on this GPU (the doctor's compile check says what to do)"
 
 
 def _check(step: Step, run: Run) -> str:

@@ -13,7 +13,7 @@ import shutil
 import sys
 import venv
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 import jsonschema
 
@@ -24,7 +24,7 @@ from jetson_install.board.release_files import L4T
 
 from .stub_stack import JETSON_STACK, write_record
 
-__all__ = ["HOST_PYTHON", "HOST_TAG", "JP6", "JP6_SOURCE", "ORIN", "SCHEMA", "WORKING", "make_env", "run"]
+__all__ = ["stub_ptxas", "HOST_PYTHON", "HOST_TAG", "JP6", "JP6_SOURCE", "ORIN", "SCHEMA", "WORKING", "make_env", "run"]
 
 STUBS = Path(__file__).resolve().parent.parent / "doctor_stubs"
 STUB_PACKAGES = {
@@ -44,6 +44,13 @@ WORKING: Dict[str, Any] = {
     # What the installed wheels' WHEEL files say (python-abi judges these).
     "torch_tag": f"{HOST_TAG}-{HOST_TAG}-linux_aarch64",
     "bnb_tag": "py3-none-manylinux_2_24_aarch64",
+    # A Triton whose two assemblers (its ptxas and ptxas-blackwell, by CUDA release) assemble
+    # every architecture; `triton_rejects` lists those its ptxas-blackwell refuses, as Triton
+    # 3.6's CUDA 12.9 one refuses sm_110a (pytorch/pytorch#170117).
+    "triton_version": "3.7.1",
+    "triton_ptxas_release": "12.8",
+    "triton_blackwell_release": "13.1",
+    "triton_rejects": [],
 }
 
 ORIN = Platform(
@@ -92,6 +99,49 @@ JP6 = Channel(
 SCHEMA = doctor.evidence_schema()
 
 
+_PTXAS = """#!/bin/sh
+# A stand-in ptxas: answers --version with its CUDA release, refuses the architectures it is
+# made without (in ptxas' own words), and writes the -o file for the others.
+arch="" out="" previous=""
+for arg in "$@"; do
+    case "$arg" in
+        --version) printf 'ptxas: NVIDIA (R) Ptx optimizing assembler\\nCuda compilation tools, release {release}, V{release}.0\\n'; exit 0;;
+        --gpu-name=*) arch="${{arg#--gpu-name=}}";;
+    esac
+    [ "$previous" = "-o" ] && out="$arg"
+    previous="$arg"
+done
+case " {rejects} " in
+    *" $arch "*) echo "ptxas fatal   : Value '$arch' is not defined for option 'gpu-name'" >&2; exit 255;;
+esac
+[ -n "$out" ] && : > "$out"
+exit 0
+"""
+
+
+def stub_ptxas(path: Path, release: str, rejects: Sequence[str] = ()) -> Path:
+    """A stand-in ptxas at `path` of CUDA `release` that refuses `rejects` ("sm_110a")."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_PTXAS.format(release=release, rejects=" ".join(rejects)))
+    path.chmod(0o755)
+    return path
+
+
+def _stub_triton(site_packages: Path, scenario: Dict[str, Any]) -> None:
+    """The parts of a Triton the doctor reads: its package folder (never imported), its
+    dist-info, and its assemblers under backends/nvidia/bin."""
+    package = site_packages / "triton"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('the stub Triton is for its assemblers only')\n")
+    binaries = package / "backends" / "nvidia" / "bin"
+    stub_ptxas(binaries / "ptxas", scenario["triton_ptxas_release"])
+    stub_ptxas(binaries / "ptxas-blackwell", scenario["triton_blackwell_release"], scenario["triton_rejects"])
+    dist_info = site_packages / f"triton-{scenario['triton_version']}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: triton\nVersion: {scenario['triton_version']}\n")
+    write_record(dist_info, ("triton",))
+
+
 def make_env(root: Path, **changes: Any) -> str:
     """A venv without pip whose site-packages holds the stubs and the scenario they read."""
     scenario = dict(WORKING, **changes)
@@ -113,6 +163,8 @@ def make_env(root: Path, **changes: Any) -> str:
         if tag:
             (dist_info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
         write_record(dist_info, (name,))
+    if scenario["triton_version"] is not None:
+        _stub_triton(site_packages, scenario)
     shutil.copy(STUBS / "doctor_stub_scenario.py", site_packages)
     (site_packages / "doctor_stub_scenario.json").write_text(json.dumps(scenario))
     return str(root / "bin" / "python")

@@ -259,7 +259,7 @@ def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpre
         steps.append(shared.libraries_step(plan))
     steps += [
         shared.target_step(plan),
-        shared.protect_step("keep the constraints in force after jetson-install exits: pip.conf and UV_CONSTRAINT "
+        shared.protect_step(plan, "keep the constraints in force after jetson-install exits: pip.conf and UV_CONSTRAINT "
                             "in the activate scripts"),
         shared.check_step(plan, "check the installed dependencies"),
         shared.verify_step(plan, verify_title or _verify_title(plan)),

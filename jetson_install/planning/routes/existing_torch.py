@@ -71,7 +71,7 @@ class ExistingTorchRoute(Route):
                                         default_index, f"{state}/{KEPT_RESOLUTION_FILE}")),)),
             Step("target", "target", f"install {plan.target.title} and the rest of the resolution without dependencies",
                  (tuple(uv.no_deps_install_argv(python, f"{state}/{TO_INSTALL_FILE}", default_index)),)),
-            shared.protect_step("keep the stack in force after jetson-install exits: pip.conf, and UV_CONSTRAINT and "
+            shared.protect_step(plan, "keep the stack in force after jetson-install exits: pip.conf, and UV_CONSTRAINT and "
                                 "UV_EXCLUDE in the activate scripts"),
             shared.check_step(plan, "check the installed dependencies, the kept stack included"),
             shared.verify_step(plan, "prove torch.cuda and bitsandbytes run CUDA kernels; keep the evidence"

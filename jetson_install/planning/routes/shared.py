@@ -3,19 +3,20 @@ the protection, the checks, the doctor and the switch."""
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from pathlib import Path
+from typing import List, Optional, Tuple
 
 from jetson_install.base import git_urls
 from jetson_install.tools import uv
 from jetson_install.base.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, RECORD_FILE, REQUIREMENTS_FILE, STATE_DIR
 from jetson_install.planning.plan import Plan
-from jetson_install.probes import integrity_command, probe_command
+from jetson_install.probes import BOARD_PTXAS, assembler_command, integrity_command, probe_command
 from jetson_install.base.redact import credentials
 from jetson_install.base.steps import Step
 
 __all__ = ["PROGRAM", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
            "libraries_step",
-           "protect_step",
+           "protect_step", "ptxas_variable", "assembler_probe",
            "check_step", "verify_step", "switch_step"]
 
 #: How the steps name this tool.
@@ -81,8 +82,33 @@ def libraries_step(plan: Plan) -> Step:
                 equivalent=(PROGRAM, "doctor", "--venv", plan.venv, "--check", "libraries", *plan.doctor_platform_args))
 
 
-def protect_step(title: str) -> Step:
-    return Step("protect", "protect", title)
+def assembler_probe(plan: Plan) -> Optional[Tuple[str, ...]]:
+    """The assembler probe for the board's GPU (the board's own ptxas tried beside Triton's),
+    where the platform names a compute capability; the doctor runs the same command line."""
+    platform = plan.platform
+    if not platform.compute_capability:
+        return None
+    return assembler_command(python_of(plan), platform.compute_capability, platform.root if platform.jetson else None)
+
+
+def ptxas_variable(compute_capability: str) -> str:
+    """The variable that names Triton's assembler for a GPU: its Blackwell one serves compute
+    capability 10.0 and up (triton/backends/nvidia/compiler.py, get_ptxas)."""
+    return "TRITON_PTXAS_BLACKWELL_PATH" if int(compute_capability.split(".")[0]) >= 10 else "TRITON_PTXAS_PATH"
+
+
+def protect_step(plan: Plan, title: str) -> Step:
+    """On a board, the protection also points Triton at the board's assembler where Triton's own
+    cannot assemble for the GPU and the board's can (pytorch/pytorch#170117): the assembler probe
+    decides, once the environment holds its Triton."""
+    probe = assembler_probe(plan) if plan.platform.jetson and plan.route.profile != "preflight" else None
+    capability = plan.platform.compute_capability
+    if probe is None or capability is None:
+        return Step("protect", "protect", title)
+    board = Path(plan.platform.root) / BOARD_PTXAS
+    return Step("protect", "protect", f"{title}; and {ptxas_variable(capability)} there, naming {board}, where the environment's "
+                                      f"Triton cannot assemble for compute capability {capability} and that one can",
+                (probe,))
 
 
 def check_step(plan: Plan, title: str) -> Step:
@@ -107,6 +133,9 @@ def verify_step(plan: Plan, title: str) -> Step:
     commands: List[Tuple[str, ...]] = [probe_command(python, "torch"), integrity_command(python, record, False)]
     if plan.verify:
         commands += [probe_command(python, "bitsandbytes"), tuple(uv.pip_check_argv(python))]
+        assembler = assembler_probe(plan)
+        if assembler is not None:  # the compile check's half that needs no GPU
+            commands.append(assembler)
     options = (*plan.doctor_platform_args, *(("--preflight",) if plan.route.profile == "preflight" else ()),
                *(() if plan.verify else ("--no-gpu",)))
     equivalent = (PROGRAM, "doctor", "--venv", plan.venv, "--evidence", f"{plan.venv}/{STATE_DIR}/{EVIDENCE_FILE}",

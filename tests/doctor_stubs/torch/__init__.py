@@ -157,6 +157,39 @@ def allclose(a, b, rtol=1e-5, atol=1e-8):
     return abs(a.value - b.value) <= atol + rtol * abs(b.value)
 
 
+def compile(function):
+    """Compiles as inductor would on the GPU: through the environment's Triton assembler."""
+
+    def compiled(*args):
+        error = SCENARIO.get("compile_error") or _triton_assembler_error()
+        if error:
+            raise RuntimeError(error)
+        return function(*args)
+
+    return compiled
+
+
+def _triton_assembler_error():
+    """The stub Triton's assembler for the scenario's device, chosen as Triton 3.7 chooses it
+    (its TRITON_*_PATH variable first), run as Triton runs it; its refusal as inductor words it."""
+    import importlib.util
+    import os
+    import subprocess
+
+    spec = importlib.util.find_spec("triton")
+    if spec is None:
+        return "Cannot find a working triton installation"
+    capability = SCENARIO["capability"][0] * 10 + SCENARIO["capability"][1]
+    name = "ptxas-blackwell" if capability >= 100 else "ptxas"
+    path = os.environ.get("TRITON_%s_PATH" % name.upper().replace("-", "_")) or os.path.join(
+        next(iter(spec.submodule_search_locations)), "backends", "nvidia", "bin", name)
+    arch = "sm_%d%s" % (capability, "a" if capability >= 90 else "")
+    done = subprocess.run([path, "--gpu-name=" + arch, os.devnull, "-o", os.devnull], capture_output=True, text=True)
+    if done.returncode:
+        return "PTXAS error: Internal Triton PTX codegen error\n`ptxas` stderr:\n" + done.stdout + done.stderr
+    return None
+
+
 from torch import backends, cuda, nn  # noqa: E402,F401  (submodules; they use Tensor)
 
 

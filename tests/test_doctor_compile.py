@@ -1,0 +1,169 @@
+"""The compile check with stand-ins: a stub Triton whose ptxas-blackwell refuses Thor's sm_110a
+(as Triton 3.6's CUDA 12.9 one does: pytorch/pytorch#170117) or assembles it, a board whose
+CUDA has a ptxas that can, the install's fix in the activate scripts, and the channel's word
+on whether the check counts. The real Triton 3.7.1 assembler runs in the arm64 lane
+(tests/test_lane_thor.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+from typing import List
+
+from support.doctor_env import JP6, ORIN, make_env, run, stub_ptxas
+
+from jetson_install.board.platform import Platform
+from jetson_install.catalog.catalog import GateRule
+from jetson_install.doctor.profiles import PreflightProfile
+from jetson_install.envs.environment import activate_variables, protect
+from jetson_install.planning.routes.shared import ptxas_variable
+from jetson_install.running.handlers import _board_assembler
+
+REFUSED = "ptxas fatal   : Value 'sm_110a' is not defined for option 'gpu-name'"
+# Triton 3.6: a ptxas-blackwell of CUDA 12.9, which does not know Thor.
+TRITON_36 = {"triton_version": "3.6.0", "triton_blackwell_release": "12.9", "triton_rejects": ["sm_110a"]}
+THOR_DEVICE = {"capability": [11, 0], "arch_list": ["sm_110"], "device_name": "NVIDIA Thor"}
+
+
+def thor(root: Path) -> Platform:
+    return dataclasses.replace(ORIN, root=str(root), family="Thor", soc="tegra264", compute_capability="11.0",
+                               kind="sbsa")
+
+
+def board_root(tmp_path: Path, assembles: bool) -> Path:
+    """A board root whose CUDA's ptxas (13.0) assembles sm_110a, or refuses it too."""
+    root = tmp_path / "board"
+    stub_ptxas(root / "usr/local/cuda/bin/ptxas", "13.0", () if assembles else ("sm_110a",))
+    return root
+
+
+def test_a_triton_whose_assembler_refuses_thor_fails_and_names_the_boards_ptxas(
+        tmp_path: Path, clean_pip_check: List[str]) -> None:
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE)
+    root = board_root(tmp_path, assembles=True)
+    report = run(python, platform=thor(root))
+    check = report.check("compile")
+    assert check.status == "fail" and check.required
+    assert check.detail.startswith("Triton 3.6.0's ptxas-blackwell (")
+    assert f"CUDA 12.9) cannot assemble sm_110a: {REFUSED}; every torch.compile'd kernel fails" in check.detail
+    board = root / "usr/local/cuda/bin/ptxas"
+    assert check.fix is not None and check.fix.endswith(f"in this shell: export TRITON_PTXAS_BLACKWELL_PATH={board}")
+    assert report.exit_code == 1
+    compiled = report.to_json()["torch"]["compile"]
+    assert compiled == {"triton": "3.6.0", "assembler": compiled["assembler"], "assembler_release": "12.9",
+                        "arch": "sm_110a", "assembled": False, "function": "failed"}
+    assert compiled["assembler"].endswith("/triton/backends/nvidia/bin/ptxas-blackwell")
+
+
+def test_without_a_board_ptxas_that_can_the_fix_says_what_would(tmp_path: Path, clean_pip_check: List[str]) -> None:
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE)
+    report = run(python, platform=thor(board_root(tmp_path, assembles=False)))
+    assert report.check("compile").fix == (
+        "point Triton at a CUDA ptxas that knows sm_110a (JetPack's CUDA has one): export "
+        "TRITON_PTXAS_BLACKWELL_PATH=PATH; or install a Triton whose own assembler knows it (Triton 3.7.1's "
+        "ptxas-blackwell 13.1 assembles sm_110a)")
+
+
+def test_the_activate_scripts_fix_makes_the_compiled_function_run(tmp_path: Path, clean_pip_check: List[str]) -> None:
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE)
+    board = str(board_root(tmp_path, assembles=True) / "usr/local/cuda/bin/ptxas")
+    environment = tmp_path / "env"
+    (environment / "jetson-install").mkdir()
+    protect(environment, (), {"TRITON_PTXAS_BLACKWELL_PATH": board})
+    assert activate_variables(environment)["TRITON_PTXAS_BLACKWELL_PATH"] == board
+    # A shell that activates the environment has it; deactivating takes it away again.
+    shell = subprocess.run(["bash", "-c", f'. "{environment}/bin/activate" && echo "$TRITON_PTXAS_BLACKWELL_PATH" '
+                                          '&& deactivate && echo "[${TRITON_PTXAS_BLACKWELL_PATH:-}]"'],
+                           capture_output=True, text=True, timeout=60)
+    assert shell.stdout.splitlines() == [board, "[]"], shell.stderr
+    report = run(python, platform=thor(tmp_path / "board"))
+    check = report.check("compile")
+    assert check.status == "ok", check.detail
+    assert check.detail == ("Triton 3.6.0's ptxas-blackwell (from TRITON_PTXAS_BLACKWELL_PATH), CUDA 13.0, assembles "
+                            "sm_110a; a torch.compile'd matmul with a fused pointwise tail on cuda matches eager "
+                            "(max |error| 0)")
+    assert report.to_json()["torch"]["compile"]["assembler"] == board
+
+
+def test_triton_37_assembles_thor_with_its_own_assembler(tmp_path: Path, clean_pip_check: List[str]) -> None:
+    python = make_env(tmp_path / "env", **THOR_DEVICE)
+    check = run(python, platform=thor(board_root(tmp_path, assembles=True))).check("compile")
+    assert check.status == "ok"
+    assert check.detail.startswith("Triton 3.7.1's ptxas-blackwell, CUDA 13.1, assembles sm_110a; a torch.compile'd")
+
+
+def test_the_channel_decides_whether_a_failure_counts(tmp_path: Path, clean_pip_check: List[str]) -> None:
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE)
+    channel = dataclasses.replace(JP6, compile=GateRule(False, "no compiled kernel has run on this board yet"))
+    report = run(python, platform=thor(board_root(tmp_path, assembles=False)), channel=channel)
+    check = report.check("compile")
+    assert check.status == "fail" and not check.required
+    assert check.detail.endswith("(not required on channel jp6-cu126: no compiled kernel has run on this board yet)")
+    assert report.exit_code == 0 and "compile" not in [c.id for c in report.not_passed]
+    required = dataclasses.replace(JP6, compile=GateRule(True, "Triton is part of the stack"))
+    assert run(python, platform=thor(tmp_path / "board"), channel=required).exit_code == 1
+
+
+def test_no_gpu_still_runs_the_assembler(tmp_path: Path, clean_pip_check: List[str]) -> None:
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE, cuda_available=False)
+    report = run(python, platform=thor(board_root(tmp_path, assembles=False)))
+    assert report.check("compile").status == "fail"
+    assert "cannot assemble sm_110a" in report.check("compile").detail
+    # Triton 3.7.1's assembler can: the compiled half waits for the GPU.
+    python = make_env(tmp_path / "ok", **THOR_DEVICE, cuda_available=False)
+    check = run(python, platform=thor(tmp_path / "board")).check("compile")
+    assert check.status == "skip"
+    assert check.detail == ("Triton 3.7.1's ptxas-blackwell, CUDA 13.1, assembles sm_110a; the compiled function "
+                            "needs a CUDA device (cuda-available)")
+
+
+def test_the_preflight_judges_the_assembler_alone(tmp_path: Path, clean_pip_check: List[str]) -> None:
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE, cuda_available=False)
+    preflight = PreflightProfile()
+    assert run(python, platform=thor(tmp_path), profile=preflight).check("compile").status == "fail"
+    python = make_env(tmp_path / "ok", **THOR_DEVICE, cuda_available=False)
+    check = run(python, platform=thor(tmp_path), profile=preflight).check("compile")
+    assert check.status == "ok"
+    assert check.detail.endswith("assembles sm_110a; the compiled function is not run (preflight: a CPU build of "
+                                 "torch; the GPU is checked only by the Jetson profile)")
+
+
+def test_an_environment_without_triton_has_nothing_to_compile_with(
+        tmp_path: Path, clean_pip_check: List[str]) -> None:
+    python = make_env(tmp_path / "env", triton_version=None)
+    report = run(python)
+    check = report.check("compile")
+    assert (check.status, check.detail) == (
+        "not_applicable", "no Triton in the environment: torch.compile has no GPU backend to prove here")
+    assert report.to_json()["torch"]["compile"] is None
+
+
+def test_the_install_points_triton_at_the_boards_assembler_only_where_its_own_cannot() -> None:
+    refused = {"assembler": {"assembled": False, "name": "ptxas-blackwell", "arch": "sm_110a", "error": REFUSED,
+                             "variable": "TRITON_PTXAS_BLACKWELL_PATH"},
+               "candidate": {"assembled": True, "path": "/usr/local/cuda/bin/ptxas"}}
+    assert _board_assembler(refused) == (
+        {"TRITON_PTXAS_BLACKWELL_PATH": "/usr/local/cuda/bin/ptxas"},
+        f"Triton's ptxas-blackwell cannot assemble sm_110a ({REFUSED}): TRITON_PTXAS_BLACKWELL_PATH names "
+        "/usr/local/cuda/bin/ptxas in the activate scripts")
+    neither = dict(refused, candidate={"assembled": False, "path": "/usr/local/cuda/bin/ptxas", "error": "not found"})
+    variables, said = _board_assembler(neither)
+    assert variables == {} and said.endswith("nor can the board's /usr/local/cuda/bin/ptxas: torch.compile will "
+                                             "fail on this GPU (the doctor's compile check says what to do)")
+    assert _board_assembler(dict(refused, assembler=dict(refused["assembler"], assembled=True))) == ({}, "")
+    assert _board_assembler({"triton": {"installed": False}}) == ({}, "")
+    assert ptxas_variable("11.0") == "TRITON_PTXAS_BLACKWELL_PATH" and ptxas_variable("8.7") == \
+        "TRITON_PTXAS_PATH"
+
+
+def test_evidence_kept_before_the_check_is_still_valid() -> None:
+    import jsonschema
+
+    from jetson_install.doctor import evidence_schema
+
+    example = Path(__file__).resolve().parent.parent / "docs/examples/x86_64-cpu-torch-2.13.0-bitsandbytes-0.50.2.json"
+    evidence = json.loads(example.read_text())
+    assert "compile" not in evidence["torch"]
+    jsonschema.validate(evidence, evidence_schema())
