@@ -1,5 +1,6 @@
 """tests/device/check, on this machine (no GPU): in a stub environment whose torch says it
-has a CUDA device (support.doctor_env), with a carried wheel of the stub bitsandbytes. The
+has a CUDA device and whose stub Triton's assemblers assemble (support.doctor_env), with a
+carried wheel of the stub bitsandbytes. The
 whole check runs, as on a GPU machine, and writes its evidence where --out says; --dry-run
 stops before the GPU probes; an interpreter without torch is refused in one line.
 
@@ -38,8 +39,11 @@ def test_the_device_check_runs_the_kernel_and_bitsandbytes_checks_and_writes_the
     evidence = json.loads((out / "device-check-evidence.json").read_text())
     checks = {check["id"]: check["status"] for check in evidence["checks"]}
     assert checks == {"torch-import": "ok", "cuda-available": "ok", "cuda-arch": "ok", "cuda-matmul": "ok",
-                      "cuda-conv2d": "ok", "cuda-bf16": "ok", "bnb-library": "ok", "bnb-kernels": "ok",
-                      "bnb-int8": "ok"}
+                      "cuda-conv2d": "ok", "cuda-bf16": "ok", "compile": "ok", "bnb-library": "ok",
+                      "bnb-kernels": "ok", "bnb-int8": "ok"}
+    # The stub Triton's ptxas assembled the device's sm_87 (no board: Triton's own, no other tried),
+    # and the compiled function matched eager.
+    assert evidence["torch"]["compile"]["arch"] == "sm_87" and evidence["torch"]["compile"]["function"] == "passed"
     assert evidence["platform"]["l4t"] is None and evidence["platform"]["compute_capability"] == "8.7"
     assert evidence["device_check"]["bitsandbytes_wheel"] == "bitsandbytes-0.46.1-py3-none-any.whl"
     assert "evidence: " in result.stderr and (out / "device-check.txt").read_text().startswith("torch-import")

@@ -159,11 +159,49 @@ def test_the_install_points_triton_at_the_boards_assembler_only_where_its_own_ca
 
 
 def test_evidence_kept_before_the_check_is_still_valid() -> None:
-    import jsonschema
-
-    from jetson_install.doctor import evidence_schema
+    from jetson_install.base.schema import errors, evidence_schema
 
     example = Path(__file__).resolve().parent.parent / "docs/examples/x86_64-cpu-torch-2.13.0-bitsandbytes-0.50.2.json"
     evidence = json.loads(example.read_text())
     assert "compile" not in evidence["torch"]
-    jsonschema.validate(evidence, evidence_schema())
+    assert errors(evidence, evidence_schema()) == []
+
+
+def test_a_check_the_channel_does_not_require_neither_gates_nor_contradicts_the_evidence() -> None:
+    from jetson_install.fleet.evidence import contradiction, gate_record
+
+    checks = [{"id": "torch-import", "title": "torch imports", "status": "ok", "required": True, "detail": "ok",
+               "fix": None},
+              {"id": "compile", "title": "torch.compile works", "status": "fail", "required": False,
+               "detail": "cannot assemble sm_110a (not required on channel jp7-thor-cu130: no board run yet)",
+               "fix": "export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas"}]
+    evidence = {"status": "passed", "strict": True, "profile": "jetson", "checks": checks,
+                "generated_at": "2026-12-03T00:00:00Z",
+                "torch": {"kernels": {}}, "bitsandbytes": {"kernel_test": "not_run"}, "integrity": {}}
+    assert contradiction(evidence) is None
+    assert gate_record(evidence, 0, "local")["counts"] == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}
+    required = dict(evidence, checks=[checks[0], dict(checks[1], required=True)])
+    assert contradiction(required) == "status passed contradicts its checks: compile failed"
+
+
+def test_the_plan_of_a_thor_says_where_the_install_would_point_triton(tmp_path: Path) -> None:
+    from support.cli import run_cli
+
+    planned = run_cli("plan", "obliteratus", "--root", "sample:agx-thor-jp7.0", "--venv", str(tmp_path / "obl"),
+                      "--json")
+    assert planned.returncode == 0, planned.stderr
+    steps = {step["id"]: step for step in json.loads(planned.stdout)["steps"]}
+    protect = steps["protect"]
+    # A sample root holds release files only: the board it stands for is where the install runs.
+    assert protect["title"].endswith("; and TRITON_PTXAS_BLACKWELL_PATH there, naming /usr/local/cuda/bin/ptxas, where "
+                                     "the environment's Triton cannot assemble for compute capability 11.0 and that "
+                                     "one can")
+    (probe,) = protect["commands"]
+    assert probe[0] == f"{tmp_path}/obl.d/<new>/bin/python" and probe[1].endswith("/probes/assembler_probe.py")
+    assert probe[2:] == ["--capability", "110", "--candidate", "/usr/local/cuda/bin/ptxas"]
+    # The verify step's doctor runs the same probe: the compile check's half that needs no GPU.
+    assert probe in steps["verify"]["commands"]
+    # A preflight runs off the board: there is no board assembler to name.
+    preflight = run_cli("plan", "obliteratus", "--root", "sample:agx-thor-jp7.0", "--preflight", "--json")
+    assert preflight.returncode == 0, preflight.stderr
+    assert {step["id"]: step for step in json.loads(preflight.stdout)["steps"]}["protect"]["commands"] == []

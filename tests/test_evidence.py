@@ -81,8 +81,10 @@ def test_strict_gate_passes_and_writes_upstreams_gate_record(gate_runs: Dict[str
     assert record["git_sha"] == "local" and record["exit_code"] == 0
     evidence = json.loads(run["evidence"].read_text())
     assert record["generated_at"] == evidence["generated_at"]
-    applicable = [check for check in evidence["checks"] if check["status"] != "not_applicable"]
+    # Each applicable check the channel requires is a test (jp6-cu126 does not require compile).
+    applicable = [check for check in evidence["checks"] if check["status"] != "not_applicable" and check["required"]]
     assert record["counts"] == {"tests": len(applicable), "failures": 0, "errors": 0, "skipped": 0}
+    assert {check["id"]: check["required"] for check in evidence["checks"]}["compile"] is False
     assert evidence["strict"] is True and evidence["platform"]["channel"] == "jp6-cu126"
     assert evidence["platform"]["board"] == "NVIDIA Jetson AGX Orin Developer Kit"
 

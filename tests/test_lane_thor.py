@@ -45,6 +45,7 @@ from support.lanes import lane_unavailable
 from support.stub_projects import make_obliteratus_source
 
 from jetson_install.catalog.catalog import VendorSource, load_catalog
+from jetson_install.running.handlers import _board_assembler
 
 pytestmark = pytest.mark.lane
 
@@ -210,6 +211,8 @@ def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
             "torch-import": "ok", "torch-build": "ok",
         "cuda-available": "fail",
         "cuda-arch": "skip", "cuda-matmul": "skip", "cuda-conv2d": "skip", "cuda-bf16": "skip",
+        # Its assembler half ran (Triton 3.7.1's own assembles sm_110a); the compiled function waits for a GPU.
+        "compile": "skip",
         "numpy": "ok",
         # bitsandbytes loads its CPU library when torch sees no GPU; the fix points at torch's checks.
         "bnb-library": "fail", "bnb-kernels": "skip", "bnb-int8": "skip",
@@ -223,5 +226,31 @@ def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
     assert checks["cuda-available"]["detail"] == "torch is built for CUDA 13.0 but sees 0 device(s)"
     assert checks["cuda-available"]["fix"].startswith("check that this user can open the GPU")
     assert checks["bnb-library"]["fix"] == "fix the torch checks first (cuda-available)"
+    assert checks["compile"]["detail"] == ("Triton 3.7.1's ptxas-blackwell, CUDA 13.1, assembles sm_110a; the compiled "
+                                           "function needs a CUDA device (cuda-available)")
+    assert evidence["torch"]["compile"] == {
+        "triton": "3.7.1", "assembler": f"{ENV}/lib/python3.11/site-packages/triton/backends/nvidia/bin/ptxas-blackwell",
+        "assembler_release": "13.1", "arch": "sm_110a", "assembled": True, "function": "not_run"}
     assert checks["pip-check"]["detail"] == ("uv pip check: no broken requirements (accepted as aarch64: "
                                              "nvidia-cusparselt-cu13 (its WHEEL file says py3-none-manylinux2014_sbsa))")
+
+
+def test_the_real_triton_assembles_thor_where_its_older_assembler_cannot(thor: ThorRoot) -> None:
+    """The assembler probe on the real Triton 3.7.1 of the Thor set, under emulation: its
+    ptxas-blackwell (CUDA 13.1) assembles sm_110a; its ptxas (CUDA 12.8), put in that one's place
+    through TRITON_PTXAS_BLACKWELL_PATH, refuses it in #170117's words, and the install would
+    then point Triton at an assembler that can (here the 13.1 one stands for the board's)."""
+    probe = f"{TOOL}/lib/python3.11/site-packages/jetson_install/probes/assembler_probe.py"
+    binaries = f"{ENV}/lib/python3.11/site-packages/triton/backends/nvidia/bin"
+    own = thor.run("assembler", f"{ENV}/bin/python", probe, "--capability", "110")
+    assert own.returncode == 0, own.stderr
+    report = json.loads(own.stdout.splitlines()[-1])
+    assert report["triton"]["version"] == "3.7.1"
+    assert {key: report["assembler"][key] for key in ("name", "release", "arch", "assembled")} == \
+        {"name": "ptxas-blackwell", "release": "13.1", "arch": "sm_110a", "assembled": True}
+    older = thor.run("assembler", "/usr/bin/env", f"TRITON_PTXAS_BLACKWELL_PATH={binaries}/ptxas", f"{ENV}/bin/python",
+                     probe, "--capability", "110", "--candidate", f"{binaries}/ptxas-blackwell")
+    report = json.loads(older.stdout.splitlines()[-1])
+    assert (report["assembler"]["release"], report["assembler"]["assembled"]) == ("12.8", False)
+    assert report["assembler"]["error"] == "ptxas fatal   : Value 'sm_110a' is not defined for option 'gpu-name'"
+    assert _board_assembler(report)[0] == {"TRITON_PTXAS_BLACKWELL_PATH": f"{binaries}/ptxas-blackwell"}

@@ -59,6 +59,17 @@ class Platform:
     sources: Mapping[str, str] = field(default_factory=dict)
     warnings: Tuple[str, ...] = ()
 
+    @property
+    def board_root(self) -> Optional[str]:
+        """Where the board's own programs (its CUDA's ptxas) are, off a Jetson none: its root;
+        a shipped sample root holds release files only and stands for a board the install runs
+        on, so this machine's."""
+        from jetson_install.board.samples import SAMPLES_DIR
+
+        if not self.jetson:
+            return None
+        return "/" if Path(self.root).parent == SAMPLES_DIR else self.root
+
     def to_json(self) -> Dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,

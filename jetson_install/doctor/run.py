@@ -227,7 +227,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     triton_env = {name: value for name, value in activate_variables(Path(interpreter).parent.parent).items()
                   if name.startswith("TRITON_")}
     platform = request.platform
-    assembler = (assembler_command(interpreter, platform.compute_capability, platform.root if platform.jetson else None)
+    assembler = (assembler_command(interpreter, platform.compute_capability, platform.board_root)
                  if platform is not None and platform.compute_capability and "assembler" in probes_needed else None)
     with ThreadPoolExecutor(max_workers=5) as pool:
         try:

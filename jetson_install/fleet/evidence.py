@@ -158,7 +158,8 @@ def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
     if failed:
         return f"status {status} contradicts its checks: {', '.join(failed)} failed"
     if evidence["strict"]:
-        short = [f"{check['id']} ({check['status']})" for check in checks if check["status"] not in ("ok", "not_applicable")]
+        short = [f"{check['id']} ({check['status']})" for check in checks
+                 if check["required"] and check["status"] not in ("ok", "not_applicable")]
         if short:
             return f"strict status {status} contradicts its checks: {', '.join(short)}"
     by_id = {check["id"]: check["status"] for check in checks}
@@ -333,9 +334,10 @@ def support_table(verdicts: Sequence[Verdict]) -> str:
 
 
 def gate_record(report: Mapping[str, Any], exit_code: int, git_sha: str) -> Dict[str, Any]:
-    """Upstream's gate record for the strict doctor's evidence: each applicable check counts
-    as one test; a skip counts as skipped (and fails the gate), a warning as a failure."""
-    checks = [check for check in report["checks"] if check["status"] != "not_applicable"]
+    """Upstream's gate record for the strict doctor's evidence: each applicable check the
+    channel requires counts as one test; a skip counts as skipped (and fails the gate), a
+    warning as a failure."""
+    checks = [check for check in report["checks"] if check["status"] != "not_applicable" and check["required"]]
     counts = {
         "tests": len(checks),
         "failures": sum(1 for check in checks if check["status"] in ("fail", "warn")),

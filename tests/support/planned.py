@@ -45,14 +45,14 @@ def planned_commands(result: Dict[str, Any], programs: Optional[Mapping[str, str
 
 
 def probe_commands(commands: List[str]) -> List[str]:
-    """The doctor's probes among command lines (the script is a word of them: the integrity
-    probe's arguments follow it), sorted: those of one step run side by side."""
-    scripts = tuple(f"/probes/{SCRIPTS[probe]}" for probe in ("torch", "bitsandbytes", "integrity"))
+    """The probes among command lines (the script is a word of them: the integrity and
+    assembler probes' arguments follow it), sorted: those of one step run side by side."""
+    scripts = tuple(f"/probes/{SCRIPTS[probe]}" for probe in ("torch", "bitsandbytes", "integrity", "assembler"))
     return sorted(command for command in commands if any(word.endswith(scripts) for word in command.split()))
 
 
 def planned_probes(result: Dict[str, Any]) -> List[str]:
-    """The doctor's probes the plan lists (the verify step's), as they ran."""
+    """The probes the plan lists (the verify step's, and the protect step's assembler probe), as they ran."""
     placeholder = f"{result['venv']}.d/<new>"
     return probe_commands([" ".join(part.replace(placeholder, result["environment"]) for part in command)
                            for step in result["plan_steps"] for command in step["commands"]])

@@ -88,7 +88,7 @@ def assembler_probe(plan: Plan) -> Optional[Tuple[str, ...]]:
     platform = plan.platform
     if not platform.compute_capability:
         return None
-    return assembler_command(python_of(plan), platform.compute_capability, platform.root if platform.jetson else None)
+    return assembler_command(python_of(plan), platform.compute_capability, platform.board_root)
 
 
 def ptxas_variable(compute_capability: str) -> str:
@@ -101,11 +101,11 @@ def protect_step(plan: Plan, title: str) -> Step:
     """On a board, the protection also points Triton at the board's assembler where Triton's own
     cannot assemble for the GPU and the board's can (pytorch/pytorch#170117): the assembler probe
     decides, once the environment holds its Triton."""
-    probe = assembler_probe(plan) if plan.platform.jetson and plan.route.profile != "preflight" else None
-    capability = plan.platform.compute_capability
-    if probe is None or capability is None:
+    probe = assembler_probe(plan) if plan.route.profile != "preflight" else None
+    capability, root = plan.platform.compute_capability, plan.platform.board_root
+    if probe is None or capability is None or root is None:
         return Step("protect", "protect", title)
-    board = Path(plan.platform.root) / BOARD_PTXAS
+    board = Path(root) / BOARD_PTXAS
     return Step("protect", "protect", f"{title}; and {ptxas_variable(capability)} there, naming {board}, where the environment's "
                                       f"Triton cannot assemble for compute capability {capability} and that one can",
                 (probe,))
@@ -125,8 +125,9 @@ def verify_step(plan: Plan, title: str) -> Step:
     already holds the platform and the catalog: its commands are the probes it starts (the
     torch and integrity probes alone for the checks that need no GPU: python-abi, libraries,
     startup-hooks, vendor-files, torch-import and torch-build; the integrity probe compares the
-    vendor files by size, as any doctor but the strict one does), and the command that does the
-    same later is `jetson-install doctor` on DIR."""
+    vendor files by size, as any doctor but the strict one does; the full doctor also runs the
+    assembler probe where the platform names a compute capability), and the command that does
+    the same later is `jetson-install doctor` on DIR."""
     python = python_of(plan)
     # The vendor step's record names the vendor builds and companions; a kept stack has none.
     record = f"{state_of(plan)}/{RECORD_FILE}" if plan.route.resolves() else None
