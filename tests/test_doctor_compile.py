@@ -10,7 +10,7 @@ import dataclasses
 import json
 import subprocess
 from pathlib import Path
-from typing import List
+from typing import List, Tuple
 
 from support.doctor_env import JP6, ORIN, make_env, run, stub_ptxas
 
@@ -205,3 +205,41 @@ def test_the_plan_of_a_thor_says_where_the_install_would_point_triton(tmp_path: 
     preflight = run_cli("plan", "obliteratus", "--root", "sample:agx-thor-jp7.0", "--preflight", "--json")
     assert preflight.returncode == 0, preflight.stderr
     assert {step["id"]: step for step in json.loads(preflight.stdout)["steps"]}["protect"]["commands"] == []
+
+
+def test_the_protect_step_points_triton_at_the_boards_assembler(tmp_path: Path, clean_pip_check: List[str]) -> None:
+    """The protect handler as an install runs it: the step's assembler probe, then the activate
+    scripts; the doctor's compile check then passes, and one that can itself is left alone."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from jetson_install.base.steps import Step
+    from jetson_install.probes import assembler_command
+    from jetson_install.running.execution import Run
+    from jetson_install.running.handlers import _protect
+    from jetson_install.tools import runner
+
+    def protected(environment: Path, python: str, root: Path) -> Tuple[str, List[str]]:
+        (environment / "jetson-install").mkdir()
+        step = Step("protect", "protect", "keep the constraints", (assembler_command(python, "11.0", str(root)),))
+        warnings: List[str] = []
+        fake = SimpleNamespace(run=lambda command, fix: runner.run(command, timeout=120), warnings=warnings,
+                               staging=environment, plan=SimpleNamespace(route=SimpleNamespace(kept=lambda: ())))
+        return _protect(step, cast(Run, fake)), warnings
+
+    root = board_root(tmp_path, assembles=True)
+    board = root / "usr/local/cuda/bin/ptxas"
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE)
+    detail, warnings = protected(tmp_path / "env", python, root)
+    assert detail.endswith(f"; Triton's ptxas-blackwell cannot assemble sm_110a ({REFUSED}): "
+                           f"TRITON_PTXAS_BLACKWELL_PATH names {board} in the activate scripts") and warnings == []
+    assert f'TRITON_PTXAS_BLACKWELL_PATH="{board}"' in (tmp_path / "env/bin/activate").read_text()
+    assert run(python, platform=thor(root)).check("compile").status == "ok"
+
+    python = make_env(tmp_path / "own", **THOR_DEVICE)
+    detail, warnings = protected(tmp_path / "own", python, root)
+    assert "Triton" not in detail and "TRITON_" not in (tmp_path / "own/bin/activate").read_text()
+
+    python = make_env(tmp_path / "neither", **TRITON_36, **THOR_DEVICE)
+    detail, warnings = protected(tmp_path / "neither", python, board_root(tmp_path / "old", assembles=False))
+    assert warnings and warnings[0].startswith("Triton's ptxas-blackwell cannot assemble sm_110a")
