@@ -10,13 +10,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Union
+from typing import List, Union
 
 import pytest
 import support.cli as support_cli
 
 from jetson_install.base.sourced import Sourced
-from jetson_install.board.platform import detect
+from jetson_install.board.platform import Platform, detect
 from jetson_install.board.samples import SAMPLES_DIR
 
 SAMPLE = SAMPLES_DIR / "agx-orin-64gb-jp6.2"
@@ -29,9 +29,9 @@ def root(tmp_path: Path) -> Path:
     return copy
 
 
-def detect_within(root: Path, seconds: float = 20.0):
+def detect_within(root: Path, seconds: float = 20.0) -> Platform:
     """detect(root), or fail the test if it does not return in time (a FIFO read blocks forever)."""
-    outcome: list = []
+    outcome: List[Platform] = []
     worker = threading.Thread(target=lambda: outcome.append(detect(root)), daemon=True)
     worker.start()
     worker.join(seconds)
@@ -83,7 +83,7 @@ def test_another_root_says_its_arch_from_its_kernel(root: Path) -> None:
     assert platform.arch == "riscv64" and platform.sources["arch"] == "proc/sys/kernel/arch"
 
 
-def run_cli(*args: str, user: bool = False) -> Union[subprocess.CompletedProcess, support_cli.CliResult]:
+def run_cli(*args: str, user: bool = False) -> Union[subprocess.CompletedProcess[str], support_cli.CliResult]:
     """Run from /; as another user (`nobody`), in a process of its own."""
     if not user:
         return support_cli.run_cli(*args, cwd="/")
