@@ -44,7 +44,7 @@ def test_ctrl_c_in_a_wheelhouse_says_how_to_resume_and_leaves_no_partial_file(
             raise KeyboardInterrupt
         real(url, destination)
 
-    monkeypatch.setattr(index, "fetch_file", fetch)
+    monkeypatch.setattr("jetson_install.fleet.wheelhouse.fetch_file", fetch)  # where the wheelhouse looks it up
     house = tmp_path / "house"
     result = run_cli("wheelhouse", str(house), "--lock", str(lock))
     assert result.returncode == 130

@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 from urllib.parse import urlsplit
 
+import platformdirs
+
 from jetson_install.base.errors import BadInput
 from jetson_install.base.sourced import Sourced
+from jetson_install.base.toml_file import TomlData
 
 __all__ = ["IndexSettings", "config_path", "load_index_settings", "check_index_url"]
 
@@ -41,7 +44,6 @@ def config_path() -> Path:
             raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: {what}",
                            fix="point JETSON_INSTALL_CONFIG at the fleet's config.toml, or unset it")
         return path
-    import platformdirs
 
     return Path(platformdirs.user_config_dir("jetson-install")) / "config.toml"
 
@@ -52,7 +54,6 @@ def _read_config(path: Path) -> Dict[str, Any]:
             raise BadInput(f"{path}: is not a file (the configuration must be a TOML file)",
                            fix=f"remove or rename {path}, then write the settings into a file of that name")
         return {}
-    from jetson_install.base.toml_file import TomlData
 
     file = TomlData(path, "jetson-install plan obliteratus")
     file.unknown("config", file.data, CONFIG_KEYS, "a setting")

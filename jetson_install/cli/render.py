@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
+from jetson_install import __version__
 from jetson_install.board import apt
 from jetson_install.board.platform import Platform
+from jetson_install.envs.environment import activate_command
+from jetson_install.planning.fixes import runner_command
+from jetson_install.tools.progress import steps_summary
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from jetson_install.catalog.catalog import Catalog, Channel
     from jetson_install.envs.lifecycle import Cleaned, EnvironmentView, Listed, RolledBack, Uninstalled
-    from jetson_install.planning.fixes import Rerun
-    from jetson_install.tools.index import SetReport
-    from jetson_install.running.install import InstallResult
     from jetson_install.fleet.lock import LockResult
+    from jetson_install.planning.fixes import Rerun
     from jetson_install.planning.plan import Plan
+    from jetson_install.running.install import InstallResult
+    from jetson_install.tools.index import SetReport
 
 __all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "install_lines", "addition_line",
            "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",
@@ -149,8 +153,6 @@ def channels_markdown(catalog: Catalog) -> str:
 
 
 def _shell_line(argv: Sequence[str]) -> str:
-    import shlex
-
     return " ".join(shlex.quote(part) for part in argv)
 
 
@@ -186,8 +188,6 @@ def plan_shown(plan: Plan, typed: Rerun) -> str:
 
 def install_hint(plan: Plan, typed: Rerun) -> str:
     """What to run next after a plan, and where: a preview made for another machine says so."""
-    import os
-
     here = os.uname().machine
     target = (plan.target.id,)
     command = typed.replaced("plan", target, drop=target, only_here=("--resolve",))
@@ -201,9 +201,6 @@ def install_hint(plan: Plan, typed: Rerun) -> str:
 
 def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
     """The end of an install, on stderr: warnings, each step's time, and how it went."""
-    from jetson_install.running.install import activate_command
-    from jetson_install.tools.progress import steps_summary
-
     lines = [f"warning: {warning}" for warning in result.warnings]
     if result.steps:
         lines.append(f"steps: {steps_summary(result.steps)}")
@@ -233,8 +230,6 @@ def lock_lines(result: LockResult) -> List[str]:
 
 
 def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
-    from jetson_install.fleet.wheelhouse import runner_command  # the index reader: detect never needs it
-
     where, target = result["directory"], result.get("target", "obliteratus")
     return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
             f"  install offline: jetson-install {target} --wheelhouse {shlex.quote(where)}",
@@ -248,8 +243,6 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
 
 def dockerfile_written(output: str, base: str, context: Path) -> str:
     """`dockerfile --output`: what was written, and how to build it."""
-    from jetson_install import __version__
-
     return (f"wrote {output} (FROM {base}); put jetson_install-{__version__}-py3-none-any.whl beside it "
             f"(pip wheel --no-deps -w {context} <jetson-install checkout>), then build it there: "
             f"cd {context} && docker build -t obliteratus-jetson .")
@@ -277,8 +270,6 @@ def size_text(size: int) -> str:
 
 
 def _environment_line(label: str, view: EnvironmentView) -> List[str]:
-    from pathlib import Path
-
     doctor = f"doctor {view.doctor} ({view.doctor_at})" if view.doctor else "no doctor evidence"
     return [f"  {label:9} {Path(view.path).name}   made {view.made or 'unknown'}   {size_text(view.size)}",
             f"  {'':9} channel {view.channel or 'unknown'}   torch {view.torch or 'none'}   {doctor}"]
@@ -318,15 +309,11 @@ def environments_lines(listed: Sequence[Listed]) -> List[str]:
 
 
 def rollback_lines(result: RolledBack) -> List[str]:
-    from pathlib import Path
-
     return [f"{result.venv} -> {Path(result.now).name} (rolled back; {Path(result.kept).name} is kept)",
             f"  undo: jetson-install rollback --venv {result.venv}"]
 
 
 def uninstall_lines(result: Uninstalled) -> List[str]:
-    from pathlib import Path
-
     names = ", ".join(Path(path).name for path in result.removed) or "no environment"
     lines = [f"removed {result.venv} ({names}; {size_text(result.freed)} freed)"]
     if result.left:

@@ -13,15 +13,18 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequen
 from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
-from jetson_install.tools import runner
-from jetson_install.board.platform_data import platform_data
-from jetson_install.probes import probe_command
-from jetson_install.doctor.profiles import JETSON, Profile
+from jetson_install.base.layout import COMPLETE_MARK, STATE_DIR
 from jetson_install.base.versions import satisfies
+from jetson_install.board.platform_data import platform_data
+from jetson_install.doctor.profiles import JETSON, Profile
+from jetson_install.envs.record import read_record
+from jetson_install.envs.sonames import site_packages_of
+from jetson_install.probes import probe_command
+from jetson_install.tools import runner
 
 if TYPE_CHECKING:
-    from jetson_install.catalog.catalog import Channel, VendorSource
     from jetson_install.board.platform import Platform
+    from jetson_install.catalog.catalog import Channel, VendorSource
 
 
 def uv_command() -> str:
@@ -160,8 +163,6 @@ def package_index_cpu_build(version: str) -> bool:
 
 def _without_source_options(command: str) -> str:
     """The command line without the options that chose the vendor source it is about to replace."""
-    import shlex
-
     words, kept = shlex.split(command), []
     skip_value = False
     for word in words:
@@ -203,8 +204,6 @@ class Context:
     def site_packages(self) -> Tuple[Path, ...]:
         """Where the interpreter imports from, as the torch probe found before importing torch;
         the environment's own site-packages where the probe did not get that far."""
-        from jetson_install.envs.sonames import site_packages_of
-
         listed = (self.torch.section("python") or {}).get("site_packages")
         if isinstance(listed, list) and all(isinstance(path, str) for path in listed):
             return tuple(Path(path) for path in listed)
@@ -212,8 +211,6 @@ class Context:
 
     def made_here(self) -> Optional[Path]:
         """The user's path of the environment when jetson-install made it (DIR, not DIR.d/env-<id>)."""
-        from jetson_install.base.layout import COMPLETE_MARK, STATE_DIR
-
         environment = Path(self.python).parent.parent
         if not (environment / STATE_DIR / COMPLETE_MARK).is_file():
             return None
@@ -242,8 +239,6 @@ class Context:
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
         capability), or None when it was downloaded or the environment recorded nothing."""
-        from jetson_install.envs.record import read_record
-
         record = read_record(Path(self.python).parent.parent)
         build = record.built.get(name) if record is not None else None
         return dict(build) if build is not None else None

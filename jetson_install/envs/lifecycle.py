@@ -8,17 +8,39 @@ names it gives to its logs and caches. The environment in use changes in one ren
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from jetson_install.envs.environment import (
-    EnvironmentHome, default_environments, disk_usage, known_environments, linked_home, recorded_additions,
-    recorded_plan, remove_tree,
-)
+import platformdirs
+
 from jetson_install.base.errors import BadInput
-from jetson_install.base.layout import COMPLETE_MARK, FAILED_EVIDENCE, HOME_LOCK, STATE_DIR
+from jetson_install.base.layout import (
+    BUILD_CACHE_DIR,
+    COMPLETE_MARK,
+    EVIDENCE_FILE,
+    FAILED_EVIDENCE,
+    HOME_LOCK,
+    INTERPRETER_CACHE,
+    REMOVING_PREFIX,
+    STATE_DIR,
+)
+from jetson_install.base.logs import log_directory, own_logs
+from jetson_install.envs.environment import (
+    EnvironmentHome,
+    default_environments,
+    disk_usage,
+    known_environments,
+    linked_home,
+    recorded_additions,
+    recorded_plan,
+    remove_tree,
+)
+from jetson_install.envs.record import installed_torch_cuda, installed_versions, read_record
 
 __all__ = ["EnvironmentView", "Listed", "list_environments", "RolledBack", "rollback", "Uninstalled", "uninstall",
            "Cleaned", "clean"]
@@ -65,11 +87,6 @@ class Listed:
 
 
 def _view(environment: Path) -> EnvironmentView:
-    import json
-
-    from jetson_install.base.layout import COMPLETE_MARK, EVIDENCE_FILE, STATE_DIR
-    from jetson_install.envs.record import installed_torch_cuda, installed_versions, read_record
-
     state = environment / STATE_DIR
     try:
         made: Optional[str] = (state / COMPLETE_MARK).read_text().strip() or None
@@ -117,8 +134,6 @@ def list_environments() -> List[Listed]:
 
 def _held(lock: Path) -> bool:
     """Whether a run holds DIR's lock now (tried, and let go at once, without waiting)."""
-    import fcntl
-
     try:
         handle = open(lock)  # noqa: SIM115 (an unreadable lock is answered before the with)
     except OSError:
@@ -137,8 +152,6 @@ def _is_complete(environment: Path) -> bool:
 
 
 def _is_failed_evidence(path: Path) -> bool:
-    from fnmatch import fnmatchcase
-
     return fnmatchcase(path.name, FAILED_EVIDENCE.format(name="env-*"))
 
 
@@ -224,11 +237,6 @@ def clean(dry_run: bool) -> Cleaned:
     """`clean`: the logs, the bitsandbytes build cache, the interpreters' versions kept and
     what killed runs left beside the environments, under the lock of every environment, so no run is using them meanwhile.
     The environments in use and their previous ones are never touched."""
-    import platformdirs
-
-    from jetson_install.base.layout import BUILD_CACHE_DIR, INTERPRETER_CACHE, REMOVING_PREFIX
-    from jetson_install.base.logs import log_directory, own_logs
-
 
     items: List[Tuple[str, Path, Callable[[], None]]] = []
     left: List[str] = []

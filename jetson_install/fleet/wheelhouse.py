@@ -3,6 +3,7 @@ the lock itself, so boards without internet (or a whole fleet, over http) instal
 
 from __future__ import annotations
 
+import html
 import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
@@ -11,6 +12,7 @@ from urllib.parse import quote
 from packaging.utils import canonicalize_name
 
 from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.outputs import replace_file
 from jetson_install.catalog.lock_file import (
     FILES_DIR,
     SIMPLE_DIR,
@@ -21,9 +23,9 @@ from jetson_install.catalog.lock_file import (
     file_sha256,
     render_lock,
 )
-from jetson_install.base.outputs import replace_file
+from jetson_install.tools.index import fetch_file
 
-__all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command", "runner_command"]
+__all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
 
 
 def wheelhouse_pages(lock: Lock, tool: Sequence[Locked] = ()) -> Dict[str, str]:
@@ -41,8 +43,6 @@ def wheelhouse_pages(lock: Lock, tool: Sequence[Locked] = ()) -> Dict[str, str]:
 
 
 def _page(title: str, links: Sequence[Tuple[str, str]]) -> str:
-    import html
-
     body = "\n".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
     return f"<!DOCTYPE html>\n<html><head><title>{html.escape(title)}</title></head><body>\n{body}\n</body></html>\n"
 
@@ -61,18 +61,10 @@ def tool_install_command(directory: Path) -> str:
             f"jetson-install && mkdir -p ~/.local/bin && ln -sfn {venv}/bin/jetson-install ~/.local/bin/")
 
 
-def runner_command(target: str, lock: str, url: str) -> str:
-    """What each runner runs: the fleet's route, the hashes from the runner's own copy of the
-    lock and only the files from the wheelhouse, which plain http cannot alter (docs/fleets.md)."""
-    return f"jetson-install {target} --lock {shlex.quote(lock)} --wheelhouse {url}"
-
-
 def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) -> Dict[str, Any]:
     """Download every file of `lock` (and of `tool`, jetson-install with its dependencies for the
     board) into `directory`/files (checking each sha256), write the PEP 503 index under simple/
     and the wheelhouse's own lock.txt. Files already there are kept."""
-    from jetson_install.tools.index import fetch_file
-
     files = directory / FILES_DIR
     files.mkdir(parents=True, exist_ok=True)
     _confined(directory, files)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from jetson_install.tools.uv_errors import UvFailure
 
 __all__ = ["Rerun", "StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of",
-           "index_down_fix", "vendor_missing_fix", "other_python_fix"]
+           "index_down_fix", "vendor_missing_fix", "other_python_fix", "runner_command"]
 
 
 @dataclass(frozen=True)
@@ -211,3 +211,9 @@ def fix_for_os_error(exc: OSError, then: str) -> str:
     if number == errno.ENOENT:
         return f"{path} is missing: restore it, then {then}"
     return f"fix the cause above, then {then}"
+
+
+def runner_command(target: str, lock: str, url: str) -> str:
+    """What each runner runs: the fleet's route, the hashes from the runner's own copy of the
+    lock and only the files from the wheelhouse, which plain http cannot alter (docs/fleets.md)."""
+    return f"jetson-install {target} --lock {shlex.quote(lock)} --wheelhouse {url}"

@@ -13,22 +13,23 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from jetson_install.board import apt
-from jetson_install.catalog.catalog import Channel, Target, VendorSource
-from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.base.layout import staging_placeholder
 from jetson_install.base.requirements import TargetRequirement
-from jetson_install.board.platform import Platform
-from jetson_install.catalog.settings import IndexSettings
 from jetson_install.base.steps import Step
+from jetson_install.board import apt
+from jetson_install.board.platform import Platform
+from jetson_install.board.samples import root_shown
+from jetson_install.catalog.catalog import Channel, Target, VendorSource
+from jetson_install.catalog.identity import Resolution, VersionSet
+from jetson_install.catalog.settings import IndexSettings
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from jetson_install.planning.fixes import Rerun
     from jetson_install.base.process import Completed
-    from jetson_install.tools.progress import StepProgress
     from jetson_install.planning.bitsandbytes_source import PlannedBuild
+    from jetson_install.planning.fixes import Rerun
+    from jetson_install.tools.progress import StepProgress
 
 __all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "with_interpreter", "resolved_plan", "Execution",
            "Handler"]
@@ -231,8 +232,6 @@ class Plan:
     @property
     def doctor_platform_args(self) -> Tuple[str, ...]:
         """How the doctor reads the same platform this plan was made for."""
-        from jetson_install.board.samples import root_shown
-
         args: Tuple[str, ...] = ("--root", root_shown(self.platform.root))
         if self.platform.l4t is not None and self.platform.sources.get("l4t") in ("--l4t", "JETSON_L4T_VERSION"):
             args += ("--l4t", str(self.platform.l4t))

@@ -15,14 +15,23 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
-from jetson_install.catalog.catalog import VendorSource
+import requests
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
 from jetson_install.base.errors import (
-    EXIT_CHECK_UNLISTED, EXIT_CHECK_UNREACHABLE, EXIT_FAILED, EXIT_OK, JetsonInstallError, StepFailed,
+    EXIT_CHECK_UNLISTED,
+    EXIT_CHECK_UNREACHABLE,
+    EXIT_FAILED,
+    EXIT_OK,
+    JetsonInstallError,
+    StepFailed,
 )
-from jetson_install.catalog.identity import ChosenFile, ListedFile, Resolution
-from jetson_install.catalog.resolve import choose_set
 from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
 from jetson_install.base.tags import wheel_tags
+from jetson_install.catalog.catalog import VendorSource
+from jetson_install.catalog.identity import ChosenFile, IdentityMismatch, ListedFile, NothingInPolicy, Resolution
+from jetson_install.catalog.resolve import choose_set, complete_set, served_pythons
 
 __all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "resolve", "SetReport", "check_source",
            "CHECK_STATUSES", "check_exit_code",
@@ -56,7 +65,6 @@ def project_files(index: str, project: str) -> List[ListedFile]:
     url = urljoin(base, f"{project}/")
     if urlsplit(url).scheme == "file":
         return _local_project(url)
-    import requests
 
     try:
         response = requests.get(url, headers={"Accept": f"{_PEP691}, text/html;q=0.1"},
@@ -84,8 +92,6 @@ def _unreachable(index: str, why: str) -> IndexUnreachable:
 
 def _why(exc: Exception) -> str:
     """What went wrong reaching an index, as it happened: a wait is named only when there was one."""
-    import requests
-
     if isinstance(exc, requests.ConnectTimeout):
         return f"no connection within {CONNECT_TIMEOUT:g} s"
     if isinstance(exc, requests.ReadTimeout):
@@ -187,8 +193,6 @@ def offline_resolution(source: VendorSource) -> Resolution:
     files, or uv's default index, whose files the tool never lists itself. There a package the
     set gives by a range (Thor's bitsandbytes) is left to uv in the vendor step, and its
     version is recorded once it is installed."""
-    from packaging.utils import parse_wheel_filename
-
     files = []
     for url in source.wheels:
         name = unquote(url.rsplit("/", 1)[-1])
@@ -246,9 +250,6 @@ def check_exit_code(reports: Sequence[SetReport]) -> int:
 
 
 def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str) -> SetReport:
-    from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy
-    from jetson_install.catalog.resolve import complete_set, served_pythons
-
     where = index or source.location
     if index is None:
         return SetReport(channel_id, where, "not-read", ("not read: the source has no index URL to list",))
@@ -282,7 +283,6 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
         else:
             lines.append(f"preferred set {source.preferred.name}: present"
                          + (f"; not in wheels-index.toml: {', '.join(unknown)}" if unknown else ", hashes unchanged"))
-    from packaging.version import Version
 
     floor = Version(preferred[0].version) if preferred else None
     tags = wheel_tags(python, _ARCH, glibc)
@@ -311,7 +311,6 @@ def fetch_file(url: str, destination: Path) -> None:
         except OSError as exc:
             raise _failed(url, exc.strerror or str(exc)) from None
         return
-    import requests
 
     try:
         with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT)) as response:
@@ -332,7 +331,6 @@ def fetch_text(url: str) -> str:
             return path.read_text(encoding="utf-8")
         except OSError as exc:
             raise _failed(url, exc.strerror or str(exc)) from None
-    import requests
 
     try:
         response = requests.get(url, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT))

@@ -11,20 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
-from jetson_install.tools import uv
-from jetson_install.catalog.catalog import Channel, Target, VendorSource
-from jetson_install.catalog.constraints import constraint_lines
 from jetson_install.base.errors import BadInput
-from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.base.layout import COMPANIONS_FILE, COMPANIONS_INPUT
 from jetson_install.base.requirements import TargetRequirement
-from jetson_install.planning.plan import Plan, Route
-from jetson_install.board.platform import Platform
-from jetson_install.planning.routes import shared
-from jetson_install.board.samples import root_shown
-from jetson_install.catalog.settings import IndexSettings
 from jetson_install.base.steps import Step
 from jetson_install.base.versions import satisfies
+from jetson_install.board.platform import Platform
+from jetson_install.board.samples import root_shown
+from jetson_install.catalog.catalog import Channel, Target, VendorSource
+from jetson_install.catalog.constraints import constraint_lines
+from jetson_install.catalog.identity import Resolution, VersionSet
+from jetson_install.catalog.settings import IndexSettings
+from jetson_install.planning.bitsandbytes_source import plan_build
+from jetson_install.planning.plan import Plan, Route
+from jetson_install.planning.routes import shared
+from jetson_install.tools import uv
 
 if TYPE_CHECKING:
     from jetson_install.planning.bitsandbytes_source import PlannedBuild
@@ -52,7 +53,6 @@ class DownloadRoute(Route):
         if self.choice is None:
             return self
         # Here, not at the top: only --bitsandbytes build needs the build's modules (git, the releases).
-        from jetson_install.planning.bitsandbytes_source import plan_build
 
         return dataclasses.replace(self, build=plan_build(self.choice or None, torch, plan.platform.compute_capability))
 
