@@ -66,6 +66,9 @@ class VendorSource:
     default_index: bool = False
     note: str = ""
     libraries: Tuple[NeededLibrary, ...] = ()  # what each companion and apt package must provide
+    # Further indexes tried in order after `index` for the same recorded builds (by sha256):
+    # the catalog's, then the user's (--mirror, the configuration's mirrors and wheelhouse).
+    mirrors: Tuple[str, ...] = ()
 
     @classmethod
     def pinned(cls, index: Optional[str], wheels: Sequence[str], pins: Mapping[str, str], numpy: Optional[str] = None,
@@ -331,7 +334,7 @@ _CHANNEL_KEYS = {
     "containers", "sources",
 }
 _SOURCE_KEYS = {"index", "wheels", "sets", "preferred", "prereleases", "builds", "companions", "numpy", "apt", "note",
-                "apt_provides"}
+                "apt_provides", "mirrors"}
 _COMPANION_SHAPE = ("is { requirement = \"NAME<BOUND\", provides = [\"libNAME.so.N\"] }: the sonames the companion "
                     "must provide, and a requirement that holds it to releases that provide them")
 #: A shared object's file name as DT_NEEDED gives it: "libcudss.so.0".
@@ -496,6 +499,12 @@ class _Loader(TomlData):
         note = entry.get("note", "")
         if not isinstance(note, str):
             raise self.fail(where, "note", "must be a string", start)
+        mirrors = tuple(self.strings(where, entry, "mirrors", start))
+        if mirrors and (index is None or index == "default"):
+            raise self.fail(where, "mirrors", "go with an index URL: they serve the same files as that index", start)
+        bad = next((url for url in mirrors if not url.startswith("https://")), None)
+        if bad is not None:
+            raise self.fail(where, "mirrors", f"must hold https:// URLs ({bad!r} is not one)", start)
         return VendorSource(
             index=None if index in (None, "default") else index,
             wheels=wheels,
@@ -507,6 +516,7 @@ class _Loader(TomlData):
             default_index=index == "default",
             note=note,
             libraries=tuple(libraries),
+            mirrors=mirrors,
         )
 
     def version_set(self, where: str, entry: Dict[str, Any], numpy: Optional[str], apt: Tuple[str, ...],

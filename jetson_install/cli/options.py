@@ -53,6 +53,8 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
                                                  help="Replace the general index (default: uv's own).")),
     "vendor-index": (("--vendor-index",), dict(metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
                                                help="Replace the channel's vendor index (a mirror of the same builds).")),
+    "mirror": (("--mirror", "mirrors"), dict(multiple=True, metavar="URL", help="Also look for the recorded vendor "
+                                             "builds here, by sha256, after the vendor index; repeatable.")),
     "python": (("--python", "python"), dict(metavar="PATH", help="Use this interpreter (default: a system Python of "
                                                                  "the channel's version).")),
     "use-existing-torch": (("--use-existing-torch",), dict(is_flag=True, help="Keep the CUDA torch the interpreter "
@@ -75,7 +77,7 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
 ENVIRONMENT_VARIABLES = tuple(spec["envvar"] for _, spec in OPTIONS.values() if "envvar" in spec)
 INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "with", "ref", "source", "allow-insecure-index",
                    "vendor-fallback",
-                   "default-index", "vendor-index", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
+                   "default-index", "vendor-index", "mirror", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -136,7 +138,8 @@ ADD = _stacked(
     with_options("yes"), with_options("json"),
 )
 LOCK = _stacked(
-    with_options("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "ref", "source",
+    with_options("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "mirror", "ref",
+                 "source",
                  "python", "l4t", "soc", "root",
                  python={"help": "Lock for this interpreter on this machine (of the board's architecture) "
                                  "instead of the board's platform."},
@@ -252,7 +255,7 @@ def install_options(target: str, params: Dict[str, Any], context: Optional[click
         source=params["source"], ref=params["ref"], verify=not params.get("no_verify", False),
         fallback=params["vendor_fallback"], use_existing_torch=params.get("use_existing_torch", False),
         bitsandbytes=params.get("bitsandbytes"), preflight=params.get("preflight", False),
-        cpu_index=params.get("cpu_index"), added=tuple(params.get("added", ())))
+        cpu_index=params.get("cpu_index"), added=tuple(params.get("added", ())), mirrors=tuple(params.get("mirrors", ())))
 
 
 def _verbosity(context: click.Context, parameter: click.Parameter, value: bool) -> None:

@@ -71,6 +71,7 @@ def plan_text(plan: Plan) -> str:
         f"  python    {plan.interpreter or plan.python_abi}",
         f"  venv      {plan.venv}",
         f"  vendor    {plan.vendor_location or 'none'}   ({plan.route.vendor_label(plan)})",
+        *[f"  then      {url}   ({source}; recorded builds only)" for url, source in plan.vendor_mirrors()],
         f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
         f"  set       {_set_line(plan)}",
         f"  pins      {' '.join(plan.constraints)}",

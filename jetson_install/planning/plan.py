@@ -217,10 +217,18 @@ class Plan:
     def vendor_location(self) -> Optional[str]:
         return self.vendor.location if self.vendor else None
 
+    def vendor_mirrors(self) -> List[Tuple[str, str]]:
+        """(URL, where it was named) of each source tried after the vendor index, in order."""
+        if self.vendor is None or self.vendor_index is None:
+            return []
+        named = {mirror.value: mirror.source for mirror in self.settings.mirrors}
+        return [(url, named.get(url, "wheels-index.toml")) for url in self.vendor.mirrors if url != self.vendor_index]
+
     @property
     def indexes(self) -> Tuple[str, ...]:
         """Every index URL the steps may name, with its credentials (given to uv apart from its argv)."""
-        found = [self.settings.default_index.value, self.settings.vendor_index.value, self.vendor_index]
+        found = [self.settings.default_index.value, self.settings.vendor_index.value, self.vendor_index,
+                 *(self.vendor.mirrors if self.vendor else ())]
         return tuple(dict.fromkeys(url for url in found if url))
 
     @property
@@ -284,6 +292,8 @@ class Plan:
             "venv": self.venv,
             "vendor_index": self.vendor_location,
             "vendor_index_source": self.route.vendor_label(self),
+            # Tried in order after vendor_index for the same recorded builds.
+            "vendor_mirrors": [{"url": url, "source": source} for url, source in self.vendor_mirrors()],
             "fallback": self.route.fallback_location(self),
             "default_index": self.settings.default_index.value,
             "default_index_source": self.settings.default_index.source,

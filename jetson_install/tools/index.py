@@ -8,6 +8,7 @@ Only `plan --resolve`, the install (when it has no recorded resolution to reuse,
 
 from __future__ import annotations
 
+import dataclasses
 import html.parser
 import shutil
 from dataclasses import dataclass
@@ -30,10 +31,17 @@ from jetson_install.base.errors import (
 from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
 from jetson_install.base.tags import wheel_tags
 from jetson_install.catalog.catalog import VendorSource
-from jetson_install.catalog.identity import ChosenFile, IdentityMismatch, ListedFile, NothingInPolicy, Resolution
+from jetson_install.catalog.identity import (
+    ChosenFile,
+    IdentityMismatch,
+    ListedFile,
+    NoBuildForPython,
+    NothingInPolicy,
+    Resolution,
+)
 from jetson_install.catalog.resolve import choose_set, complete_set, served_pythons
 
-__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "resolve", "SetReport", "check_source",
+__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "resolve", "sources_in_order", "same_files_elsewhere", "SetReport", "check_source",
            "CHECK_STATUSES", "check_exit_code",
            "fetch_file", "fetch_text"]
 
@@ -79,7 +87,11 @@ def project_files(index: str, project: str) -> List[ListedFile]:
     if response.status_code != 200:
         raise _unreachable(index, f"HTTP {response.status_code}")
     if response.headers.get("Content-Type", "").split(";")[0].strip() == _PEP691:
-        return _from_json(response.json(), response.url)
+        try:
+            data = response.json()
+        except ValueError:  # a listing cut short: as good as no answer, the next source is asked
+            raise _unreachable(index, "a listing that is not whole JSON") from None
+        return _from_json(data, response.url)
     return _from_html(response.text, response.url)
 
 
@@ -103,6 +115,8 @@ def _why(exc: Exception) -> str:
         return "its host name does not resolve (DNS)"
     if isinstance(exc, requests.ConnectionError) and "Connection refused" in text:
         return "connection refused"
+    if isinstance(exc, requests.exceptions.ChunkedEncodingError):
+        return "its answer was cut short"
     return type(exc).__name__
 
 
@@ -174,18 +188,140 @@ def _listings(source: VendorSource, index: str) -> Dict[str, List[ListedFile]]:
     return {name: project_files(index, name) for name in names}
 
 
+def sources_in_order(source: VendorSource, index: Optional[str]) -> Tuple[str, ...]:
+    """Where the vendor set is looked for, in order: `index` (the source's own, or the one
+    --vendor-index gave), then the source's mirrors; none for a source not read live."""
+    if index is None:
+        return ()
+    return tuple(dict.fromkeys((index, *source.mirrors)))
+
+
 def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str) -> Resolution:
-    """Resolve `source`'s sets against `index` (its own, or a mirror) for the interpreter's
-    CPython `python` ("3.11": the files must install there, whatever the channel's own Python)
-    on a board with `glibc` ("2.35": its Ubuntu's, platform_data.ubuntu_glibc).
+    """Resolve `source`'s sets against `index` (its own, or a mirror) and then its mirrors, for
+    the interpreter's CPython `python` ("3.11": the files must install there, whatever the
+    channel's own Python) on a board with `glibc` ("2.35": its Ubuntu's, platform_data.ubuntu_glibc).
+
+    The preferred set comes from the first source that serves it (a source that is down, or
+    that serves another file under a recorded name, is passed over and named); only when no
+    source has it does the choice move within policy. A mirror is trusted for recorded builds
+    alone: a build wheels-index.toml does not list is taken only from the first source.
 
     A source of direct wheel URLs, or the default index when no URL for it was given
     (uv's own default is not read here), resolves to its preferred set without a request.
     """
-    if index is None:
+    order = sources_in_order(source, index)
+    if not order:
         return offline_resolution(source)
+    if len(order) == 1:
+        return _choose(source, order[0], _listings(source, order[0]), python, glibc, first=True)
+    passed: List[Tuple[str, str]] = []  # (source, what it answered), for the reason and the error
+    fallback: Optional[Resolution] = None  # the policy's choice on the first source that has any set
+    failures: List[JetsonInstallError] = []
+    for position, where in enumerate(order):
+        shown = _without_credentials(where)
+        try:
+            resolution = _choose(source, where, _listings(source, where), python, glibc, first=position == 0)
+        except (IndexUnreachable, IndexRefused) as exc:
+            passed.append((shown, _answer(exc)))
+            failures.append(exc)
+            continue
+        except (IdentityMismatch, NothingInPolicy) as exc:
+            passed.append((shown, _answer(exc)))
+            failures.append(exc)
+            continue
+        if resolution.set_name == source.preferred.name:
+            return _noting(resolution, passed)
+        fallback = fallback or _noting(resolution, list(passed))
+        passed.append((shown, f"no preferred set {source.preferred.name} (it has {resolution.set_name})"))
+    if fallback is not None:
+        where = "; ".join(f"{name}: {answer}" for name, answer in passed)
+        return dataclasses.replace(
+            fallback, reason=f"the preferred set {source.preferred.name} is on none of the {len(order)} sources "
+                             f"({where}); {fallback.set_name} is the newest complete set within policy on {fallback.source}")
+    raise _none_served(order, passed, failures)
+
+
+def same_files_elsewhere(source: VendorSource, index: Optional[str], resolution: Resolution,
+                         failed: str) -> Tuple[Optional[Resolution], Tuple[str, ...]]:
+    """The files of `resolution` (the same names and sha256) from the next source after the
+    one that failed to deliver them (`failed`, a file cut short, an HTTP error), with what
+    each source passed over answered; (None, answers) when no later source serves them all."""
+    order = [_without_credentials(where) for where in sources_in_order(source, index)]
+    by_shown = dict(zip(order, sources_in_order(source, index)))
+    later = order[order.index(failed) + 1:] if failed in order else []
+    answers: List[str] = []
+    for shown in later:
+        try:
+            listings = _listings(source, by_shown[shown])
+        except (IndexUnreachable, IndexRefused) as exc:
+            answers.append(f"{shown}: {_answer(exc)}")
+            continue
+        files = []
+        for chosen in resolution.files:
+            listed = next((item for item in listings.get(chosen.name, ()) if item.filename == chosen.file
+                           and chosen.sha256 and (item.sha256 or chosen.sha256) == chosen.sha256), None)
+            if listed is None:
+                break
+            files.append(dataclasses.replace(chosen, url=listed.url))
+        else:
+            reason = f"{resolution.reason}; the same files (by sha256) from {shown}, as {failed} failed to deliver them"
+            return dataclasses.replace(resolution, source=shown, files=tuple(files), reason=reason), tuple(answers)
+        answers.append(f"{shown}: does not serve all of {', '.join(c.file for c in resolution.files)}")
+    return None, tuple(answers)
+
+
+def _choose(source: VendorSource, index: str, listings: Dict[str, List[ListedFile]], python: str, glibc: str,
+            first: bool) -> Resolution:
+    """The set `index`'s listings give; a mirror (not `first`) counts only the files it serves
+    under a recorded name with a sha256 that can be checked: it never brings in another build."""
+    if not first:
+        known = {build.file: build for build in source.builds}
+        listings = {name: [listed for listed in files if listed.filename in known
+                           and (listed.sha256 or known[listed.filename].sha256)] for name, files in listings.items()}
     return choose_set(_without_credentials(index), source.sets, source.preferred, source.prereleases, source.builds,
-                      _listings(source, index), python, lambda other: wheel_tags(other, _ARCH, glibc))
+                      listings, python, lambda other: wheel_tags(other, _ARCH, glibc))
+
+
+def _answer(exc: JetsonInstallError) -> str:
+    """What a passed-over source answered, in a few words for a list of sources."""
+    if isinstance(exc, IndexUnreachable):
+        return "did not answer " + exc.message.rsplit(" did not answer ", 1)[-1]
+    if isinstance(exc, IndexRefused):
+        return "refused the credentials"
+    if isinstance(exc, IdentityMismatch):
+        # "URL serves F with sha256 X, but wheels-index.toml records Y ...: refusing ..."
+        served = exc.message.split(": refusing", 1)[0].split(" serves ", 1)[-1]
+        return f"refused, it serves {served}"
+    return "no complete set within policy of the recorded builds"
+
+
+def _noting(resolution: Resolution, passed: Sequence[Tuple[str, str]]) -> Resolution:
+    """The resolution saying which sources before the one that served it were passed over, and why."""
+    if not passed:
+        return resolution
+    notes = tuple(f"vendor source {name} passed over: {answer}; the set came from {resolution.source}"
+                  for name, answer in passed)
+    return dataclasses.replace(resolution, reason=f"{resolution.reason} on {resolution.source} "
+                                                  f"(passed over: {', '.join(name for name, _ in passed)})",
+                               warnings=notes + resolution.warnings)
+
+
+def _none_served(order: Sequence[str], passed: Sequence[Tuple[str, str]],
+                 failures: Sequence[JetsonInstallError]) -> JetsonInstallError:
+    """One error naming every source and what it answered: unreachable when none answered, a
+    refusal when one served another build under a recorded name, else nothing in policy."""
+    answers = "; ".join(f"{name}: {answer}" for name, answer in passed)
+    if all(isinstance(exc, IndexUnreachable) for exc in failures):
+        return IndexUnreachable(f"none of the {len(order)} vendor sources answered ({answers})",
+                                fix=failures[0].fix)
+    mismatch = next((exc for exc in failures if isinstance(exc, IdentityMismatch)), None)
+    if mismatch is not None:
+        return IdentityMismatch(f"no vendor source serves the recorded builds ({answers})", fix=mismatch.fix)
+    missing = next(exc for exc in failures if isinstance(exc, (NothingInPolicy, IndexRefused)))
+    if isinstance(missing, NoBuildForPython):
+        return NoBuildForPython(f"no vendor source serves a set for Python {missing.python} ({answers})",
+                                fix=missing.fix or "", python=missing.python, served=missing.served)
+    return type(missing)(f"no vendor source serves a complete set within policy ({answers})", fix=missing.fix)
 
 
 def offline_resolution(source: VendorSource) -> Resolution:

@@ -125,10 +125,15 @@ def vendor_source(channel: Optional[Channel], settings: IndexSettings, fallback:
                            fix="drop --vendor-fallback, or use a mirror with --vendor-index URL")
         return channel.sources[1]
     primary = channel.primary
+    # The user's mirrors follow the catalog's: every one is trusted only for the recorded builds.
+    mirrors = (*primary.mirrors, *(mirror.value for mirror in settings.mirrors))
     if settings.vendor_index.value is None:
-        return primary
+        if primary.index is None:
+            return primary  # direct files, or uv's default index: nothing is listed to mirror
+        return dataclasses.replace(primary, mirrors=mirrors)
     # A mirror carries the same builds as the channel's first source: same sets, same identities.
-    return dataclasses.replace(primary, index=settings.vendor_index.value, wheels=(), default_index=False)
+    return dataclasses.replace(primary, index=settings.vendor_index.value, wheels=(), default_index=False,
+                               mirrors=mirrors)
 
 
 def _without(vendor: VendorSource, package: str) -> VendorSource:
