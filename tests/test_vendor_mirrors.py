@@ -23,8 +23,10 @@ from support import VENDOR_PINS, VENDOR_TORCH, build_wheel, wheel_filename
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.index_server import LoopbackIndex
+from support.installer import Installer
 from support.stub_projects import IndexDirs
 
+from jetson_install.base.layout import RECORD_FILE, STATE_DIR
 from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy, Resolution
 from jetson_install.catalog.lock_file import Lock, Locked, file_sha256
@@ -268,3 +270,27 @@ def test_plan_shows_the_order_of_sources_and_resolve_takes_the_configured_wheelh
     assert resolved["resolution"]["source"] == f"{wheelhouse.as_uri()}/simple/"
     assert resolved["pins"] == VENDOR_PINS
 
+
+
+@pytest.mark.slow
+def test_a_vendor_file_cut_short_is_taken_from_the_next_source_and_a_rerun_reads_no_index(
+        installer: Installer, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
+        stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> None:
+    mirror = start_index(stub_index_dirs.vendor, name="mirror")
+    torch = wheel_filename("torch", VENDOR_PINS["torch"])
+    vendor_index.fail_after(0, "truncate", match=lambda path: path == f"/files/{torch}")
+    code, data, stderr = installer.run(extra=("--mirror", mirror.url))
+    assert code == 0, stderr
+    assert data["resolution"]["source"] == mirror.url
+    assert all(file["url"].startswith(mirror.base_url) for file in data["resolution"]["files"] if file["url"])
+    said = f"vendor source {vendor_index.url} failed to deliver the files"
+    assert any(warning.startswith(said) and warning.endswith(f"taking them from {mirror.url}")
+               for warning in data["warnings"]), data["warnings"]
+    assert torch in mirror.downloaded_files()
+    recorded = json.loads((installer.venv / STATE_DIR / RECORD_FILE).read_text())
+    assert recorded["resolution"]["source"] == mirror.url
+    for server in (vendor_index, mirror, public_index):
+        server.clear_requests()
+    code, data, stderr = installer.run(extra=("--mirror", mirror.url))
+    assert code == 0 and data["status"] == "unchanged", stderr
+    assert vendor_index.requests == [] and mirror.requests == [] and public_index.requests == []

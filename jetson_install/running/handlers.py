@@ -66,7 +66,8 @@ def _vendor(step: Step, run: Run) -> str:
             break
         except StepFailed as failure:
             plan = _from_next_source(plan, run, failure)
-            argv = next(planned.argv for planned in plan.steps if planned.id == step.id)
+            argv = next(planned for planned in plan.steps if planned.id == step.id).bound(plan.staging,
+                                                                                         str(run.staging)).argv
     assert plan.resolution is not None
     record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
     # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on.
