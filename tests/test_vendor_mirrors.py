@@ -294,3 +294,44 @@ def test_a_vendor_file_cut_short_is_taken_from_the_next_source_and_a_rerun_reads
     code, data, stderr = installer.run(extra=("--mirror", mirror.url))
     assert code == 0 and data["status"] == "unchanged", stderr
     assert vendor_index.requests == [] and mirror.requests == [] and public_index.requests == []
+
+
+def test_channels_check_gives_each_mirror_its_own_status(tmp_path: Path, vendor_dir: Path,
+                                                         start_index: Callable[..., LoopbackIndex]) -> None:
+    env = cli_env(tmp_path, vendor_dir)  # records the hashes before torchvision changes on one mirror
+    good = start_index(vendor_dir, name="good")
+    changed_dir = tmp_path / "changed"
+    shutil.copytree(vendor_dir, changed_dir)
+    name = wheel_filename("torchvision", VENDOR_PINS["torchvision"])
+    shutil.copyfile(build_wheel(tmp_path / "other", "torchvision", VENDOR_PINS["torchvision"], summary="another"),
+                    changed_dir / name)
+    changed = start_index(changed_dir, name="changed")
+    missing = start_index(without_the_preferred_set(vendor_dir, tmp_path / "older"), name="missing")
+    result = run_cli("channels", "--check", "jp6-cu126", "--vendor-index", good.url, "--mirror", missing.url,
+                     "--mirror", REFUSED, "--mirror", changed.url, "--json", env=env)
+    assert result.returncode == 1, result.stderr  # the worst finding, a changed build, decides
+    reports = {report["index"]: report for report in json.loads(result.stdout)}
+    assert {url: reports[url]["status"] for url in (good.url, missing.url, REFUSED, changed.url)} == {
+        good.url: "ok", missing.url: "missing", REFUSED: "unreachable", changed.url: "changed"}
+    assert reports[good.url]["mirror_of"] is None
+    assert {reports[url]["mirror_of"] for url in (missing.url, REFUSED, changed.url)} == {good.url}
+    text = run_cli("channels", "--check", "jp6-cu126", "--vendor-index", good.url, "--mirror", REFUSED, env=env)
+    assert f"jp6-cu126       unreachable {REFUSED}   (mirror of {good.url})" in text.stdout
+
+
+def test_channels_check_reads_a_thor_channels_primary_source_on_the_default_index(
+        tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
+    """Thor's first source is uv's default index: read where one is named, and said when not."""
+    catalog = tmp_path / "thor-index.toml"
+    # The channel's second source, on a loopback port nothing listens on: nothing leaves 127.0.0.1.
+    catalog.write_text(REAL.replace("https://pypi.jetson-ai-lab.io/sbsa/cu130/+simple/", "https://127.0.0.1:9/simple/"))
+    default = start_index(vendor_dir, name="default")
+    env = dict(cli_env(tmp_path, vendor_dir), JETSON_INSTALL_WHEELS_INDEX=str(catalog))
+    read = run_cli("channels", "--check", "jp7-thor-cu130", "--default-index", default.url, "--json", env=env)
+    reports = json.loads(read.stdout)
+    assert [report["index"] for report in reports] == [default.url, "https://127.0.0.1:9/simple/"], read.stderr
+    assert default.was_requested("torch")
+    unnamed = json.loads(run_cli("channels", "--check", "jp7-thor-cu130", "--json", env=env).stdout)
+    assert unnamed[0]["status"] == "not-read"
+    assert unnamed[0]["lines"] == ["not read: uv's own default index is read only when named: --default-index URL, "
+                                   "or default_index in the configuration"]

@@ -101,7 +101,8 @@ def _plan(target_id: str, given: Dict[str, Any]) -> None:
 
 @cli.command()
 @options.CHANNELS
-def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bool, vendor_index: Optional[str]) -> None:
+def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bool, vendor_index: Optional[str],
+             mirrors: Tuple[str, ...], default_index: Optional[str]) -> None:
     """List the channels in wheels-index.toml (and validate the file)."""
     from jetson_install.cli.commands.channels import channels as read_channels
     from jetson_install.cli.render import channels_json, channels_markdown, channels_text, check_json, check_lines
@@ -109,7 +110,8 @@ def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bo
 
     if as_json and markdown:
         raise BadInput("--json and --markdown were both given", fix="pass only one of them")
-    listed = read_channels(channel_id, check, vendor_index)
+    listed = read_channels(channel_id, check, vendor_index, mirrors,
+                           options.given(click.get_current_context(), "default_index", default_index))
     if listed.reports is not None:
         _print_json(check_json(listed.reports)) if as_json else click.echo("\n".join(check_lines(listed.reports)))
         _exit_if(check_exit_code(listed.reports))

@@ -127,6 +127,9 @@ CHANNELS = _stacked(
                                                "newer sets."),
     click.option("--vendor-index", metavar="URL",
                  help="With --check: read this mirror instead of the channel's index."),
+    with_options("mirror", "default-index", mirror={"help": "With --check: also check this mirror of each channel's "
+                                                             "first source, on its own; repeatable."},
+                 default_index={"help": "With --check: read the sources on uv's default index here."}),
 )
 CONSTRAINTS = _stacked(click.option("--write", is_flag=True, help="Rewrite the files from wheels-index.toml."),
                        click.option("--dir", "directory", default="constraints", show_default=True, metavar="DIR"))

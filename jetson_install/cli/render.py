@@ -171,15 +171,16 @@ def check_lines(reports: Sequence[SetReport]) -> List[str]:
     """`channels --check`: one line per source read, its findings under it."""
     lines = []
     for report in reports:
-        lines.append(f"{report.channel:15} {report.status:11} {report.index}")
+        mirror = f"   (mirror of {report.mirror_of})" if report.mirror_of else ""
+        lines.append(f"{report.channel:15} {report.status:11} {report.index}{mirror}")
         lines.extend(f"{'':20} {line}" for line in report.lines)
     return lines
 
 
 def check_json(reports: Sequence[SetReport]) -> List[Dict[str, Any]]:
     """`channels --check --json`: each source read, and what was found."""
-    return [{"channel": r.channel, "index": r.index, "status": r.status, "ok": r.ok, "lines": list(r.lines)}
-            for r in reports]
+    return [{"channel": r.channel, "index": r.index, "status": r.status, "ok": r.ok, "lines": list(r.lines),
+             "mirror_of": r.mirror_of} for r in reports]
 
 
 def plan_shown(plan: Plan, typed: Rerun) -> str:

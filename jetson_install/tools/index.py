@@ -275,11 +275,17 @@ def _choose(source: VendorSource, index: str, listings: Dict[str, List[ListedFil
     """The set `index`'s listings give; a mirror (not `first`) counts only the files it serves
     under a recorded name with a sha256 that can be checked: it never brings in another build."""
     if not first:
-        known = {build.file: build for build in source.builds}
-        listings = {name: [listed for listed in files if listed.filename in known
-                           and (listed.sha256 or known[listed.filename].sha256)] for name, files in listings.items()}
+        listings = _recorded_only(source, listings)
     return choose_set(_without_credentials(index), source.sets, source.preferred, source.prereleases, source.builds,
                       listings, python, lambda other: wheel_tags(other, _ARCH, glibc))
+
+
+def _recorded_only(source: VendorSource, listings: Dict[str, List[ListedFile]]) -> Dict[str, List[ListedFile]]:
+    """What a mirror may give: files under a recorded name whose sha256 can be checked (the
+    one served is compared with the record; else uv checks the recorded one on download)."""
+    known = {build.file: build for build in source.builds}
+    return {name: [listed for listed in files if listed.filename in known
+                   and (listed.sha256 or known[listed.filename].sha256)] for name, files in listings.items()}
 
 
 def _answer(exc: JetsonInstallError) -> str:
@@ -369,6 +375,7 @@ class SetReport:
     index: str
     status: str
     lines: Tuple[str, ...]
+    mirror_of: Optional[str] = None  # a mirror's report: the source whose recorded builds it serves
 
     @property
     def ok(self) -> bool:
@@ -385,21 +392,27 @@ def check_exit_code(reports: Sequence[SetReport]) -> int:
     return 0
 
 
-def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str) -> SetReport:
-    where = index or source.location
+def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str,
+                 mirror_of: Optional[str] = None, not_read: str = "the source has no index URL to list") -> SetReport:
+    """`channels --check` of `source` on `index`; `mirror_of`: `index` is a mirror of that
+    source, which counts only the recorded builds (ok, missing, changed or unreachable)."""
+    where = _without_credentials(index) if index else source.location
     if index is None:
-        return SetReport(channel_id, where, "not-read", ("not read: the source has no index URL to list",))
+        return SetReport(channel_id, where, "not-read", (f"not read: {not_read}",))
     try:
         listings = _listings(source, index)
     except (IndexUnreachable, IndexRefused) as exc:  # not read, the message says why
-        return SetReport(channel_id, where, "unreachable", (exc.message,))
+        return SetReport(channel_id, where, "unreachable", (exc.message,), mirror_of)
+    if mirror_of is not None:
+        listings = _recorded_only(source, listings)
     known = {build.file: build for build in source.builds}
     lines: List[str] = []
     try:
         preferred = complete_set(where, source.preferred, source.prereleases, known, listings,
                                  wheel_tags(python, _ARCH, glibc))
     except IdentityMismatch as exc:
-        return SetReport(channel_id, where, "changed", (f"preferred set {source.preferred.name}: {exc.message}",))
+        return SetReport(channel_id, where, "changed", (f"preferred set {source.preferred.name}: {exc.message}",),
+                         mirror_of)
     status = "ok"
     if preferred is None:
         status = "missing"
@@ -432,7 +445,7 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
             continue
         if found and (floor is None or Version(found[0].version) > floor):
             lines.append(f"newer set within policy: {version_set.name} ({', '.join(c.file for c in found)})")
-    return SetReport(channel_id, where, status, tuple(lines))
+    return SetReport(channel_id, where, status, tuple(lines), mirror_of)
 
 
 # A lock's file may be torch (0.5-2 GB): each read may wait longer than a listing's.
