@@ -26,7 +26,7 @@ from support.index_server import LoopbackIndex
 from support.installer import Installer
 from support.stub_projects import IndexDirs
 
-from jetson_install.base.layout import RECORD_FILE, STATE_DIR
+from jetson_install.base.layout import EVIDENCE_FILE, RECORD_FILE, STATE_DIR
 from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy, Resolution
 from jetson_install.catalog.lock_file import Lock, Locked, file_sha256
@@ -289,6 +289,8 @@ def test_a_vendor_file_cut_short_is_taken_from_the_next_source_and_a_rerun_reads
     assert torch in mirror.downloaded_files()
     recorded = json.loads((installer.venv / STATE_DIR / RECORD_FILE).read_text())
     assert recorded["resolution"]["source"] == mirror.url
+    evidence = json.loads((installer.venv / STATE_DIR / EVIDENCE_FILE).read_text())
+    assert evidence["integrity"]["distributions"]["torch"]["served_by"] == mirror.url
     for server in (vendor_index, mirror, public_index):
         server.clear_requests()
     code, data, stderr = installer.run(extra=("--mirror", mirror.url))
