@@ -26,6 +26,7 @@ from support.index_server import LoopbackIndex
 from support.installer import Installer
 from support.stub_projects import IndexDirs
 
+from jetson_install.base.errors import StepFailed
 from jetson_install.base.layout import EVIDENCE_FILE, RECORD_FILE, STATE_DIR
 from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy, Resolution
@@ -337,3 +338,24 @@ def test_channels_check_reads_a_thor_channels_primary_source_on_the_default_inde
     assert unnamed[0]["status"] == "not-read"
     assert unnamed[0]["lines"] == ["not read: uv's own default index is read only when named: --default-index URL, "
                                    "or default_index in the configuration"]
+
+
+def test_a_wheelhouse_takes_a_vendor_file_its_lock_url_does_not_deliver_from_a_mirror(
+        tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
+    torch = vendor_dir / wheel_filename("torch", VENDOR_PINS["torch"])
+    changed_dir = tmp_path / "changed"
+    changed_dir.mkdir()
+    shutil.copyfile(build_wheel(tmp_path / "other", "torch", VENDOR_PINS["torch"], summary="another"),
+                    changed_dir / torch.name)
+    changed = start_index(changed_dir, name="changed")
+    good = start_index(vendor_dir, name="good")
+    entry = Locked("torch", VENDOR_PINS["torch"], f"{REFUSED.rsplit('/', 1)[0]}/files/{torch.name}",
+                   file_sha256(torch), "vendor")
+    lock = Lock("jp6-cu126", "3.10", "aarch64", "native", "none", None, "test", (entry,))
+    with pytest.raises(StepFailed) as caught:
+        fill_wheelhouse(lock, tmp_path / "alone", mirrors=(changed.url,))
+    assert caught.value.message.startswith(f"no source served {torch.name} with the lock's sha256 (")
+    assert f"{changed.base_url}/files/" in caught.value.message and "refused, another sha256" in caught.value.message
+    fill_wheelhouse(lock, tmp_path / "wheelhouse", mirrors=(changed.url, good.url))
+    assert file_sha256(tmp_path / "wheelhouse" / "files" / torch.name) == entry.sha256
+    assert good.downloaded_files() == [torch.name]

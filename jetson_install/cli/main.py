@@ -198,7 +198,7 @@ def lock(**given: Any) -> None:
 @cli.command("wheelhouse")
 @options.WHEELHOUSE
 def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int, tool_wheel: Optional[str],
-               default_index: Optional[str], as_json: bool) -> None:
+               default_index: Optional[str], mirrors: Tuple[str, ...], as_json: bool) -> None:
     """Download every file of a lock into DIR, with a PEP 503 index beside them."""
     from jetson_install.cli.commands.fleet import fill_wheelhouse, serve_wheelhouse
     from jetson_install.cli.render import wheelhouse_lines
@@ -208,7 +208,7 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int
     context = click.get_current_context()
     if context.get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT or not serve:
         index = options.given(context, "default_index", default_index)
-        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index)
+        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index, mirrors)
         if as_json:
             _print_json(result)
         click.echo("\n".join(wheelhouse_lines(result)), err=True)

@@ -168,6 +168,8 @@ WHEELHOUSE = _stacked(
                  "dependencies for the lock's board, to install the tool there with no network."),
     with_options("default-index", default_index={"help": "With --tool-wheel: resolve the tool's dependencies here "
                                                          "(default: uv's own index)."}),
+    with_options("mirror", mirror={"help": "Where the lock's URL of a vendor file does not deliver it: take it from "
+                                           "here, with the lock's sha256; repeatable."}),
     with_options("json", json={"help": "Print one JSON result object on stdout."}),
 )
 DOCTOR = _stacked(

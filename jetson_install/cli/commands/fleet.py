@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from jetson_install.base.errors import Unsupported
 from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.lock_file import read_lock
-from jetson_install.catalog.settings import check_index_url
+from jetson_install.catalog.settings import check_index_url, load_index_settings, wheelhouse_index
 from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
 from jetson_install.catalog.identity import NoBuildForPython
@@ -37,13 +37,19 @@ def board_lock(options: InstallOptions, python: Optional[str], python_version: O
     return make_lock(plan, target, output)
 
 
-def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Sourced[Optional[str]]) -> Dict[str, Any]:
-    """`wheelhouse`: the lock's files, and with `tool_wheel` jetson-install's own for the board."""
+def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Sourced[Optional[str]],
+                    mirrors: Sequence[str] = ()) -> Dict[str, Any]:
+    """`wheelhouse`: the lock's files, and with `tool_wheel` jetson-install's own for the board;
+    a vendor file its URL does not deliver comes from the mirrors (--mirror, the configuration's)."""
     lock = read_lock(lock_file)
     if tool_wheel is not None and default_index.value is not None:
         check_index_url(default_index.value, default_index.source, False)
+    settings = load_index_settings(None, "--vendor-index", None, "--default-index", False, mirrors)
+    # The wheelhouse being filled is no source of its own files.
+    own = wheelhouse_index(str(directory))
+    sources = [mirror.value for mirror in settings.mirrors if mirror.value != own]
     tool = tool_entries(Path(tool_wheel), lock, default_index.value) if tool_wheel is not None else []
-    return fill(lock, directory, tool)
+    return fill(lock, directory, tool, sources)
 
 
 def serve_wheelhouse(directory: Path, bind: str, port: int, rerun: Rerun,
