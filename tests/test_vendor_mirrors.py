@@ -359,3 +359,16 @@ def test_a_wheelhouse_takes_a_vendor_file_its_lock_url_does_not_deliver_from_a_m
     fill_wheelhouse(lock, tmp_path / "wheelhouse", mirrors=(changed.url, good.url))
     assert file_sha256(tmp_path / "wheelhouse" / "files" / torch.name) == entry.sha256
     assert good.downloaded_files() == [torch.name]
+
+
+def test_plan_resolve_with_every_source_down_names_each_and_prints_whole_commands(
+        tmp_path: Path, vendor_dir: Path, raw_server: Callable[..., RawServer]) -> None:
+    unavailable = raw_server(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+    env = cli_env(tmp_path, vendor_dir)
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", REFUSED,
+                     "--mirror", unavailable.url, "--resolve", env=env)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: none of the 2 vendor sources answered ({REFUSED}: did not answer "
+                                    f"(connection refused); {unavailable.url}: did not answer (HTTP 503))")
+    command = f"jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --vendor-index {REFUSED} --resolve"
+    assert f"add one after it (the recorded builds, by sha256): {command} --mirror URL" in result.stderr

@@ -317,17 +317,21 @@ def _none_served(order: Sequence[str], passed: Sequence[Tuple[str, str]],
     """One error naming every source and what it answered: unreachable when none answered, a
     refusal when one served another build under a recorded name, else nothing in policy."""
     answers = "; ".join(f"{name}: {answer}" for name, answer in passed)
-    if all(isinstance(exc, IndexUnreachable) for exc in failures):
+    if not any(isinstance(exc, (IdentityMismatch, NothingInPolicy)) for exc in failures):
+        refused = next((exc for exc in failures if isinstance(exc, IndexRefused)), None)
+        if refused is not None:  # the credentials' fix, not a network's
+            return IndexRefused(f"none of the {len(order)} vendor sources gave its listing ({answers})",
+                                fix=refused.fix)
         return IndexUnreachable(f"none of the {len(order)} vendor sources answered ({answers})",
                                 fix=failures[0].fix)
     mismatch = next((exc for exc in failures if isinstance(exc, IdentityMismatch)), None)
     if mismatch is not None:
         return IdentityMismatch(f"no vendor source serves the recorded builds ({answers})", fix=mismatch.fix)
-    missing = next(exc for exc in failures if isinstance(exc, (NothingInPolicy, IndexRefused)))
+    missing = next(exc for exc in failures if isinstance(exc, NothingInPolicy))
     if isinstance(missing, NoBuildForPython):
         return NoBuildForPython(f"no vendor source serves a set for Python {missing.python} ({answers})",
                                 fix=missing.fix or "", python=missing.python, served=missing.served)
-    return type(missing)(f"no vendor source serves a complete set within policy ({answers})", fix=missing.fix)
+    return NothingInPolicy(f"no vendor source serves a complete set within policy ({answers})", fix=missing.fix)
 
 
 def offline_resolution(source: VendorSource) -> Resolution:
