@@ -370,5 +370,6 @@ def test_plan_resolve_with_every_source_down_names_each_and_prints_whole_command
     assert result.returncode == 1
     assert result.stderr.startswith(f"error: none of the 2 vendor sources answered ({REFUSED}: did not answer "
                                     f"(connection refused); {unavailable.url}: did not answer (HTTP 503))")
-    command = f"jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --vendor-index {REFUSED} --resolve"
-    assert f"add one after it (the recorded builds, by sha256): {command} --mirror URL" in result.stderr
+    command = (f"jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --mirror {unavailable.url} --resolve "
+               "--vendor-index URL")
+    assert f"use a mirror: {command}" in result.stderr

@@ -150,8 +150,7 @@ def index_down_fix(context: StepContext) -> str:
     rerun = context.rerun
     if context.step == "vendor":
         where = context.index or "the vendor index"
-        offers = [f"use a mirror: {rerun.with_option('--vendor-index', 'URL')}",
-                  f"add one after it (the recorded builds, by sha256): {rerun.with_option('--mirror', 'URL')}"]
+        offers = [f"use a mirror: {rerun.with_option('--vendor-index', 'URL')}"]
         if context.fallback:
             offers.insert(0, f"use the channel's fallback source: {rerun.without('--vendor-index').with_flag('--vendor-fallback')}")
         return f"{where} did not answer: check the network or the index, or " + "; or ".join(offers)

@@ -30,8 +30,8 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
     if options.added and (lock_file or wheelhouse):
         # A lock installs exactly its files: an addition beside it would be left out unsaid.
         option = "--lock" if lock_file else "--wheelhouse"
-        locked = rerun.keeping("lock", ("--root", "--l4t", "--soc", "--vendor-index", "--default-index", "--source",
-                                        "--ref", "--python", "--with"), ("--vendor-fallback", "--allow-insecure-index"))
+        locked = rerun.keeping("lock", ("--root", "--l4t", "--soc", "--vendor-index", "--mirror", "--default-index",
+                                        "--source", "--ref", "--python", "--with"), ("--vendor-fallback", "--allow-insecure-index"))
         lock_command = Rerun(("lock", options.target, *locked.argv[1:], "--output", "new.lock"))
         install_command = rerun.without("--with").without("--wheelhouse").with_option("--lock", "new.lock")
         raise BadInput(f"--with and {option} were both given: a lock installs exactly its files, so --with would add "
