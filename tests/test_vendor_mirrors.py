@@ -26,7 +26,7 @@ from support.index_server import LoopbackIndex
 from support.installer import Installer
 from support.stub_projects import IndexDirs
 
-from jetson_install.base.errors import StepFailed
+from jetson_install.base.errors import JetsonInstallError, StepFailed
 from jetson_install.base.layout import EVIDENCE_FILE, RECORD_FILE, STATE_DIR
 from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy, Resolution
@@ -373,3 +373,33 @@ def test_plan_resolve_with_every_source_down_names_each_and_prints_whole_command
     command = (f"jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --mirror {unavailable.url} --resolve "
                "--vendor-index URL")
     assert f"use a mirror: {command}" in result.stderr
+
+
+def test_a_catalog_source_lists_https_mirrors_of_its_index_only(tmp_path: Path) -> None:
+    line = 'index = "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"\n'
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(REAL.replace(line, line + 'mirrors = ["https://mirror.fleet.example/jp6/cu126/+simple/"]\n', 1))
+    source = load_catalog(path).channel("jp6-cu126").primary
+    assert source is not None and source.mirrors == ("https://mirror.fleet.example/jp6/cu126/+simple/",)
+    plain = tmp_path / "plain-http.toml"  # a file of its own: a catalog is read once per path
+    plain.write_text(REAL.replace(line, line + 'mirrors = ["http://mirror.fleet.example/simple/"]\n', 1))
+    with pytest.raises(JetsonInstallError) as caught:
+        load_catalog(plain)
+    assert "'mirrors' must hold https:// URLs ('http://mirror.fleet.example/simple/' is not one)" in caught.value.message
+    thor = 'index = "default"\n'
+    default = tmp_path / "default-index.toml"
+    default.write_text(REAL.replace(thor, thor + 'mirrors = ["https://mirror.fleet.example/simple/"]\n', 1))
+    with pytest.raises(JetsonInstallError) as caught:
+        load_catalog(default)
+    assert "'mirrors' go with an index URL" in caught.value.message
+
+
+def test_the_configuration_names_mirrors_and_a_wheelhouse_and_refuses_other_shapes(
+        tmp_path: Path, vendor_dir: Path) -> None:
+    env = cli_env(tmp_path, vendor_dir, 'mirrors = "https://mirror.fleet.example/simple"\n')
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", env=env)
+    assert result.returncode == 2
+    assert 'must be a list of URLs, like ["https://mirror.example/simple"]' in result.stderr
+    env = cli_env(tmp_path, vendor_dir, 'mirrors = ["http://mirror.fleet.example/simple"]\n')
+    result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", env=env)
+    assert result.returncode == 2 and "uses plain http to a remote host" in result.stderr

@@ -1,5 +1,6 @@
 """The one module that talks HTTP to a package index: it reads a vendor index's listings
-(PEP 691 JSON where served, else PEP 503 HTML) and resolves a source's sets against them.
+(PEP 691 JSON where served, else PEP 503 HTML) and resolves a source's sets against them,
+trying the source's mirrors in order for the same recorded builds.
 
 It also fetches the files a lock names, for a wheelhouse (`fetch_file`, `fetch_text`).
 Only `plan --resolve`, the install (when it has no recorded resolution to reuse, or with
@@ -41,7 +42,8 @@ from jetson_install.catalog.identity import (
 )
 from jetson_install.catalog.resolve import choose_set, complete_set, served_pythons
 
-__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "resolve", "sources_in_order", "same_files_elsewhere", "SetReport", "check_source",
+__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "resolve",
+           "sources_in_order", "same_files_elsewhere", "SetReport", "check_source",
            "CHECK_STATUSES", "check_exit_code",
            "fetch_file", "fetch_text"]
 
