@@ -417,14 +417,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if failure == "truncate":
             # The whole file's length announced, half of it sent, the connection closed.
-            data = self.index.file_bytes(path.rsplit("/", 1)[-1]) or b"x" * 64
+            whole = self.index.file_bytes(path.rsplit("/", 1)[-1]) or b"x" * 64
             self.close_connection = True
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(len(whole)))
             self.end_headers()
             with contextlib.suppress(OSError):
-                self.wfile.write(data[:len(data) // 2])
+                self.wfile.write(whole[:len(whole) // 2])
                 self.wfile.flush()
                 self.connection.shutdown(2)
             return
