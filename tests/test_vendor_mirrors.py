@@ -403,3 +403,12 @@ def test_the_configuration_names_mirrors_and_a_wheelhouse_and_refuses_other_shap
     env = cli_env(tmp_path, vendor_dir, 'mirrors = ["http://mirror.fleet.example/simple"]\n')
     result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", env=env)
     assert result.returncode == 2 and "uses plain http to a remote host" in result.stderr
+
+
+def test_a_mirror_given_for_a_source_it_cannot_stand_in_for_is_said_unused(tmp_path: Path, vendor_dir: Path) -> None:
+    env = cli_env(tmp_path, vendor_dir)
+    plan = json.loads(run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--vendor-fallback",
+                              "--mirror", "http://127.0.0.1:8/simple", "--json", env=env).stdout)
+    assert plan["vendor_mirrors"] == []
+    assert any(warning.startswith("the mirrors http://127.0.0.1:8/simple are not read: the vendor source here (")
+               for warning in plan["warnings"]), plan["warnings"]

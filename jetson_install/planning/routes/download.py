@@ -149,6 +149,11 @@ def plan_download(base: Plan, checked: Checked, fallback: bool, choice: Optional
     """The download route's plan: `base` carries what every route shares (target, settings, venv)."""
     vendor = vendor_source(checked.channel, base.settings, fallback) if checked.supported else None
     warnings = checked.warnings
+    unused = [mirror.value for mirror in base.settings.mirrors if vendor is not None and mirror.value not in vendor.mirrors]
+    if unused and vendor is not None:
+        # Said, never silently: a mirror stands in only for an index whose files are listed.
+        warnings += (f"the mirrors {', '.join(unused)} are not read: the vendor source here ({vendor.location}) "
+                     "is not an index of the recorded builds they could stand in for",)
     if vendor is not None and choice is not None:
         vendor_build = vendor.preferred.specifiers.get("bitsandbytes")
         if vendor_build is not None:
