@@ -23,6 +23,7 @@ from jetson_install.catalog.lock_file import (
     file_sha256,
     render_lock,
 )
+from jetson_install.tools.index import IndexRefused, IndexUnreachable, fetch_file, project_files
 
 __all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
 
@@ -96,8 +97,6 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = (),
 def _download(entry: Locked, partial: Path, mirrors: Sequence[str]) -> None:
     """`entry`'s file into `partial`, from its URL or else the first of `mirrors` that serves
     the same file name with the lock's sha256 (a vendor index that is down, or lost it)."""
-    from jetson_install.tools.index import IndexRefused, IndexUnreachable, fetch_file, project_files
-
     tried: List[str] = []
     first: Optional[StepFailed] = None
     for source in (None, *mirrors):
