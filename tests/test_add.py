@@ -150,6 +150,14 @@ def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothin
     lines = stderr.splitlines()
     error = next(number for number, line in enumerate(lines) if line.startswith("error: "))
     assert lines[error + 1].startswith("  fix: ")
+    # torch itself is the vendor build: no release of it other than the pin can be added.
+    code, data, stderr = _add(env, "--venv", str(venv), "torch>=2.9")
+    assert code == 1 and data["error"]["step"] == "target", stderr
+    fix = data["error"]["fix"]
+    assert fix == (f"torch is the channel's vendor build (torch=={VENDOR_PINS['torch']}), which never changes: add "
+                   f"what needs it without torch; see what {venv} has: jetson-install list")
+    assert run_cli(*fix.rsplit(": jetson-install ", 1)[1].split(), env=env).returncode == 0
+    assert os.readlink(venv) == made["environment"] and _own(venv) == before
 
 
 @pytest.mark.slow

@@ -16,8 +16,16 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import click
 
 from jetson_install import __version__
-from jetson_install.base.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNSUPPORTED, BadInput
-from jetson_install.base.errors import EXIT_CLOSED_STDOUT, JetsonInstallError, Stopped
+from jetson_install.base.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CLOSED_STDOUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_UNSUPPORTED,
+    BadInput,
+    JetsonInstallError,
+    Stopped,
+)
 from jetson_install.base.redact import RedactingStream, json_text
 from jetson_install.cli import options
 from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
@@ -208,7 +216,7 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int
     context = click.get_current_context()
     if context.get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT or not serve:
         index = options.given(context, "default_index", default_index)
-        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index, mirrors)
+        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index, options.typed(), mirrors)
         if as_json:
             _print_json(result)
         click.echo("\n".join(wheelhouse_lines(result)), err=True)
@@ -232,7 +240,8 @@ def doctor(root: str, l4t: Optional[str], soc: Optional[str], venv: Optional[str
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
     from jetson_install.cli.commands import doctor as doctoring
     from jetson_install.cli.render import check_list, check_list_json
-    from jetson_install.doctor import list_checks as checks_listed, render_lines
+    from jetson_install.doctor import list_checks as checks_listed
+    from jetson_install.doctor import render_lines
 
     if list_checks:
         _print_json(check_list_json(checks_listed())) if as_json else click.echo(check_list(checks_listed()))
@@ -503,11 +512,14 @@ def _run(args: List[str]) -> int:
         _report_error(exc, as_json)
         return exc.exit_code
     except OSError as exc:
-        from jetson_install.planning.fixes import fix_for_os_error, os_error_reason
+        import errno
 
-        _report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, "run the command again")),
+        from jetson_install.planning.fixes import Rerun, fix_for_os_error, os_error_reason
+
+        _report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, f"run: {Rerun(tuple(args))}")),
                       as_json)
-        return EXIT_FAILED
+        # A place the user may not write or enter: the command could not run (README's exit codes).
+        return EXIT_BAD_INPUT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_FAILED
     return 0
 
 

@@ -316,7 +316,10 @@ class Context:
         """For a CPU-only or other-CUDA torch. The package index's own CPU build (`+cpu`) came
         from a plain pip or uv install: the channel's preferred set replaces it. When it carries
         the pinned version without that label, the vendor source itself served it, and
-        reinstalling from there brings the same build back."""
+        reinstalling from there brings the same build back. In an install's verify the vendor
+        step took it from the vendor source, whatever its label: only another source helps."""
+        if self.install_command is not None:
+            return self.other_source_fix()
         if package_index_cpu_build(version):
             fix = f"install the channel's vendor set in an environment jetson-install makes: {self.reinstall}"
             in_place = self.vendor_install("torch")
@@ -328,8 +331,6 @@ class Context:
             served_by_source = False
         if not served_by_source:
             return self.torch_install_fix()
-        if self.install_command is not None:
-            return self.other_source_fix()
         return f"{self.other_source_fix()}; if another installer replaced it after the install: {self.torch_install_fix()}"
 
     @property
@@ -342,6 +343,14 @@ class Context:
         own = self.profile.reinstall_fix(self)
         if own is not None:
             return own
+        python = (self.torch.section("python") or {}).get("version")
+        channel = self.channel
+        if channel is not None and isinstance(python, str) and ".".join(python.split(".")[:2]) != channel.python \
+                and self.install_command is None:
+            # The vendor builds are for the channel's Python only: installing them into this
+            # interpreter finds none; an install picks the channel's Python itself.
+            return (f"channel {channel.id}'s vendor builds are for Python {channel.python}, this environment's is "
+                    f"{python}: install them with Python {channel.python}: {self.reinstall_command()}")
         command = self.vendor_install("torch")
         if command:
             return f"{command} (channel {self.channel.id})" if self.channel is not None else command

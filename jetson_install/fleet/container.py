@@ -163,6 +163,10 @@ def host_facts(root: Path, environ: Mapping[str, str]) -> HostFacts:
     try:
         read = detect(root, Sourced(str(l4t), l4t_source) if l4t else None,
                       soc_override=Sourced(given_soc, HOST_SOC_VARIABLE) if given_soc else None)
+    except InvalidReleaseFile:
+        # The host's release is unknown: host_mismatch says so, naming the entrypoint's own
+        # variable (detect's fix names --l4t, which the entrypoint does not take).
+        read = None
     except BadInput:
         if given_soc:
             raise  # a JETSON_INSTALL_HOST_SOC that names no SoC is the user's to fix

@@ -22,7 +22,7 @@ from jetson_install.catalog.identity import Companion
 from jetson_install.doctor import GPU_FREE_CHECKS
 from jetson_install.doctor.on_environment import doctor_environment
 from jetson_install.envs.environment import protect, write_additions, write_constraints, write_requirements
-from jetson_install.envs.failed_evidence import kept_evidence
+from jetson_install.envs.failed_evidence import fix_after_discard, kept_evidence
 from jetson_install.envs.interpreters import Interpreter, pip_check
 from jetson_install.envs.record import distributions_state, record_installed
 from jetson_install.envs.sonames import Missing, environment_libraries
@@ -200,7 +200,8 @@ def doctor(step: Step, run: Run) -> str:
         checks = {check.get("id"): check for check in evidence.get("checks", []) if isinstance(check, dict)}
         first = checks.get(evidence.get("headline")) or {}
         detail = f"{first['id']}: {first.get('detail')}" if first else "a required check failed"
-        fixes = [first["fix"]] if first.get("fix") else []
+        # A failed verify discards the environment: a fix acting on it would point at nothing.
+        fixes = [fix_after_discard(first["fix"], run.staging, str(run.rerun))] if first.get("fix") else []
         if plan.verify and evidence.get("profile") == "jetson" and first.get("id") not in GPU_FREE_CHECKS:
             fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
         raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {kept_evidence(run.staging)})",

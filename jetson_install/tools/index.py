@@ -45,7 +45,7 @@ from jetson_install.catalog.resolve import choose_set, complete_set, served_pyth
 __all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "resolve",
            "sources_in_order", "same_files_elsewhere", "SetReport", "check_source",
            "CHECK_STATUSES", "check_exit_code",
-           "fetch_file", "fetch_text"]
+           "fetch_file", "fetch_text", "RUN_AGAIN"]
 
 #: Seconds to open a connection to an index, and to wait for each read from it: an index
 #: that is down costs seconds, never a hang.
@@ -454,6 +454,9 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
     return SetReport(channel_id, where, status, tuple(lines), mirror_of)
 
 
+#: How a download's fix ends; a command that knows the user's own line says it instead.
+RUN_AGAIN = "run the command again"
+
 # A lock's file may be torch (0.5-2 GB): each read may wait longer than a listing's.
 _FILE_READ_TIMEOUT = 60.0
 
@@ -498,6 +501,11 @@ def fetch_text(url: str) -> str:
 
 def _failed(url: str, why: str) -> StepFailed:
     if why in (f"HTTP {code}" for code in _REFUSED):
-        return StepFailed("download", f"{redact(url)} was refused ({why}): check the credentials", CREDENTIALS_FIX)
+        # The file's URL comes from a lock (or a wheelhouse the lock names): there is no URL
+        # of the user's to carry credentials, so ~/.netrc, which requests reads, is the way.
+        host = urlsplit(url).hostname or "HOST"
+        return StepFailed("download", f"{redact(url)} was refused ({why}): check the credentials",
+                          f"give {host}'s user and token in ~/.netrc (machine {host} login USER password TOKEN; "
+                          f"never written elsewhere or shown), then {RUN_AGAIN}")
     return StepFailed("download", f"could not fetch {redact(url)} ({why})",
-                      "check that the index or wheelhouse answers, then run the command again")
+                      f"check that the index or wheelhouse answers, then {RUN_AGAIN}")
