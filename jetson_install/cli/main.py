@@ -380,14 +380,14 @@ def uninstall(venv: Optional[str], yes: bool, as_json: bool) -> None:
 
 @cli.command()
 @options.CLEAN
-def clean(dry_run: bool, as_json: bool) -> None:
+def clean(dry_run: bool, failed_evidence: bool, as_json: bool) -> None:
     """Remove the logs, the bitsandbytes build cache, the cache of interpreters' versions and
     what interrupted runs left; never an environment in use or its previous one, nor uv's own
-    cache (`uv cache clean`)."""
+    cache (`uv cache clean`), nor failed verifies' evidence unless --failed-evidence."""
     from jetson_install.cli.render import clean_lines
     from jetson_install.envs.lifecycle import clean as clean_up
 
-    result = clean_up(dry_run)
+    result = clean_up(dry_run, failed_evidence)
     if as_json:
         _print_json(result.to_json())
     click.echo("\n".join(clean_lines(result)), err=as_json)

@@ -219,6 +219,8 @@ LIST = with_options("json", json={"help": "Print the environments as JSON."})
 ROLLBACK = _stacked(_LIFECYCLE_VENV, with_options("json"))
 UNINSTALL = _stacked(_LIFECYCLE_VENV, with_options("yes"), with_options("json"))
 CLEAN = _stacked(with_options("dry-run", dry_run={"help": "Show what would be removed, and its size; remove nothing."}),
+                 click.option("--failed-evidence", is_flag=True,
+                              help="Also remove the doctor evidence kept of failed verifies (kept by default)."),
                  with_options("json"))
 
 

@@ -273,8 +273,11 @@ def size_text(size: int) -> str:
 
 def _environment_line(label: str, view: EnvironmentView) -> List[str]:
     doctor = f"doctor {view.doctor} ({view.doctor_at})" if view.doctor else "no doctor evidence"
-    return [f"  {label:9} {Path(view.path).name}   made {view.made or 'unknown'}   {size_text(view.size)}",
-            f"  {'':9} channel {view.channel or 'unknown'}   torch {view.torch or 'none'}   {doctor}"]
+    lines = [f"  {label:9} {Path(view.path).name}   made {view.made or 'unknown'}   {size_text(view.size)}",
+             f"  {'':9} channel {view.channel or 'unknown'}   torch {view.torch or 'none'}   {doctor}"]
+    if view.changed:
+        lines.append(f"  {'':9} changed since its doctor ran: {'; '.join(view.changed)}")
+    return lines
 
 
 def environments_json(listed: Sequence[Listed]) -> Dict[str, Any]:
@@ -296,10 +299,18 @@ def environments_lines(listed: Sequence[Listed]) -> List[str]:
                 lines.append(f"  {'':9} added: {', '.join(entry.current.additions)}")
         if entry.previous is not None:
             lines += _environment_line("previous", entry.previous)
-            lines.append(f"  {'':9} roll back to it: jetson-install rollback --venv {entry.venv}")
+            if entry.previous.passed:
+                lines.append(f"  {'':9} roll back to it: jetson-install rollback --venv {entry.venv}")
+            else:
+                # Its own evidence does not vouch for it now: a rollback is not offered blind.
+                python = shlex.quote(f"{entry.previous.path}/bin/python")
+                lines.append(f"  {'':9} check it before rolling back to it: jetson-install doctor --python {python}")
         if entry.other_size:
             lines.append(f"  {'other':9} {size_text(entry.other_size)} left by interrupted runs "
                          "(remove: jetson-install clean)")
+        if entry.failed_evidence:
+            lines.append(f"  {'failed':9} {len(entry.failed_evidence)} failed verify(s), their doctor evidence kept: "
+                         f"{entry.failed_evidence[0]} (the newest)")
         if entry.state == "broken":
             lines.append(f"  fix: jetson-install rollback --venv {entry.venv}" if entry.previous else
                          f"  fix: install it again: jetson-install {entry.target} --venv {entry.venv}" if entry.target
@@ -331,4 +342,8 @@ def clean_lines(result: Cleaned) -> List[str]:
     lines.append(f"{verb} {size_text(total)} in {len(result.items)} items" if result.items else
                  "nothing to clean: no logs, build cache or leftovers of jetson-install's")
     lines += [f"left      {path} (not made by jetson-install)" for path in result.left]
+    if result.kept_evidence:
+        lines.append(f"kept      {len(result.kept_evidence)} failed-verify evidence file(s), the newest "
+                     f"{result.kept_evidence[0]} (remove them too: jetson-install clean --failed-evidence)")
+    lines += [f"skipped   {venv} (an install is in progress there; run clean when it ends)" for venv in result.busy]
     return lines
