@@ -84,3 +84,16 @@ def test_an_unknown_l4t_fix_is_the_upgrade_for_the_way_the_tool_was_installed() 
     result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--l4t", "40.1.0")
     assert result.returncode == 3
     assert f"upgrade jetson-install ({running_upgrade_command()})" in result.stdout
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("obliterats", "Did you mean 'obliteratus'?"),  # a target: made from the catalog when asked for
+    ("tourch", "Did you mean 'torch'?"),
+    ("rolback", "Did you mean 'rollback'?"),
+    ("wheelhose", "Did you mean 'wheelhouse'?"),
+])
+def test_a_mistyped_command_gets_the_command_it_was_meant_to_be(typed: str, said: str) -> None:
+    result = run_cli(typed, "--venv", "x")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"error: No such command {typed!r}. {said}",
+                                          "  fix: see its options: jetson-install --help"]

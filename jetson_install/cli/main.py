@@ -313,13 +313,20 @@ def evidence_table(files: Tuple[str, ...], max_age: Optional[float]) -> None:
 
 @cli.command()
 @options.LABELS
-def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Optional[str], max_age: Optional[float], as_json: bool) -> None:
+def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Optional[str], venv: Optional[str],
+           max_age: Optional[float], as_json: bool) -> None:
     """Runner labels for this Jetson, comma-separated (what a runner's --labels takes)."""
     from jetson_install.cli.commands.doctor import labels as runner_labels
     from jetson_install.cli.commands.lifecycle import default_environment
 
-    environment, note = default_environment("labels") if evidence_file is None else (None, None)
-    _note(note)
+    if evidence_file is not None and venv is not None:
+        raise BadInput("labels: --evidence and --venv both name the evidence to read",
+                       fix=f"give one: {options.typed().without('--evidence')}")
+    if venv is not None:
+        environment: Optional[Path] = Path(venv).absolute()
+    else:
+        environment, note = default_environment("labels") if evidence_file is None else (None, None)
+        _note(note)
     result = runner_labels(platform_options(root, l4t, soc), evidence_file, max_age, environment)
     if as_json:
         _print_json(result.to_json())

@@ -213,6 +213,8 @@ LABELS = _stacked(
     _ROOT,
     click.option("--evidence", "evidence_file", metavar="FILE",
                  help="Doctor evidence that may grant `cuda` (default: the environment's own)."),
+    with_options("venv", venv={"help": "The environment whose own evidence may grant `cuda` (default: the one a "
+                                       "target's install made at its default location, OBLITERATUS' first)."}),
     with_options("max-age"), with_options("json", json={"help": "Print the labels as JSON."}),
 )
 LIST = with_options("json", json={"help": "Print the environments as JSON."})
@@ -367,6 +369,18 @@ class WithTargets(click.Group):
 
     def list_commands(self, ctx: click.Context) -> List[str]:
         return sorted(set(super().list_commands(ctx)) | set(_target_summaries(ctx)))
+
+    def resolve_command(self, ctx: click.Context, args: List[str]) -> Tuple[Optional[str], Optional[click.Command], List[str]]:
+        # click suggests among its registered commands only (and some versions not at all): a
+        # typed target (`obliterats`) gets its suggestion from every command, the targets too.
+        name = args[0] if args else ""
+        if not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            suggestion = f" Did you mean {' or '.join(repr(match) for match in close)}?" if close else ""
+            raise click.UsageError(f"No such command {name!r}.{suggestion}", ctx)
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
         command = super().get_command(ctx, cmd_name)

@@ -265,7 +265,9 @@ def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAU
     if age < -1:
         return Verdict(path, False, f"generated_at {evidence['generated_at']} is in the future (check the clock)",
                        evidence, age)
-    if age > max_age_days:
+    # Whole days, as the message counts them, for a whole-day maximum: `--max-age 0` means
+    # generated today, which a file of some hours still is.
+    if (int(age) if float(max_age_days).is_integer() else age) > max_age_days:
         return Verdict(path, False, f"stale: generated {evidence['generated_at'][:10]}, {int(age)} days ago "
                                     f"(maximum {max_age_days:g})", evidence, age)
     for key, wanted in requirements:
