@@ -127,6 +127,9 @@ def test_add_dry_run_shows_the_plan_it_runs_and_changes_nothing(tmp_path: Path, 
     assert code == 0, stderr
     ran = next(step for step in data["plan_steps"] if step["id"] == "target")
     assert ran["commands"] == target["commands"]
+    shown = {step["id"]: step["commands"] for step in dry["steps"]}
+    for step in data["plan_steps"]:
+        assert shown.get(step["id"]) == step["commands"], (step["id"], shown.get(step["id"]), step["commands"])
 
 
 @pytest.mark.slow

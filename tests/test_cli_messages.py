@@ -97,3 +97,10 @@ def test_a_mistyped_command_gets_the_command_it_was_meant_to_be(typed: str, said
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"error: No such command {typed!r}. {said}",
                                           "  fix: see its options: jetson-install --help"]
+
+
+def test_the_install_docs_say_a_local_bitsandbytes_checkout_builds_with_the_callers_privileges() -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "install.md").read_text()
+    section = docs.split("## bitsandbytes where no Jetson build exists", 1)[1].split("\n## ", 1)[0]
+    assert ("`--bitsandbytes build=PATH` runs that checkout's own CMake files and build backend (its\n"
+            "`pyproject.toml`) as you, with your privileges") in section

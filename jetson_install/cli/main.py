@@ -153,7 +153,7 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
     the_plan = install_plan(install_options(target_id, given, context), given["lock_file"], given["wheelhouse"],
                             rerun)
     if given["dry_run"] or not the_plan.supported:
-        the_plan, data, warnings = preview(the_plan, given["dry_run"], given["as_json"])
+        the_plan, data, warnings = preview(the_plan, given["dry_run"], given["as_json"], given["upgrade"])
         click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
         _print_json({**data, **extra}) if given["as_json"] else click.echo(plan_text(the_plan))
         _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
@@ -269,7 +269,9 @@ def dockerfile(root: str, l4t: Optional[str], soc: Optional[str], base: Optional
     click.echo(dockerfile_written(str(output), made.base, made.written), err=True)
 
 
-@cli.command("container-entrypoint", context_settings={"ignore_unknown_options": True})
+# COMMAND follows `--` (the image's ENTRYPOINT ends with it), or starts at the first word that
+# is no option: its own options are its own, and an unknown option before it is refused.
+@cli.command("container-entrypoint", context_settings={"allow_interspersed_args": False})
 @options.CONTAINER_ENTRYPOINT
 def container_entrypoint(venv: str, command: Tuple[str, ...]) -> None:
     """The image's entrypoint: refuse a host the image is not built for, run the strict doctor

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from jetson_install.catalog.catalog import Channel
 
 __all__ = ["check_image_reference", "write_dockerignore", "DOCKERIGNORE", "dockerfile_text", "HostFacts", "host_facts", "host_mismatch", "host_line", "Start", "start_check",
-           "START_EVIDENCE", "START_STATUS"]
+           "START_EVIDENCE", "START_STATUS", "IMAGE_L4T_VARIABLE"]
 
 # -- the image -----------------------------------------------------------------------------
 
@@ -37,6 +37,8 @@ START_EVIDENCE = "/tmp/jetson-install/start-evidence.json"
 START_STATUS = "/tmp/jetson-install/start-status"
 #: For hosts (and tests) where /etc/nv_tegra_release or the device tree is not mounted.
 HOST_L4T_VARIABLE = "JETSON_INSTALL_HOST_L4T"
+#: Set by the image's Dockerfile (Dockerfile.template): what says the entrypoint runs in one.
+IMAGE_L4T_VARIABLE = "JETSON_INSTALL_IMAGE_L4T_MAJOR"
 HOST_CAPABILITY_VARIABLE = "JETSON_INSTALL_HOST_CAPABILITY"
 #: For containers that cannot read /proc/device-tree, where L4T R39 runs on Thor and Orin alike.
 HOST_SOC_VARIABLE = "JETSON_INSTALL_HOST_SOC"
@@ -196,7 +198,7 @@ def _soc_with_capability(major: int, capability: str) -> Optional[str]:
 
 def host_mismatch(host: HostFacts, environ: Mapping[str, str]) -> Optional[Tuple[str, str]]:
     """(message, fix) when the host is not what the image was built for, else None."""
-    built_major = environ.get("JETSON_INSTALL_IMAGE_L4T_MAJOR", "")
+    built_major = environ.get(IMAGE_L4T_VARIABLE, "")
     built_capability = environ.get("JETSON_INSTALL_IMAGE_CAPABILITY", "")
     built = f"L4T R{built_major}" + (f", compute capability {built_capability}" if built_capability else "")
     rebuild = "build the image for this host: run `jetson-install dockerfile` on it"
