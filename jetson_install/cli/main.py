@@ -7,6 +7,7 @@ fixes, it imports when it runs: `--help`, `--version` and `detect` load none of 
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -240,8 +241,7 @@ def doctor(root: str, l4t: Optional[str], soc: Optional[str], venv: Optional[str
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
     from jetson_install.cli.commands import doctor as doctoring
     from jetson_install.cli.render import check_list, check_list_json
-    from jetson_install.doctor import list_checks as checks_listed
-    from jetson_install.doctor import render_lines
+    from jetson_install.doctor import list_checks as checks_listed, render_lines
 
     if list_checks:
         _print_json(check_list_json(checks_listed())) if as_json else click.echo(check_list(checks_listed()))
@@ -521,8 +521,6 @@ def _run(args: List[str]) -> int:
         _report_error(exc, as_json)
         return exc.exit_code
     except OSError as exc:
-        import errno
-
         from jetson_install.planning.fixes import Rerun, fix_for_os_error, os_error_reason
 
         _report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, f"run: {Rerun(tuple(args))}")),
