@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,7 +27,7 @@ from jetson_install import doctor  # noqa: E402
 from jetson_install.tools import runner  # noqa: E402
 
 
-def timed(action) -> float:
+def timed(action: Callable[[], object]) -> float:
     start = time.perf_counter()
     action()
     return time.perf_counter() - start
@@ -51,7 +52,7 @@ def main() -> None:
     if options.python:
         measure(options.python, options.repeat)
         return
-    from test_doctor import make_env  # the same stub environment the tests use
+    from support.doctor_env import make_env  # the same stub environment the tests use
 
     with tempfile.TemporaryDirectory() as scratch:
         print("stub scenario 'working' (no real torch: process start-up dominates)")

@@ -19,7 +19,6 @@ import os
 import resource
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -71,4 +70,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -23,13 +23,16 @@ from support.planned import assert_ran_as_planned, assert_vendor_set_pinned
 from support.wheels import build_wheel
 
 from jetson_install.base.layout import OWNER_MARK, OWNER_MARK_PREFIX
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
 
 TOP = Path(__file__).resolve().parent.parent
 ORIN = "sample:agx-orin-64gb-jp6.2"
 
 
 @pytest.fixture
-def stack(tmp_path: Path, private_index_dirs, start_index):
+def stack(tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]
+          ) -> Tuple[Dict[str, str], str, str]:
     """The stub indexes (transformers and accelerate are their own), and a project that wants a
     newer torch than any Jetson build."""
     public_dir = private_index_dirs.public
@@ -42,13 +45,13 @@ def stack(tmp_path: Path, private_index_dirs, start_index):
     return env, vendor.url, public.url
 
 
-def _torch(venv: Path, env: Dict[str, str], vendor: str, public: str, *extra: str) -> Tuple[int, dict, str]:
+def _torch(venv: Path, env: Dict[str, str], vendor: str, public: str, *extra: str) -> Tuple[int, Dict[str, Any], str]:
     result = run_cli("torch", "--root", ORIN, "--venv", str(venv), "--python", sys.executable, "--vendor-index",
                      vendor, "--default-index", public, "--no-verify", "--yes", "--json", *extra, env=env)
     return result.returncode, json.loads(result.stdout) if result.stdout.strip() else {}, result.stderr
 
 
-def _add(env: Dict[str, str], *argv: str, cwd: Path = TOP) -> Tuple[int, dict, str]:
+def _add(env: Dict[str, str], *argv: str, cwd: Path = TOP) -> Tuple[int, Dict[str, Any], str]:
     result = run_cli("add", *argv, "--json", env=env, cwd=cwd)
     return result.returncode, json.loads(result.stdout) if result.stdout.strip() else {}, result.stderr
 
@@ -69,7 +72,7 @@ def _own(venv: Path) -> List[str]:
 
 
 @pytest.mark.slow
-def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tmp_path: Path, stack) -> None:
+def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
     code, made, stderr = _torch(venv, env, vendor, public, "--with", "transformers")
@@ -103,7 +106,7 @@ def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tm
 
 
 @pytest.mark.slow
-def test_add_dry_run_shows_the_plan_it_runs_and_changes_nothing(tmp_path: Path, stack) -> None:
+def test_add_dry_run_shows_the_plan_it_runs_and_changes_nothing(tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
     code, made, stderr = _torch(venv, env, vendor, public)
@@ -124,10 +127,13 @@ def test_add_dry_run_shows_the_plan_it_runs_and_changes_nothing(tmp_path: Path, 
     assert code == 0, stderr
     ran = next(step for step in data["plan_steps"] if step["id"] == "target")
     assert ran["commands"] == target["commands"]
+    shown = {step["id"]: step["commands"] for step in dry["steps"]}
+    for step in data["plan_steps"]:
+        assert shown.get(step["id"]) == step["commands"], (step["id"], shown.get(step["id"]), step["commands"])
 
 
 @pytest.mark.slow
-def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothing(tmp_path: Path, stack) -> None:
+def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothing(tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
     code, made, stderr = _torch(venv, env, vendor, public, "--with", "transformers")
@@ -147,10 +153,18 @@ def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothin
     lines = stderr.splitlines()
     error = next(number for number, line in enumerate(lines) if line.startswith("error: "))
     assert lines[error + 1].startswith("  fix: ")
+    # torch itself is the vendor build: no release of it other than the pin can be added.
+    code, data, stderr = _add(env, "--venv", str(venv), "torch>=2.9")
+    assert code == 1 and data["error"]["step"] == "target", stderr
+    fix = data["error"]["fix"]
+    assert fix == (f"torch is the channel's vendor build (torch=={VENDOR_PINS['torch']}), which never changes: add "
+                   f"what needs it without torch; see what {venv} has: jetson-install list")
+    assert run_cli(*fix.rsplit(": jetson-install ", 1)[1].split(), env=env).returncode == 0
+    assert os.readlink(venv) == made["environment"] and _own(venv) == before
 
 
 @pytest.mark.slow
-def test_add_a_local_folder_named_where_add_ran_and_known_by_its_content(tmp_path: Path, stack) -> None:
+def test_add_a_local_folder_named_where_add_ran_and_known_by_its_content(tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
     code, _, stderr = _torch(venv, env, vendor, public)
@@ -270,7 +284,7 @@ def test_add_without_venv_takes_the_default_environment_that_exists(tmp_path: Pa
 
 @pytest.mark.slow
 def test_without_venv_the_commands_take_the_default_environment_that_exists_and_say_which(
-        tmp_path: Path, stack) -> None:
+        tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     made = run_cli("torch", "--root", ORIN, "--python", sys.executable, "--vendor-index", vendor, "--default-index",
                    public, "--no-verify", "--yes", "--json", "--with", "transformers", env=env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import present
 
 from jetson_install.catalog.catalog import default_catalog_path, load_catalog
 from jetson_install.base.errors import CatalogError
@@ -58,10 +59,11 @@ def test_orin_is_never_routed_to_the_thor_channel() -> None:
 def test_supported_channels_prefer_a_set_of_every_vendor_package() -> None:
     for channel in load_catalog().channels:
         if channel.status == "supported":
-            preferred = channel.primary.preferred
+            primary = present(channel.primary)
+            preferred = primary.preferred
             assert set(preferred.specifiers) == {"torch", "torchvision", "torchaudio", "bitsandbytes"}
             assert set(preferred.pins) == {"torch", "torchvision", "torchaudio"}  # bitsandbytes is a range
-            assert any(build.name == "torch" and build.cuda == channel.cuda for build in channel.primary.builds)
+            assert any(build.name == "torch" and build.cuda == channel.cuda for build in primary.builds)
 
 
 GOOD = default_catalog_path().read_text()
@@ -110,7 +112,7 @@ def test_a_pre_release_counts_only_where_the_source_says_so(tmp_path: Path) -> N
     path = broken(tmp_path, '  { torch = "2.8.0", torchvision', '  { torch = "2.9.0a0", torchvision')
     with pytest.raises(CatalogError, match="prereleases = true"):
         load_catalog(path)
-    nvidia = load_catalog().channel("jp6.0").primary
+    nvidia = present(load_catalog().channel("jp6.0").primary)
     assert nvidia.prereleases and nvidia.preferred.pins == {"torch": "2.4.0a0+3bcc3cddb5.nv24.07.16234504"}
 
 
@@ -125,11 +127,11 @@ def test_each_companion_names_the_soname_its_bound_holds_it_to() -> None:
     thor = load_catalog().channel("jp7-thor-cu130").sources[1]
     # nvidia-cudss-cu13 1.0.0.35 ships only libcudss.so.1; the torch links libcudss.so.0.
     assert "nvidia-cudss-cu13<1" in thor.companions
-    assert thor.provider_of("libcudss.so.0").describe() == "the channel's companion wheel nvidia-cudss-cu13<1"
-    orin = load_catalog().channel("jp7.2-orin").primary
+    assert present(thor.provider_of("libcudss.so.0")).describe() == "the channel's companion wheel nvidia-cudss-cu13<1"
+    orin = present(load_catalog().channel("jp7.2-orin").primary)
     assert orin.provides("nvidia-cublas-cu12==12.9.2.10") == ("libcublas.so.12", "libcublasLt.so.12")
-    jp6 = load_catalog().channel("jp6-cu126").primary
-    assert jp6.provider_of("libcudss.so.0").describe() == "the apt package cudss"
+    jp6 = present(load_catalog().channel("jp6-cu126").primary)
+    assert present(jp6.provider_of("libcudss.so.0")).describe() == "the apt package cudss"
 
 
 @pytest.mark.parametrize(("new", "problem"), [

@@ -44,7 +44,7 @@ def test_ctrl_c_in_a_wheelhouse_says_how_to_resume_and_leaves_no_partial_file(
             raise KeyboardInterrupt
         real(url, destination)
 
-    monkeypatch.setattr(index, "fetch_file", fetch)
+    monkeypatch.setattr("jetson_install.fleet.wheelhouse.fetch_file", fetch)  # where the wheelhouse looks it up
     house = tmp_path / "house"
     result = run_cli("wheelhouse", str(house), "--lock", str(lock))
     assert result.returncode == 130
@@ -84,3 +84,23 @@ def test_an_unknown_l4t_fix_is_the_upgrade_for_the_way_the_tool_was_installed() 
     result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--l4t", "40.1.0")
     assert result.returncode == 3
     assert f"upgrade jetson-install ({running_upgrade_command()})" in result.stdout
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("obliterats", "Did you mean 'obliteratus'?"),  # a target: made from the catalog when asked for
+    ("tourch", "Did you mean 'torch'?"),
+    ("rolback", "Did you mean 'rollback'?"),
+    ("wheelhose", "Did you mean 'wheelhouse'?"),
+])
+def test_a_mistyped_command_gets_the_command_it_was_meant_to_be(typed: str, said: str) -> None:
+    result = run_cli(typed, "--venv", "x")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"error: No such command {typed!r}. {said}",
+                                          "  fix: see its options: jetson-install --help"]
+
+
+def test_the_install_docs_say_a_local_bitsandbytes_checkout_builds_with_the_callers_privileges() -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "install.md").read_text()
+    section = docs.split("## bitsandbytes where no Jetson build exists", 1)[1].split("\n## ", 1)[0]
+    assert ("`--bitsandbytes build=PATH` runs that checkout's own CMake files and build backend (its\n"
+            "`pyproject.toml`) as you, with your privileges") in section

@@ -15,19 +15,20 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Tuple
 
 import pytest
 from support.cli import run_cli
 
 from jetson_install import __version__
+from support.installer import Installer
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 SECRET = "s3cr3t-pw"
 
 
-def process(*args: str) -> subprocess.CompletedProcess:
+def process(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True,
                           timeout=120)
 
@@ -77,7 +78,7 @@ def test_an_in_process_run_shows_what_a_process_shows(args: List[str]) -> None:
     assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
 
 
-def test_main_puts_back_the_streams_it_wraps(capsys: pytest.CaptureFixture) -> None:
+def test_main_puts_back_the_streams_it_wraps(capsys: pytest.CaptureFixture[str]) -> None:
     from jetson_install.cli.main import main
 
     streams = sys.stdout, sys.stderr
@@ -103,12 +104,12 @@ def test_the_catalog_follows_its_variable_within_one_process(tmp_path: Path, mon
 
 
 @pytest.mark.slow
-def test_an_in_process_install_leaves_this_process_as_it_found_it(installer) -> None:
+def test_an_in_process_install_leaves_this_process_as_it_found_it(installer: Installer) -> None:
     import logging
 
     logger = logging.getLogger("jetson_install")
 
-    def state() -> tuple:
+    def state() -> Tuple[object, ...]:
         return (list(logger.handlers), logger.level, dict(os.environ), os.getcwd(), list(sys.argv),
                 (sys.stdin, sys.stdout, sys.stderr))
 

@@ -115,8 +115,8 @@ def test_the_user_config_names_the_line_of_an_unknown_or_mistyped_setting(tmp_pa
     config.write_text('# the fleet mirror\nvendor_indx = "https://mirror.fleet.example/jp6/cu126"\n')
     env = environment(tmp_path, JETSON_INSTALL_CONFIG=str(config))
     error = one_error(run(tmp_path, env, "plan", "obliteratus", "--root", SAMPLE), config, 2)
-    assert "config: key 'vendor_indx' is not a setting (known: allow_insecure_index, default_index, vendor_index)" \
-        in error[0]
+    assert ("config: key 'vendor_indx' is not a setting (known: allow_insecure_index, default_index, mirrors, "
+            "vendor_index, wheelhouse)") in error[0]
     config.write_text('vendor_index = "https://mirror.fleet.example/jp6/cu126"\nallow_insecure_index = "yes"\n')
     error = one_error(run(tmp_path, env, "plan", "obliteratus", "--root", SAMPLE), config, 2)
     assert "key 'allow_insecure_index' must be true or false" in error[0]

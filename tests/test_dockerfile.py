@@ -312,5 +312,24 @@ def test_the_entrypoint_says_starting_while_its_doctor_runs(tmp_path: Path, star
 
     monkeypatch.setattr(container, "run_doctor", doctor_that_looks)
     with pytest.raises(KeyboardInterrupt):
-        container.container_start(tmp_path / "venv", {})
+        container.container_start(tmp_path / "venv", {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "36"})
     assert seen == [("starting\n", False)] and status.read_text() == "starting\n"
+
+
+def test_the_entrypoint_refuses_an_unknown_option_and_a_host_outside_its_image_writing_nothing(
+        tmp_path: Path, start_files: Path) -> None:
+    bogus = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "--bogus", env=BUILT_FOR_ORIN)
+    assert bogus.returncode == 2
+    assert bogus.stderr.splitlines()[0] == "error: No such option '--bogus'."
+    # COMMAND is what follows `--`, or the first word that is no option, with its own options.
+    marker = tmp_path / "started"
+    outside = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "touch", str(marker))
+    assert outside.returncode == 2 and not marker.exists()
+    assert outside.stderr.splitlines() == [
+        "error: container-entrypoint is the entrypoint of an image `jetson-install dockerfile` made, and "
+        "JETSON_INSTALL_IMAGE_L4T_MAJOR (which that image sets) is not set here",
+        f"  fix: on a host, check the environment with: jetson-install doctor --strict --venv {tmp_path / 'none'}"]
+    assert not start_files.exists()  # no start-status on a host
+    # The fix runs as printed (the doctor refuses a folder with no environment in its own words).
+    checked = cli(*outside.stderr.splitlines()[1].split("with: jetson-install ", 1)[1].split())
+    assert checked.returncode == 2 and checked.stderr.startswith(f"error: no environment at {tmp_path / 'none'}")

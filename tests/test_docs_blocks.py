@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict
 
 import pytest
 
@@ -22,6 +21,9 @@ from support import find_uv
 from support.doc_blocks import TOP, Block, block, blocks, board_env, run_block
 from support.gate_stubs import make_gate_catalog, make_gate_vendor_index
 from support.lanes import lane_unavailable
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
+from typing import Callable, Dict
 
 # Blocks a fast test cannot run as written, and what runs them instead (or why nothing can).
 RUN_ELSEWHERE: Dict[str, str] = {
@@ -79,7 +81,7 @@ def test_every_block_is_tagged_and_run() -> None:
 
 
 @pytest.fixture
-def board(tmp_path: Path, start_index, public_index, obliteratus_git_repo) -> Dict[str, str]:
+def board(tmp_path: Path, start_index: Callable[..., LoopbackIndex], public_index: LoopbackIndex, obliteratus_git_repo: Path) -> Dict[str, str]:
     vendor = make_gate_vendor_index(tmp_path / "gate-vendor")
     catalog = make_gate_catalog(tmp_path / "wheels-index.toml", vendor)
     served = start_index(vendor, name="gate-vendor")
@@ -94,7 +96,7 @@ def board(tmp_path: Path, start_index, public_index, obliteratus_git_repo) -> Di
 
 
 @pytest.fixture
-def board_with_projects(tmp_path: Path, start_index, private_index_dirs, obliteratus_git_repo) -> Dict[str, str]:
+def board_with_projects(tmp_path: Path, start_index: Callable[..., LoopbackIndex], private_index_dirs: IndexDirs, obliteratus_git_repo: Path) -> Dict[str, str]:
     """The board's shell, its default index also carrying a CPU stand-in of ultralytics (asking
     for torch as the real one does)."""
     from support.wheels import build_wheel
@@ -239,7 +241,7 @@ def test_the_lock_and_wheelhouse_block(board: Dict[str, str], tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_the_authenticated_mirror_block(board: Dict[str, str], tmp_path: Path, start_index, stub_index_dirs) -> None:
+def test_the_authenticated_mirror_block(board: Dict[str, str], tmp_path: Path, start_index: Callable[..., LoopbackIndex], stub_index_dirs: IndexDirs) -> None:
     # The mirror: the gate's vendor builds and the public index, each answering only with the credentials.
     token = "fleet-token-5f3a"
     vendor = start_index(tmp_path / "gate-vendor", name="vendor-mirror", credentials=f"runner:{token}")

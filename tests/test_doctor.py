@@ -18,6 +18,7 @@ from jetson_install.catalog.catalog import Channel, VendorSource
 from jetson_install.base.errors import BadInput
 from jetson_install.board.platform import Platform
 from jetson_install.board.release_files import L4T
+from support import present
 from support.cli import CliResult, run_cli
 from support.doctor_env import HOST_PYTHON, HOST_TAG, JP6, JP6_SOURCE, ORIN, SCHEMA, make_env, run
 
@@ -80,11 +81,11 @@ def test_cpu_only_torch_fails_the_build_and_cuda_checks(tmp_path: Path) -> None:
     build, cuda = report.check("torch-build"), report.check("cuda-available")
     assert build.status == "fail" and "CPU-only" in build.detail
     assert cuda.status == "fail" and "CPU-only" in cuda.detail
-    assert 'torch==2.8.0' in build.fix and "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/" in build.fix
+    assert 'torch==2.8.0' in present(build.fix) and "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/" in present(build.fix)
     assert report.check("cuda-matmul").status == "skip"  # blocked by cuda-available, which is in the report
     # bitsandbytes then loads its CPU library; the fix points back at torch, not at a bnb build.
     assert report.check("bnb-library").status == "fail"
-    assert "torch" in report.check("bnb-library").fix
+    assert "torch" in present(report.check("bnb-library").fix)
     assert report.check("obliteratus").status == "fail"
     assert report.to_json()["bitsandbytes"]["library"] == "libbitsandbytes_cpu.so"
 
@@ -94,7 +95,7 @@ def test_torch_without_sm_87_kernels_fails_arch_and_matmul(tmp_path: Path) -> No
     arch = report.check("cuda-arch")
     assert arch.status == "fail"
     assert "sm_87" in arch.detail and "sm_80 sm_90" in arch.detail
-    assert "torch==2.8.0" in arch.fix
+    assert "torch==2.8.0" in present(arch.fix)
     matmul = report.check("cuda-matmul")
     assert matmul.status == "fail" and "no kernel image" in matmul.detail
     assert report.exit_code == 1
@@ -105,7 +106,7 @@ def test_bitsandbytes_with_its_cpu_library_fails_with_the_source_build_fix(tmp_p
     library = report.check("bnb-library")
     assert library.status == "fail"
     assert "libbitsandbytes_cpu.so" in library.detail
-    assert "-DCOMPUTE_CAPABILITY=87" in library.fix
+    assert "-DCOMPUTE_CAPABILITY=87" in present(library.fix)
     assert report.check("bnb-kernels").status == "skip"
     assert failed(report) == {"bnb-library"}
     assert report.to_json()["bitsandbytes"]["kernel_test"] == "not_run"
@@ -116,7 +117,7 @@ def test_bitsandbytes_error_mock_is_not_taken_for_a_loaded_library(tmp_path: Pat
     library = report.check("bnb-library")
     assert library.status == "fail"
     assert "error mock" in library.detail and "libbitsandbytes_cuda126.so" in library.detail
-    assert "-DCOMPUTE_CAPABILITY=87" in library.fix
+    assert "-DCOMPUTE_CAPABILITY=87" in present(library.fix)
     assert report.to_json()["bitsandbytes"]["library"] is None
 
 
@@ -126,7 +127,7 @@ def test_bitsandbytes_kernel_fault_fails_with_the_ops_cu_line(tmp_path: Path) ->
     assert kernels.status == "fail"
     assert "Error named symbol not found at line 75 in file /src/csrc/ops.cu" in kernels.detail
     assert "nf4" in kernels.detail and "exited 1" in kernels.detail
-    assert "-DCOMPUTE_CAPABILITY=87" in kernels.fix
+    assert "-DCOMPUTE_CAPABILITY=87" in present(kernels.fix)
     # What the probe learned before the fault is kept.
     assert report.check("bnb-library").status == "ok"
     assert report.to_json()["bitsandbytes"]["library"] == "libbitsandbytes_cuda126.so"
@@ -174,13 +175,13 @@ def test_torch_import_failing_on_libopenblas_names_the_apt_package(tmp_path: Pat
 def test_other_missing_libraries_map_to_their_fix(tmp_path: Path, library: str, fix: str) -> None:
     error = f"{library}: cannot open shared object file: No such file or directory"
     report = run(make_env(tmp_path / "env", torch_import_error=error), only=["torch-import"])
-    assert fix in report.check("torch-import").fix
+    assert fix in present(report.check("torch-import").fix)
 
 
 def test_wrong_numpy_and_pin_are_reported(tmp_path: Path) -> None:
     report = run(make_env(tmp_path / "env", numpy_version="2.1.0", torch_version="2.9.0"))
     assert failed(report) == {"numpy", "torch-build"}
-    assert report.check("numpy").fix.endswith('"numpy<2"')
+    assert present(report.check("numpy").fix).endswith('"numpy<2"')
     assert "2.9.0" in report.check("torch-build").detail
 
 
@@ -195,7 +196,7 @@ def test_python_abi_is_judged_by_the_installed_wheels_not_the_channel(tmp_path: 
     wrong = run(python).check("python-abi")
     assert wrong.status == "fail"
     assert wrong.detail == f"the installed torch wheel is built for cp36, but this interpreter is Python {sys.version.split()[0]} ({HOST_TAG})"
-    assert wrong.fix.startswith("no Python 3.6 here: sudo apt-get install python3.6 python3.6-venv, then run "
+    assert present(wrong.fix).startswith("no Python 3.6 here: sudo apt-get install python3.6 python3.6-venv, then run "
                                 f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install --python /usr/bin/python3.6")
 
 
@@ -219,21 +220,21 @@ def test_no_jetson_under_the_root_with_a_recorded_vendor_does_not_crash(tmp_path
     assert not [c for c in report.checks if "could not evaluate" in c.detail], doctor.render_lines(report)
     build = report.check("torch-build")
     assert build.status == "fail" and "CPU-only" in build.detail
-    assert f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install" in build.fix
+    assert f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install" in present(build.fix)
     assert report.check("cuda-available").status == "fail"
 
 
 def test_the_torch_fix_does_not_send_back_to_the_source_that_served_the_cpu_build(tmp_path: Path) -> None:
-    fallback = VendorSource(None, ("https://example.invalid/torch-2.5.0a0+nv24.08-cp310-cp310-linux_aarch64.whl",),
-                            {"torch": "2.5.0a0+nv24.08"}, "<2", ())
+    fallback = VendorSource.pinned(None, ("https://example.invalid/torch-2.5.0a0+nv24.08-cp310-cp310-linux_aarch64.whl",),
+                                   {"torch": "2.5.0a0+nv24.08"}, "<2")
     channel = Channel(**dict(JP6.__dict__, sources=(JP6_SOURCE, fallback)))
     python = make_env(tmp_path / "env", torch_version="2.8.0", torch_cuda=None, cuda_available=False)
     during_install = run(python, channel=channel, install_command="jetson-install obliteratus --yes")
-    fix = during_install.check("torch-build").fix
+    fix = present(during_install.check("torch-build").fix)
     assert fix == ("install from the channel's fallback source (https://example.invalid/torch-2.5.0a0+nv24.08-cp310-"
                    "cp310-linux_aarch64.whl): jetson-install obliteratus --yes --vendor-fallback")
     assert "jetson-ai-lab" not in fix
-    later = run(python, channel=channel).check("torch-build").fix
+    later = present(run(python, channel=channel).check("torch-build").fix)
     assert later.startswith("install from the channel's fallback source")
     assert "if another installer replaced it after the install" in later
 
@@ -256,7 +257,7 @@ def test_nvidia_prerelease_version_matches_its_pin(tmp_path: Path) -> None:
     report = run(make_env(tmp_path / "env", torch_version=nvidia), channel=channel, only=["torch-build"])
     assert report.check("torch-build").status == "ok"
     wrong = run(make_env(tmp_path / "cpu", torch_version="2.5.0+cpu", torch_cuda=None), channel=channel, only=["torch-build"])
-    fix = wrong.check("torch-build").fix
+    fix = present(wrong.check("torch-build").fix)
     assert f"uv pip install --python {tmp_path / 'cpu'}/bin/python --no-deps --reinstall-package torch" in fix
     assert "torch-2.5.0a0+872d972e41.nv24.08.17622132-cp310-cp310-linux_aarch64.whl" in fix
     # The package index's +cpu build: first the channel's set in an environment jetson-install makes.
@@ -346,7 +347,7 @@ def test_a_wrong_conv2d_fails_and_keeps_cuda_arch_a_failure(tmp_path: Path) -> N
     report = run(make_env(tmp_path / "env", arch_list=CUDA13_ARCH_LIST, sm80_code_runs=True, conv2d_result="wrong"))
     conv2d = report.check("cuda-conv2d")
     assert conv2d.status == "fail" and "conv2d on cuda differs from the CPU" in conv2d.detail
-    assert "torch==2.8.0" in conv2d.fix
+    assert "torch==2.8.0" in present(conv2d.fix)
     assert report.check("cuda-arch").status == "fail"  # the kernels did not all run right
     assert report.to_json()["torch"]["kernels"]["conv2d"] == "failed"
     assert report.exit_code == 1
@@ -403,7 +404,7 @@ def test_transformers_disabling_jetpack_60_torch_names_both_versions(tmp_path: P
     check = report.check("transformers-torch")
     assert check.status == "fail"
     assert check.detail == "transformers 5.10.4 disables torch 2.4.0a0+07cecf4168.nv24.05: it needs torch>=2.4"
-    assert f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install" in check.fix
+    assert f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install" in present(check.fix)
     assert report.to_json()["runtime"]["transformers"] == {"version": "5.10.4", "torch_floor": "2.4", "sees_torch": False}
     assert report.exit_code == 1
 
@@ -453,7 +454,7 @@ def test_a_missing_library_is_named_with_the_package_that_provides_it(
     if installer == "apt":
         assert check.fix == fix
     else:
-        assert fix.format(python=python) in check.fix
+        assert fix.format(python=python) in present(check.fix)
     assert report.to_json()["torch"]["missing_library"] == {"file": library, "provided_by": provided_by}
 
 
@@ -572,10 +573,10 @@ def test_only_capabilities_of_gpus_with_l4t_cuda_count_as_tegra_without_a_detect
     """platform-data.toml says which: Orin's sm_87 does (bitsandbytes is built on the device),
     Thor's sm_110 does not (it has only JetPack 7's SBSA CUDA, whose wheels carry sm_110)."""
     orin = run(make_env(tmp_path / "orin", bnb_library="cpu"), platform=None, channel=None)
-    assert "cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY=87" in orin.check("bnb-library").fix
+    assert "cmake -DCOMPUTE_BACKEND=cuda -DCOMPUTE_CAPABILITY=87" in present(orin.check("bnb-library").fix)
     thor = run(make_env(tmp_path / "thor", bnb_library="cpu", capability=[11, 0], arch_list=CUDA13_ARCH_LIST),
                platform=None, channel=None)
-    fix = thor.check("bnb-library").fix
+    fix = present(thor.check("bnb-library").fix)
     assert "--reinstall-package bitsandbytes bitsandbytes" in fix and "cmake" not in fix
 
 

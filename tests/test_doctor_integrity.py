@@ -20,6 +20,7 @@ from jetson_install.doctor.checks_integrity import KNOWN_HOOKS
 from jetson_install.fleet.evidence import judge
 from jetson_install.fleet.labels import runner_labels
 from jetson_install.tools import runner
+from support import present
 from support.doctor_env import ORIN, make_env, run
 from support.stub_stack import write_record
 from support.wheels import build_wheel
@@ -59,7 +60,7 @@ def test_a_wheel_whose_pth_patches_torch_fails_the_strict_gate_and_keeps_cuda_of
     hook = plain.check("startup-hooks")
     pth = site_packages(python) / "torch_speedup.pth"
     assert hook.status == "warn" and f"{pth} (pth, installed by torch-speedup)" in hook.detail
-    assert hook.fix.endswith(f"pip uninstall --python {python} torch-speedup (it installed torch_speedup.pth)")
+    assert present(hook.fix).endswith(f"pip uninstall --python {python} torch-speedup (it installed torch_speedup.pth)")
     strict = run(python, strict=True)
     assert strict.status == "failed" and strict.exit_code == 1
     assert [check.id for check in strict.not_passed] == ["startup-hooks"]
@@ -101,7 +102,7 @@ def test_files_added_under_torch_are_named(tmp_path: Path) -> None:
         assert check.status == "fail" and report.exit_code == 1
         assert check.detail == ("not the vendor builds' files: torch/extras.py (installed by torch-extras) is not in "
                                 "torch's RECORD (and 1 more)")
-        assert "cache clean torch &&" in check.fix
+        assert "cache clean torch &&" in present(check.fix)
         torch = report.to_json()["integrity"]["distributions"]["torch"]
         assert torch["unlisted"] == ["torch/extras.py (installed by torch-extras)", "torch/lib/libcudnn.so.9"]
         assert torch["problems"] == 2 and report.to_json()["integrity"]["result"] == "failed"

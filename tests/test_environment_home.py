@@ -4,14 +4,15 @@ leaves an environment half deleted."""
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import NoReturn, Optional
 
 import pytest
+from support import present
 from support.cli import run_cli
 
-from jetson_install.envs import environment as environment_module
 from jetson_install.running import install as install_module
 from jetson_install.running.noop import Current, plan_fingerprint
 from jetson_install.catalog.catalog import load_catalog
@@ -24,6 +25,7 @@ from jetson_install.planning.fixes import Rerun
 from jetson_install.base.layout import OWNER_MARK, STATE_DIR
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.planner import make_plan
+from jetson_install.tools.progress import PlainDisplay
 from jetson_install.board.platform import detect
 from jetson_install.board.samples import resolve_root
 from jetson_install.base.sourced import Sourced
@@ -110,15 +112,15 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
         from jetson_install.tools.index import offline_resolution
         from jetson_install.planning.plan import resolved_plan
 
-        return resolved_plan(plan, offline_resolution(plan.vendor))
+        return resolved_plan(plan, offline_resolution(present(plan.vendor)))
 
     def rmtree_interrupted(path: str, ignore_errors: bool = False) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(install_module, "_execute", fake_execute)
     monkeypatch.setattr(install_module, "_resolve", fake_resolve)
-    monkeypatch.setattr(environment_module.shutil, "rmtree", rmtree_interrupted)
-    result = install_module.install(plan, progress=lambda line: None, rerun=Rerun(("obliteratus",)))
+    monkeypatch.setattr("jetson_install.envs.environment.shutil.rmtree", rmtree_interrupted)
+    result = install_module.install(plan, progress=PlainDisplay(io.StringIO(), interval=15), rerun=Rerun(("obliteratus",)))
     assert result.status == "interrupted" and result.exit_code == 130
     new = home.current()
     assert new is not None and result.environment == str(new) and new not in (oldest, previous)

@@ -465,3 +465,33 @@ def test_outputs_replace_a_symlink_never_the_file_it_points_at(cli_env: Dict[str
         assert not link.is_symlink() and json.loads(link.read_text())["generated_at"]
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "authorized_keys", "link--evidence.json", "link--gate-evidence.json"]  # no temporary file left
+
+
+def test_labels_read_the_evidence_of_the_environment_venv_names(gate_runs: Dict[str, Any], cli_env: Dict[str, str],
+                                                                tmp_path: Path) -> None:
+    from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
+
+    environment = tmp_path / "mine"
+    (environment / STATE_DIR).mkdir(parents=True)
+    (environment / STATE_DIR / EVIDENCE_FILE).write_text(Path(gate_runs["working"]["evidence"]).read_text())
+    result = jetson_install(cli_env, "labels", "--root", ORIN_ROOT, "--venv", str(environment))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith(",mem8g,cuda\n")
+    both = jetson_install(cli_env, "labels", "--root", ORIN_ROOT, "--venv", str(environment), "--evidence", "x.json")
+    assert both.returncode == 2
+    assert both.stderr.splitlines() == ["error: labels: --evidence and --venv both name the evidence to read",
+                                        f"  fix: give one: jetson-install labels --root {ORIN_ROOT} --venv {environment}"]
+
+
+def test_max_age_zero_counts_evidence_from_today_and_not_from_yesterday(gate_runs: Dict[str, Any],
+                                                                        cli_env: Dict[str, str], tmp_path: Path) -> None:
+    hours_old = _rewrite(gate_runs["working"]["evidence"], tmp_path / "today.json",
+                         generated_at=(datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=3)).strftime(
+                             "%Y-%m-%dT%H:%M:%SZ"))
+    table = jetson_install(cli_env, "evidence", "table", hours_old, "--max-age", "0")
+    assert table.returncode == 0, table.stderr
+    assert "Not counted" not in table.stdout and "stale" not in table.stdout
+    assert jetson_install(cli_env, "evidence", "check", hours_old, "--max-age", "0").returncode == 0
+    yesterday = _rewrite(gate_runs["working"]["evidence"], tmp_path / "old.json", generated_at=_days_ago(1))
+    old = jetson_install(cli_env, "evidence", "check", yesterday, "--max-age", "0")
+    assert old.returncode == 1 and "1 days ago (maximum 0)" in old.stdout

@@ -25,6 +25,7 @@ from support.stub_stack import install_stub_stack
 
 from jetson_install.tools import runner, uv
 from jetson_install.tools.runner import Completed
+from support.index_server import LoopbackIndex
 
 BASE_PYTHON = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 KEPT_TORCH = "2.5.0"
@@ -64,12 +65,12 @@ class Image:
 
 
 @pytest.fixture
-def image(tmp_path: Path, public_index, obliteratus_source: Path) -> Image:
+def image(tmp_path: Path, public_index: LoopbackIndex, obliteratus_source: Path) -> Image:
     return Image(tmp_path, public_index.url, obliteratus_source)
 
 
 @pytest.mark.slow
-def test_the_kept_torch_stays_and_everything_else_installs_around_it(image: Image, public_index) -> None:
+def test_the_kept_torch_stays_and_everything_else_installs_around_it(image: Image, public_index: LoopbackIndex) -> None:
     code, data, stderr = image.install()
     assert code == 0, stderr
     assert_ran_as_planned(data)
@@ -140,7 +141,7 @@ def test_protection_outlives_the_tool_for_pip_and_for_uv(image: Image) -> None:
     ({"torch_version": "2.1.0"}, "OBLITERATUS needs torch >=2.2"),
 ])
 def test_a_torch_that_cannot_be_kept_is_said_before_anything_is_installed(
-        tmp_path: Path, public_index, obliteratus_source: Path, scenario: Dict[str, Any], said: str) -> None:
+        tmp_path: Path, public_index: LoopbackIndex, obliteratus_source: Path, scenario: Dict[str, Any], said: str) -> None:
     image = Image(tmp_path, public_index.url, obliteratus_source, **scenario)
     code, data, stderr = image.install()
     assert code == 3, stderr
@@ -152,7 +153,7 @@ def test_a_torch_that_cannot_be_kept_is_said_before_anything_is_installed(
 
 @pytest.mark.slow
 def test_a_dependency_needing_another_torch_fails_at_resolve_and_changes_nothing(
-        tmp_path: Path, public_index, obliteratus_source: Path) -> None:
+        tmp_path: Path, public_index: LoopbackIndex, obliteratus_source: Path) -> None:
     image = Image(tmp_path, public_index.url, obliteratus_source)
     assert image.install("--no-verify")[0] == 0
     first = os.readlink(image.venv)

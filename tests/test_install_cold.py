@@ -20,12 +20,15 @@ from support import VENDOR_TORCH, isolated_env
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.installer import VENDOR_PACKAGES, Installer
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
+from typing import Callable
 
 TOP = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
-def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: Installer, vendor_index, public_index) -> None:
+def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: Installer, vendor_index: LoopbackIndex, public_index: LoopbackIndex) -> None:
     code, data, stderr = installer.run()
     assert code == 0, stderr
     assert data["status"] == "installed"
@@ -117,7 +120,7 @@ def test_an_explicit_python_of_another_version_is_a_warning_not_an_error(install
     assert f"warning: --python {sys.executable} is Python {host}" in stderr
 
 
-def test_the_install_records_each_vendor_build_it_installed(installer: Installer, stub_index_dirs) -> None:
+def test_the_install_records_each_vendor_build_it_installed(installer: Installer, stub_index_dirs: IndexDirs) -> None:
     assert installer.run()[0] == 0
     record = json.loads((installer.venv / "jetson-install" / "vendor.json").read_text())
     torch = next(f for f in record["resolution"]["files"] if f["name"] == "torch")
@@ -131,7 +134,7 @@ def test_the_install_records_each_vendor_build_it_installed(installer: Installer
 
 @pytest.mark.slow
 def test_runtime_companions_come_from_the_default_index_by_both_commands_the_plan_shows(
-    tmp_path: Path, private_index_dirs, start_index, obliteratus_source: Path
+    tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], obliteratus_source: Path
 ) -> None:
     from support import build_wheel
     from support.planned import assert_ran_as_planned, planned_commands
@@ -164,7 +167,7 @@ def test_runtime_companions_come_from_the_default_index_by_both_commands_the_pla
     assert f"{companion}==12.9.79" in constraints and f"torch=={VENDOR_TORCH}" in constraints
 
 
-def test_two_runs_in_the_same_second_each_log_to_a_file_of_their_own(tmp_path: Path, monkeypatch) -> None:
+def test_two_runs_in_the_same_second_each_log_to_a_file_of_their_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An install and the `add` after it can start in the same second: the second one's commands
     # must not be appended to the first one's log.
     import logging
@@ -172,7 +175,7 @@ def test_two_runs_in_the_same_second_each_log_to_a_file_of_their_own(tmp_path: P
     from jetson_install.base import logs
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setattr(logs.time, "strftime", lambda pattern: "20261202-103228")
+    monkeypatch.setattr("jetson_install.base.logs.time.strftime", lambda pattern: "20261202-103228")
     logger = logging.getLogger("jetson_install")
     handlers = list(logger.handlers)
     try:

@@ -18,12 +18,15 @@ from pathlib import Path
 import pytest
 from support import VENDOR_TORCH
 from support.installer import Installer
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
+from typing import Callable
 
 # Each test installs, then interrupts a second install.
 pytestmark = pytest.mark.slow
 
 
-def test_index_going_away_mid_install_keeps_the_old_environment(installer: Installer, public_index, tmp_path: Path) -> None:
+def test_index_going_away_mid_install_keeps_the_old_environment(installer: Installer, public_index: LoopbackIndex, tmp_path: Path) -> None:
     assert installer.run()[0] == 0
     before = os.readlink(installer.venv)
     changed = tmp_path / "changed-source"
@@ -37,8 +40,8 @@ def test_index_going_away_mid_install_keeps_the_old_environment(installer: Insta
     assert installer.torch() == f"{VENDOR_TORCH} vendor"
 
 
-def reinstall_caught_mid_download(installer: Installer, tmp_path: Path, stub_index_dirs, start_index
-                                  ) -> "tuple[subprocess.Popen, str, Path]":
+def reinstall_caught_mid_download(installer: Installer, tmp_path: Path, stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]
+                                  ) -> "tuple[subprocess.Popen[str], str, Path]":
     """Install once, then start a changed install against a slow index and return it mid-download."""
     assert installer.run()[0] == 0
     before = os.readlink(installer.venv)
@@ -54,7 +57,7 @@ def reinstall_caught_mid_download(installer: Installer, tmp_path: Path, stub_ind
 
 
 def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
-    installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+    installer: Installer, tmp_path: Path, stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]
 ) -> None:
     process, before, changed = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
     os.killpg(process.pid, signal.SIGKILL)
@@ -74,7 +77,7 @@ def test_killed_install_keeps_the_old_environment_and_a_rerun_succeeds(
 
 
 def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
-    installer: Installer, tmp_path: Path, stub_index_dirs, start_index
+    installer: Installer, tmp_path: Path, stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]
 ) -> None:
     process, before, _ = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
     os.killpg(process.pid, signal.SIGINT)
@@ -86,7 +89,7 @@ def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_end_an_install_as_ctrl_c_does(
-    installer: Installer, tmp_path: Path, stub_index_dirs, start_index, stop: str
+    installer: Installer, tmp_path: Path, stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], stop: str
 ) -> None:
     # CI runners and systemd stop a job with SIGTERM to the tool alone; a closed terminal sends SIGHUP.
     process, before, _ = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
-from support import OBLITERATUS_DEPENDENCIES, build_wheel
+from support import OBLITERATUS_DEPENDENCIES, build_wheel, present
 from support.stub_projects import make_obliteratus_source
 from support.installer import Installer
 from support.stub_projects import IndexDirs
@@ -60,8 +60,8 @@ def run_reading_stderr(argv: List[str], env: Dict[str, str]) -> Tuple[int, Dict[
     watchdog = threading.Timer(300, process.kill)
     watchdog.start()
     try:
-        lines = [(time.monotonic(), line.rstrip("\n")) for line in process.stderr]
-        stdout = process.stdout.read()
+        lines = [(time.monotonic(), line.rstrip("\n")) for line in present(process.stderr)]
+        stdout = present(process.stdout).read()
         code = process.wait()
     finally:
         watchdog.cancel()
@@ -131,7 +131,7 @@ def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
             if not chunk:
                 break
             seen += chunk
-        stdout = process.stdout.read()
+        stdout = present(process.stdout).read()
         code = process.wait()
     finally:
         watchdog.cancel()

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Dict
 
 import pytest
 from support import VENDOR_TORCH
@@ -19,6 +18,9 @@ from support.cli import run_cli
 from support.installer import Installer
 
 from jetson_install.base.layout import OWNER_MARK, OWNER_MARK_PREFIX
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
+from typing import Callable, Dict
 
 TOP = Path(__file__).resolve().parent.parent
 
@@ -148,7 +150,8 @@ def test_an_index_that_does_not_answer_is_named_in_the_fix(installer: Installer,
 
 
 @pytest.fixture
-def cpu_vendor_index(private_index_dirs, start_index, cli_env: Dict[str, str], tmp_path: Path):
+def cpu_vendor_index(private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], cli_env: Dict[str, str],
+                     tmp_path: Path) -> LoopbackIndex:
     """The vendor index serving a CPU-only torch under the pinned vendor version, a build the
     catalog does not list (so only its doctor checks can tell)."""
     from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
@@ -169,7 +172,7 @@ def cpu_vendor_index(private_index_dirs, start_index, cli_env: Dict[str, str], t
 
 @pytest.mark.slow
 def test_no_verify_still_refuses_a_cpu_only_vendor_torch_before_the_switch(
-        tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index, public_index, obliteratus_source: Path) -> None:
+        tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index: LoopbackIndex, public_index: LoopbackIndex, obliteratus_source: Path) -> None:
     installer = Installer(tmp_path / "obl", cli_env, cpu_vendor_index.url, public_index.url, obliteratus_source)
     code, data, stderr = installer.run()
     assert code == 1, stderr
@@ -186,7 +189,7 @@ def test_no_verify_still_refuses_a_cpu_only_vendor_torch_before_the_switch(
 
 
 @pytest.mark.slow
-def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index, public_index,
+def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str], cpu_vendor_index: LoopbackIndex, public_index: LoopbackIndex,
                                           obliteratus_source: Path) -> None:
     from jetson_install.envs.failed_evidence import KEPT_FAILED_EVIDENCE
 

@@ -12,18 +12,20 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import pytest
 from support import VENDOR_TORCH
 from support.cli import run_cli
 from support.installer import VENDOR_PACKAGES, Installer
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
 
 # Each test installs, then installs again.
 pytestmark = pytest.mark.slow
 
 
-def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:
+def test_second_run_is_a_no_op(installer: Installer, public_index: LoopbackIndex) -> None:
     assert installer.run()[0] == 0
     first = os.readlink(installer.venv)
     public_index.clear_requests()
@@ -35,11 +37,12 @@ def test_second_run_is_a_no_op(installer: Installer, public_index) -> None:
 
 
 def test_dry_run_json_says_whether_the_install_would_change_anything(installer: Installer, tmp_path: Path) -> None:
-    def dry_run(source: Optional[Path] = None) -> dict:
+    def dry_run(source: Optional[Path] = None) -> Dict[str, Any]:
         args = [arg for arg in installer.args(source) if arg != "--yes"] + ["--dry-run"]
         result = run_cli(*args, env=installer.env)
         assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)
+        parsed: Dict[str, Any] = json.loads(result.stdout)
+        return parsed
 
     first = dry_run()
     assert first["would_change"] is True and first["would_change_reason"] == f"no environment at {installer.venv} yet"
@@ -126,7 +129,8 @@ def test_a_branch_is_looked_up_once_per_run_and_a_tag_never_after_the_first(
     def run(ref: str) -> str:
         result = run_cli(*args, "--ref", ref, env=installer.env)
         assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)["status"]
+        status: str = json.loads(result.stdout)["status"]
+        return status
 
     assert run("main") == "installed"
     lookups.write_text("")
@@ -145,7 +149,7 @@ def test_a_branch_is_looked_up_once_per_run_and_a_tag_never_after_the_first(
 
 
 @pytest.fixture
-def swap_index(tmp_path: Path, start_index):
+def swap_index(tmp_path: Path, start_index: Callable[..., LoopbackIndex]) -> LoopbackIndex:
     """An index serving another torch under the vendor torch's exact version: a CPU build,
     as the public aarch64 torch 2.8.0 is one under plain `2.8.0`."""
     from support import build_wheel
@@ -157,7 +161,7 @@ def swap_index(tmp_path: Path, start_index):
     return start_index(directory, name="swap")
 
 
-def doctor_torch_build(installer: Installer) -> dict:
+def doctor_torch_build(installer: Installer) -> Dict[str, Any]:
     result = run_cli("doctor", "--venv", str(installer.venv), "--root", "sample:agx-orin-64gb-jp6.2",
                      "--check", "torch-build", "--json", env=installer.env)
     return next(c for c in json.loads(result.stdout)["checks"] if c["id"] == "torch-build")
@@ -165,7 +169,7 @@ def doctor_torch_build(installer: Installer) -> dict:
 
 @pytest.mark.parametrize("swapper", ["pip", "uv"])
 def test_a_same_version_swap_is_caught_by_doctor_and_repaired_by_a_rerun(
-    installer: Installer, swap_index, stub_index_dirs, start_index, swapper: str
+    installer: Installer, swap_index: LoopbackIndex, stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], swapper: str
 ) -> None:
     # Files are immutable under their names, as public indexes serve them: uv may cache them.
     vendor_index = start_index(stub_index_dirs.vendor, name="vendor", cache_files=True)
@@ -197,7 +201,7 @@ def test_a_same_version_swap_is_caught_by_doctor_and_repaired_by_a_rerun(
     assert doctor_torch_build(installer)["status"] == "ok"
 
 
-def test_a_noop_rerun_asks_no_index_anything(installer: Installer, vendor_index, public_index) -> None:
+def test_a_noop_rerun_asks_no_index_anything(installer: Installer, vendor_index: LoopbackIndex, public_index: LoopbackIndex) -> None:
     assert installer.run()[0] == 0
     vendor_index.clear_requests()
     public_index.clear_requests()
@@ -211,7 +215,7 @@ def test_a_noop_rerun_asks_no_index_anything(installer: Installer, vendor_index,
 
 
 def test_a_vendor_index_with_credentials_is_the_same_policy_on_a_rerun_and_a_dry_run(installer: Installer,
-                                                                                     vendor_index) -> None:
+                                                                                     vendor_index: LoopbackIndex) -> None:
     # The record keeps the policy redacted; the plan's has the credentials: they must compare equal.
     installer.vendor_url = installer.vendor_url.replace("http://", "http://fleet:s3cret@")
     assert installer.run()[0] == 0

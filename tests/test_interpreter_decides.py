@@ -14,10 +14,10 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, TypedDict
+from typing import Any, Callable, Dict, List, Sequence, TypedDict
 
 import pytest
-from support import isolated_env, make_vendor_index_files
+from support import isolated_env, make_vendor_index_files, present
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.index_server import LoopbackIndex
@@ -26,6 +26,7 @@ from jetson_install.tools import index
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.lock_file import parse_lock
+from jetson_install.tools.runner import Completed
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
@@ -75,7 +76,7 @@ def install_args(tmp_path: Path, vendor_url: str, public_url: str, source: Path)
 
 
 def test_the_resolution_takes_the_files_of_the_python_it_is_asked_for(mirrors: Mirrors) -> None:
-    source = load_catalog(mirrors["catalog"]).channel("jp6-cu126").primary
+    source = present(load_catalog(mirrors["catalog"]).channel("jp6-cu126").primary)
     here = index.resolve(source, mirrors["both"].url, HERE, "2.35")
     assert {f.file.split("-")[-3] for f in here.files} == {HERE_TAG}
     # Those are not the files the catalog records: taken within policy, and said.
@@ -86,7 +87,7 @@ def test_the_resolution_takes_the_files_of_the_python_it_is_asked_for(mirrors: M
 
 
 def test_a_mirror_without_builds_for_the_interpreter_says_which_tags_were_wanted_and_which_it_has(mirrors: Mirrors) -> None:
-    source = load_catalog(mirrors["catalog"]).channel("jp6-cu126").primary
+    source = present(load_catalog(mirrors["catalog"]).channel("jp6-cu126").primary)
     with pytest.raises(NoBuildForPython) as caught:
         index.resolve(source, mirrors["channel"].url, HERE, "2.35")
     message = caught.value.message
@@ -192,11 +193,11 @@ def test_channels_check_says_a_mirror_has_the_set_for_another_python(mirrors: Mi
 
 def _probes(monkeypatch: pytest.MonkeyPatch) -> List[List[str]]:
     from jetson_install.envs import interpreters
+    from jetson_install.tools.runner import run as real
 
     ran: List[List[str]] = []
-    real = interpreters.run
 
-    def counted(argv, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(argv: Sequence[str], **kwargs: Any) -> Completed:
         ran.append(list(argv))
         return real(argv, **kwargs)
 
@@ -259,7 +260,12 @@ def test_the_doctor_asks_no_version_of_a_venv_whose_python_the_install_asked(tmp
     link.symlink_to(os.path.realpath(sys.executable))
     ran: List[List[str]] = []
     real = runner.run
-    monkeypatch.setattr(runner, "run", lambda argv, **kwargs: ran.append(list(argv)) or real(argv, **kwargs))
+
+    def counted(argv: Sequence[str], **kwargs: Any) -> Completed:
+        ran.append(list(argv))
+        return real(argv, **kwargs)
+
+    monkeypatch.setattr(runner, "run", counted)
     assert _resolve_interpreter(str(link)) == str(link) and len(ran) == 1  # not known yet: asked
     inspect_interpreter(sys.executable)  # what an install does first
     ran.clear()

@@ -83,7 +83,7 @@ def _only_what_is_marked(home: Path) -> None:
 
 
 def test_kill_9_at_twenty_moments_leaves_no_child_and_nothing_growing(
-        tmp_path: Path, cli_env: Dict[str, str], vendor_index, public_index, obliteratus_source: Path) -> None:
+        tmp_path: Path, cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex, obliteratus_source: Path) -> None:
     # Servers of its own and an empty uv cache (not `installer`'s shared ones): the moments are
     # fractions of the first run's time, so each later run must cost what the first did, which a
     # cache the first run warmed for the later ones would not hold to.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -362,3 +363,79 @@ def test_list_tells_an_install_in_progress_and_kept_evidence_from_leftovers(tmp_
     after = run_cli("list")  # the run was killed: now it is a leftover
     assert after.stdout.splitlines()[0] == str(home.link)
     assert "left by interrupted runs (remove: jetson-install clean)" in after.stdout
+
+
+def _evidence(environment: Path, status: str) -> None:
+    from jetson_install.base.layout import EVIDENCE_FILE
+
+    (environment / STATE_DIR / EVIDENCE_FILE).write_text(json.dumps(
+        {"status": status, "checks": [{"id": "torch-build"}], "generated_at": "2026-12-01T00:00:00Z"}))
+
+
+def test_list_offers_a_rollback_only_to_a_previous_environment_its_own_evidence_vouches_for(tmp_path: Path) -> None:
+    home, first = switched(tmp_path / "obl")
+    _evidence(first, "passed")
+    second = built(home)
+    home.switch_to(second)
+    listed = run_cli("list")
+    assert f"roll back to it: jetson-install rollback --venv {home.link}" in listed.stdout
+    _evidence(first, "failed")  # its doctor, run again, failed
+    listed = run_cli("list")
+    assert "doctor failed, 1 checks" in listed.stdout and "roll back to it" not in listed.stdout
+    assert f"check it before rolling back to it: jetson-install doctor --python {first}/bin/python" in listed.stdout
+    entry = json.loads(run_cli("list", "--json").stdout)["environments"][0]
+    assert entry["previous"]["doctor"].startswith("failed")
+
+
+@pytest.mark.slow
+def test_list_says_a_previous_environment_changed_since_its_doctor_and_offers_no_rollback(
+        installer: Installer, tmp_path: Path) -> None:
+    first, _second = installed_twice(installer, tmp_path)
+    (init,) = Path(first).glob("lib/python*/site-packages/torch/__init__.py")
+    init.unlink()  # what a pip install over it, or a hand, can do to a kept environment
+    listed = run_cli("list", env=installer.env)
+    assert listed.returncode == 0, listed.stderr
+    assert f"changed since its doctor ran: torch {VENDOR_TORCH} lost files its RECORD lists: torch/__init__.py" \
+        in listed.stdout
+    assert "roll back to it" not in listed.stdout
+    check = next(line for line in listed.stdout.splitlines() if "check it before rolling back" in line)
+    entry = json.loads(run_cli("list", "--json", env=installer.env).stdout)["environments"][0]
+    assert entry["previous"]["changed_since_install"] and not entry["current"]["changed_since_install"]
+    # The printed command runs as printed: the doctor judges that environment (and finds torch broken).
+    doctor = run_cli(*shlex.split(check.split(": jetson-install ", 1)[1]), "--root", "sample:agx-orin-64gb-jp6.2",
+                     env=installer.env)
+    assert doctor.returncode == 1, doctor.stderr
+    assert "torch" in doctor.stdout
+
+
+def test_list_and_clean_name_the_kept_failed_verify_evidence_and_clean_removes_it_only_when_asked(
+        tmp_path: Path) -> None:
+    home, _env = switched(tmp_path / "obl")
+    evidence = home.home / "failed-env-20261201-000000-abcdef-evidence.json"
+    evidence.write_text("{}\n")
+    listed = run_cli("list")
+    assert f"  failed    1 failed verify(s), their doctor evidence kept: {evidence} (the newest)" in listed.stdout
+    assert json.loads(run_cli("list", "--json").stdout)["environments"][0]["failed_evidence"] == [str(evidence)]
+    cleaned = run_cli("clean")
+    assert cleaned.returncode == 0 and evidence.is_file()
+    kept = cleaned.stdout.splitlines()[-1]
+    assert kept == (f"kept      1 failed-verify evidence file(s), the newest {evidence} (remove them too: "
+                    "jetson-install clean --failed-evidence)")
+    asked = run_cli(*kept.split("remove them too: jetson-install ", 1)[1].rstrip(")").split())
+    assert asked.returncode == 0, asked.stderr
+    assert f"failed-verify evidence: {evidence}" in asked.stdout and not evidence.exists()
+
+
+def test_clean_dry_run_shows_what_it_can_while_an_install_runs_and_locks_nothing(tmp_path: Path) -> None:
+    logs, _ = _user_folders()
+    logs.mkdir(parents=True)
+    (logs / "obliteratus-20261201-101010.log").write_text("done\n")
+    home, _env = switched(tmp_path / "obl")
+    with home.lock():
+        killed = home.new_environment_path()  # what the install holding the lock is building
+        killed.mkdir()
+        preview = run_cli("clean", "--dry-run")
+    assert preview.returncode == 0, preview.stderr
+    assert f"log: {logs / 'obliteratus-20261201-101010.log'}" in preview.stdout
+    assert str(killed) not in preview.stdout  # the running install's, not a leftover
+    assert f"skipped   {home.link} (an install is in progress there; run clean when it ends)" in preview.stdout

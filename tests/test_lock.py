@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 from support.cli import CliResult, run_cli
@@ -28,6 +28,8 @@ from support.wheels import build_wheel
 
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
 from jetson_install.base.tags import wheel_tags
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
@@ -43,12 +45,13 @@ def catalog_env(tmp_path: Path, vendor_dir: Path) -> Dict[str, str]:
 
 
 @pytest.fixture
-def cli_env(tmp_path: Path, stub_index_dirs) -> Dict[str, str]:
+def cli_env(tmp_path: Path, stub_index_dirs: IndexDirs) -> Dict[str, str]:
     return catalog_env(tmp_path, stub_index_dirs.vendor)
 
 
 @pytest.fixture
-def board_indexes(private_index_dirs, start_index):
+def board_indexes(private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]
+                  ) -> Tuple[LoopbackIndex, LoopbackIndex, Path]:
     """The stub indexes with files only a Jetson (aarch64, glibc 2.35) installs, and one it must not."""
     build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, tag="cp310-cp310-linux_aarch64",
                 source_index="vendor-aarch64")
@@ -73,7 +76,7 @@ def lock_argv(vendor_url: str, public_url: str, source: Path, output: Path, *ext
 
 @pytest.mark.slow
 def test_a_lock_made_here_for_the_board_names_aarch64_files_each_with_its_hash(
-        board_indexes, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+        board_indexes: Tuple[LoopbackIndex, LoopbackIndex, Path], obliteratus_git_repo: Path, tmp_path: Path) -> None:
     vendor, public, vendor_dir = board_indexes
     cli_env = catalog_env(tmp_path, vendor_dir)
     output = tmp_path / "board.lock"
@@ -104,7 +107,7 @@ def test_a_lock_made_here_for_the_board_names_aarch64_files_each_with_its_hash(
 
 
 @pytest.mark.slow
-def test_a_lock_for_the_board_is_refused_here_in_one_line(board_indexes, obliteratus_source: Path,
+def test_a_lock_for_the_board_is_refused_here_in_one_line(board_indexes: Tuple[LoopbackIndex, LoopbackIndex, Path], obliteratus_source: Path,
                                                           tmp_path: Path) -> None:
     vendor, public, vendor_dir = board_indexes
     cli_env = catalog_env(tmp_path, vendor_dir)
@@ -124,7 +127,7 @@ HERE = "%d.%d" % sys.version_info[:2]
 
 @pytest.mark.skipif(os.uname().machine == "aarch64", reason="needs a machine of another architecture than the board's")
 def test_a_lock_for_an_interpreter_of_another_architecture_is_refused_and_its_fix_locks_for_the_board(
-        board_indexes, obliteratus_source: Path, tmp_path: Path) -> None:
+        board_indexes: Tuple[LoopbackIndex, LoopbackIndex, Path], obliteratus_source: Path, tmp_path: Path) -> None:
     vendor, public, vendor_dir = board_indexes
     cli_env = catalog_env(tmp_path, vendor_dir)
     output = tmp_path / "board.lock"
@@ -155,14 +158,14 @@ def test_a_lock_for_an_interpreter_of_another_architecture_is_refused_and_its_fi
      "platform with a Python version"),
     (("--python-version", "3"), "error: --python-version 3: not a Python version as MAJOR.MINOR"),
 ])
-def test_lock_python_options_that_cannot_be_met_are_one_line(cli_env, extra: Tuple[str, ...], line: str,
+def test_lock_python_options_that_cannot_be_met_are_one_line(cli_env: Dict[str, str], extra: Tuple[str, ...], line: str,
                                                             tmp_path: Path) -> None:
     result = jetson_install(cli_env, "lock", "--root", SAMPLE, "--output", str(tmp_path / "x.lock"), *extra)
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == line and len(result.stderr.splitlines()) == 2
 
 
-def test_a_lock_of_another_python_is_refused(cli_env, tmp_path: Path) -> None:
+def test_a_lock_of_another_python_is_refused(cli_env: Dict[str, str], tmp_path: Path) -> None:
     lock = Lock("jp6-cu126", "3.10", os.uname().machine, "native", "obliteratus @ file:///src", None, "0", ())
     path = tmp_path / "other-python.lock"
     path.write_text(render_lock(lock))
@@ -186,7 +189,7 @@ def _dead_url() -> str:
 
 @pytest.mark.slow
 def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
-        cli_env, vendor_index, public_index, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
+        cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     output = tmp_path / "here.lock"
     made = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, obliteratus_source, output,
                                               "--python", sys.executable, root=board_here))
@@ -240,7 +243,7 @@ def _built(lock_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_sibling_locks(
-        cli_env, vendor_index, public_index, board_here: Path, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+        cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_git_repo: Path, tmp_path: Path) -> None:
     source = tmp_path / "source"
     shutil.copytree(obliteratus_git_repo, source, symlinks=True)
     out = tmp_path / "locks"
@@ -276,7 +279,7 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
 
 @pytest.mark.slow
 def test_two_locks_of_two_commits_made_at_once_in_one_folder_each_keep_their_wheel(
-        cli_env, vendor_index, public_index, board_here: Path, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+        cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_git_repo: Path, tmp_path: Path) -> None:
     sources = [tmp_path / "orin-source", tmp_path / "thor-source"]
     for number, source in enumerate(sources):
         shutil.copytree(obliteratus_git_repo, source, symlinks=True)
@@ -297,7 +300,7 @@ def test_two_locks_of_two_commits_made_at_once_in_one_folder_each_keep_their_whe
 
 
 def test_lock_torch_with_an_addition_then_install_from_the_lock_here(
-        cli_env, vendor_index, public_index, board_here: Path, tmp_path: Path) -> None:
+        cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, tmp_path: Path) -> None:
     """`lock torch --with` to `torch --lock`, end to end: the stack and the addition, each by
     its hash, with no index read by the install; `add` then refuses a lock's environment."""
     output = tmp_path / "torch.lock"
@@ -357,8 +360,8 @@ OBLITERATUS_0_1_2 = ("torch>=2.0", "transformers>=4.40", "datasets>=2.14", "acce
 
 
 @pytest.mark.lane
-def test_registry_lane_locks_obliteratus_0_1_2_for_the_board(board_indexes, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture) -> None:
+def test_registry_lane_locks_obliteratus_0_1_2_for_the_board(board_indexes: Tuple[LoopbackIndex, LoopbackIndex, Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """The real dependency list, resolved for aarch64/Python 3.10 against the real default index
     (uv's own), with the stub vendor set: which packages the board would build from source."""
     from support.stub_projects import make_obliteratus_source

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -288,5 +289,14 @@ def test_an_authenticated_mirror_serves_lock_wheelhouse_and_install_through_netr
     error = json.loads(again.stdout)["error"]
     assert again.returncode == 1 and "refused the request (HTTP 401): check the credentials" in error["message"]
     assert error["fix"].startswith("give the mirror's user and token in the URL you pass")
+    netrc.write_text("machine 127.0.0.1 login fleet password expired\n")
     filled = run_cli("wheelhouse", str(tmp_path / "house2"), "--lock", str(tmp_path / "here.lock"), env=env)
     assert filled.returncode == 1 and "was refused (HTTP 401): check the credentials" in filled.stderr
+    # wheelhouse --lock takes no URL: the fix is the netrc line for the host, then this command.
+    fix = filled.stderr.splitlines()[-1]
+    assert fix == ("  fix: give 127.0.0.1's user and token in ~/.netrc (machine 127.0.0.1 login USER password TOKEN; "
+                   "never written elsewhere or shown), then run: jetson-install wheelhouse "
+                   f"{tmp_path / 'house2'} --lock {tmp_path / 'here.lock'}")
+    netrc.write_text("machine 127.0.0.1 login fleet password s3cret\n")
+    public.credentials = "fleet:s3cret"  # both mirrors take the one line for their host
+    assert run_cli(*shlex.split(fix.split("then run: ", 1)[1])[1:], env=env).returncode == 0

@@ -47,7 +47,7 @@ def test_the_wheel_says_what_it_is_and_carries_its_license(dists: Dict[str, Path
     assert metadata["Name"] == "jetson-install" and metadata["Version"] == __version__
     assert metadata["License-Expression"] == "MIT" and metadata["License-File"] == "LICENSE"
     assert metadata["Requires-Python"] == ">=3.8"
-    requires = " ".join(metadata.get_all("Requires-Dist"))
+    requires = " ".join(metadata.get_all("Requires-Dist") or [])
     assert all(name in requires for name in DEPENDENCIES)
     assert "Project-URL" not in metadata  # none until the repository is public
     assert f"jetson_install-{__version__}.dist-info/licenses/LICENSE" in names
@@ -58,7 +58,7 @@ def test_the_wheel_says_what_it_is_and_carries_its_license(dists: Dict[str, Path
 
 def test_the_wheel_tells_the_index_what_the_tool_is_for(dists: Dict[str, Path]) -> None:
     metadata, _ = wheel_metadata(dists["wheel"])
-    classifiers = metadata.get_all("Classifier")
+    classifiers = metadata.get_all("Classifier") or []
     for version in ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13"):
         assert f"Programming Language :: Python :: {version}" in classifiers
     for classifier in ("Operating System :: POSIX :: Linux", "Environment :: Console",

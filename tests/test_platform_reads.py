@@ -10,13 +10,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Union
+from typing import List, Union
 
 import pytest
 import support.cli as support_cli
 
 from jetson_install.base.sourced import Sourced
-from jetson_install.board.platform import detect
+from jetson_install.board.platform import Platform, detect
 from jetson_install.board.samples import SAMPLES_DIR
 
 SAMPLE = SAMPLES_DIR / "agx-orin-64gb-jp6.2"
@@ -29,9 +29,9 @@ def root(tmp_path: Path) -> Path:
     return copy
 
 
-def detect_within(root: Path, seconds: float = 20.0):
+def detect_within(root: Path, seconds: float = 20.0) -> Platform:
     """detect(root), or fail the test if it does not return in time (a FIFO read blocks forever)."""
-    outcome: list = []
+    outcome: List[Platform] = []
     worker = threading.Thread(target=lambda: outcome.append(detect(root)), daemon=True)
     worker.start()
     worker.join(seconds)
@@ -83,7 +83,7 @@ def test_another_root_says_its_arch_from_its_kernel(root: Path) -> None:
     assert platform.arch == "riscv64" and platform.sources["arch"] == "proc/sys/kernel/arch"
 
 
-def run_cli(*args: str, user: bool = False) -> Union[subprocess.CompletedProcess, support_cli.CliResult]:
+def run_cli(*args: str, user: bool = False) -> Union[subprocess.CompletedProcess[str], support_cli.CliResult]:
     """Run from /; as another user (`nobody`), in a process of its own."""
     if not user:
         return support_cli.run_cli(*args, cwd="/")
@@ -140,3 +140,32 @@ def test_an_unreadable_folder_is_missing_with_a_warning() -> None:
     report = json.loads(result.stdout)
     assert report["l4t"] == "36.4.3" and report["sources"]["l4t"] == "etc/nv_tegra_release"
     assert any("var/lib/dpkg/status cannot be read (Permission denied)" in w for w in report["warnings"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user")
+def test_an_unreadable_release_file_is_named_as_unreadable_not_absent() -> None:
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="jetson-install-test-"))  # where the user 'nobody' can reach
+    top.chmod(0o755)
+    root = top / "root"
+    shutil.copytree(SAMPLE, root)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (root / "var" / "lib" / "dpkg" / "status").unlink()  # no other file gives the release
+    for source in (root / "etc" / "apt").rglob("*nvidia*"):
+        source.unlink()
+    release = root / "etc" / "nv_tegra_release"
+    release.chmod(0o000)
+    try:
+        result = run_cli("detect", "--root", str(root), user=True)
+        fixed = run_cli("detect", "--root", str(root), "--l4t", "36.4.3", user=True)
+    finally:
+        shutil.rmtree(top)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[-2] == (f"error: {release} cannot be read (Permission denied) and no other file gives the L4T release")
+    assert lines[-1] == (f"  fix: make it readable (sudo chmod a+r {release}) or give the release explicitly: "
+                         "--l4t 36.4.3 (or JETSON_L4T_VERSION=36.4.3)")
+    # The fix's other half, as printed: the release given, the same root reads.
+    assert fixed.returncode == 0, fixed.stderr

@@ -6,13 +6,13 @@ import io
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import Any, List, Tuple
 
 import pytest
 
 from jetson_install.tools import runner, uv
 from jetson_install.base.errors import BadInput
-from jetson_install.tools.progress import PlainDisplay, TerminalDisplay, display_for, format_bytes
+from jetson_install.tools.progress import Event, PlainDisplay, StepProgress, TerminalDisplay, display_for, format_bytes
 
 CAPTURED = (Path(__file__).parent / "resources" / "uv" / "pip-install-into-a-pipe.txt").read_text()
 # The sizes of the two files in the captured run that uv announced (see tests/resources/uv/PROVENANCE.md).
@@ -27,7 +27,13 @@ class Clock:
         return self.now
 
 
-def feed(step, text: str) -> None:
+def parsed(line: str) -> Event:
+    event = uv.read_event(line)
+    assert event is not None, line
+    return event
+
+
+def feed(step: StepProgress, text: str) -> None:
     for line in text.splitlines():
         event = uv.read_event(line)
         if event is not None:
@@ -52,13 +58,13 @@ def test_plain_lines_come_at_the_interval_and_the_step_ends_with_its_time_and_si
     out, clock = io.StringIO(), Clock()
     display = PlainDisplay(out, interval=15, clock=clock)
     step = display.start("vendor", "[3/7] vendor: install the vendor builds")
-    step.event(uv.read_event("Downloading torch (731.1MiB)"))
+    step.event(parsed("Downloading torch (731.1MiB)"))
     clock.now += 10
     step.tick()  # not yet 15 s: no line
     clock.now += 6
     step.tick()
-    step.event(uv.read_event("Downloading torchvision (2.0MiB)"))  # a new download alone prints nothing
-    step.event(uv.read_event(" Downloaded torch"))
+    step.event(parsed("Downloading torchvision (2.0MiB)"))  # a new download alone prints nothing
+    step.event(parsed(" Downloaded torch"))
     clock.now += 65
     display.finish(step, "ok")
     assert out.getvalue().splitlines() == [
@@ -73,7 +79,7 @@ def test_the_terminal_line_is_redrawn_in_place_and_cleared_for_other_lines() -> 
     out, clock = io.StringIO(), Clock()
     display = TerminalDisplay(out, clock=clock, columns=lambda: 60)
     step = display.start("target", "[4/7] target")
-    step.event(uv.read_event("Downloading transformers-with-a-long-name (11.2MiB)"))
+    step.event(parsed("Downloading transformers-with-a-long-name (11.2MiB)"))
     clock.now += 1
     step.tick()
     display("warning: something the user must read")
@@ -99,7 +105,8 @@ def test_a_bad_progress_interval_is_bad_input_naming_the_variable(value: str) ->
 def test_plain_lines_where_stderr_is_not_a_terminal() -> None:
     display = display_for(io.StringIO(), {"JETSON_INSTALL_PROGRESS_INTERVAL": "0.5"})
     assert isinstance(display, PlainDisplay) and display.interval == 0.5
-    assert display_for(io.StringIO(), {}).interval == 15
+    default = display_for(io.StringIO(), {})
+    assert isinstance(default, PlainDisplay) and default.interval == 15
 
 
 def test_sizes_read_as_a_user_would() -> None:
@@ -107,7 +114,7 @@ def test_sizes_read_as_a_user_would() -> None:
 
 
 def test_lines_arrive_while_the_child_still_runs(tmp_path: Path) -> None:
-    arrived: List[tuple] = []
+    arrived: List[Tuple[Any, ...]] = []
     ticks: List[float] = []
     seen = tmp_path / "seen"
     # The child says 'two' only once this side has seen 'one' and two ticks: a line held back

@@ -45,7 +45,7 @@ def _step_script(workflow: Path, step_id: str) -> str:
     return "\n".join(block) + "\n"
 
 
-def _check_tag(tag: str) -> subprocess.CompletedProcess:
+def _check_tag(tag: str) -> subprocess.CompletedProcess[str]:
     script = _step_script(RELEASE, "tag-is-version")
     env = {"PATH": os.environ["PATH"], "TAG": tag}
     return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=TOP, env=env,

@@ -10,7 +10,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Callable, Dict, Iterator, List, Sequence
 
 import pytest
 from support import OBLITERATUS_TAG, isolated_env
@@ -21,6 +21,8 @@ from support.git_server import GitServer, bare_repository, logging_wrappers
 from jetson_install.base.redact import redact, redact_data
 from jetson_install.base import git_urls
 from jetson_install.tools import runner, uv
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
 
 TOP = Path(__file__).resolve().parent.parent
 SECRET = "s3cr3t-pw"
@@ -58,7 +60,7 @@ def test_uv_gets_credentials_from_its_environment_not_its_command_line() -> None
     assert "UV_INDEX_PRIVATE_USERNAME" not in plain
 
 
-def run_process(args, env: Dict[str, str]) -> subprocess.CompletedProcess:
+def run_process(args: Sequence[str], env: Dict[str, str]) -> subprocess.CompletedProcess[str]:
     """In a process of its own: what reaches the real stdout, stderr and log file is masked."""
     return subprocess.run([sys.executable, "-m", "jetson_install", *args], capture_output=True, text=True,
                           env=env, timeout=120)
@@ -66,7 +68,7 @@ def run_process(args, env: Dict[str, str]) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("command", [["plan", "obliteratus"], ["plan", "obliteratus", "--json"],
                                      ["obliteratus", "--dry-run"], ["obliteratus", "--dry-run", "--json"]])
-def test_plan_and_dry_run_show_no_secret(command, tmp_path: Path) -> None:
+def test_plan_and_dry_run_show_no_secret(command: List[str], tmp_path: Path) -> None:
     env = isolated_env(tmp_path)
     env["JETSON_INSTALL_DEFAULT_INDEX"] = f"https://bob:{SECRET}@mirror.example/pypi/simple"
     config = tmp_path / "config.toml"
@@ -90,7 +92,7 @@ def test_bad_index_error_and_its_fix_show_no_secret(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_install_authenticates_yet_nothing_written_or_shown_holds_the_secret(
-        tmp_path: Path, stub_index_dirs, start_index, obliteratus_source: Path) -> None:
+        tmp_path: Path, stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], obliteratus_source: Path) -> None:
     vendor = start_index(stub_index_dirs.vendor, name="vendor", credentials=f"alice:{SECRET}")
     public = start_index(stub_index_dirs.public, name="public", credentials=f"{TOKEN}:")
     env = isolated_env(tmp_path, fast_fail=True)
@@ -177,7 +179,7 @@ def assert_no_secret_in(log: Path, *secrets: str) -> str:
 ], ids=["source", "with"])
 def test_a_git_token_index_credentials_reach_their_servers_and_no_command_line(
         target: str, option: str, source: str, tmp_path: Path, commands: Path, served: GitServer,
-        stub_index_dirs, start_index) -> None:
+        stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> None:
     vendor = start_index(stub_index_dirs.vendor, name="vendor", credentials=f"alice:{SECRET}")
     public = start_index(stub_index_dirs.public, name="public", credentials=f"{TOKEN}:")
     ref = ["--ref", OBLITERATUS_TAG] if option == "--source" else []
@@ -197,7 +199,7 @@ def test_a_git_token_index_credentials_reach_their_servers_and_no_command_line(
 
 @pytest.mark.slow
 def test_lock_wheelhouse_and_an_install_from_it_put_no_secret_on_a_command_line(
-        tmp_path: Path, commands: Path, served: GitServer, stub_index_dirs, start_index, board_here: Path) -> None:
+        tmp_path: Path, commands: Path, served: GitServer, stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], board_here: Path) -> None:
     credentials = f"alice:{SECRET}"
     vendor = start_index(stub_index_dirs.vendor, name="vendor", credentials=credentials)
     public = start_index(stub_index_dirs.public, name="public", credentials=credentials)

@@ -10,9 +10,10 @@ import json
 import dataclasses
 import hashlib
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import pytest
+from support import present
 from support.doctor_env import ORIN, make_env, run
 from support.elf_files import shared_object
 from support.stub_projects import IndexDirs
@@ -205,7 +206,7 @@ def test_the_doctor_names_the_soname_the_file_and_the_companion_with_its_bound(t
     assert check.detail == ("libcudss.so.0 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches; "
                             "the channel's companion wheel nvidia-cudss-cu13<1 must provide it")
     # A new environment takes the companion within its bound again.
-    assert check.fix.startswith(f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install")
+    assert present(check.fix).startswith(f"jetson-install obliteratus --venv {tmp_path / 'env'}-jetson-install")
     assert report.headline == "libraries"
 
 
@@ -252,7 +253,7 @@ def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_t
 
     for wheel in private_index_dirs.vendor.glob("torch-*.whl"):
         wheel.unlink()
-    modules = {**_torch_modules(True, "12.6"),
+    modules: Dict[str, Union[str, bytes]] = {**_torch_modules(True, "12.6"),
                "torch/lib/libtorch_cuda.so": shared_object("libtorch_cuda.so", ["libcudss.so.0"])}
     build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, requires=_TORCH_REQUIRES, requires_python=">=3.8",
                 modules=modules, init_body=_TORCH_INIT_BODY, source_index="vendor")

@@ -21,11 +21,12 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Iterator, List, Sequence
+from typing import Callable, Dict, Iterator, List, Sequence
 
 import pytest
 
 from support import (
+    IndexDirs,
     LoopbackIndex,
     NEWEST_PUBLIC_TORCH,
     OBLITERATUS_TAG,
@@ -38,16 +39,17 @@ from support import (
     venv_python,
 )
 
-def _run(argv: Sequence[object], env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+
+def _run(argv: Sequence[object], env: Dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def _ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+def _ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     assert result.returncode == 0, "rc={}\n{}{}".format(result.returncode, result.stdout, result.stderr)
     return result
 
 
-def _pyval(python: Path, code: str, env: dict) -> str:
+def _pyval(python: Path, code: str, env: Dict[str, str]) -> str:
     return _ok(_run([python, "-c", code], env)).stdout.strip()
 
 
@@ -59,7 +61,8 @@ def _get(url: str) -> bytes:
     # urllib honours *_proxy variables; loopback must bypass any proxy.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=10) as response:
-        return response.read()
+        body: bytes = response.read()
+        return body
 
 
 # ---------------------------------------------------------------------------
@@ -109,7 +112,7 @@ def test_index_build_is_fast_and_deterministic(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 # index server
 # ---------------------------------------------------------------------------
-def test_index_serves_pep503_pages_and_logs_requests(vendor_index) -> None:
+def test_index_serves_pep503_pages_and_logs_requests(vendor_index: LoopbackIndex) -> None:
     root = _get(vendor_index.url + "/").decode()
     assert 'href="torch/"' in root and 'href="numpy/"' in root
     page = _get(vendor_index.url + "/torch/").decode()
@@ -129,7 +132,7 @@ def test_index_serves_pep503_pages_and_logs_requests(vendor_index) -> None:
     assert vendor_index.downloaded_files() == ["torch-2.5.0a0+872d972e41.nv24.08-py3-none-any.whl"]
 
 
-def test_fail_after_stop_and_delay(stub_index_dirs, start_index) -> None:
+def test_fail_after_stop_and_delay(stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> None:
     index = start_index(stub_index_dirs.public, name="public")
     index.fail_after(1)
     _get(index.url + "/numpy/")
@@ -191,7 +194,7 @@ def test_obliteratus_backend_builds_offline(obliteratus_source: Path, tmp_path: 
 # ---------------------------------------------------------------------------
 # end to end with the real uv
 # ---------------------------------------------------------------------------
-def _install_two_steps(venv: Path, uv_bin: str, env: dict, vendor_url: str, public_url: str, constraints: Path,
+def _install_two_steps(venv: Path, uv_bin: str, env: Dict[str, str], vendor_url: str, public_url: str, constraints: Path,
                        source: Path) -> Path:
     """The two-step recipe: vendor pins from the vendor index only (--no-deps),
     then OBLITERATUS from source with the public index only, under constraints."""
@@ -205,14 +208,14 @@ def _install_two_steps(venv: Path, uv_bin: str, env: dict, vendor_url: str, publ
 
 @pytest.fixture
 def installed_venv(
-    tmp_path: Path, uv_bin, tool_env, make_venv, vendor_index, public_index, vendor_constraints, obliteratus_source
+    tmp_path: Path, uv_bin: str, tool_env: Dict[str, str], make_venv: Callable[..., Path], vendor_index: LoopbackIndex, public_index: LoopbackIndex, vendor_constraints: Path, obliteratus_source: Path
 ) -> Path:
     return _install_two_steps(make_venv(tmp_path / "venv"), uv_bin, tool_env, vendor_index.url, public_index.url,
                               vendor_constraints, obliteratus_source)
 
 
 @pytest.fixture(scope="module")
-def dry_run_venv(tmp_path_factory: pytest.TempPathFactory, uv_bin, stub_index_dirs, obliteratus_source) -> Iterator[Path]:
+def dry_run_venv(tmp_path_factory: pytest.TempPathFactory, uv_bin: str, stub_index_dirs: IndexDirs, obliteratus_source: Path) -> Iterator[Path]:
     """installed_venv made once, for the tests that only dry-run against it; it must be unchanged after them."""
     base = tmp_path_factory.mktemp("dry-run-venv")
     env = isolated_env(base)
@@ -234,13 +237,13 @@ def dry_run_venv(tmp_path_factory: pytest.TempPathFactory, uv_bin, stub_index_di
 
 
 @pytest.mark.slow
-def test_seeded_venv_has_pip(tmp_path: Path, make_venv, tool_env) -> None:
+def test_seeded_venv_has_pip(tmp_path: Path, make_venv: Callable[..., Path], tool_env: Dict[str, str]) -> None:
     venv = make_venv(tmp_path / "venv")
     out = _ok(_run([venv_python(venv), "-m", "pip", "--version"], tool_env)).stdout
     assert out.startswith("pip ")
 
 
-def test_vendor_torch_installs_from_vendor_index(tmp_path: Path, uv_bin, tool_env, make_venv, vendor_index) -> None:
+def test_vendor_torch_installs_from_vendor_index(tmp_path: Path, uv_bin: str, tool_env: Dict[str, str], make_venv: Callable[..., Path], vendor_index: LoopbackIndex) -> None:
     venv = make_venv(tmp_path / "venv", seed=False)
     python = venv_python(venv)
     _ok(_run([uv_bin, "pip", "install", "--python", python, "--index-url", vendor_index.url, "--no-deps",
@@ -251,7 +254,7 @@ def test_vendor_torch_installs_from_vendor_index(tmp_path: Path, uv_bin, tool_en
 
 @pytest.mark.slow
 def test_obliteratus_installs_offline_keeping_vendor_packages(
-    installed_venv: Path, uv_bin, tool_env, vendor_index, public_index
+    installed_venv: Path, uv_bin: str, tool_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex
 ) -> None:
     python = venv_python(installed_venv)
     code = (
@@ -272,7 +275,7 @@ def test_obliteratus_installs_offline_keeping_vendor_packages(
 
 
 def test_git_tag_source_installs_offline(
-    tmp_path: Path, uv_bin, tool_env, make_venv, vendor_index, public_index, vendor_constraints, obliteratus_git_repo
+    tmp_path: Path, uv_bin: str, tool_env: Dict[str, str], make_venv: Callable[..., Path], vendor_index: LoopbackIndex, public_index: LoopbackIndex, vendor_constraints: Path, obliteratus_git_repo: Path
 ) -> None:
     venv = make_venv(tmp_path / "venv", seed=False)
     python = venv_python(venv)
@@ -291,7 +294,7 @@ def _is_wheel_download(path: str) -> bool:
 
 
 def test_uv_fails_cleanly_when_index_goes_away_mid_install(
-    tmp_path: Path, uv_bin, make_venv, public_index
+    tmp_path: Path, uv_bin: str, make_venv: Callable[..., Path], public_index: LoopbackIndex
 ) -> None:
     env = isolated_env(tmp_path, fast_fail=True)
     venv = make_venv(tmp_path / "venv", seed=False)
@@ -303,8 +306,8 @@ def test_uv_fails_cleanly_when_index_goes_away_mid_install(
     assert _ok(_run([uv_bin, "pip", "freeze", "--python", venv_python(venv)], env)).stdout.strip() == ""
 
 
-def test_uv_killed_mid_download_installs_nothing(tmp_path: Path, uv_bin, tool_env, make_venv, stub_index_dirs,
-                                                 start_index) -> None:
+def test_uv_killed_mid_download_installs_nothing(tmp_path: Path, uv_bin: str, tool_env: Dict[str, str], make_venv: Callable[..., Path], stub_index_dirs: IndexDirs,
+                                                 start_index: Callable[..., LoopbackIndex]) -> None:
     index = start_index(stub_index_dirs.public, name="slow", delay=30.0)
     venv = make_venv(tmp_path / "venv", seed=False)
     argv = [uv_bin, "pip", "install", "--python", str(venv_python(venv)), "--default-index", index.url, "transformers"]
@@ -321,7 +324,7 @@ def test_uv_killed_mid_download_installs_nothing(tmp_path: Path, uv_bin, tool_en
 # uv / pip behaviour the installer relies on
 # ---------------------------------------------------------------------------
 def test_uv_first_index_takes_bait_from_vendor_index(
-    tmp_path: Path, uv_bin, tool_env, make_venv, vendor_index, public_index
+    tmp_path: Path, uv_bin: str, tool_env: Dict[str, str], make_venv: Callable[..., Path], vendor_index: LoopbackIndex, public_index: LoopbackIndex
 ) -> None:
     """Why the vendor step must be separate and --no-deps: with the vendor index
     first, first-index takes numpy/filelock 99 (the bait) from it."""
@@ -334,8 +337,8 @@ def test_uv_first_index_takes_bait_from_vendor_index(
 
 
 @pytest.mark.slow
-def test_uv_dry_run_json_shows_replacement_without_constraint(dry_run_venv: Path, uv_bin, tool_env,
-                                                              public_index, vendor_constraints) -> None:
+def test_uv_dry_run_json_shows_replacement_without_constraint(dry_run_venv: Path, uv_bin: str, tool_env: Dict[str, str],
+                                                              public_index: LoopbackIndex, vendor_constraints: Path) -> None:
     python = venv_python(dry_run_venv)
     base = [uv_bin, "pip", "install", "--python", python, "--dry-run", "--output-format", "json",
             "--default-index", public_index.url, "-U", "torch"]
@@ -347,8 +350,8 @@ def test_uv_dry_run_json_shows_replacement_without_constraint(dry_run_venv: Path
 
 
 @pytest.mark.slow
-def test_uv_constraint_env_protects_activated_venv(installed_venv: Path, uv_bin, tool_env, public_index,
-                                                   vendor_constraints) -> None:
+def test_uv_constraint_env_protects_activated_venv(installed_venv: Path, uv_bin: str, tool_env: Dict[str, str], public_index: LoopbackIndex,
+                                                   vendor_constraints: Path) -> None:
     env = dict(tool_env, VIRTUAL_ENV=str(installed_venv), UV_CONSTRAINT=str(vendor_constraints),
                PATH=str(installed_venv / "bin") + os.pathsep + tool_env["PATH"])
     _ok(_run([uv_bin, "pip", "install", "--default-index", public_index.url, "-U", "torch", "numpy",
@@ -360,8 +363,8 @@ def test_uv_constraint_env_protects_activated_venv(installed_venv: Path, uv_bin,
 
 
 @pytest.mark.slow
-def test_pip_honours_constraint_in_venv_pip_conf(installed_venv: Path, tool_env, public_index,
-                                                 vendor_constraints) -> None:
+def test_pip_honours_constraint_in_venv_pip_conf(installed_venv: Path, tool_env: Dict[str, str], public_index: LoopbackIndex,
+                                                 vendor_constraints: Path) -> None:
     (installed_venv / "pip.conf").write_text("[install]\nconstraint = {}\n".format(vendor_constraints))
     pip = installed_venv / "bin" / "pip"
     _ok(_run([pip, "install", "-U", "--index-url", public_index.url, "torch", "numpy", "transformers"], tool_env))
@@ -370,13 +373,13 @@ def test_pip_honours_constraint_in_venv_pip_conf(installed_venv: Path, tool_env,
     assert _pyval(venv_python(installed_venv), "import torch; print(torch.__version__)", tool_env) == VENDOR_TORCH
 
 
-def _planned_torch(result: subprocess.CompletedProcess) -> List[str]:
+def _planned_torch(result: subprocess.CompletedProcess[str]) -> List[str]:
     changes = json.loads(_ok(result).stdout)["changes"]
     return [c["version"] for c in changes if c["name"] == "torch" and c["action"] == "installed"]
 
 
-def test_uv_constraint_env_is_replaced_by_cli_constraint(dry_run_venv: Path, uv_bin, tool_env, public_index,
-                                                         vendor_constraints, tmp_path: Path) -> None:
+def test_uv_constraint_env_is_replaced_by_cli_constraint(dry_run_venv: Path, uv_bin: str, tool_env: Dict[str, str], public_index: LoopbackIndex,
+                                                         vendor_constraints: Path, tmp_path: Path) -> None:
     """A caveat the installer must document: an explicit ``-c`` replaces UV_CONSTRAINT (it does not add to it)."""
     other = tmp_path / "other.txt"
     other.write_text("numpy<2\n")
@@ -387,8 +390,8 @@ def test_uv_constraint_env_is_replaced_by_cli_constraint(dry_run_venv: Path, uv_
     assert _planned_torch(_run(base + ["-c", other], env)) == [NEWEST_PUBLIC_TORCH]
 
 
-def test_uv_constraint_env_splits_on_spaces_file_uri_works(dry_run_venv: Path, uv_bin, tool_env, public_index,
-                                                           vendor_constraints, tmp_path: Path) -> None:
+def test_uv_constraint_env_splits_on_spaces_file_uri_works(dry_run_venv: Path, uv_bin: str, tool_env: Dict[str, str], public_index: LoopbackIndex,
+                                                           vendor_constraints: Path, tmp_path: Path) -> None:
     """UV_CONSTRAINT is a space-separated list: a path with a space breaks it; its file:// URI does not."""
     spaced = tmp_path / "dir with space" / "constraints.txt"
     spaced.parent.mkdir()

@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
@@ -19,6 +19,8 @@ from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.planned import assert_ran_as_planned, assert_vendor_set_pinned
 from support.wheels import build_wheel
+from support.index_server import LoopbackIndex
+from support.stub_projects import IndexDirs
 
 TOP = Path(__file__).resolve().parent.parent
 ORIN = "sample:agx-orin-64gb-jp6.2"
@@ -53,14 +55,15 @@ def _env(tmp_path: Path, catalog: Path) -> Dict[str, str]:
 
 
 def _install(target: str, venv: Path, env: Dict[str, str], vendor: str, public: str,
-             *extra: str) -> Tuple[int, dict, str]:
+             *extra: str) -> Tuple[int, Dict[str, Any], str]:
     result = run_cli(target, "--root", ORIN, "--venv", str(venv), "--python", sys.executable, "--vendor-index", vendor,
                      "--default-index", public, "--no-verify", "--yes", "--json", *extra, env=env)
     return result.returncode, json.loads(result.stdout) if result.stdout.strip() else {}, result.stderr
 
 
 @pytest.fixture
-def stack(tmp_path: Path, private_index_dirs, start_index):
+def stack(tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]
+          ) -> Tuple[Dict[str, str], str, str]:
     """The stub indexes with CPU stand-ins of real projects a Jetson user puts on the stack."""
     public_dir = private_index_dirs.public
     build_wheel(public_dir, "ultralytics", "8.3.0", requires=("torch>=1.8.0", "torchvision>=0.9.0", "numpy>=1.23.0"),
@@ -81,7 +84,7 @@ def _python(venv: Path, code: str, env: Dict[str, str]) -> str:
 
 
 @pytest.mark.slow
-def test_torch_makes_the_protected_stack_with_additions_and_a_rerun_keeps_them(tmp_path: Path, stack) -> None:
+def test_torch_makes_the_protected_stack_with_additions_and_a_rerun_keeps_them(tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
     code, data, stderr = _install("torch", venv, env, vendor, public, "--with", "ultralytics")
@@ -106,7 +109,7 @@ def test_torch_makes_the_protected_stack_with_additions_and_a_rerun_keeps_them(t
 
 @pytest.mark.slow
 def test_an_addition_that_needs_another_torch_fails_with_uvs_conflict_and_changes_nothing(
-        tmp_path: Path, stack) -> None:
+        tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
     code, data, _stderr = _install("torch", venv, env, vendor, public, "--with", "wants-new-torch")
@@ -119,7 +122,7 @@ def test_an_addition_that_needs_another_torch_fails_with_uvs_conflict_and_change
 
 
 @pytest.mark.slow
-def test_the_torch_stacks_doctor_says_which_checks_it_left_out(tmp_path: Path, stack) -> None:
+def test_the_torch_stacks_doctor_says_which_checks_it_left_out(tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     venv = tmp_path / "stack"
     code, _, stderr = _install("torch", venv, env, vendor, public)
@@ -140,7 +143,7 @@ def test_the_torch_stacks_doctor_says_which_checks_it_left_out(tmp_path: Path, s
 
 
 @pytest.mark.slow
-def test_a_second_target_in_the_catalog_installs_with_no_code_change(tmp_path: Path, stack) -> None:
+def test_a_second_target_in_the_catalog_installs_with_no_code_change(tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
     env, vendor, public = stack
     wheel = build_wheel(tmp_path / "dist", "tinyproj", "1.0", requires=("torch>=2.2",),
                         init_body="def device():\n    import torch\n    return 'cuda' if torch.cuda.is_available() "

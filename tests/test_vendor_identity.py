@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 import pytest
-from support import VENDOR_PINS, VENDOR_TORCH, build_wheel, wheel_filename
+from support import VENDOR_PINS, VENDOR_TORCH, build_wheel, present, wheel_filename
 from support.catalogs import stub_catalog_text
 from support.cli import CliResult, run_cli
 from support.stub_projects import IndexDirs
@@ -35,7 +35,7 @@ INCOMPLETE = {"torch": "2.9.0", "torchvision": "0.24.0", "torchaudio": "2.9.0"}
 def source_for(tmp_path: Path, vendor_dir: Path, **options: Any) -> VendorSource:
     path = tmp_path / "wheels-index.toml"
     path.write_text(stub_catalog_text(REAL, vendor_dir, **options))
-    source = load_catalog(path).channel("jp6-cu126").primary
+    source = present(load_catalog(path).channel("jp6-cu126").primary)
     assert source is not None
     return source
 
@@ -57,7 +57,7 @@ def test_the_preferred_set_is_taken_when_listed(tmp_path: Path, vendor_dir: Path
     resolution = index.resolve(source, served.url, "3.10", "2.35")
     assert resolution.pins == VENDOR_PINS
     assert resolution.reason == f"the preferred set torch=={VENDOR_TORCH} is listed"
-    torch = resolution.file("torch")
+    torch = present(resolution.file("torch"))
     assert torch.known and torch.cuda == "12.6"
     assert torch.sha256 == next(b.sha256 for b in source.builds if b.name == "torch")
     assert resolution.warnings == ()
@@ -91,7 +91,7 @@ def test_a_set_recorded_for_newer_pythons_is_never_taken_for_an_older_one(tmp_pa
 
 def test_thors_torch_2_15_set_is_for_python_3_11_on() -> None:
     for channel in ("jp7-thor-cu130", "jp7.2-thor"):
-        newest = load_catalog().channel(channel).primary.sets[0]
+        newest = present(load_catalog().channel(channel).primary).sets[0]
         assert newest.name == "torch==2.15.0" and newest.python == ">=3.11"
         assert not newest.for_python("3.10") and newest.for_python("3.12")
 
@@ -101,7 +101,7 @@ def test_an_unlisted_build_is_accepted_with_a_warning_and_recorded_as_unknown(tm
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, known=("torchvision", "torchaudio", "bitsandbytes"))
     resolution = index.resolve(source, served.url, "3.10", "2.35")
-    torch = resolution.file("torch")
+    torch = present(resolution.file("torch"))
     assert not torch.known and torch.sha256 and torch.cuda is None
     assert any(w.startswith(torch.file) and "not a build wheels-index.toml lists" in w and torch.sha256 in w
                for w in resolution.warnings)
@@ -114,7 +114,7 @@ def test_nothing_in_policy_says_what_the_index_has(tmp_path: Path, vendor_dir: P
         index.resolve(source, served.url, "3.10", "2.35")
     assert "lists no complete set within policy (torch==2.7.0)" in caught.value.message
     assert "torch: " in caught.value.message and "2.9.0" in caught.value.message
-    assert "--vendor-index URL" in caught.value.fix and "--vendor-fallback" in caught.value.fix
+    assert "--vendor-index URL" in present(caught.value.fix) and "--vendor-fallback" in present(caught.value.fix)
 
 
 def test_a_pre_release_does_not_count_unless_the_source_says_so(tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
@@ -123,7 +123,7 @@ def test_a_pre_release_does_not_count_unless_the_source_says_so(tmp_path: Path, 
                                                            "torchaudio": ">=0"}], preferred="2.6.0")
     path = tmp_path / "wheels-index.toml"
     path.write_text(text.replace("prereleases = true\nsets", "sets", 1))
-    source = load_catalog(path).channel("jp6-cu126").primary
+    source = present(load_catalog(path).channel("jp6-cu126").primary)
     assert index.resolve(source, served.url, "3.10", "2.35").set_name == "torch==2.6.0"
     assert not source.prereleases
 
@@ -143,7 +143,7 @@ def test_another_file_under_a_recorded_name_is_refused_naming_both(tmp_path: Pat
         index.resolve(source, served.url, "3.10", "2.35")
     message = caught.value.message
     assert tampered.name in message and served.url in message
-    assert (recorded.sha256_prefix if prefix else recorded.sha256) in message
+    assert present(recorded.sha256_prefix if prefix else recorded.sha256) in message
     served_hash = __import__("hashlib").sha256(tampered.read_bytes()).hexdigest()
     assert served_hash in message
 
@@ -157,7 +157,7 @@ def test_an_unreachable_index_is_one_line_fast_with_the_fallback_and_mirror(tmp_
     assert "http://127.0.0.1:9/simple did not answer" in caught.value.message
     # What happened, not a wait that never was: a refused port fails at once.
     assert caught.value.message.endswith("did not answer (connection refused)")
-    assert "--vendor-fallback" in caught.value.fix and "--vendor-index URL" in caught.value.fix
+    assert "--vendor-fallback" in present(caught.value.fix) and "--vendor-index URL" in present(caught.value.fix)
 
 
 def test_an_index_error_names_what_happened_and_a_wait_only_when_there_was_one() -> None:
@@ -274,11 +274,11 @@ def test_a_jetpack_6_resolution_refuses_a_manylinux_2_39_wheel_and_a_jetpack_7_o
     assert board_glibc("agx-orin-64gb-jp6.2") == "2.35" and board_glibc("agx-thor-jp7.0") == "2.39"
     jetpack6 = index.resolve(source, served.url, "3.10", board_glibc("agx-orin-64gb-jp6.2"))
     assert jetpack6.set_name == "torch==2.6.0"
-    assert jetpack6.file("torch").file == "torch-2.6.0-cp310-cp310-manylinux_2_35_aarch64.whl"
+    assert present(jetpack6.file("torch")).file == "torch-2.6.0-cp310-cp310-manylinux_2_35_aarch64.whl"
     assert "the preferred set torch==2.7.0 is not complete on the index" in jetpack6.reason
     jetpack7 = index.resolve(source, served.url, "3.10", board_glibc("agx-thor-jp7.0"))
     assert jetpack7.set_name == "torch==2.7.0"
-    assert jetpack7.file("torch").file == "torch-2.7.0-cp310-cp310-manylinux_2_39_aarch64.whl"
+    assert present(jetpack7.file("torch")).file == "torch-2.7.0-cp310-cp310-manylinux_2_39_aarch64.whl"
 
 
 def test_plan_resolve_and_channels_check_use_the_jetpack_6_glibc(tmp_path: Path, manylinux_dir: Path,

@@ -9,6 +9,10 @@ import time
 from pathlib import Path
 from typing import Any, List
 
+import platformdirs
+
+from jetson_install.base.redact import redact
+
 __all__ = ["start_log", "show_log", "log_directory", "own_logs"]
 
 # What start_log names a log: the command, then when it started (and a number, for a second
@@ -17,8 +21,6 @@ _LOG_NAME = re.compile(r"^[a-z][a-z0-9-]*-\d{8}-\d{6}(-\d+)?\.log$")
 
 
 def log_directory() -> Path:
-    import platformdirs
-
     return Path(platformdirs.user_log_dir("jetson-install"))
 
 
@@ -35,8 +37,6 @@ class _RedactingFormatter(logging.Formatter):
     """A log formatter whose records (command lines, uv's output) are redacted."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from jetson_install.base.redact import redact
-
         return redact(super().format(record))
 
 

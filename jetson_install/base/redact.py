@@ -9,8 +9,10 @@ git (`credentials`), outside their command lines (uv.environment_for, git_urls).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, NamedTuple, Optional
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from jetson_install.base.text import printable
 
@@ -61,7 +63,6 @@ def credentials(url: str) -> Optional[Credentials]:
     """The credentials in `url` (percent-decoded, as a server receives them), or None."""
     # Here, not at the top: every command imports this module to mask its output, and
     # urllib.parse is a cost on `--help` that only an install's index URLs need.
-    from urllib.parse import unquote, urlsplit, urlunsplit
 
     parts = urlsplit(url)
     if parts.username is None:
@@ -94,6 +95,4 @@ class RedactingStream:
 
 def json_text(data: Any) -> str:
     """What --json prints (and evidence files hold): indented, with URL credentials masked."""
-    import json
-
     return json.dumps(redact_data(data), indent=2) + "\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from importlib.metadata import PackageNotFoundError, distribution
 from typing import Optional
 from urllib.parse import unquote, urlparse
 
@@ -40,7 +41,6 @@ def upgrade_command(direct_url: Optional[str]) -> str:
 def running_upgrade_command() -> str:
     """The upgrade for the jetson-install that runs now."""
     # Imported here: only the messages that name an upgrade read the installed metadata.
-    from importlib.metadata import PackageNotFoundError, distribution
 
     try:
         installed = distribution("jetson-install")

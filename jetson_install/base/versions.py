@@ -9,6 +9,7 @@ every comparison passes prereleases=True, as PEP 440 says installed pre-releases
 from __future__ import annotations
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 __all__ = ["satisfies"]
 
@@ -16,6 +17,4 @@ __all__ = ["satisfies"]
 def satisfies(version: str, specifier: str) -> bool:
     """Whether `version` meets `specifier` (">=2.2", "<2", "==2.8.0"); raises packaging's
     InvalidVersion or InvalidSpecifier for malformed input."""
-    from packaging.version import Version
-
     return SpecifierSet(specifier).contains(Version(version), prereleases=True)

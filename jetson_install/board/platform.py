@@ -7,6 +7,8 @@ decided without a file system; `detect` reads a root and decides.
 
 from __future__ import annotations
 
+import shlex
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -246,7 +248,9 @@ def _l4t_from_files(facts: RootFacts, sources: Dict[str, str], warnings: List[st
     if facts.release_problem is not None:
         raise InvalidReleaseFile(
             f"{facts.root / RELEASE_FILE} {facts.release_problem} and no other file gives the L4T release",
-            fix="give the release explicitly: --l4t 36.4.3 (or JETSON_L4T_VERSION=36.4.3)",
+            fix=(f"make it readable (sudo chmod a+r {shlex.quote(str(facts.root / RELEASE_FILE))}) or "
+                 if facts.release_problem.startswith("cannot be read") else "")
+            + "give the release explicitly: --l4t 36.4.3 (or JETSON_L4T_VERSION=36.4.3)",
         )
     return None, True
 

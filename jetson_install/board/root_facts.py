@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import distro
 
@@ -81,6 +81,7 @@ class _Root:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.warnings: List[str] = []
+        self.errors: Dict[str, str] = {}  # why each file that exists could not be read
 
     def resolve(self, relative: str) -> Optional[Path]:
         """The file's path with symbolic links followed inside the root: an absolute link
@@ -126,6 +127,7 @@ class _Root:
 
     def _unreadable(self, relative: str, error: OSError) -> None:
         if error.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            self.errors[relative] = error.strerror or str(error)
             self.warnings.append(f"{relative} cannot be read ({error.strerror}); treated as missing")
 
 
@@ -194,6 +196,9 @@ def _stripped(text: Optional[str], chars: Optional[str] = None) -> Optional[str]
 
 def _read_release(files: _Root) -> _Release:
     data = files.read_bytes(RELEASE_FILE)
+    if data is None and RELEASE_FILE in files.errors:
+        # There, but unreadable (mode 000): not the same as a root without one.
+        return _Release(found=True, problem=f"cannot be read ({files.errors[RELEASE_FILE]})")
     if data is None:
         return _Release(found=False)
     try:

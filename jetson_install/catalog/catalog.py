@@ -7,17 +7,23 @@ fix the data without reading this code.
 from __future__ import annotations
 
 import functools
-from types import MappingProxyType
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from jetson_install.base.toml_file import TomlData
 from jetson_install.base.upgrade import running_upgrade_command
+from jetson_install.board.platform import Platform
+from jetson_install.board.platform_data import platform_data
 from jetson_install.catalog.catalog_file import TARGET_NAME, default_catalog_path
 from jetson_install.catalog.identity import VENDOR_PACKAGES, KnownBuild, VersionSet
-from jetson_install.board.platform import Platform
-from jetson_install.base.toml_file import TomlData
 
 __all__ = ["VendorSource", "NeededLibrary", "CompanionFloor", "ContainerImage", "Channel", "Target", "Catalog", "ChannelMatch", "DEFAULT_INDEX_LABEL",
            "load_catalog", "default_catalog_path"]
@@ -60,6 +66,9 @@ class VendorSource:
     default_index: bool = False
     note: str = ""
     libraries: Tuple[NeededLibrary, ...] = ()  # what each companion and apt package must provide
+    # Further indexes tried in order after `index` for the same recorded builds (by sha256):
+    # the catalog's, then the user's (--mirror, the configuration's mirrors and wheelhouse).
+    mirrors: Tuple[str, ...] = ()
 
     @classmethod
     def pinned(cls, index: Optional[str], wheels: Sequence[str], pins: Mapping[str, str], numpy: Optional[str] = None,
@@ -201,8 +210,6 @@ class Target:
     def extra_for(self, ref: Optional[str]) -> Optional[str]:
         """The quantization extra where the source at `ref` has it: a release tag older than
         `quantization_extra_since` has none; a branch or a commit follows the newest."""
-        from packaging.version import InvalidVersion, Version
-
         if self.quantization_extra is None or self.quantization_extra_since is None or ref is None:
             return self.quantization_extra
         try:
@@ -214,8 +221,6 @@ class Target:
     def caps_for(self, torch: Optional[str], python: str) -> List[Tuple[str, str]]:
         """(constraint, why) for each companion whose newer releases the channel's torch or
         Python does not meet: the companion stays below the first such release."""
-        from packaging.version import Version
-
         caps: Dict[str, Tuple[Version, str]] = {}
         for floor in self.caps:
             if floor.torch is not None:
@@ -315,8 +320,6 @@ class Catalog:
 
 def _socs_of(families: Iterable[Tuple[str, ...]]) -> List[Tuple[str, str]]:
     """(family, the first SoC platform-data.toml lists for it) for each family named."""
-    from jetson_install.board.platform_data import platform_data
-
     wanted = [family for named in families for family in named]
     first: Dict[str, str] = {}
     for soc in platform_data().socs.values():
@@ -325,8 +328,6 @@ def _socs_of(families: Iterable[Tuple[str, ...]]) -> List[Tuple[str, str]]:
 
 
 def _pre_release(version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
     try:
         return Version(version).is_prerelease
     except InvalidVersion:
@@ -348,7 +349,7 @@ _CHANNEL_KEYS = {
     "containers", "sources", "compile",
 }
 _SOURCE_KEYS = {"index", "wheels", "sets", "preferred", "prereleases", "builds", "companions", "numpy", "apt", "note",
-                "apt_provides"}
+                "apt_provides", "mirrors"}
 _COMPANION_SHAPE = ("is { requirement = \"NAME<BOUND\", provides = [\"libNAME.so.N\"] }: the sonames the companion "
                     "must provide, and a requirement that holds it to releases that provide them")
 #: A shared object's file name as DT_NEEDED gives it: "libcudss.so.0".
@@ -460,8 +461,6 @@ class _Loader(TomlData):
     def direct_set(self, where: str, wheels: Sequence[str], numpy: Optional[str], apt: Tuple[str, ...],
                    prereleases: bool, start: int) -> VersionSet:
         """The one set a source of direct wheel URLs is: each file pinned as NVIDIA spells its version."""
-        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
         specifiers = {}
         for url in wheels:
             if not url.startswith("https://"):
@@ -526,6 +525,12 @@ class _Loader(TomlData):
         note = entry.get("note", "")
         if not isinstance(note, str):
             raise self.fail(where, "note", "must be a string", start)
+        mirrors = tuple(self.strings(where, entry, "mirrors", start))
+        if mirrors and (index is None or index == "default"):
+            raise self.fail(where, "mirrors", "go with an index URL: they serve the same files as that index", start)
+        bad = next((url for url in mirrors if not url.startswith("https://")), None)
+        if bad is not None:
+            raise self.fail(where, "mirrors", f"must hold https:// URLs ({bad!r} is not one)", start)
         return VendorSource(
             index=None if index in (None, "default") else index,
             wheels=wheels,
@@ -537,12 +542,11 @@ class _Loader(TomlData):
             default_index=index == "default",
             note=note,
             libraries=tuple(libraries),
+            mirrors=mirrors,
         )
 
     def version_set(self, where: str, entry: Dict[str, Any], numpy: Optional[str], apt: Tuple[str, ...],
                     prereleases: bool, start: int) -> VersionSet:
-        from packaging.specifiers import SpecifierSet
-
         unknown = sorted(set(entry) - set(VENDOR_PACKAGES) - {"numpy", "apt", "python"})
         if unknown:
             raise self.fail(where, "sets", f"names {unknown[0]!r}; only {', '.join(VENDOR_PACKAGES)}, numpy, apt and "
@@ -569,8 +573,6 @@ class _Loader(TomlData):
         )
 
     def build(self, where: str, entry: Dict[str, Any], start: int) -> KnownBuild:
-        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
         unknown = sorted(set(entry) - {"file", "sha256", "sha256_prefix", "cuda"})
         if unknown:
             raise self.fail(where, "builds", f"has the key {unknown[0]!r}; a build has file, sha256 or "
@@ -599,8 +601,6 @@ class _Loader(TomlData):
 
     def companion(self, where: str, entry: Dict[str, Any], start: int) -> Tuple[str, Tuple[str, ...]]:
         """(requirement, the sonames it must provide) of one `{ requirement, provides }` table."""
-        from packaging.requirements import InvalidRequirement, Requirement
-
         requirement = entry.get("requirement")
         near = str(requirement or "")
         if set(entry) != {"requirement", "provides"} or not isinstance(requirement, str):
@@ -639,8 +639,6 @@ class _Loader(TomlData):
         return tuple(value)
 
     def specifier(self, where: str, key: str, value: Any, start: int, near: str = "") -> Optional[str]:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
         if value is None:
             return None
         try:
@@ -656,8 +654,6 @@ class _Loader(TomlData):
         return value
 
     def target(self, name: str, entry: Any, caps: Tuple[CompanionFloor, ...]) -> Target:
-        from packaging.version import InvalidVersion, Version
-
         start = self.header(f"targets.{name}")
         where = f"target {name!r}"
         if not isinstance(entry, dict):
@@ -711,8 +707,6 @@ class _Loader(TomlData):
         )
 
     def floor(self, where: str, entry: Dict[str, Any], start: int) -> CompanionFloor:
-        from packaging.version import InvalidVersion, Version
-
         shape = ("must be { package = NAME, first = VERSION, torch = VERSION } or "
                  "{ package = NAME, first = VERSION, python = \"3.11\" }")
         if set(entry) not in ({"package", "first", "torch"}, {"package", "first", "python"}):

@@ -13,6 +13,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
+from packaging.specifiers import SpecifierSet
+from packaging.utils import parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
 from jetson_install.base.errors import JetsonInstallError
 
 if TYPE_CHECKING:
@@ -53,8 +57,6 @@ class KnownBuild:
 
     @property
     def name(self) -> str:
-        from packaging.utils import parse_wheel_filename
-
         return str(parse_wheel_filename(self.file)[0])
 
     @property
@@ -102,8 +104,6 @@ class VersionSet:
 
     def for_python(self, python: str) -> bool:
         """Whether the set's builds exist for CPython `python` ("3.10")."""
-        from packaging.specifiers import SpecifierSet
-
         return self.python is None or SpecifierSet(self.python).contains(f"{python}.0")
 
     @property
@@ -119,9 +119,6 @@ class VersionSet:
         return [f"{package}{spec}" for package, spec in self.specifiers.items()]
 
     def allows(self, package: str, version: str, prereleases: bool) -> bool:
-        from packaging.specifiers import SpecifierSet
-        from packaging.version import InvalidVersion, Version
-
         try:
             parsed = Version(version)
         except InvalidVersion:

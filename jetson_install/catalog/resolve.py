@@ -8,8 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Sequence, Tuple
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import Version
+
+from jetson_install.base.tags import wheel_rank
 from jetson_install.catalog.identity import (
-    ChosenFile, IdentityMismatch, KnownBuild, ListedFile, NoBuildForPython, NothingInPolicy, Resolution, VersionSet,
+    ChosenFile,
+    IdentityMismatch,
+    KnownBuild,
+    ListedFile,
+    NoBuildForPython,
+    NothingInPolicy,
+    Resolution,
+    VersionSet,
 )
 
 if TYPE_CHECKING:
@@ -36,8 +47,6 @@ def choose_set(
     wanted and the Pythons served); NothingInPolicy (naming what the index does have) when
     no set is complete at all.
     """
-    from packaging.version import Version
-
     known = {build.file: build for build in builds}
     complete = _complete_sets(source, sets, prereleases, known, listings, tags_for(python), python)
     if not complete:
@@ -92,8 +101,6 @@ def _complete_sets(source: str, sets: Sequence[VersionSet], prereleases: bool, k
 
 def served_pythons(listings: Mapping[str, Sequence[ListedFile]]) -> List[str]:
     """The CPython minors ("3.10") the listed wheels' `cpXY` tags name, oldest first."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     found = set()
     for files in listings.values():
         for listed in files:
@@ -109,8 +116,6 @@ def served_pythons(listings: Mapping[str, Sequence[ListedFile]]) -> List[str]:
 
 
 def _versions(files: Sequence[ListedFile]) -> List[str]:
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     found = []
     for listed in files:
         try:
@@ -124,11 +129,6 @@ def _versions(files: Sequence[ListedFile]) -> List[str]:
 
 def complete_set(source: str, version_set: VersionSet, prereleases: bool, known: Mapping[str, KnownBuild],
               listings: Mapping[str, Sequence[ListedFile]], tags: Sequence["Tag"]) -> Optional[List[ChosenFile]]:
-    from packaging.utils import parse_wheel_filename
-    from packaging.version import Version
-
-    from jetson_install.base.tags import wheel_rank
-
     chosen: List[ChosenFile] = []
     for package in version_set.specifiers:
         candidates = []

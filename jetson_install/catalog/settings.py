@@ -9,15 +9,19 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
+
+import platformdirs
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.sourced import Sourced
+from jetson_install.base.toml_file import TomlData
+from jetson_install.catalog.lock_file import SIMPLE_DIR
 
-__all__ = ["IndexSettings", "config_path", "load_index_settings", "check_index_url"]
+__all__ = ["IndexSettings", "config_path", "load_index_settings", "check_index_url", "wheelhouse_index"]
 
-CONFIG_KEYS = ("vendor_index", "default_index", "allow_insecure_index")
+CONFIG_KEYS = ("vendor_index", "default_index", "allow_insecure_index", "mirrors", "wheelhouse")
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,9 @@ class IndexSettings:
     vendor_index: Sourced[Optional[str]]  # value None: the channel's own vendor source
     default_index: Sourced[Optional[str]]  # value None: uv's own default index
     allow_insecure: bool
+    # Further sources of the vendor builds, tried in order after the vendor index: --mirror's,
+    # then the configuration's mirrors, then its wheelhouse (as the PEP 503 index it carries).
+    mirrors: Tuple[Sourced[str], ...] = ()
 
 
 def config_path() -> Path:
@@ -41,7 +48,6 @@ def config_path() -> Path:
             raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: {what}",
                            fix="point JETSON_INSTALL_CONFIG at the fleet's config.toml, or unset it")
         return path
-    import platformdirs
 
     return Path(platformdirs.user_config_dir("jetson-install")) / "config.toml"
 
@@ -52,14 +58,17 @@ def _read_config(path: Path) -> Dict[str, Any]:
             raise BadInput(f"{path}: is not a file (the configuration must be a TOML file)",
                            fix=f"remove or rename {path}, then write the settings into a file of that name")
         return {}
-    from jetson_install.base.toml_file import TomlData
 
     file = TomlData(path, "jetson-install plan obliteratus")
     file.unknown("config", file.data, CONFIG_KEYS, "a setting")
     for key, value in file.data.items():
         if key == "allow_insecure_index" and not isinstance(value, bool):
             raise file.fail("config", key, "must be true or false")
-        if key != "allow_insecure_index" and not isinstance(value, str):
+        if key == "mirrors" and not (isinstance(value, list) and all(isinstance(item, str) and item for item in value)):
+            raise file.fail("config", key, 'must be a list of URLs, like ["https://mirror.example/simple"]')
+        if key == "wheelhouse" and not (isinstance(value, str) and value):
+            raise file.fail("config", key, 'must be a folder or URL in quotes, like "/srv/wheelhouse"')
+        if key in ("vendor_index", "default_index") and not isinstance(value, str):
             raise file.fail("config", key, 'must be a URL in quotes, like "https://mirror.example/simple"')
     return file.data
 
@@ -70,8 +79,10 @@ def load_index_settings(
     default_index: Optional[str],
     default_index_source: str,
     allow_insecure: bool,
+    mirrors: Sequence[str] = (),
 ) -> IndexSettings:
-    """Merge the command line (or its environment variables) over the config file."""
+    """Merge the command line (or its environment variables) over the config file; `mirrors`
+    (--mirror) come before the config file's, which are kept."""
     path = config_path()
     config = _read_config(path)
 
@@ -89,7 +100,25 @@ def load_index_settings(
         if setting.value is not None:
             where = option if setting.source == option else f"{option} (from {setting.source})"
             check_index_url(setting.value, where, insecure)
-    return IndexSettings(vendor, default, insecure)
+    sources = [Sourced(url, "--mirror") for url in mirrors]
+    sources += [Sourced(url, f"config {path} mirrors") for url in config.get("mirrors", ())]
+    if "wheelhouse" in config:
+        sources.append(Sourced(wheelhouse_index(config["wheelhouse"]), f"config {path} wheelhouse"))
+    for mirror in sources:
+        check_index_url(mirror.value, "--mirror" if mirror.source == "--mirror" else mirror.source, insecure)
+    unique: Dict[str, Sourced[str]] = {}
+    for mirror in sources:
+        unique.setdefault(mirror.value, mirror)  # named twice: tried once, where it was first named
+    return IndexSettings(vendor, default, insecure, tuple(unique.values()))
+
+
+def wheelhouse_index(location: str) -> str:
+    """The index a wheelhouse (`jetson-install wheelhouse DIR`) carries: DIR/simple/, as a
+    file URL for a folder on this machine."""
+    parts = urlsplit(location)
+    if parts.scheme in ("http", "https", "file"):
+        return f"{location.rstrip('/')}/{SIMPLE_DIR}/"
+    return f"{Path(location).expanduser().absolute().as_uri()}/{SIMPLE_DIR}/"
 
 
 def check_index_url(url: str, where: str, allow_insecure: bool) -> None:

@@ -7,6 +7,7 @@ fixes, it imports when it runs: `--help`, `--version` and `detect` load none of 
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -16,8 +17,16 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import click
 
 from jetson_install import __version__
-from jetson_install.base.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNSUPPORTED, BadInput
-from jetson_install.base.errors import EXIT_CLOSED_STDOUT, JetsonInstallError, Stopped
+from jetson_install.base.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CLOSED_STDOUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_UNSUPPORTED,
+    BadInput,
+    JetsonInstallError,
+    Stopped,
+)
 from jetson_install.base.redact import RedactingStream, json_text
 from jetson_install.cli import options
 from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
@@ -101,7 +110,8 @@ def _plan(target_id: str, given: Dict[str, Any]) -> None:
 
 @cli.command()
 @options.CHANNELS
-def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bool, vendor_index: Optional[str]) -> None:
+def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bool, vendor_index: Optional[str],
+             mirrors: Tuple[str, ...], default_index: Optional[str]) -> None:
     """List the channels in wheels-index.toml (and validate the file)."""
     from jetson_install.cli.commands.channels import channels as read_channels
     from jetson_install.cli.render import channels_json, channels_markdown, channels_text, check_json, check_lines
@@ -109,7 +119,8 @@ def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bo
 
     if as_json and markdown:
         raise BadInput("--json and --markdown were both given", fix="pass only one of them")
-    listed = read_channels(channel_id, check, vendor_index)
+    listed = read_channels(channel_id, check, vendor_index, mirrors,
+                           options.given(click.get_current_context(), "default_index", default_index))
     if listed.reports is not None:
         _print_json(check_json(listed.reports)) if as_json else click.echo("\n".join(check_lines(listed.reports)))
         _exit_if(check_exit_code(listed.reports))
@@ -143,7 +154,7 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
     the_plan = install_plan(install_options(target_id, given, context), given["lock_file"], given["wheelhouse"],
                             rerun)
     if given["dry_run"] or not the_plan.supported:
-        the_plan, data, warnings = preview(the_plan, given["dry_run"], given["as_json"])
+        the_plan, data, warnings = preview(the_plan, given["dry_run"], given["as_json"], given["upgrade"])
         click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
         _print_json({**data, **extra}) if given["as_json"] else click.echo(plan_text(the_plan))
         _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
@@ -196,7 +207,7 @@ def lock(**given: Any) -> None:
 @cli.command("wheelhouse")
 @options.WHEELHOUSE
 def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int, tool_wheel: Optional[str],
-               default_index: Optional[str], as_json: bool) -> None:
+               default_index: Optional[str], mirrors: Tuple[str, ...], as_json: bool) -> None:
     """Download every file of a lock into DIR, with a PEP 503 index beside them."""
     from jetson_install.cli.commands.fleet import fill_wheelhouse, serve_wheelhouse
     from jetson_install.cli.render import wheelhouse_lines
@@ -206,7 +217,7 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int
     context = click.get_current_context()
     if context.get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT or not serve:
         index = options.given(context, "default_index", default_index)
-        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index)
+        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index, options.typed(), mirrors)
         if as_json:
             _print_json(result)
         click.echo("\n".join(wheelhouse_lines(result)), err=True)
@@ -258,7 +269,9 @@ def dockerfile(root: str, l4t: Optional[str], soc: Optional[str], base: Optional
     click.echo(dockerfile_written(str(output), made.base, made.written), err=True)
 
 
-@cli.command("container-entrypoint", context_settings={"ignore_unknown_options": True})
+# COMMAND follows `--` (the image's ENTRYPOINT ends with it), or starts at the first word that
+# is no option: its own options are its own, and an unknown option before it is refused.
+@cli.command("container-entrypoint", context_settings={"allow_interspersed_args": False})
 @options.CONTAINER_ENTRYPOINT
 def container_entrypoint(venv: str, command: Tuple[str, ...]) -> None:
     """The image's entrypoint: refuse a host the image is not built for, run the strict doctor
@@ -302,13 +315,20 @@ def evidence_table(files: Tuple[str, ...], max_age: Optional[float]) -> None:
 
 @cli.command()
 @options.LABELS
-def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Optional[str], max_age: Optional[float], as_json: bool) -> None:
+def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Optional[str], venv: Optional[str],
+           max_age: Optional[float], as_json: bool) -> None:
     """Runner labels for this Jetson, comma-separated (what a runner's --labels takes)."""
     from jetson_install.cli.commands.doctor import labels as runner_labels
     from jetson_install.cli.commands.lifecycle import default_environment
 
-    environment, note = default_environment("labels") if evidence_file is None else (None, None)
-    _note(note)
+    if evidence_file is not None and venv is not None:
+        raise BadInput("labels: --evidence and --venv both name the evidence to read",
+                       fix=f"give one: {options.typed().without('--evidence')}")
+    if venv is not None:
+        environment: Optional[Path] = Path(venv).absolute()
+    else:
+        environment, note = default_environment("labels") if evidence_file is None else (None, None)
+        _note(note)
     result = runner_labels(platform_options(root, l4t, soc), evidence_file, max_age, environment)
     if as_json:
         _print_json(result.to_json())
@@ -369,14 +389,14 @@ def uninstall(venv: Optional[str], yes: bool, as_json: bool) -> None:
 
 @cli.command()
 @options.CLEAN
-def clean(dry_run: bool, as_json: bool) -> None:
+def clean(dry_run: bool, failed_evidence: bool, as_json: bool) -> None:
     """Remove the logs, the bitsandbytes build cache, the cache of interpreters' versions and
     what interrupted runs left; never an environment in use or its previous one, nor uv's own
-    cache (`uv cache clean`)."""
+    cache (`uv cache clean`), nor failed verifies' evidence unless --failed-evidence."""
     from jetson_install.cli.render import clean_lines
     from jetson_install.envs.lifecycle import clean as clean_up
 
-    result = clean_up(dry_run)
+    result = clean_up(dry_run, failed_evidence)
     if as_json:
         _print_json(result.to_json())
     click.echo("\n".join(clean_lines(result)), err=as_json)
@@ -501,11 +521,12 @@ def _run(args: List[str]) -> int:
         _report_error(exc, as_json)
         return exc.exit_code
     except OSError as exc:
-        from jetson_install.planning.fixes import fix_for_os_error, os_error_reason
+        from jetson_install.planning.fixes import Rerun, fix_for_os_error, os_error_reason
 
-        _report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, "run the command again")),
+        _report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, f"run: {Rerun(tuple(args))}")),
                       as_json)
-        return EXIT_FAILED
+        # A place the user may not write or enter: the command could not run (README's exit codes).
+        return EXIT_BAD_INPUT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_FAILED
     return 0
 
 

@@ -6,6 +6,7 @@ fixes) is imported where it is used: `--help` loads none of it (see cli/main.py)
 
 from __future__ import annotations
 
+import difflib
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -53,6 +54,8 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
                                                  help="Replace the general index (default: uv's own).")),
     "vendor-index": (("--vendor-index",), dict(metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
                                                help="Replace the channel's vendor index (a mirror of the same builds).")),
+    "mirror": (("--mirror", "mirrors"), dict(multiple=True, metavar="URL", help="Also look for the recorded vendor "
+                                             "builds here, by sha256, after the vendor index; repeatable.")),
     "python": (("--python", "python"), dict(metavar="PATH", help="Use this interpreter (default: a system Python of "
                                                                  "the channel's version).")),
     "use-existing-torch": (("--use-existing-torch",), dict(is_flag=True, help="Keep the CUDA torch the interpreter "
@@ -75,7 +78,7 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
 ENVIRONMENT_VARIABLES = tuple(spec["envvar"] for _, spec in OPTIONS.values() if "envvar" in spec)
 INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "with", "ref", "source", "allow-insecure-index",
                    "vendor-fallback",
-                   "default-index", "vendor-index", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
+                   "default-index", "vendor-index", "mirror", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
 
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -125,6 +128,9 @@ CHANNELS = _stacked(
                                                "newer sets."),
     click.option("--vendor-index", metavar="URL",
                  help="With --check: read this mirror instead of the channel's index."),
+    with_options("mirror", "default-index", mirror={"help": "With --check: also check this mirror of each channel's "
+                                                             "first source, on its own; repeatable."},
+                 default_index={"help": "With --check: read the sources on uv's default index here."}),
 )
 CONSTRAINTS = _stacked(click.option("--write", is_flag=True, help="Rewrite the files from wheels-index.toml."),
                        click.option("--dir", "directory", default="constraints", show_default=True, metavar="DIR"))
@@ -136,7 +142,8 @@ ADD = _stacked(
     with_options("yes"), with_options("json"),
 )
 LOCK = _stacked(
-    with_options("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "ref", "source",
+    with_options("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "mirror", "ref",
+                 "source",
                  "python", "l4t", "soc", "root",
                  python={"help": "Lock for this interpreter on this machine (of the board's architecture) "
                                  "instead of the board's platform."},
@@ -162,6 +169,8 @@ WHEELHOUSE = _stacked(
                  "dependencies for the lock's board, to install the tool there with no network."),
     with_options("default-index", default_index={"help": "With --tool-wheel: resolve the tool's dependencies here "
                                                          "(default: uv's own index)."}),
+    with_options("mirror", mirror={"help": "Where the lock's URL of a vendor file does not deliver it: take it from "
+                                           "here, with the lock's sha256; repeatable."}),
     with_options("json", json={"help": "Print one JSON result object on stdout."}),
 )
 DOCTOR = _stacked(
@@ -205,12 +214,16 @@ LABELS = _stacked(
     _ROOT,
     click.option("--evidence", "evidence_file", metavar="FILE",
                  help="Doctor evidence that may grant `cuda` (default: the environment's own)."),
+    with_options("venv", venv={"help": "The environment whose own evidence may grant `cuda` (default: the one a "
+                                       "target's install made at its default location, OBLITERATUS' first)."}),
     with_options("max-age"), with_options("json", json={"help": "Print the labels as JSON."}),
 )
 LIST = with_options("json", json={"help": "Print the environments as JSON."})
 ROLLBACK = _stacked(_LIFECYCLE_VENV, with_options("json"))
 UNINSTALL = _stacked(_LIFECYCLE_VENV, with_options("yes"), with_options("json"))
 CLEAN = _stacked(with_options("dry-run", dry_run={"help": "Show what would be removed, and its size; remove nothing."}),
+                 click.option("--failed-evidence", is_flag=True,
+                              help="Also remove the doctor evidence kept of failed verifies (kept by default)."),
                  with_options("json"))
 
 
@@ -252,7 +265,7 @@ def install_options(target: str, params: Dict[str, Any], context: Optional[click
         source=params["source"], ref=params["ref"], verify=not params.get("no_verify", False),
         fallback=params["vendor_fallback"], use_existing_torch=params.get("use_existing_torch", False),
         bitsandbytes=params.get("bitsandbytes"), preflight=params.get("preflight", False),
-        cpu_index=params.get("cpu_index"), added=tuple(params.get("added", ())))
+        cpu_index=params.get("cpu_index"), added=tuple(params.get("added", ())), mirrors=tuple(params.get("mirrors", ())))
 
 
 def _verbosity(context: click.Context, parameter: click.Parameter, value: bool) -> None:
@@ -357,6 +370,16 @@ class WithTargets(click.Group):
 
     def list_commands(self, ctx: click.Context) -> List[str]:
         return sorted(set(super().list_commands(ctx)) | set(_target_summaries(ctx)))
+
+    def resolve_command(self, ctx: click.Context, args: List[str]) -> Tuple[Optional[str], Optional[click.Command], List[str]]:
+        # click suggests among its registered commands only (and some versions not at all): a
+        # typed target (`obliterats`) gets its suggestion from every command, the targets too.
+        name = args[0] if args else ""
+        if not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            suggestion = f" Did you mean {' or '.join(repr(match) for match in close)}?" if close else ""
+            raise click.UsageError(f"No such command {name!r}.{suggestion}", ctx)
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
         command = super().get_command(ctx, cmd_name)

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
+from jetson_install import __version__
 from jetson_install.board import apt
 from jetson_install.board.platform import Platform
+from jetson_install.envs.environment import activate_command
+from jetson_install.planning.fixes import runner_command
+from jetson_install.tools.progress import steps_summary
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from jetson_install.catalog.catalog import Catalog, Channel
     from jetson_install.envs.lifecycle import Cleaned, EnvironmentView, Listed, RolledBack, Uninstalled
-    from jetson_install.planning.fixes import Rerun
-    from jetson_install.tools.index import SetReport
-    from jetson_install.running.install import InstallResult
     from jetson_install.fleet.lock import LockResult
+    from jetson_install.planning.fixes import Rerun
     from jetson_install.planning.plan import Plan
+    from jetson_install.running.install import InstallResult
+    from jetson_install.tools.index import SetReport
 
 __all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "install_lines", "addition_line",
            "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",
@@ -67,6 +71,7 @@ def plan_text(plan: Plan) -> str:
         f"  python    {plan.interpreter or plan.python_abi}",
         f"  venv      {plan.venv}",
         f"  vendor    {plan.vendor_location or 'none'}   ({plan.route.vendor_label(plan)})",
+        *[f"  then      {url}   ({source}; recorded builds only)" for url, source in plan.vendor_mirrors()],
         f"  default   {settings.default_index.value or 'uv default index'}   ({settings.default_index.source})",
         f"  set       {_set_line(plan)}",
         f"  pins      {' '.join(plan.constraints)}",
@@ -149,8 +154,6 @@ def channels_markdown(catalog: Catalog) -> str:
 
 
 def _shell_line(argv: Sequence[str]) -> str:
-    import shlex
-
     return " ".join(shlex.quote(part) for part in argv)
 
 
@@ -168,15 +171,16 @@ def check_lines(reports: Sequence[SetReport]) -> List[str]:
     """`channels --check`: one line per source read, its findings under it."""
     lines = []
     for report in reports:
-        lines.append(f"{report.channel:15} {report.status:11} {report.index}")
+        mirror = f"   (mirror of {report.mirror_of})" if report.mirror_of else ""
+        lines.append(f"{report.channel:15} {report.status:11} {report.index}{mirror}")
         lines.extend(f"{'':20} {line}" for line in report.lines)
     return lines
 
 
 def check_json(reports: Sequence[SetReport]) -> List[Dict[str, Any]]:
     """`channels --check --json`: each source read, and what was found."""
-    return [{"channel": r.channel, "index": r.index, "status": r.status, "ok": r.ok, "lines": list(r.lines)}
-            for r in reports]
+    return [{"channel": r.channel, "index": r.index, "status": r.status, "ok": r.ok, "lines": list(r.lines),
+             "mirror_of": r.mirror_of} for r in reports]
 
 
 def plan_shown(plan: Plan, typed: Rerun) -> str:
@@ -186,8 +190,6 @@ def plan_shown(plan: Plan, typed: Rerun) -> str:
 
 def install_hint(plan: Plan, typed: Rerun) -> str:
     """What to run next after a plan, and where: a preview made for another machine says so."""
-    import os
-
     here = os.uname().machine
     target = (plan.target.id,)
     command = typed.replaced("plan", target, drop=target, only_here=("--resolve",))
@@ -201,9 +203,6 @@ def install_hint(plan: Plan, typed: Rerun) -> str:
 
 def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
     """The end of an install, on stderr: warnings, each step's time, and how it went."""
-    from jetson_install.running.install import activate_command
-    from jetson_install.tools.progress import steps_summary
-
     lines = [f"warning: {warning}" for warning in result.warnings]
     if result.steps:
         lines.append(f"steps: {steps_summary(result.steps)}")
@@ -233,8 +232,6 @@ def lock_lines(result: LockResult) -> List[str]:
 
 
 def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
-    from jetson_install.fleet.wheelhouse import runner_command  # the index reader: detect never needs it
-
     where, target = result["directory"], result.get("target", "obliteratus")
     return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
             f"  install offline: jetson-install {target} --wheelhouse {shlex.quote(where)}",
@@ -248,8 +245,6 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
 
 def dockerfile_written(output: str, base: str, context: Path) -> str:
     """`dockerfile --output`: what was written, and how to build it."""
-    from jetson_install import __version__
-
     return (f"wrote {output} (FROM {base}); put jetson_install-{__version__}-py3-none-any.whl beside it "
             f"(pip wheel --no-deps -w {context} <jetson-install checkout>), then build it there: "
             f"cd {context} && docker build -t obliteratus-jetson .")
@@ -277,11 +272,12 @@ def size_text(size: int) -> str:
 
 
 def _environment_line(label: str, view: EnvironmentView) -> List[str]:
-    from pathlib import Path
-
     doctor = f"doctor {view.doctor} ({view.doctor_at})" if view.doctor else "no doctor evidence"
-    return [f"  {label:9} {Path(view.path).name}   made {view.made or 'unknown'}   {size_text(view.size)}",
-            f"  {'':9} channel {view.channel or 'unknown'}   torch {view.torch or 'none'}   {doctor}"]
+    lines = [f"  {label:9} {Path(view.path).name}   made {view.made or 'unknown'}   {size_text(view.size)}",
+             f"  {'':9} channel {view.channel or 'unknown'}   torch {view.torch or 'none'}   {doctor}"]
+    if view.changed:
+        lines.append(f"  {'':9} changed since its doctor ran: {'; '.join(view.changed)}")
+    return lines
 
 
 def environments_json(listed: Sequence[Listed]) -> Dict[str, Any]:
@@ -303,10 +299,18 @@ def environments_lines(listed: Sequence[Listed]) -> List[str]:
                 lines.append(f"  {'':9} added: {', '.join(entry.current.additions)}")
         if entry.previous is not None:
             lines += _environment_line("previous", entry.previous)
-            lines.append(f"  {'':9} roll back to it: jetson-install rollback --venv {entry.venv}")
+            if entry.previous.passed:
+                lines.append(f"  {'':9} roll back to it: jetson-install rollback --venv {entry.venv}")
+            else:
+                # Its own evidence does not vouch for it now: a rollback is not offered blind.
+                python = shlex.quote(f"{entry.previous.path}/bin/python")
+                lines.append(f"  {'':9} check it before rolling back to it: jetson-install doctor --python {python}")
         if entry.other_size:
             lines.append(f"  {'other':9} {size_text(entry.other_size)} left by interrupted runs "
                          "(remove: jetson-install clean)")
+        if entry.failed_evidence:
+            lines.append(f"  {'failed':9} {len(entry.failed_evidence)} failed verify(s), their doctor evidence kept: "
+                         f"{entry.failed_evidence[0]} (the newest)")
         if entry.state == "broken":
             lines.append(f"  fix: jetson-install rollback --venv {entry.venv}" if entry.previous else
                          f"  fix: install it again: jetson-install {entry.target} --venv {entry.venv}" if entry.target
@@ -318,15 +322,11 @@ def environments_lines(listed: Sequence[Listed]) -> List[str]:
 
 
 def rollback_lines(result: RolledBack) -> List[str]:
-    from pathlib import Path
-
     return [f"{result.venv} -> {Path(result.now).name} (rolled back; {Path(result.kept).name} is kept)",
             f"  undo: jetson-install rollback --venv {result.venv}"]
 
 
 def uninstall_lines(result: Uninstalled) -> List[str]:
-    from pathlib import Path
-
     names = ", ".join(Path(path).name for path in result.removed) or "no environment"
     lines = [f"removed {result.venv} ({names}; {size_text(result.freed)} freed)"]
     if result.left:
@@ -342,4 +342,8 @@ def clean_lines(result: Cleaned) -> List[str]:
     lines.append(f"{verb} {size_text(total)} in {len(result.items)} items" if result.items else
                  "nothing to clean: no logs, build cache or leftovers of jetson-install's")
     lines += [f"left      {path} (not made by jetson-install)" for path in result.left]
+    if result.kept_evidence:
+        lines.append(f"kept      {len(result.kept_evidence)} failed-verify evidence file(s), the newest "
+                     f"{result.kept_evidence[0]} (remove them too: jetson-install clean --failed-evidence)")
+    lines += [f"skipped   {venv} (an install is in progress there; run clean when it ends)" for venv in result.busy]
     return lines

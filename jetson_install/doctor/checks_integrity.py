@@ -206,11 +206,18 @@ def integrity_evidence(ctx: Context) -> Dict[str, Any]:
     distributions = _distributions(ctx)
     vendor = [name for name in _vendor(ctx) if name in distributions]
     failed = any(not distributions[name].get("record") or distributions[name].get("problems") for name in vendor)
+    record = read_record(Path(ctx.python).parent.parent)
+
+    def served_by(name: str) -> Optional[str]:
+        """Where the install took the build: with mirrors, not always the channel's index."""
+        chosen = record.resolution.file(name) if record is not None else None
+        return record.resolution.source if record is not None and chosen is not None and chosen.url else None
+
     return {
         "files": "hashed" if data.get("hashed") else "sizes",
         "result": "failed" if failed else "passed",
-        "distributions": {name: {key: distributions[name].get(key) for key in (
-            "version", "record", "files", "bytes", "changed", "missing", "unlisted", "unhashed", "problems")}
-            for name in vendor},
+        "distributions": {name: {**{key: distributions[name].get(key) for key in (
+            "version", "record", "files", "bytes", "changed", "missing", "unlisted", "unhashed", "problems")},
+            "served_by": served_by(name)} for name in vendor},
         "hooks": [hook.to_json() for hook in hooks(ctx)],
     }

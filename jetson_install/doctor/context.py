@@ -13,15 +13,18 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequen
 from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
-from jetson_install.tools import runner
-from jetson_install.board.platform_data import platform_data
-from jetson_install.probes import probe_command
-from jetson_install.doctor.profiles import JETSON, Profile
+from jetson_install.base.layout import COMPLETE_MARK, STATE_DIR
 from jetson_install.base.versions import satisfies
+from jetson_install.board.platform_data import platform_data
+from jetson_install.doctor.profiles import JETSON, Profile
+from jetson_install.envs.record import read_record
+from jetson_install.envs.sonames import site_packages_of
+from jetson_install.probes import probe_command
+from jetson_install.tools import runner
 
 if TYPE_CHECKING:
-    from jetson_install.catalog.catalog import Channel, VendorSource
     from jetson_install.board.platform import Platform
+    from jetson_install.catalog.catalog import Channel, VendorSource
 
 
 def uv_command() -> str:
@@ -164,8 +167,6 @@ def package_index_cpu_build(version: str) -> bool:
 
 def _without_source_options(command: str) -> str:
     """The command line without the options that chose the vendor source it is about to replace."""
-    import shlex
-
     words, kept = shlex.split(command), []
     skip_value = False
     for word in words:
@@ -209,8 +210,6 @@ class Context:
     def site_packages(self) -> Tuple[Path, ...]:
         """Where the interpreter imports from, as the torch probe found before importing torch;
         the environment's own site-packages where the probe did not get that far."""
-        from jetson_install.envs.sonames import site_packages_of
-
         listed = (self.torch.section("python") or {}).get("site_packages")
         if isinstance(listed, list) and all(isinstance(path, str) for path in listed):
             return tuple(Path(path) for path in listed)
@@ -218,8 +217,6 @@ class Context:
 
     def made_here(self) -> Optional[Path]:
         """The user's path of the environment when jetson-install made it (DIR, not DIR.d/env-<id>)."""
-        from jetson_install.base.layout import COMPLETE_MARK, STATE_DIR
-
         environment = Path(self.python).parent.parent
         if not (environment / STATE_DIR / COMPLETE_MARK).is_file():
             return None
@@ -248,8 +245,6 @@ class Context:
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
         """What the environment recorded of `name` built on this machine (from what, for which
         capability), or None when it was downloaded or the environment recorded nothing."""
-        from jetson_install.envs.record import read_record
-
         record = read_record(Path(self.python).parent.parent)
         build = record.built.get(name) if record is not None else None
         return dict(build) if build is not None else None
@@ -327,7 +322,10 @@ class Context:
         """For a CPU-only or other-CUDA torch. The package index's own CPU build (`+cpu`) came
         from a plain pip or uv install: the channel's preferred set replaces it. When it carries
         the pinned version without that label, the vendor source itself served it, and
-        reinstalling from there brings the same build back."""
+        reinstalling from there brings the same build back. In an install's verify the vendor
+        step took it from the vendor source, whatever its label: only another source helps."""
+        if self.install_command is not None:
+            return self.other_source_fix()
         if package_index_cpu_build(version):
             fix = f"install the channel's vendor set in an environment jetson-install makes: {self.reinstall}"
             in_place = self.vendor_install("torch")
@@ -339,8 +337,6 @@ class Context:
             served_by_source = False
         if not served_by_source:
             return self.torch_install_fix()
-        if self.install_command is not None:
-            return self.other_source_fix()
         return f"{self.other_source_fix()}; if another installer replaced it after the install: {self.torch_install_fix()}"
 
     @property
@@ -353,6 +349,14 @@ class Context:
         own = self.profile.reinstall_fix(self)
         if own is not None:
             return own
+        python = (self.torch.section("python") or {}).get("version")
+        channel = self.channel
+        if channel is not None and isinstance(python, str) and ".".join(python.split(".")[:2]) != channel.python \
+                and self.install_command is None:
+            # The vendor builds are for the channel's Python only: installing them into this
+            # interpreter finds none; an install picks the channel's Python itself.
+            return (f"channel {channel.id}'s vendor builds are for Python {channel.python}, this environment's is "
+                    f"{python}: install them with Python {channel.python}: {self.reinstall_command()}")
         command = self.vendor_install("torch")
         if command:
             return f"{command} (channel {self.channel.id})" if self.channel is not None else command

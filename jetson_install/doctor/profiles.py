@@ -114,6 +114,7 @@ class PreflightProfile(Profile):
     channel has no bitsandbytes)."""
 
     bitsandbytes: Optional[str] = None
+    asked: bool = False  # by `doctor --preflight` on an environment not made with it
 
     name = "preflight"
     passed_status = "preflight-passed"
@@ -122,7 +123,7 @@ class PreflightProfile(Profile):
     def for_channel(cls, channel: Optional["Channel"]) -> "PreflightProfile":
         """`doctor --preflight` on an environment not made with it: the channel's policy."""
         primary = channel.primary if channel is not None else None
-        return cls(primary.preferred.specifiers.get("bitsandbytes") if primary is not None else None)
+        return cls(primary.preferred.specifiers.get("bitsandbytes") if primary is not None else None, asked=True)
 
     def title(self, check_id: str, default: str) -> str:
         # Its titles say so, in the report and in the evidence, so nothing reads a CPU pass as a GPU one.
@@ -139,6 +140,9 @@ class PreflightProfile(Profile):
 
     def strict_refusal(self) -> Optional[Tuple[str, str]]:
         # The gate is Jetson GPU evidence; a preflight's CPU torch can never give it.
+        if self.asked:
+            return ("is checked as a preflight (--preflight was given)",
+                    "drop --preflight to check it as a Jetson environment (or drop --strict)")
         return ("is checked as a preflight (CPU torch, made with --preflight)",
                 "make the Jetson environment on the Jetson: jetson-install obliteratus --venv DIR; "
                 "or check the preflight without --strict")

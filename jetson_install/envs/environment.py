@@ -34,24 +34,47 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
+import platformdirs
+
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import (
-    ACTIVATE_FILE, ADDED_FILE, COMPLETE_MARK, CONSTRAINTS_FILE, ENVIRONMENTS_DIR, EXCLUDES_FILE, FAILED_EVIDENCE, HOME_LOCK, HOME_SUFFIX,
-    KNOWN_ENVIRONMENTS, LOCK_FILE, OWNER_MARK, OWNER_MARK_PREFIX, PLAN_FILE, PREVIOUS_FILE, REMOVING_PREFIX, REQUIREMENTS_FILE, STATE_DIR, home_of,
+    ACTIVATE_FILE,
+    ADDED_FILE,
+    COMPLETE_MARK,
+    CONSTRAINTS_FILE,
+    ENVIRONMENTS_DIR,
+    EXCLUDES_FILE,
+    FAILED_EVIDENCE,
+    HOME_LOCK,
+    HOME_SUFFIX,
+    KNOWN_ENVIRONMENTS,
+    LOCK_FILE,
+    OWNER_MARK,
+    OWNER_MARK_PREFIX,
+    PLAN_FILE,
+    PREVIOUS_FILE,
+    REMOVING_PREFIX,
+    REQUIREMENTS_FILE,
+    STATE_DIR,
+    home_of,
 )
 from jetson_install.base.redact import redact_data
+from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
+from jetson_install.catalog.lock_file import parse_lock
+from jetson_install.envs.record import read_record
 
 __all__ = ["EnvironmentHome", "disk_usage", "remove_tree", "known_environments", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs",
            "recorded_lock", "doctor_view", "write_constraints", "write_requirements", "write_additions",
-           "recorded_additions", "protect"]
+           "recorded_additions", "protect", "activate_command"]
 
 
 @dataclass(frozen=True)
@@ -420,8 +443,6 @@ def remove_tree(path: Path) -> None:
 
 def default_environments() -> Path:
     """Where each target's default DIR is (envs/<target>), in the user's data folder."""
-    import platformdirs
-
     return Path(platformdirs.user_data_dir("jetson-install")) / ENVIRONMENTS_DIR
 
 
@@ -443,8 +464,6 @@ def known_environments() -> List[Path]:
 def _remember(link: Path) -> None:
     """Add DIR to the user's list of what jetson-install worked on. Appended, never rewritten,
     so two runs at once cannot lose each other's line; `list` leaves out what is gone."""
-    import platformdirs
-
     data = Path(platformdirs.user_data_dir("jetson-install"))
     path = link.absolute()
     if path in known_environments():
@@ -473,7 +492,6 @@ def _try_creating_in(folder: Path) -> None:
     if not existing.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(existing))
     # Access bits say nothing for root or on /proc: only trying tells.
-    import tempfile
 
     os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".jetson-install-check-"))
 
@@ -566,8 +584,6 @@ def recorded_plan(environment: Path) -> Optional[Dict[str, Any]]:
 def recorded_vendor(environment: Path) -> Optional[VendorSource]:
     """The vendor builds an environment was made with (its vendor record), so a later doctor
     checks against what was installed, also when that was the fallback source."""
-    from jetson_install.envs.record import read_record
-
     record = read_record(environment)
     if record is None:
         kept = (recorded_plan(environment) or {}).get("kept_pins")
@@ -609,9 +625,6 @@ def doctor_view(channel: Optional[Channel], abi: str, pins: Mapping[str, str]
 def recorded_lock(environment: Path) -> Optional[Dict[str, Any]]:
     """The lock an environment was installed from, as the install's evidence names it: where it
     was read, its sha256, and what it was made for; None when it was not made from a lock."""
-    from jetson_install.envs.record import read_record
-    from jetson_install.catalog.lock_file import parse_lock
-
     digest = (recorded_plan(environment) or {}).get("lock")
     record = read_record(environment)
     if not isinstance(digest, str) or record is None:
@@ -728,3 +741,8 @@ def _patch_activate(script: Path, export: str, restore: str, deactivate_line: st
             break
     exports = "".join(export.format(var=var, value=value, why=_WHY[var]) for var, value in variables.items())
     script.write_text("".join(lines) + exports)
+
+
+def activate_command(venv: str) -> str:
+    """The line that activates the environment at `venv`, quoted for a shell."""
+    return f"source {shlex.quote(venv + '/bin/activate')}"

@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional
 from jetson_install.base.layout import EVIDENCE_FILE, FAILED_EVIDENCE, STATE_DIR
 from jetson_install.envs.environment import EnvironmentHome, write_private
 
-__all__ = ["KEPT_FAILED_EVIDENCE", "discard", "kept_evidence"]
+__all__ = ["KEPT_FAILED_EVIDENCE", "discard", "kept_evidence", "fix_after_discard"]
 
 KEPT_FAILED_EVIDENCE = 5
 
@@ -47,9 +47,17 @@ def _without_staging_fixes(evidence: Dict[str, Any], staging: Path, rerun: str) 
     fix the cause and run the install again instead."""
     for check in evidence.get("checks", []):
         fix = check.get("fix")
-        if isinstance(fix, str) and str(staging) in fix:
-            check["fix"] = f"fix the cause in the detail, then run the install again: {rerun}"
+        if isinstance(fix, str):
+            check["fix"] = fix_after_discard(fix, staging, rerun)
     return evidence
+
+
+def fix_after_discard(fix: str, staging: Path, rerun: str) -> str:
+    """`fix` as it reads once `staging` is gone: one that acts on it would point at nothing,
+    so it says to fix the cause and run the install again instead."""
+    if str(staging) in fix:
+        return f"fix the cause in the detail, then run the install again: {rerun}"
+    return fix
 
 
 def _rotate(directory: Path) -> None:

@@ -8,17 +8,39 @@ names it gives to its logs and caches. The environment in use changes in one ren
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from jetson_install.envs.environment import (
-    EnvironmentHome, default_environments, disk_usage, known_environments, linked_home, recorded_additions,
-    recorded_plan, remove_tree,
-)
+import platformdirs
+
 from jetson_install.base.errors import BadInput
-from jetson_install.base.layout import COMPLETE_MARK, FAILED_EVIDENCE, HOME_LOCK, STATE_DIR
+from jetson_install.base.layout import (
+    BUILD_CACHE_DIR,
+    COMPLETE_MARK,
+    EVIDENCE_FILE,
+    FAILED_EVIDENCE,
+    HOME_LOCK,
+    INTERPRETER_CACHE,
+    REMOVING_PREFIX,
+    STATE_DIR,
+)
+from jetson_install.base.logs import log_directory, own_logs
+from jetson_install.envs.environment import (
+    EnvironmentHome,
+    default_environments,
+    disk_usage,
+    known_environments,
+    linked_home,
+    recorded_additions,
+    recorded_plan,
+    remove_tree,
+)
+from jetson_install.envs.record import installed_torch_cuda, installed_versions, read_record
 
 __all__ = ["EnvironmentView", "Listed", "list_environments", "RolledBack", "rollback", "Uninstalled", "uninstall",
            "Cleaned", "clean"]
@@ -38,11 +60,20 @@ class EnvironmentView:
     size: int  # bytes on disk
     target: Optional[str] = None  # the command that made it (`obliteratus`, `torch`)
     additions: Tuple[str, ...] = ()  # what --with or `add` put on the stack
+    # How its vendor packages differ now from what the install put there and its doctor judged
+    # (a torch swapped by pip): that doctor's verdict no longer speaks for it.
+    changed: Tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """Whether its own evidence, as it stands now, says its doctor passed (any profile's,
+        or the part an install's --no-verify runs), and nothing it judged has changed since."""
+        return self.doctor is not None and not self.doctor.startswith("failed") and not self.changed
 
     def to_json(self) -> Dict[str, Any]:
         return {"path": self.path, "made": self.made, "channel": self.channel, "requirement": self.requirement,
                 "torch": self.torch, "doctor": self.doctor, "doctor_at": self.doctor_at, "size_bytes": self.size,
-                "target": self.target, "additions": list(self.additions)}
+                "target": self.target, "additions": list(self.additions), "changed_since_install": list(self.changed)}
 
 
 @dataclass(frozen=True)
@@ -57,19 +88,17 @@ class Listed:
     previous: Optional[EnvironmentView]
     other_size: int  # what else of the tool's is in DIR.d (killed builds, leftovers): `clean` removes it
     target: Optional[str]  # the command that made DIR (`obliteratus`, `torch`), where anything says
+    # The doctor evidence of environments failed verifies discarded, kept for the user to read
+    # (the newest first): `clean` keeps them unless given --failed-evidence.
+    failed_evidence: Tuple[str, ...] = ()
 
     def to_json(self) -> Dict[str, Any]:
         return {"venv": self.venv, "state": self.state, "current": self.current.to_json() if self.current else None,
                 "previous": self.previous.to_json() if self.previous else None, "other_size_bytes": self.other_size,
-                "target": self.target}
+                "target": self.target, "failed_evidence": list(self.failed_evidence)}
 
 
 def _view(environment: Path) -> EnvironmentView:
-    import json
-
-    from jetson_install.base.layout import COMPLETE_MARK, EVIDENCE_FILE, STATE_DIR
-    from jetson_install.envs.record import installed_torch_cuda, installed_versions, read_record
-
     state = environment / STATE_DIR
     try:
         made: Optional[str] = (state / COMPLETE_MARK).read_text().strip() or None
@@ -90,7 +119,8 @@ def _view(environment: Path) -> EnvironmentView:
     target = plan.get("target")
     return EnvironmentView(str(environment), made, plan.get("channel"), plan.get("requirement"), torch, doctor,
                            doctor_at, disk_usage(environment), target if isinstance(target, str) else None,
-                           recorded_additions(environment))
+                           recorded_additions(environment),
+                           tuple(record.differences(environment)) if record is not None else ())
 
 
 def list_environments() -> List[Listed]:
@@ -111,14 +141,19 @@ def list_environments() -> List[Listed]:
         state = "install in progress" if installing else "ok" if current is not None else \
             "broken" if link.is_symlink() else "partly removed"
         listed.append(Listed(str(link), state, _view(current) if current else None,
-                             _view(previous) if previous else None, other_size, _made_by(home)))
+                             _view(previous) if previous else None, other_size, _made_by(home),
+                             tuple(str(path) for path in _failed_evidence(home))))
     return listed
+
+
+def _failed_evidence(home: EnvironmentHome) -> List[Path]:
+    """The kept evidence of failed verifies in DIR.d, the newest first."""
+    kept = [path for path in home.leftovers() if _is_failed_evidence(path) and path.is_file()]
+    return sorted(kept, key=lambda path: path.stat().st_mtime, reverse=True)
 
 
 def _held(lock: Path) -> bool:
     """Whether a run holds DIR's lock now (tried, and let go at once, without waiting)."""
-    import fcntl
-
     try:
         handle = open(lock)  # noqa: SIM115 (an unreadable lock is answered before the with)
     except OSError:
@@ -137,8 +172,6 @@ def _is_complete(environment: Path) -> bool:
 
 
 def _is_failed_evidence(path: Path) -> bool:
-    from fnmatch import fnmatchcase
-
     return fnmatchcase(path.name, FAILED_EVIDENCE.format(name="env-*"))
 
 
@@ -213,40 +246,52 @@ class Cleaned:
     items: Tuple[Tuple[str, str, int], ...]  # (what, path, bytes)
     left: Tuple[str, ...]  # in the tool's folders but not made by it: never removed
     dry_run: bool
+    kept_evidence: Tuple[str, ...] = ()  # failed verifies' evidence, kept (without --failed-evidence)
+    busy: Tuple[str, ...] = ()  # DIRs an install is working on, which a dry run leaves out
 
     def to_json(self) -> Dict[str, Any]:
         return {"schema_version": 1, "dry_run": self.dry_run, "removed" if not self.dry_run else "would_remove":
                 [{"what": what, "path": path, "size_bytes": size} for what, path, size in self.items],
-                "total_bytes": sum(size for _, _, size in self.items), "left": list(self.left)}
+                "total_bytes": sum(size for _, _, size in self.items), "left": list(self.left),
+                "kept_failed_evidence": list(self.kept_evidence), "install_in_progress": list(self.busy)}
 
 
-def clean(dry_run: bool) -> Cleaned:
+def clean(dry_run: bool, failed_evidence: bool = False) -> Cleaned:
     """`clean`: the logs, the bitsandbytes build cache, the interpreters' versions kept and
-    what killed runs left beside the environments, under the lock of every environment, so no run is using them meanwhile.
-    The environments in use and their previous ones are never touched."""
-    import platformdirs
-
-    from jetson_install.base.layout import BUILD_CACHE_DIR, INTERPRETER_CACHE, REMOVING_PREFIX
-    from jetson_install.base.logs import log_directory, own_logs
-
+    what killed runs left beside the environments, under the lock of every environment, so no
+    run is using them meanwhile (a dry run removes nothing, so it takes no lock and leaves out
+    a DIR an install holds). The environments in use and their previous ones are never
+    touched; the evidence of failed verifies only with `failed_evidence`."""
 
     items: List[Tuple[str, Path, Callable[[], None]]] = []
     left: List[str] = []
+    kept_evidence: List[str] = []
+    busy: List[str] = []
     with contextlib.ExitStack() as locks:
         for link in known_environments():
             home = EnvironmentHome(link)
             if not (home.home / HOME_LOCK).is_file() or not home.owned():
                 continue  # gone, never more than a location, or not (any longer) the tool's
-            # Held, even for a DIR.d with nothing in it yet: a first install may be starting there.
-            locks.enter_context(home.lock())
+            if dry_run:
+                if _held(home.home / HOME_LOCK):
+                    busy.append(str(link))
+                    continue
+            else:
+                # Held, even for a DIR.d with nothing in it yet: a first install may be starting there.
+                locks.enter_context(home.lock())
             if not home.is_ours():
                 continue
             kept = {path for path in (home.current(), home.previous()) if path is not None}
             items += [("unfinished environment", path, partial(home.remove, path))
                       for path in home.environments() if path not in kept]
-            # A failed verify's evidence is kept for the user to read (install rotates it): not cleaned.
             items += [("left by an interrupted run", path, partial(_remove, path)) for path in home.leftovers()
                       if not _is_failed_evidence(path)]
+            # A failed verify's evidence is kept for the user to read (install rotates it).
+            evidence = _failed_evidence(home)
+            if failed_evidence:
+                items += [("failed-verify evidence", path, partial(path.unlink, missing_ok=True)) for path in evidence]
+            else:
+                kept_evidence += [str(path) for path in evidence]
         logs = own_logs()
         items += [("log", path, partial(path.unlink, missing_ok=True)) for path in logs]
         if log_directory().is_dir():
@@ -264,7 +309,7 @@ def clean(dry_run: bool) -> Cleaned:
         if not dry_run:
             for _, _, remove in items:
                 remove()
-    return Cleaned(sized, tuple(left), dry_run)
+    return Cleaned(sized, tuple(left), dry_run, tuple(kept_evidence), tuple(busy))
 
 
 def _size(path: Path) -> int:

@@ -8,18 +8,23 @@ repaired by a re-run.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import hashlib
+import heapq
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from packaging.utils import canonicalize_name
+
 from jetson_install.base.errors import JetsonInstallError
-from jetson_install.catalog.identity import Companion, Resolution
 from jetson_install.base.layout import RECORD_FILE, STATE_DIR
 from jetson_install.base.redact import redact
+from jetson_install.catalog.identity import Companion, Resolution
 
 __all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "missing_files", "installed_versions", "installed_torch_cuda",
            "read_record", "write_record", "record_path", "record_built", "record_installed"]
@@ -43,8 +48,6 @@ def _dist_infos(environment: Path) -> Iterable[Path]:
 
 
 def _dist_info(environment: Path, name: str) -> Optional[Path]:
-    from packaging.utils import canonicalize_name
-
     wanted = canonicalize_name(name)
     for dist_info in _dist_infos(environment):
         if canonicalize_name(dist_info.name[: -len(".dist-info")].partition("-")[0]) == wanted:
@@ -76,9 +79,6 @@ def missing_files(environment: Path, name: str) -> List[str]:
     """Files `name`'s RECORD lists that are gone or of another size, from a spot-check: every
     top-level package's __init__.py, the largest files and a spread of the rest, by stat alone
     (a deleted `torch/` is seen without hashing gigabytes)."""
-    import csv
-    import heapq
-
     dist_info = _dist_info(environment, name)
     if dist_info is None:
         return []
@@ -113,8 +113,6 @@ def installed_versions(environment: Path) -> Dict[str, str]:
     """Normalized distribution name -> version of what the environment's site-packages holds,
     read from the header of each dist-info's METADATA: no interpreter started, and the
     environment's own files, not the tool's interpreter's view of them."""
-    from packaging.utils import canonicalize_name
-
     found: Dict[str, str] = {}
     for folder in sorted(environment.glob("lib/python*/site-packages")):
         for metadata in sorted([*folder.glob("*.dist-info/METADATA"), *folder.glob("*.egg-info/PKG-INFO")]):
@@ -130,8 +128,6 @@ def distributions_state(environment: Path) -> str:
     the interpreter's binary (its version and platform decide markers). Installing, removing
     or reinstalling any distribution, with pip or uv, changes it; a reinstall linked from the
     same cache file keeps it, and with it the very metadata uv read."""
-    import os
-
     digest = hashlib.sha256()
     for folder in sorted(environment.glob("lib/python*/site-packages")):
         with os.scandir(folder) as entries:

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from jetson_install.base.elf import dynamic_of
 from jetson_install.base.errors import ElfError
 from jetson_install.catalog.catalog import NeededLibrary, VendorSource
@@ -165,8 +168,6 @@ def _shown(folder: Path, site_dirs: Sequence[Path]) -> str:
 def _distributions(site_dirs: Sequence[Path]) -> Dict[str, Tuple[Path, Path]]:
     """Normalized name -> (site-packages, dist-info) of every distribution there; the first
     folder that holds a name wins, as it does on sys.path."""
-    from packaging.utils import canonicalize_name
-
     found: Dict[str, Tuple[Path, Path]] = {}
     for site in site_dirs:
         for dist_info in sorted(site.glob("*.dist-info")):
@@ -182,8 +183,6 @@ def _installed_names(distributions: Dict[str, Tuple[Path, Path]]) -> Dict[str, s
 def _as_installed(provider: Optional[NeededLibrary], installed: Dict[str, str]) -> Optional[str]:
     if provider is None or provider.provider != "companion":
         return None
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
 
     name = str(canonicalize_name(Requirement(provider.package).name))
     return f"{name} {installed[name]}" if name in installed else None

@@ -13,16 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Tuple
 
-from jetson_install.base.errors import BadInput
+from jetson_install import __version__
+from jetson_install.base.errors import BadInput, InvalidReleaseFile
+from jetson_install.base.outputs import read_regular_file, replace_file
 from jetson_install.base.sourced import Sourced
+from jetson_install.board.platform import detect
+from jetson_install.board.platform_data import platform_data
+from jetson_install.board.release_files import parse_l4t, parse_nv_tegra_release
+from jetson_install.catalog.catalog import load_catalog
 
 if TYPE_CHECKING:
-    from jetson_install.catalog.catalog import Channel
     from jetson_install.board.platform import Platform
     from jetson_install.board.release_files import L4T
+    from jetson_install.catalog.catalog import Channel
 
 __all__ = ["check_image_reference", "write_dockerignore", "DOCKERIGNORE", "dockerfile_text", "HostFacts", "host_facts", "host_mismatch", "host_line", "Start", "start_check",
-           "START_EVIDENCE", "START_STATUS"]
+           "START_EVIDENCE", "START_STATUS", "IMAGE_L4T_VARIABLE"]
 
 # -- the image -----------------------------------------------------------------------------
 
@@ -31,6 +37,8 @@ START_EVIDENCE = "/tmp/jetson-install/start-evidence.json"
 START_STATUS = "/tmp/jetson-install/start-status"
 #: For hosts (and tests) where /etc/nv_tegra_release or the device tree is not mounted.
 HOST_L4T_VARIABLE = "JETSON_INSTALL_HOST_L4T"
+#: Set by the image's Dockerfile (Dockerfile.template): what says the entrypoint runs in one.
+IMAGE_L4T_VARIABLE = "JETSON_INSTALL_IMAGE_L4T_MAJOR"
 HOST_CAPABILITY_VARIABLE = "JETSON_INSTALL_HOST_CAPABILITY"
 #: For containers that cannot read /proc/device-tree, where L4T R39 runs on Thor and Orin alike.
 HOST_SOC_VARIABLE = "JETSON_INSTALL_HOST_SOC"
@@ -66,8 +74,6 @@ def check_image_reference(base: str, example: str) -> None:
 
 def write_dockerignore(context: Path) -> Optional[str]:
     """DOCKERIGNORE in the build context; a user's own different file is kept, and said."""
-    from jetson_install.base.outputs import read_regular_file, replace_file
-
     path = context / ".dockerignore"
     if path.exists() or path.is_symlink():
         try:
@@ -85,8 +91,6 @@ def write_dockerignore(context: Path) -> Optional[str]:
 def dockerfile_text(platform: "Platform", channel: "Channel", base: Optional[str], regenerate: str) -> str:
     """The Dockerfile for `channel` on `platform`'s release: FROM `base`, else the first image
     wheels-index.toml knows to match the channel."""
-    from jetson_install import __version__
-
     if base is None:
         if not channel.containers:
             raise BadInput(f"no container image is known to carry a CUDA torch for channel {channel.id}",
@@ -139,9 +143,6 @@ def host_facts(root: Path, environ: Mapping[str, str]) -> HostFacts:
 
     The SoC comes from JETSON_INSTALL_HOST_SOC, else the device tree, else the SoC of the
     L4T release's SoCs that has JETSON_INSTALL_HOST_CAPABILITY."""
-    from jetson_install.base.errors import InvalidReleaseFile
-    from jetson_install.board.release_files import parse_l4t, parse_nv_tegra_release
-
     l4t, l4t_source = None, "/etc/nv_tegra_release"
     if environ.get(HOST_L4T_VARIABLE):
         try:
@@ -159,12 +160,15 @@ def host_facts(root: Path, environ: Mapping[str, str]) -> HostFacts:
             l4t = parse_nv_tegra_release(text)[0] if text is not None else None
         except InvalidReleaseFile:
             l4t = None
-    from jetson_install.board.platform import detect
 
     given_soc = environ.get(HOST_SOC_VARIABLE) or None
     try:
         read = detect(root, Sourced(str(l4t), l4t_source) if l4t else None,
                       soc_override=Sourced(given_soc, HOST_SOC_VARIABLE) if given_soc else None)
+    except InvalidReleaseFile:
+        # The host's release is unknown: host_mismatch says so, naming the entrypoint's own
+        # variable (detect's fix names --l4t, which the entrypoint does not take).
+        read = None
     except BadInput:
         if given_soc:
             raise  # a JETSON_INSTALL_HOST_SOC that names no SoC is the user's to fix
@@ -184,8 +188,6 @@ def host_facts(root: Path, environ: Mapping[str, str]) -> HostFacts:
 
 def _soc_with_capability(major: int, capability: str) -> Optional[str]:
     """The one SoC L4T R`major` runs on whose GPU has `capability` (None: none, or several)."""
-    from jetson_install.board.platform_data import platform_data
-
     data = platform_data()
     facts = data.majors.get(major)
     candidates = facts.socs if facts is not None and facts.socs else tuple(data.socs)
@@ -196,7 +198,7 @@ def _soc_with_capability(major: int, capability: str) -> Optional[str]:
 
 def host_mismatch(host: HostFacts, environ: Mapping[str, str]) -> Optional[Tuple[str, str]]:
     """(message, fix) when the host is not what the image was built for, else None."""
-    built_major = environ.get("JETSON_INSTALL_IMAGE_L4T_MAJOR", "")
+    built_major = environ.get(IMAGE_L4T_VARIABLE, "")
     built_capability = environ.get("JETSON_INSTALL_IMAGE_CAPABILITY", "")
     built = f"L4T R{built_major}" + (f", compute capability {built_capability}" if built_capability else "")
     rebuild = "build the image for this host: run `jetson-install dockerfile` on it"
@@ -229,9 +231,6 @@ class Start:
 def start_check(environ: Mapping[str, str]) -> Start:
     """The entrypoint's host check: the host's L4T major (and capability) must be the image's,
     and its L4T release and SoC must be in the channel the image was built for."""
-    from jetson_install.catalog.catalog import load_catalog
-    from jetson_install.board.platform import detect
-
     host = host_facts(Path("/"), environ)
     mismatch = host_mismatch(host, environ)
     if mismatch is not None:

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from jetson_install.base import schema
 from jetson_install.base.errors import BadInput
 from jetson_install.base.outputs import read_regular_file
+from jetson_install.base.redact import redact_data
+from jetson_install.doctor import CHECKS
+from jetson_install.doctor.checks_kernels import KERNEL_CHECKS
 
 if TYPE_CHECKING:
     from jetson_install.board.platform import Platform
@@ -144,8 +147,6 @@ CUDA_CHECKS = ("torch-build", "cuda-available", "cuda-arch", "cuda-matmul", "cud
 def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
     """Why a schema-valid evidence's passing ``status`` cannot be true of its own checks, kernel
     and integrity sections (a status edited by hand, or written by something else), else None."""
-    from jetson_install.doctor.checks_kernels import KERNEL_CHECKS
-
     status, checks = evidence["status"], evidence["checks"]
     if status == "failed":
         return None  # a failure claims nothing
@@ -191,8 +192,6 @@ def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
     vendor files hashed against their RECORDs and no start-up hook from outside the vendor
     builds. The one rule for the `cuda` label, for a "passed" in the support table and for an
     ok from `evidence check`."""
-    from jetson_install.doctor import CHECKS
-
     if evidence.get("profile", "jetson") != "jetson":
         return f"a {evidence['profile']} run, not Jetson GPU evidence"
     by_id = {check["id"]: check for check in evidence["checks"]}
@@ -267,7 +266,9 @@ def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAU
     if age < -1:
         return Verdict(path, False, f"generated_at {evidence['generated_at']} is in the future (check the clock)",
                        evidence, age)
-    if age > max_age_days:
+    # Whole days, as the message counts them, for a whole-day maximum: `--max-age 0` means
+    # generated today, which a file of some hours still is.
+    if (int(age) if float(max_age_days).is_integer() else age) > max_age_days:
         return Verdict(path, False, f"stale: generated {evidence['generated_at'][:10]}, {int(age)} days ago "
                                     f"(maximum {max_age_days:g})", evidence, age)
     for key, wanted in requirements:
@@ -360,7 +361,5 @@ def gate_record(report: Mapping[str, Any], exit_code: int, git_sha: str) -> Dict
 def gate_record_text(report: Mapping[str, Any], exit_code: int, environ: Mapping[str, str]) -> str:
     """The gate record as upstream writes it: GITHUB_SHA, or "local" outside Actions, sorted
     and indented, with URL credentials masked."""
-    from jetson_install.base.redact import redact_data
-
     record = gate_record(report, exit_code, environ.get("GITHUB_SHA") or "local")
     return json.dumps(redact_data(record), indent=2, sort_keys=True) + "\n"

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -21,25 +22,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 from urllib.parse import unquote, urlsplit
 
-from packaging.utils import canonicalize_name
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from jetson_install import __version__
-from jetson_install.tools import git
 from jetson_install.base import git_urls
-from jetson_install.tools import runner, uv
 from jetson_install.base.errors import BadInput, StepFailed
-from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, render_lock
 from jetson_install.base.outputs import replace_file
 from jetson_install.base.redact import CREDENTIALS_FIX, redact
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
 from jetson_install.base.toml_file import load_toml
+from jetson_install.board.platform_data import ubuntu_glibc
+from jetson_install.board.samples import root_shown
+from jetson_install.catalog.identity import NoBuildForPython
+from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, parse_lock, render_lock
+from jetson_install.envs.interpreters import inspect_interpreter
+from jetson_install.tools import git, runner, uv
+from jetson_install.tools.index import fetch_file
 from jetson_install.tools.uv_errors import read_uv_failure
 
 if TYPE_CHECKING:
     from packaging.tags import Tag
 
-    from jetson_install.catalog.identity import NoBuildForPython, Resolution
+    from jetson_install.catalog.identity import Resolution
     from jetson_install.planning.fixes import Rerun
     from jetson_install.planning.plan import Plan
 
@@ -113,10 +118,6 @@ def lock_target(plan: "Plan", python: Optional[str], python_version: Optional[st
     channel's Python or `python_version`; or, with `python`, that interpreter on this machine,
     which must be of the board's architecture: with another, the vendor files (the board's)
     and the rest (this machine's) would make a lock that installs nowhere."""
-    from jetson_install.board.platform_data import ubuntu_glibc
-    from jetson_install.board.samples import root_shown
-    from jetson_install.envs.interpreters import inspect_interpreter
-
     assert plan.channel is not None
     arch = plan.platform.arch or "aarch64"
     if python and python_version:
@@ -146,8 +147,6 @@ def no_build_for_the_boards_python(error: "NoBuildForPython", target: LockTarget
                                    rerun: "Rerun") -> "NoBuildForPython":
     """`error` with a lock's own fix: lock for a Python the vendor index has the set for
     (a board's Python is named by --python-version, not by an interpreter here)."""
-    from jetson_install.catalog.identity import NoBuildForPython
-
     if target.interpreter is not None:
         return error
     fix = (f"{where} has the set for Python {', '.join(error.served)}: lock for that Python: "
@@ -165,8 +164,6 @@ class LockResult:
 
     @property
     def install_command(self) -> str:
-        import shlex
-
         python = f" --python {self.install_python}" if self.install_python else ""
         return f"jetson-install {self.lock.target} --lock {shlex.quote(self.path)}{python}"
 
@@ -260,8 +257,6 @@ def remove_unnamed_builds(folder: Path, distribution: str) -> None:
     made again for another commit, or of one killed just after its rename. Only this tool's
     own build names are touched, and a lock that cannot be read keeps every one: locks for
     several boards in one folder share a build."""
-    from jetson_install.catalog.lock_file import parse_lock
-
     named: Set[str] = set()
     builds: List[Path] = []
     for path in folder.iterdir():
@@ -316,8 +311,6 @@ def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[
     """jetson-install's own `wheel` and its dependencies, resolved for the board `lock` was made
     for (its Python, architecture and glibc: the aarch64 uv wheel among them), so that a board
     without internet installs the tool from the wheelhouse too."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     try:
         name, version = parse_wheel_filename(wheel.name)[:2]
     except InvalidWheelFilename:
@@ -357,8 +350,6 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
     """The resolved vendor files; a file the index listed without its sha256 is hashed here,
     and a set known only by versions (a source not read live) is resolved by uv, --no-deps,
     from the vendor index alone."""
-    from jetson_install.tools.index import fetch_file
-
     entries: List[Locked] = []
     by_version: List[str] = []
     for chosen in resolution.files:
@@ -380,8 +371,6 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
 
 
 def _wheel_version(filename: str) -> str:
-    from packaging.utils import parse_wheel_filename
-
     return str(parse_wheel_filename(filename)[1])
 
 

@@ -3,14 +3,16 @@ the lock itself, so boards without internet (or a whole fleet, over http) instal
 
 from __future__ import annotations
 
+import html
 import shlex
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 from packaging.utils import canonicalize_name
 
 from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.outputs import replace_file
 from jetson_install.catalog.lock_file import (
     FILES_DIR,
     SIMPLE_DIR,
@@ -21,9 +23,9 @@ from jetson_install.catalog.lock_file import (
     file_sha256,
     render_lock,
 )
-from jetson_install.base.outputs import replace_file
+from jetson_install.tools.index import IndexRefused, IndexUnreachable, fetch_file, project_files
 
-__all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command", "runner_command"]
+__all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
 
 
 def wheelhouse_pages(lock: Lock, tool: Sequence[Locked] = ()) -> Dict[str, str]:
@@ -41,8 +43,6 @@ def wheelhouse_pages(lock: Lock, tool: Sequence[Locked] = ()) -> Dict[str, str]:
 
 
 def _page(title: str, links: Sequence[Tuple[str, str]]) -> str:
-    import html
-
     body = "\n".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
     return f"<!DOCTYPE html>\n<html><head><title>{html.escape(title)}</title></head><body>\n{body}\n</body></html>\n"
 
@@ -61,18 +61,12 @@ def tool_install_command(directory: Path) -> str:
             f"jetson-install && mkdir -p ~/.local/bin && ln -sfn {venv}/bin/jetson-install ~/.local/bin/")
 
 
-def runner_command(target: str, lock: str, url: str) -> str:
-    """What each runner runs: the fleet's route, the hashes from the runner's own copy of the
-    lock and only the files from the wheelhouse, which plain http cannot alter (docs/fleets.md)."""
-    return f"jetson-install {target} --lock {shlex.quote(lock)} --wheelhouse {url}"
-
-
-def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) -> Dict[str, Any]:
+def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = (),
+                    mirrors: Sequence[str] = ()) -> Dict[str, Any]:
     """Download every file of `lock` (and of `tool`, jetson-install with its dependencies for the
     board) into `directory`/files (checking each sha256), write the PEP 503 index under simple/
-    and the wheelhouse's own lock.txt. Files already there are kept."""
-    from jetson_install.tools.index import fetch_file
-
+    and the wheelhouse's own lock.txt. Files already there are kept. A vendor file its URL does
+    not deliver is taken from the first of `mirrors` that serves it with the lock's sha256."""
     files = directory / FILES_DIR
     files.mkdir(parents=True, exist_ok=True)
     _confined(directory, files)
@@ -85,19 +79,7 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) ->
         if path.is_file() and not path.is_symlink() and file_sha256(path) == entry.sha256:
             continue
         partial = path.with_name(path.name + ".part")
-        # Whatever was there (a link planted to redirect the write) goes; the download is a new file.
-        partial.unlink(missing_ok=True)
-        try:
-            fetch_file(entry.url, partial)
-        except BaseException:
-            # A failed or interrupted download leaves nothing half written; the files already
-            # complete stay, and a re-run starts at this one.
-            partial.unlink(missing_ok=True)
-            raise
-        if file_sha256(partial) != entry.sha256:
-            partial.unlink()
-            raise StepFailed("download", f"{entry.url} does not have the sha256 the lock names ({entry.sha256})",
-                             "the index changed the file since the lock was made: make the lock again")
+        _download(entry, partial, mirrors if entry.origin == "vendor" else ())
         partial.replace(path)
         fetched += path.stat().st_size
     for relative, text in wheelhouse_pages(lock, tool).items():
@@ -110,6 +92,48 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = ()) ->
             "downloaded_bytes": fetched, "index": (directory / SIMPLE_DIR).as_uri(),
             "lock": str(directory / WHEELHOUSE_LOCK), "target": lock.target,
             "tool": {"files": len(tool), "install": tool_install_command(directory)} if tool else None}
+
+
+def _download(entry: Locked, partial: Path, mirrors: Sequence[str]) -> None:
+    """`entry`'s file into `partial`, from its URL or else the first of `mirrors` that serves
+    the same file name with the lock's sha256 (a vendor index that is down, or lost it)."""
+    tried: List[str] = []
+    first: Optional[StepFailed] = None
+    for source in (None, *mirrors):
+        try:
+            url = entry.url if source is None else next(
+                (listed.url for listed in project_files(source, entry.name) if listed.filename == entry.filename), None)
+        except (IndexUnreachable, IndexRefused) as exc:
+            tried.append(f"{source}: {exc.message}")
+            continue
+        if url is None:
+            tried.append(f"{source}: does not list {entry.filename}")
+            continue
+        # Whatever was there (a link planted to redirect the write) goes; the download is a new file.
+        partial.unlink(missing_ok=True)
+        try:
+            fetch_file(url, partial)
+        except StepFailed as failure:
+            partial.unlink(missing_ok=True)
+            first = first or failure
+            tried.append(failure.message)
+            continue
+        except BaseException:
+            # An interrupted download leaves nothing half written; the files already complete
+            # stay, and a re-run starts at this one.
+            partial.unlink(missing_ok=True)
+            raise
+        if file_sha256(partial) == entry.sha256:
+            return
+        partial.unlink()
+        first = first or StepFailed("download", f"{url} does not have the sha256 the lock names ({entry.sha256})",
+                                    "the index changed the file since the lock was made: make the lock again")
+        tried.append(f"{url}: refused, another sha256")
+    assert first is not None  # the lock's own URL was tried first
+    if not mirrors:
+        raise first
+    raise StepFailed("download", f"no source served {entry.filename} with the lock's sha256 ({'; '.join(tried)})",
+                     first.fix)
 
 
 def _confined(directory: Path, inner: Path) -> None:

@@ -30,15 +30,13 @@ import stat
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, List, Optional, Tuple
+from typing import BinaryIO, Callable, List, Optional, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.outputs import read_regular_file
 from jetson_install.catalog.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, Lock, parse_lock
-from jetson_install.fleet.wheelhouse import runner_command
-
-if TYPE_CHECKING:
-    from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.fixes import Rerun, runner_command
 
 __all__ = ["WheelhouseServer", "open_server", "serving_lines", "serving_url", "IDLE_TIMEOUT",
            "MAX_CONNECTIONS"]
@@ -322,8 +320,6 @@ def open_server(directory: Path, bind: str, port: int, rerun: "Rerun", *, idle_t
 
     Refused with one line: a folder that is not a wheelhouse, a port already in use, an
     address not this machine's."""
-    from jetson_install.base.outputs import read_regular_file
-
     fill = f"fill it from a lock, then serve it: {rerun.with_option('--lock', 'FILE')}"
     try:
         raw = read_regular_file(directory / WHEELHOUSE_LOCK, 16 * 2**20, follow=False)

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import os
 import re
-from shlex import quote
 from dataclasses import dataclass
 from pathlib import Path
+from shlex import quote
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from jetson_install.tools import git, uv
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from jetson_install.base.errors import BadInput
-from jetson_install.envs.source_tree import LinkOutside, checkout_digest
 from jetson_install.base.steps import Step
 from jetson_install.base.toml_file import TomlData
 from jetson_install.base.versions import satisfies
+from jetson_install.envs.source_tree import LinkOutside, checkout_digest
+from jetson_install.tools import git, uv
 
 __all__ = [
     "Release",
@@ -97,9 +100,6 @@ class PlannedBuild:
 def load_releases(path: Path = RELEASES_FILE) -> Tuple[Tuple[Release, ...], str]:
     """The buildable releases, newest first, and the repository they are tags of; a mistake
     in the file (a key, a commit, the order) is one CatalogError naming its line."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
     file = TomlData(path, "jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --bitsandbytes build")
     data = file.data
     file.unknown("top level", data, ("repository", "releases"), "a key of the releases file")

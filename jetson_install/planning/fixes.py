@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from jetson_install.tools.uv_errors import UvFailure
 
 __all__ = ["Rerun", "StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of",
-           "index_down_fix", "vendor_missing_fix", "other_python_fix"]
+           "index_down_fix", "vendor_missing_fix", "other_python_fix", "runner_command", "permission_needed"]
 
 
 @dataclass(frozen=True)
@@ -184,11 +184,28 @@ def other_python_fix(context: StepContext, python: str, served: Tuple[str, ...],
 
 
 def _disk_of(path: Optional[str], location: Path) -> Path:
-    """Where to free space: DIR.d when uv was writing under it, else the folder uv named
+    """Where to free space: DIR.d's folder when uv was writing under it, else the folder uv named
     (uv's cache, a temporary directory); uv names a temporary file, not a folder."""
     if path is None or Path(path) == location or location in Path(path).parents:
-        return location
+        # DIR.d's own folder: a first install's failure removes DIR.d itself.
+        return location.parent
     return Path(path).parent
+
+
+def permission_needed(path: Path) -> Optional[str]:
+    """What this user lacks to reach `path`: entering a folder on the way (its execute bit),
+    else writing the nearest folder that exists (or the file itself); None when neither is
+    missing as far as this user can tell."""
+    path = path.absolute()
+    for folder in reversed(path.parents):
+        if folder.is_dir() and not os.access(folder, os.X_OK):
+            quoted = shlex.quote(str(folder))
+            return f"let this user enter {quoted} (it lacks execute permission: chmod a+x {quoted})"
+    existing = next((place for place in (path, *path.parents) if os.path.lexists(place)), path)
+    quoted = shlex.quote(str(existing))
+    if not os.access(existing, os.W_OK):
+        return f"make {quoted} writable for this user (chmod u+w {quoted}, as its owner)"
+    return None
 
 
 def os_error_reason(exc: OSError) -> str:
@@ -202,6 +219,10 @@ def fix_for_os_error(exc: OSError, then: str) -> str:
     number = exc.errno
     if number in (errno.ENOSPC, errno.EDQUOT):
         return f"free disk space on the filesystem of {path} (df -h {path}), then {then}"
+    needed = permission_needed(Path(str(exc.filename))) if number in (errno.EACCES, errno.EPERM) and exc.filename \
+        else None
+    if needed is not None:
+        return f"{needed}, or choose another location, then {then}"
     if number in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"make {path} writable (and readable) for this user, or choose another location, then {then}"
     if number == errno.EXDEV:
@@ -211,3 +232,9 @@ def fix_for_os_error(exc: OSError, then: str) -> str:
     if number == errno.ENOENT:
         return f"{path} is missing: restore it, then {then}"
     return f"fix the cause above, then {then}"
+
+
+def runner_command(target: str, lock: str, url: str) -> str:
+    """What each runner runs: the fleet's route, the hashes from the runner's own copy of the
+    lock and only the files from the wheelhouse, which plain http cannot alter (docs/fleets.md)."""
+    return f"jetson-install {target} --lock {shlex.quote(lock)} --wheelhouse {url}"

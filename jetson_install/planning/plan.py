@@ -13,22 +13,23 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from jetson_install.board import apt
-from jetson_install.catalog.catalog import Channel, Target, VendorSource
-from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.base.layout import staging_placeholder
 from jetson_install.base.requirements import TargetRequirement
-from jetson_install.board.platform import Platform
-from jetson_install.catalog.settings import IndexSettings
 from jetson_install.base.steps import Step
+from jetson_install.board import apt
+from jetson_install.board.platform import Platform
+from jetson_install.board.samples import root_shown
+from jetson_install.catalog.catalog import Channel, Target, VendorSource
+from jetson_install.catalog.identity import Resolution, VersionSet
+from jetson_install.catalog.settings import IndexSettings
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from jetson_install.planning.fixes import Rerun
     from jetson_install.base.process import Completed
-    from jetson_install.tools.progress import StepProgress
     from jetson_install.planning.bitsandbytes_source import PlannedBuild
+    from jetson_install.planning.fixes import Rerun
+    from jetson_install.tools.progress import StepProgress
 
 __all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "with_interpreter", "resolved_plan", "Execution",
            "Handler"]
@@ -216,10 +217,18 @@ class Plan:
     def vendor_location(self) -> Optional[str]:
         return self.vendor.location if self.vendor else None
 
+    def vendor_mirrors(self) -> List[Tuple[str, str]]:
+        """(URL, where it was named) of each source tried after the vendor index, in order."""
+        if self.vendor is None or self.vendor_index is None:
+            return []
+        named = {mirror.value: mirror.source for mirror in self.settings.mirrors}
+        return [(url, named.get(url, "wheels-index.toml")) for url in self.vendor.mirrors if url != self.vendor_index]
+
     @property
     def indexes(self) -> Tuple[str, ...]:
         """Every index URL the steps may name, with its credentials (given to uv apart from its argv)."""
-        found = [self.settings.default_index.value, self.settings.vendor_index.value, self.vendor_index]
+        found = [self.settings.default_index.value, self.settings.vendor_index.value, self.vendor_index,
+                 *(self.vendor.mirrors if self.vendor else ())]
         return tuple(dict.fromkeys(url for url in found if url))
 
     @property
@@ -231,8 +240,6 @@ class Plan:
     @property
     def doctor_platform_args(self) -> Tuple[str, ...]:
         """How the doctor reads the same platform this plan was made for."""
-        from jetson_install.board.samples import root_shown
-
         args: Tuple[str, ...] = ("--root", root_shown(self.platform.root))
         if self.platform.l4t is not None and self.platform.sources.get("l4t") in ("--l4t", "JETSON_L4T_VERSION"):
             args += ("--l4t", str(self.platform.l4t))
@@ -285,6 +292,8 @@ class Plan:
             "venv": self.venv,
             "vendor_index": self.vendor_location,
             "vendor_index_source": self.route.vendor_label(self),
+            # Tried in order after vendor_index for the same recorded builds.
+            "vendor_mirrors": [{"url": url, "source": source} for url, source in self.vendor_mirrors()],
             "fallback": self.route.fallback_location(self),
             "default_index": self.settings.default_index.value,
             "default_index_source": self.settings.default_index.source,

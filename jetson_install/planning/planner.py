@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
+from packaging.requirements import InvalidRequirement, Requirement
+
+from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.base.git_urls import split_git_url
 from jetson_install.base.requirements import TargetRequirement
-from jetson_install.catalog.catalog import Catalog, Target
-from jetson_install.base.errors import BadInput, JetsonInstallError
-from jetson_install.planning.plan import Plan, Route
+from jetson_install.base.toml_file import load_toml
 from jetson_install.board.platform import Platform
+from jetson_install.catalog.catalog import Catalog, Target
+from jetson_install.planning.options import PlanOptions
+from jetson_install.planning.plan import Plan, Route
 from jetson_install.planning.routes.download import check_channel, plan_download
 from jetson_install.planning.routes.existing_torch import plan_existing
 from jetson_install.planning.routes.preflight import plan_preflight
-from jetson_install.planning.options import PlanOptions
 
 __all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_git_ref"]
 
@@ -102,8 +105,6 @@ def source_extra(target: Target, requirement: Optional[TargetRequirement]) -> Op
 def _checkout_extra(folder: Path, extra: str) -> Optional[str]:
     """`extra` unless the checkout's pyproject.toml lists its extras without it (a dynamic or
     unreadable list keeps it: uv then says whether it exists)."""
-    from jetson_install.base.toml_file import load_toml
-
     try:
         project = load_toml(folder / "pyproject.toml").get("project", {})
     except (OSError, JetsonInstallError):
@@ -117,8 +118,6 @@ def _checkout_extra(folder: Path, extra: str) -> Optional[str]:
 def additions(requirements: Sequence[str]) -> Tuple[str, ...]:
     """--with's requirements as uv takes them: a name with its version and extras, a URL, or a
     local project (made absolute, so a re-run from elsewhere means the same folder)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     found: List[str] = []
     for text in requirements:
         value = text.strip()

@@ -21,14 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
-from jetson_install.tools import git, runner, uv
+import platformdirs
+
 from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.layout import BUILD_CACHE_DIR
-from jetson_install.planning.bitsandbytes_source import (
-    BUILT_HERE, CUDA_HOME, BuildSource, PlannedBuild, build_commands, cmake_options, install_argv,
-)
-from jetson_install.envs.source_tree import BUILD_OUTPUTS
 from jetson_install.base.steps import Step
+from jetson_install.envs.interpreters import inspect_interpreter
+from jetson_install.envs.record import record_built
+from jetson_install.envs.source_tree import BUILD_OUTPUTS
+from jetson_install.planning.bitsandbytes_source import (
+    BUILT_HERE,
+    CUDA_HOME,
+    BuildSource,
+    PlannedBuild,
+    build_commands,
+    cmake_options,
+    install_argv,
+)
+from jetson_install.tools import git, runner, uv
 
 if TYPE_CHECKING:
     from jetson_install.planning.plan import Execution
@@ -120,11 +130,6 @@ def _nvcc_version(nvcc: str) -> str:
 def run_build_step(planned: PlannedBuild, step: Step, run: "Execution") -> str:
     """Build bitsandbytes for the device (or take the cached wheel), install it without
     dependencies, and record it as the environment's vendor build."""
-    import platformdirs
-
-    from jetson_install.envs.interpreters import inspect_interpreter
-    from jetson_install.envs.record import record_built
-
     plan = run.plan
     toolchain = find_toolchain(CUDA_HOME, plan.platform.cuda)
     compile_ = next(command for command in step.commands if "--parallel" in command)

@@ -23,15 +23,15 @@ from jetson_install.doctor import GPU_FREE_CHECKS
 from jetson_install.doctor.context import _last_json_object
 from jetson_install.doctor.on_environment import doctor_environment
 from jetson_install.envs.environment import protect, write_additions, write_constraints, write_requirements
-from jetson_install.envs.failed_evidence import kept_evidence
+from jetson_install.envs.failed_evidence import fix_after_discard, kept_evidence
 from jetson_install.envs.interpreters import Interpreter, pip_check
 from jetson_install.envs.record import distributions_state, record_installed
 from jetson_install.envs.sonames import Missing, environment_libraries
-from jetson_install.planning.plan import resolved_plan
+from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.routes.shared import target_lines
 from jetson_install.running.bitsandbytes_build import run_build_step
 from jetson_install.running.execution import Run, StepHandler
-from jetson_install.tools import runner
+from jetson_install.tools import index, runner
 
 __all__ = ["doctor", "shared_handlers"]
 
@@ -58,8 +58,18 @@ def _vendor(step: Step, run: Run) -> str:
     plan = run.plan
     assert plan.vendor is not None and plan.resolution is not None
     pins = ", ".join(f"{name}=={version}" for name, version in plan.pins.items())
-    run.run(step.argv, f"check that {plan.vendor.location} is reachable and carries {pins}; or use another: "
-                       f"{run.rerun.with_option(plan.route.source_option, 'URL')}")
+    fix = (f"check that {plan.vendor.location} is reachable and carries {pins}; or use another: "
+           f"{run.rerun.with_option(plan.route.source_option, 'URL')}")
+    argv = step.argv
+    while True:
+        try:
+            run.run(argv, fix)
+            break
+        except StepFailed as failure:
+            plan = _from_next_source(plan, run, failure)
+            argv = next(planned for planned in plan.steps if planned.id == step.id).bound(plan.staging,
+                                                                                         str(run.staging)).argv
+    assert plan.resolution is not None
     record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
     # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on.
     resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()})
@@ -67,6 +77,28 @@ def _vendor(step: Step, run: Run) -> str:
         record_installed(run.staging, resolution, (), str(run.rerun))
         run.learned(resolved_plan(plan, resolution, plan.companions))
     return ", ".join(f"{name} {package.version}" for name, package in record.installed.items())
+
+
+def _from_next_source(plan: Plan, run: Run, failure: StepFailed) -> Plan:
+    """The plan with the same vendor files from the next source that serves them, when the one
+    the set came from failed to deliver them (a file cut short, an HTTP error); else `failure`,
+    naming each later source and what it answered."""
+    assert plan.vendor is not None and plan.resolution is not None
+    failed = plan.resolution.source
+    if not plan.vendor.mirrors:
+        raise failure
+    resolution, answers = index.same_files_elsewhere(plan.vendor, plan.vendor_index, plan.resolution, failed)
+    if resolution is None:
+        tried = f"; the other vendor sources: {'; '.join(answers)}" if answers else ""
+        raise StepFailed(failure.step, failure.message + tried, failure.fix)
+    for answer in answers:
+        run.progress(f"vendor source {answer}")
+    note = f"vendor source {failed} failed to deliver the files ({failure.message}); taking them from {resolution.source}"
+    run.progress(note)
+    run.warnings.append(note)
+    plan = resolved_plan(plan, resolution, plan.companions)
+    run.learned(plan)
+    return plan
 
 
 def _companions(step: Step, run: Run) -> str:
@@ -192,7 +224,8 @@ def doctor(step: Step, run: Run) -> str:
         checks = {check.get("id"): check for check in evidence.get("checks", []) if isinstance(check, dict)}
         first = checks.get(evidence.get("headline")) or {}
         detail = f"{first['id']}: {first.get('detail')}" if first else "a required check failed"
-        fixes = [first["fix"]] if first.get("fix") else []
+        # A failed verify discards the environment: a fix acting on it would point at nothing.
+        fixes = [fix_after_discard(first["fix"], run.staging, str(run.rerun))] if first.get("fix") else []
         if plan.verify and evidence.get("profile") == "jetson" and first.get("id") not in GPU_FREE_CHECKS:
             fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
         raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {kept_evidence(run.staging)})",

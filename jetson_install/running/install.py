@@ -12,7 +12,6 @@ doctor found).
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
 from jetson_install.base.steps import Step, StepResult
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.identity import NothingInPolicy, Resolution
-from jetson_install.envs.environment import EnvironmentHome
+from jetson_install.envs.environment import EnvironmentHome, activate_command
 from jetson_install.envs.failed_evidence import discard
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter
 from jetson_install.envs.record import installed_versions
@@ -39,7 +38,7 @@ from jetson_install.running.noop import Current, decide, known_set, plan_fingerp
 from jetson_install.tools import index
 from jetson_install.tools.progress import Display
 
-__all__ = ["InstallResult", "activate_command", "check_before_install", "install"]
+__all__ = ["InstallResult", "check_before_install", "install"]
 
 SCHEMA_VERSION = 1
 
@@ -92,10 +91,6 @@ class InstallResult:
             "removed_leftovers": [{"path": path, "bytes": size} for path, size in self.removed],
             "damaged": list(self.damaged),
         }
-
-
-def activate_command(venv: str) -> str:
-    return f"source {shlex.quote(venv + '/bin/activate')}"
 
 
 # -- before anything runs ---------------------------------------------------------------------------

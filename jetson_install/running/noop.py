@@ -25,7 +25,7 @@ from jetson_install.envs.record import EnvironmentRecord, distributions_state, i
 from jetson_install.envs.source_identity import Sources
 from jetson_install.planning.plan import Plan, resolved_plan
 
-__all__ = ["Current", "Decision", "KnownSet", "decide", "known_set", "plan_fingerprint", "sources_of", "would_change"]
+__all__ = ["as_it_would_run", "Current", "Decision", "KnownSet", "decide", "known_set", "plan_fingerprint", "sources_of", "would_change"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,18 @@ def decide(plan: Plan, current: Current, interpreter: Interpreter, sources: Sour
     if not _still_checked(where) and not pip_check(str(where / "bin" / "python")).ok:
         return not_held
     return Decision(False, f"{plan.venv} already satisfies the plan", {**kept, **installed})
+
+
+def as_it_would_run(plan: Plan, upgrade: bool) -> Plan:
+    """The plan with the vendor set the install would take without reading an index (the set
+    the environment at DIR recorded, a lock's files), so a dry run shows the commands the
+    install runs (by hash); the plan as it is where the index decides."""
+    path = EnvironmentHome(Path(plan.venv)).current() if plan.venv else None
+    current = Current.read(path) if path is not None else None
+    if current is None and plan.route.fixed_resolution() is None:
+        return plan
+    known = known_set(plan, current, upgrade)
+    return known.plan if known is not None else plan
 
 
 def would_change(plan: Plan) -> Tuple[bool, str]:

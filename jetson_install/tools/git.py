@@ -13,12 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from jetson_install.base.process import Completed
 from jetson_install.base.git_urls import credential_environment, without_credentials
+from jetson_install.base.process import Completed
 
 __all__ = ["clone_argv", "clone", "checkout", "head_commit", "changes", "remote_refs"]
 
 def _run(argv: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = None) -> Completed:
+    # Here, not at the top: planning imports this module for the command lines it shows, and a
+    # plan must not load the module that starts processes (tests/test_layers.py holds that).
     from jetson_install.tools import runner
 
     return runner.run(["git", *argv], timeout=timeout, env={"GIT_TERMINAL_PROMPT": "0", **(env or {})})

@@ -20,7 +20,10 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from uv import find_uv_bin
+
 from jetson_install.base.process import Completed
+from jetson_install.tools import uv
 
 if TYPE_CHECKING:
     from jetson_install.tools.progress import StepProgress
@@ -239,8 +242,6 @@ _FINDING_BINARY = threading.Lock()
 
 
 def uv_binary() -> str:
-    from uv import find_uv_bin
-
     # find_uv_bin reads sysconfig, whose first read is not thread-safe: two threads at once
     # got EXE as None ("can only concatenate str (not "NoneType") to str").
     with _FINDING_BINARY:
@@ -254,8 +255,6 @@ def run_uv(argv: Sequence[str], *, timeout: Optional[float] = 3600, indexes: Seq
     (with any credentials) the argv may name, `sources` the requirements (with any credentials)
     whose git URLs it names without them; `watch` (the running step) hears of each download
     and build as uv announces it."""
-    from jetson_install.tools import uv  # only where uv runs: detection and plans never load it
-
     overrides, unset = uv.environment_for(indexes, argv, sources)
     overrides.update(env or {})
     on_line = on_tick = None

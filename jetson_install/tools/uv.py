@@ -18,10 +18,15 @@ import json
 import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from jetson_install.base.git_urls import credential_environment
 from jetson_install.base.process import Completed
 from jetson_install.base.redact import credentials
-from jetson_install.base.git_urls import credential_environment
+from jetson_install.base.versions import satisfies
 from jetson_install.tools.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event
+from jetson_install.tools.uv_errors import read_uv_failure
 
 __all__ = [
     "PROGRAM",
@@ -198,11 +203,6 @@ def judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
     """uv does not see a --system-site-packages venv's parent (astral-sh/uv#17215), so it calls
     what the parent provides "not installed": judge those lines against what the interpreter
     itself imports, and keep only the real problems."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    from jetson_install.base.versions import satisfies
-
     problems, provided = [], 0
     for line in (result.stdout + "\n" + result.stderr).splitlines():
         found = _NOT_INSTALLED.search(line)
@@ -239,8 +239,6 @@ def judge_sbsa_tags(result: Completed, wheel_tags: Mapping[str, Sequence[str]], 
     """Keep uv pip check's problems, less its "built for a different platform" lines for the
     distributions whose WHEEL file names only an SBSA platform, on an aarch64 interpreter (SBSA
     is the Arm server flavour of aarch64): those are NVIDIA's mislabel, said as a note."""
-    from packaging.utils import canonicalize_name
-
     problems, mislabelled = [], []
     for line in (result.stdout + "\n" + result.stderr).splitlines():
         found = _OTHER_PLATFORM.search(line)
@@ -268,8 +266,6 @@ def accepted_note(result: Completed) -> Optional[str]:
 
 def read_installed(result: Completed) -> Dict[str, str]:
     """Normalized distribution name -> version, from `uv pip list --format json`."""
-    from packaging.utils import canonicalize_name
-
     if not result.ok:
         return {}
     try:
@@ -283,7 +279,6 @@ def summarize_failure(result: Completed) -> str:
     """uv's error line and its deepest cause, as one line (see uv_errors)."""
     if result.timed_out:
         return "uv did not finish in time"
-    from jetson_install.tools.uv_errors import read_uv_failure
 
     return read_uv_failure(result.stderr).summary
 

@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, TypeVar
 
 from .index_server import LoopbackIndex
 from .stub_projects import (
@@ -46,6 +46,7 @@ __all__ = [
     "board_of_this_machine",
     "find_uv",
     "venv_python",
+    "present",
     "VENDOR_TORCH",
     "VENDOR_TORCHVISION",
     "VENDOR_TORCHAUDIO",
@@ -56,6 +57,16 @@ __all__ = [
     "OBLITERATUS_DEPENDENCIES",
     "OBLITERATUS_TAG",
 ]
+
+_T = TypeVar("_T")
+
+
+def present(value: Optional[_T]) -> _T:
+    """The value a test expects to be there (a channel's primary source, a chosen file, a fix), failing the test
+    where it is missing; it narrows the Optional for strict mypy too."""
+    assert value is not None, "expected a value, found None"
+    return value
+
 
 # Inherited variables that would point a child Python, pip or uv elsewhere.
 _DROP_EXACT = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONSTARTUP")

@@ -170,7 +170,7 @@ def make_env(root: Path, **changes: Any) -> str:
     return str(root / "bin" / "python")
 
 
-def run(python: str, *, platform: Optional[Platform] = ORIN, channel: Optional[Channel] = JP6, **options: Any):
+def run(python: str, *, platform: Optional[Platform] = ORIN, channel: Optional[Channel] = JP6, **options: Any) -> doctor.DoctorReport:
     progress = options.pop("progress", None)  # the run's, not the request's
     report = doctor.run_doctor(doctor.DoctorRequest(python, platform, channel, **options), progress)
     evidence = report.to_json()

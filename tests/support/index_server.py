@@ -33,7 +33,7 @@ from .wheels import normalize_name, parse_wheel_filename
 
 __all__ = ["LoopbackIndex"]
 
-_FAIL_MODES = ("503", "close")
+_FAIL_MODES = ("503", "close", "truncate")
 
 
 class _FileInfo(object):
@@ -256,9 +256,10 @@ class LoopbackIndex(object):
         """Serve the next ``n`` (matching) requests, then fail every matching one.
 
         ``mode`` "503" answers HTTP 503; "close" drops the connection without
-        a response. ``match`` (a predicate on the request path) limits which
-        requests count and fail, e.g. ``lambda p: p.startswith("/files/")``
-        lets resolution succeed and makes the downloads fail.
+        a response; "truncate" announces the whole file and sends half of it.
+        ``match`` (a predicate on the request path) limits which requests count
+        and fail, e.g. ``lambda p: p.startswith("/files/")`` lets resolution
+        succeed and makes the downloads fail.
         """
         if mode not in _FAIL_MODES:
             raise ValueError("mode must be one of {}".format(_FAIL_MODES))
@@ -413,6 +414,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if failure == "503":
             self._send(503, b"index unavailable\n", "text/plain", head)
+            return
+        if failure == "truncate":
+            # The whole file's length announced, half of it sent, the connection closed.
+            whole = self.index.file_bytes(path.rsplit("/", 1)[-1]) or b"x" * 64
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(whole)))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(whole[:len(whole) // 2])
+                self.wfile.flush()
+                self.connection.shutdown(2)
             return
         parts = [p for p in path.split("/") if p]
         if parts == ["simple"]:

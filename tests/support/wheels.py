@@ -216,5 +216,5 @@ def wheel_from_installed(dest_dir: Path, dist_name: str) -> Path:
         raise ValueError("{} has no importable files to repackage".format(dist_name))
     return build_wheel(
         dest_dir, name, version, requires=requires, modules=modules, import_name=top[0],
-        requires_python=dist.metadata.get("Requires-Python"), summary="Repackaged from the test interpreter",
+        requires_python=(dist.metadata.get_all("Requires-Python") or [None])[0], summary="Repackaged from the test interpreter",
     )

@@ -55,6 +55,12 @@ class Addition:
         pins = ", ".join(f"{name}=={version}" for name, version in (plan.pins if plan else {}).items()
                          if name == "torch")
         name = _requirement_name(self.new[0]) if len(self.new) == 1 else "REQUIREMENT"
+        pinned = (plan.pins if plan else {}).get(name.lower())
+        if pinned is not None:
+            # `NAME<VERSION` would ask for another vendor build, which no `add` can give.
+            return replace(result, fix=f"{name} is the channel's vendor build ({name}=={pinned}), which never "
+                                       f"changes: add what needs it without {name}; see what {self.link} has: "
+                                       f"{Rerun(('list',))}")
         command = Rerun(("add", "--venv", str(self.link), f"{name}<VERSION"))
         return replace(result, fix=f"the vendor pins ({pins or 'torch'}) never change: add a release of {name} that "
                                    f"accepts them, where one exists: {command}")

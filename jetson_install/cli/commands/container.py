@@ -3,11 +3,12 @@ host (the host check, then the strict doctor once, its evidence kept for the HEA
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Tuple
 
-from jetson_install.base.errors import EXIT_UNSUPPORTED, Unsupported
+from jetson_install.base.errors import EXIT_UNSUPPORTED, BadInput, Unsupported
 from jetson_install.base.outputs import replace_file, write_output
 from jetson_install.base.redact import json_text
 from jetson_install.catalog.catalog import load_catalog
@@ -16,7 +17,7 @@ from jetson_install.cli.commands.platform import detect_platform
 from jetson_install.doctor import DoctorRequest, render_lines, run_doctor
 from jetson_install.envs.environment import recorded_doctor_inputs
 from jetson_install.fleet.container import (
-    START_EVIDENCE, START_STATUS, dockerfile_text, host_line, start_check, write_dockerignore,
+    IMAGE_L4T_VARIABLE, START_EVIDENCE, START_STATUS, dockerfile_text, host_line, start_check, write_dockerignore,
 )
 
 __all__ = ["Dockerfile", "dockerfile", "EntrypointStart", "container_start"]
@@ -65,7 +66,13 @@ class EntrypointStart:
 
 def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
     """The image's start: refuse a host the image is not built for, else run the strict doctor
-    once, keeping its evidence and status for the HEALTHCHECK."""
+    once, keeping its evidence and status for the HEALTHCHECK. Outside an image `dockerfile`
+    made (none of its variables set) it refuses, and writes nothing."""
+    if not environ.get(IMAGE_L4T_VARIABLE):
+        raise BadInput(f"container-entrypoint is the entrypoint of an image `jetson-install dockerfile` made, and "
+                       f"{IMAGE_L4T_VARIABLE} (which that image sets) is not set here",
+                       fix="on a host, check the environment with: jetson-install doctor --strict --venv "
+                           f"{shlex.quote(str(venv))}")
     status = Path(START_STATUS)
     status.parent.mkdir(parents=True, exist_ok=True)
     # A restart says `starting` until its own doctor is done: the last start's `passed` (or its

@@ -41,6 +41,7 @@ class InstallOptions:
     preflight: bool = False
     cpu_index: Optional[str] = None
     added: Tuple[str, ...] = ()  # --with
+    mirrors: Tuple[str, ...] = ()  # --mirror
 
 
 def venv_path(value: str) -> Path:

@@ -16,7 +16,7 @@ from jetson_install.planning.plan import Plan, with_interpreter
 from jetson_install.planning.routes.lock import read_lock_in_use, with_lock
 from jetson_install.planning.routes.preflight import require_aarch64
 from jetson_install.running.install import InstallResult, check_before_install
-from jetson_install.running.noop import would_change
+from jetson_install.running.noop import as_it_would_run, would_change
 from jetson_install.running.install import install as run_install
 from jetson_install.tools.progress import Display
 
@@ -30,8 +30,8 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
     if options.added and (lock_file or wheelhouse):
         # A lock installs exactly its files: an addition beside it would be left out unsaid.
         option = "--lock" if lock_file else "--wheelhouse"
-        locked = rerun.keeping("lock", ("--root", "--l4t", "--soc", "--vendor-index", "--default-index", "--source",
-                                        "--ref", "--python", "--with"), ("--vendor-fallback", "--allow-insecure-index"))
+        locked = rerun.keeping("lock", ("--root", "--l4t", "--soc", "--vendor-index", "--mirror", "--default-index",
+                                        "--source", "--ref", "--python", "--with"), ("--vendor-fallback", "--allow-insecure-index"))
         lock_command = Rerun(("lock", options.target, *locked.argv[1:], "--output", "new.lock"))
         install_command = rerun.without("--with").without("--wheelhouse").with_option("--lock", "new.lock")
         raise BadInput(f"--with and {option} were both given: a lock installs exactly its files, so --with would add "
@@ -43,12 +43,14 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
     return plan
 
 
-def preview(plan: Plan, dry_run_asked: bool, as_json: bool) -> Tuple[Plan, Dict[str, Any], List[str]]:
+def preview(plan: Plan, dry_run_asked: bool, as_json: bool, upgrade: bool = False
+            ) -> Tuple[Plan, Dict[str, Any], List[str]]:
     """What `--dry-run` (or an unsupported platform) shows instead of installing: the plan (as
-    JSON, with whether the install would change anything), and the warnings of its checks."""
+    JSON, with whether the install would change anything), with the vendor set the install
+    would take without an index (the recorded one, by hash), and the warnings of its checks."""
     if not (dry_run_asked and plan.supported):
         return plan, plan.to_json(), []
-    plan, warnings = dry_run(plan)
+    plan, warnings = dry_run(as_it_would_run(plan, upgrade))
     data = plan.to_json()
     if as_json:
         data["would_change"], data["would_change_reason"] = would_change(plan)

@@ -44,7 +44,7 @@ def make_install_plan(options: InstallOptions, keep_added: bool = True) -> Plan:
         platform = detect_platform(options.platform)
     settings = load_index_settings(options.vendor_index.value, options.vendor_index.source,
                                    options.default_index.value, options.default_index.source,
-                                   options.allow_insecure_index)
+                                   options.allow_insecure_index, options.mirrors)
     catalog = load_catalog()
     if options.target not in catalog.targets:
         raise BadInput(f"no target {options.target!r} in {catalog.path}",

@@ -11,20 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
-from jetson_install.tools import uv
-from jetson_install.catalog.catalog import Channel, Target, VendorSource
-from jetson_install.catalog.constraints import constraint_lines
 from jetson_install.base.errors import BadInput
-from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.base.layout import COMPANIONS_FILE, COMPANIONS_INPUT
 from jetson_install.base.requirements import TargetRequirement
-from jetson_install.planning.plan import Plan, Route
-from jetson_install.board.platform import Platform
-from jetson_install.planning.routes import shared
-from jetson_install.board.samples import root_shown
-from jetson_install.catalog.settings import IndexSettings
 from jetson_install.base.steps import Step
 from jetson_install.base.versions import satisfies
+from jetson_install.board.platform import Platform
+from jetson_install.board.samples import root_shown
+from jetson_install.catalog.catalog import Channel, Target, VendorSource
+from jetson_install.catalog.constraints import constraint_lines
+from jetson_install.catalog.identity import Resolution, VersionSet
+from jetson_install.catalog.settings import IndexSettings
+from jetson_install.planning.bitsandbytes_source import plan_build
+from jetson_install.planning.plan import Plan, Route
+from jetson_install.planning.routes import shared
+from jetson_install.tools import uv
 
 if TYPE_CHECKING:
     from jetson_install.planning.bitsandbytes_source import PlannedBuild
@@ -52,7 +53,6 @@ class DownloadRoute(Route):
         if self.choice is None:
             return self
         # Here, not at the top: only --bitsandbytes build needs the build's modules (git, the releases).
-        from jetson_install.planning.bitsandbytes_source import plan_build
 
         return dataclasses.replace(self, build=plan_build(self.choice or None, torch, plan.platform.compute_capability))
 
@@ -125,10 +125,15 @@ def vendor_source(channel: Optional[Channel], settings: IndexSettings, fallback:
                            fix="drop --vendor-fallback, or use a mirror with --vendor-index URL")
         return channel.sources[1]
     primary = channel.primary
+    # The user's mirrors follow the catalog's: every one is trusted only for the recorded builds.
+    mirrors = (*primary.mirrors, *(mirror.value for mirror in settings.mirrors))
     if settings.vendor_index.value is None:
-        return primary
+        if primary.index is None:
+            return primary  # direct files, or uv's default index: nothing is listed to mirror
+        return dataclasses.replace(primary, mirrors=mirrors)
     # A mirror carries the same builds as the channel's first source: same sets, same identities.
-    return dataclasses.replace(primary, index=settings.vendor_index.value, wheels=(), default_index=False)
+    return dataclasses.replace(primary, index=settings.vendor_index.value, wheels=(), default_index=False,
+                               mirrors=mirrors)
 
 
 def _without(vendor: VendorSource, package: str) -> VendorSource:
@@ -144,6 +149,11 @@ def plan_download(base: Plan, checked: Checked, fallback: bool, choice: Optional
     """The download route's plan: `base` carries what every route shares (target, settings, venv)."""
     vendor = vendor_source(checked.channel, base.settings, fallback) if checked.supported else None
     warnings = checked.warnings
+    unused = [mirror.value for mirror in base.settings.mirrors if vendor is not None and mirror.value not in vendor.mirrors]
+    if unused and vendor is not None:
+        # Said, never silently: a mirror stands in only for an index whose files are listed.
+        warnings += (f"the mirrors {', '.join(unused)} are not read: the vendor source here ({vendor.location}) "
+                     "is not an index of the recorded builds they could stand in for",)
     if vendor is not None and choice is not None:
         vendor_build = vendor.preferred.specifiers.get("bitsandbytes")
         if vendor_build is not None:

@@ -16,6 +16,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,20 +25,26 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from packaging.utils import canonicalize_name
 
 from jetson_install.base import git_urls
-from jetson_install.tools import uv
+from jetson_install.base.layout import (
+    CONSTRAINTS_FILE,
+    GIVEN_FILE,
+    GIVEN_WHEELS_DIR,
+    KEPT_RESOLUTION_FILE,
+    REQUIREMENTS_FILE,
+    TO_INSTALL_FILE,
+    state_of,
+)
+from jetson_install.base.steps import Step
+from jetson_install.base.versions import satisfies
 from jetson_install.catalog.catalog import Channel
 from jetson_install.catalog.constraints import constraint_lines
-from jetson_install.envs.environment import write_constraints, write_private, write_requirements
 from jetson_install.catalog.identity import Resolution, VersionSet
-from jetson_install.base.layout import (
-    CONSTRAINTS_FILE, GIVEN_FILE, GIVEN_WHEELS_DIR, KEPT_RESOLUTION_FILE, REQUIREMENTS_FILE, TO_INSTALL_FILE, state_of,
-)
+from jetson_install.envs.environment import write_constraints, write_private, write_requirements
+from jetson_install.envs.stack import ExistingStack
 from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
 from jetson_install.planning.routes import shared
 from jetson_install.planning.routes.download import with_extra
-from jetson_install.envs.stack import ExistingStack
-from jetson_install.base.steps import Step
-from jetson_install.base.versions import satisfies
+from jetson_install.tools import uv
 
 __all__ = ["ExistingTorchRoute", "judge_stack", "plan_existing",
            "resolved_requirements", "write_given_wheels"]
@@ -203,8 +210,6 @@ def _write_metadata_wheel(path: Path, name: str, version: str) -> None:
 
 def resolved_requirements(compiled: str, kept: Sequence[str]) -> List[str]:
     """The lines of `uv pip compile` output that are to be installed: all but the kept stack."""
-    import re
-
     lines = []
     for line in compiled.splitlines():
         line = line.strip()

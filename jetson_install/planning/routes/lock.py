@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from urllib.parse import unquote, urlsplit
 
-from jetson_install.tools import uv
 from jetson_install.base.errors import BadInput
-from jetson_install.catalog.identity import ChosenFile, KnownBuild, Resolution, VersionSet
 from jetson_install.base.layout import LOCK_FILE, state_of
+from jetson_install.base.outputs import read_regular_file, replace_file
+from jetson_install.base.redact import credentials, redact
 from jetson_install.base.requirements import TargetRequirement
+from jetson_install.base.steps import Step
+from jetson_install.catalog.identity import ChosenFile, IdentityMismatch, KnownBuild, Resolution, VersionSet
 from jetson_install.catalog.lock_file import WHEELHOUSE_LOCK, Lock, lock_mismatch, parse_lock, relocated, render_lock
+from jetson_install.envs.environment import write_constraints
+from jetson_install.envs.record import record_installed
 from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
 from jetson_install.planning.routes import shared
-from jetson_install.base.steps import Step
+from jetson_install.tools import uv
 
 if TYPE_CHECKING:
     from jetson_install.planning.fixes import Rerun
@@ -51,9 +57,6 @@ def lock_resolution(lock: Lock, location: str, known: Tuple[KnownBuild, ...]) ->
     """The vendor set a lock names, as the resolution an install carries out and records, each
     file judged against the channel's known builds exactly as a resolution's: a known name
     with another sha256 is refused, a file the catalog does not list is accepted and said."""
-    from jetson_install.catalog.identity import IdentityMismatch
-    from jetson_install.base.redact import credentials
-
     by_file = {build.file: build for build in known}
     files, warnings = [], []
     for entry in lock.entries:
@@ -163,10 +166,6 @@ _LOCK_FLAGS = ("--vendor-fallback", "--allow-insecure-index")
 def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: Plan, rerun: "Rerun") -> LockInUse:
     """The lock an install carries out (--lock FILE, or a wheelhouse's), refused with one line
     when it was made for another board; the fix makes one with the user's own options."""
-    import os
-
-    from jetson_install.base.redact import credentials, redact
-
     base = None
     if wheelhouse:
         from jetson_install.catalog.settings import check_index_url
@@ -219,8 +218,6 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
 
 
 def _read_local_lock(lock_file: str) -> str:
-    from jetson_install.base.outputs import read_regular_file
-
     fix = "pass the file `jetson-install lock --output FILE` wrote"
     try:
         raw = read_regular_file(lock_file, 16 * 2**20 + 1)
@@ -237,8 +234,6 @@ def _read_local_lock(lock_file: str) -> str:
 def _built_beside(lock: Lock, folder: Path) -> Lock:
     """The lock's built OBLITERATUS wheel, found beside the lock where its recorded path (on the
     machine that made the lock) does not exist here: a lock copied with its wheel installs."""
-    from urllib.parse import unquote, urlsplit
-
     entries = []
     for entry in lock.entries:
         parts = urlsplit(entry.url)
@@ -267,15 +262,10 @@ def _unreachable_fix(lock: LockInUse, rerun: "Rerun") -> str:
 
 def _install_lock(step: Step, run: Execution) -> str:
     """Install exactly the lock's files; the lock stays in the environment as its record."""
-    from jetson_install.envs.environment import write_constraints
-    from jetson_install.envs.record import record_installed
-
     route = run.plan.route
     assert isinstance(route, LockRoute)
     lock = route.used
     write_constraints(run.staging, run.plan.constraints)
-    from jetson_install.base.outputs import replace_file
-    from jetson_install.base.redact import redact
 
     # A mirror's credentials in its files' URLs stay readable by the user alone, as requirements.txt's do.
     replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=0o600 if redact(lock.text) != lock.text else None)
