@@ -62,8 +62,45 @@ def _plan_command(target_id: str, summary: str) -> click.Command:
                                          "unless --resolve).")(options.PLAN(lambda **given: _plan(target_id, given)))
 
 
+def _version_lines() -> List[str]:
+    """What a bug report needs: the tool, the catalog it reads (its sha256 names the revision,
+    whichever checkout or wheel it came from), the uv it runs and the Python it runs on."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from jetson_install.catalog.catalog_file import default_catalog_path
+
+    lines = [f"jetson-install {__version__}"]
+    try:
+        catalog = default_catalog_path()
+        digest = hashlib.sha256(catalog.read_bytes()).hexdigest()[:12]
+        lines.append(f"catalog: sha256 {digest} ({catalog})")
+    except (JetsonInstallError, OSError) as exc:
+        lines.append(f"catalog: unreadable ({exc})")
+    # The uv distribution is the binary it ships, so its version is the binary's
+    # (https://github.com/astral-sh/uv/blob/main/python/uv/_find_uv.py finds it among its files):
+    # read from the metadata, neither the uv module nor the binary runs.
+    try:
+        uv = distribution("uv")
+    except PackageNotFoundError:
+        lines.append("uv: not installed beside jetson-install (reinstall: pipx reinstall jetson-install)")
+    else:
+        binary = next((uv.locate_file(f) for f in uv.files or () if f.name == "uv"), None)
+        where = os.path.normpath(str(binary)) if binary is not None else "its binary is not listed"
+        lines.append(f"uv: {uv.version} ({where})")
+    lines.append(f"python: {sys.version.split()[0]} ({sys.executable})")
+    return lines
+
+
+def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    if value and not context.resilient_parsing:
+        click.echo("\n".join(_version_lines()))
+        context.exit()
+
+
 @click.group(cls=WithTargets, make=_install_command, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="jetson-install")
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version of jetson-install, its catalog, its uv and its Python, and exit.")
 def cli() -> None:
     """Make a CUDA-enabled OBLITERATUS environment on an NVIDIA Jetson, and prove it works.
 
