@@ -10,6 +10,7 @@ with credentials (test_secrets.py), the console script of the built wheel (test_
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -21,6 +22,8 @@ import pytest
 from support.cli import run_cli
 
 from jetson_install import __version__
+from jetson_install.catalog.catalog_file import default_catalog_path
+from jetson_install.tools.runner import uv_binary
 from support.installer import Installer
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
@@ -43,11 +46,6 @@ def test_the_module_entry_runs_the_command_line(flag: str) -> None:
 
 def test_the_version_says_what_a_bug_report_needs() -> None:
     """The tool, the catalog it reads, the uv binary it runs and the Python it runs on."""
-    import hashlib
-
-    from jetson_install.catalog.catalog_file import default_catalog_path
-    from jetson_install.tools.runner import uv_binary
-
     lines = process("--version").stdout.splitlines()
     catalog = default_catalog_path()
     uv_says = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, timeout=60).stdout.split()

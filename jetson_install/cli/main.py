@@ -8,9 +8,11 @@ fixes, it imports when it runs: `--help`, `--version` and `detect` load none of 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import signal
 import sys
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -28,6 +30,7 @@ from jetson_install.base.errors import (
     Stopped,
 )
 from jetson_install.base.redact import RedactingStream, json_text
+from jetson_install.catalog.catalog_file import default_catalog_path
 from jetson_install.cli import options
 from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
 
@@ -65,11 +68,6 @@ def _plan_command(target_id: str, summary: str) -> click.Command:
 def _version_lines() -> List[str]:
     """What a bug report needs: the tool, the catalog it reads (its sha256 names the revision,
     whichever checkout or wheel it came from), the uv it runs and the Python it runs on."""
-    import hashlib
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    from jetson_install.catalog.catalog_file import default_catalog_path
-
     lines = [f"jetson-install {__version__}"]
     try:
         catalog = default_catalog_path()
@@ -278,7 +276,8 @@ def doctor(root: str, l4t: Optional[str], soc: Optional[str], venv: Optional[str
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
     from jetson_install.cli.commands import doctor as doctoring
     from jetson_install.cli.render import check_list, check_list_json
-    from jetson_install.doctor import list_checks as checks_listed, render_lines
+    from jetson_install.doctor import list_checks as checks_listed
+    from jetson_install.doctor import render_lines
 
     if list_checks:
         _print_json(check_list_json(checks_listed())) if as_json else click.echo(check_list(checks_listed()))
