@@ -70,8 +70,11 @@ def _vendor(step: Step, run: Run) -> str:
                                                                                          str(run.staging)).argv
     assert plan.resolution is not None
     record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
-    # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on.
-    resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()})
+    # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on, and a
+    # file it took by name that the catalog lists is recorded as that build, with its sha256.
+    resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()},
+                                                {name: package.tags for name, package in record.installed.items()},
+                                                plan.vendor.builds)
     if resolution != plan.resolution:
         record_installed(run.staging, resolution, (), str(run.rerun))
         run.learned(resolved_plan(plan, resolution, plan.companions))
