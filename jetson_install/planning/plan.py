@@ -185,6 +185,7 @@ class Plan:
     caps: Tuple[Tuple[str, str], ...] = ()  # (constraint, why): releases the channel's torch or Python misses
     extra: Optional[str] = None  # the target's quantization extra, where its source at this ref has one
     additions: Tuple[str, ...] = ()  # --with: requirements put on the stack beside the target
+    check_commands: Tuple[str, ...] = ()  # --check-command: run in the environment by the check step and the doctor
 
     @property
     def source_url(self) -> Optional[str]:
@@ -270,6 +271,8 @@ class Plan:
         if self.additions:
             # Only when there are any: an environment made before --with existed stays a no-op.
             fingerprint["additions"] = list(self.additions)
+        if self.check_commands:
+            fingerprint["check_commands"] = list(self.check_commands)
         fingerprint.update(self.route.facts())
         return fingerprint
 
@@ -311,6 +314,7 @@ class Plan:
             "constraints": list(self.constraints),
             "requirement": str(self.requirement) if self.requirement else None,
             "additions": list(self.additions),
+            "check_commands": list(self.check_commands),
             "apt": list(self.chosen_set.apt) if self.chosen_set else [],
             # The whole command, NVIDIA's CUDA repository added first where a package is only there.
             "apt_command": apt.install_command(self.chosen_set.apt, assume_yes=True)

@@ -27,7 +27,7 @@ from jetson_install.planning.routes.download import check_channel, plan_download
 from jetson_install.planning.routes.existing_torch import plan_existing
 from jetson_install.planning.routes.preflight import plan_preflight
 
-__all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_git_ref"]
+__all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_commands", "check_git_ref"]
 
 _ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
 # git check-ref-format's rules (https://git-scm.com/docs/git-check-ref-format), plus '@' and
@@ -145,6 +145,28 @@ def additions(requirements: Sequence[str]) -> Tuple[str, ...]:
     return tuple(found)
 
 
+def check_commands(commands: Sequence[str]) -> Tuple[str, ...]:
+    """--check-command's commands as the check step runs them (split as a shell would, no shell
+    started); one that does not split into words is refused."""
+    import shlex
+
+    found: List[str] = []
+    for text in commands:
+        value = text.strip()
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise BadInput(f"--check-command {text!r}: {exc}",
+                           fix="quote the command as one argument, e.g. --check-command 'python -c \"import ultralytics\"'"
+                           ) from None
+        if not words:
+            raise BadInput("--check-command is empty",
+                           fix="give the command to run in the environment, e.g. --check-command 'yolo checks', or drop it")
+        if value not in found:
+            found.append(value)
+    return tuple(found)
+
+
 def make_plan(platform: Platform, catalog: Catalog, options: PlanOptions) -> Plan:
     """The plan for `options` on `platform`: the route the options and the catalog's channel
     for the board pick, and its steps."""
@@ -153,7 +175,8 @@ def make_plan(platform: Platform, catalog: Catalog, options: PlanOptions) -> Pla
     base = Plan(route=Route(), target=target, platform=platform, channel=None, supported=False, reason="", remedy="",
                 python_abi=None, interpreter=options.interpreter, venv=str(options.venv), vendor=None,
                 settings=options.settings, requirement=requirement, constraints=(), steps=(), verify=options.verify,
-                extra=source_extra(target, requirement), additions=additions(options.added))
+                extra=source_extra(target, requirement), additions=additions(options.added),
+                check_commands=check_commands(options.check_commands))
     match = catalog.match(platform)
     if options.existing is not None:
         return plan_existing(base, options.existing, match.channel, match.reason, match.remedy)

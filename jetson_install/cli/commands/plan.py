@@ -16,7 +16,7 @@ from jetson_install.catalog.settings import check_index_url, load_index_settings
 from jetson_install.cli.commands.given import InstallOptions, venv_path
 from jetson_install.cli.commands.lifecycle import default_venv
 from jetson_install.cli.commands.platform import detect_platform
-from jetson_install.envs.environment import EnvironmentHome, recorded_additions
+from jetson_install.envs.environment import EnvironmentHome, recorded_additions, recorded_check_commands
 from jetson_install.envs.interpreters import choose_interpreter, inspect_stack
 from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.fixes import Rerun
@@ -25,7 +25,7 @@ from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.planner import make_plan
 from jetson_install.tools import index
 
-__all__ = ["make_install_plan", "kept_additions", "resolve_plan"]
+__all__ = ["make_install_plan", "kept_additions", "kept_check_commands", "resolve_plan"]
 
 
 def make_install_plan(options: InstallOptions, keep_added: bool = True) -> Plan:
@@ -57,13 +57,20 @@ def make_install_plan(options: InstallOptions, keep_added: bool = True) -> Plan:
         options.target, settings, venv.absolute(), interpreter=options.python, source=options.source, ref=options.ref,
         verify=options.verify, fallback=options.fallback, existing=existing, bitsandbytes=options.bitsandbytes,
         preflight=options.preflight, cpu_index=options.cpu_index,
-        added=(kept_additions(venv.absolute()) if keep_added else ()) + tuple(options.added)))
+        added=(kept_additions(venv.absolute()) if keep_added else ()) + tuple(options.added),
+        check_commands=(kept_check_commands(venv.absolute()) if keep_added else ()) + tuple(options.check_commands)))
 
 
 def kept_additions(venv: Path) -> Tuple[str, ...]:
     """What the environment at `venv` was given with --with (or `add`): a re-run keeps it."""
     current = EnvironmentHome(venv).current()
     return recorded_additions(current) if current is not None else ()
+
+
+def kept_check_commands(venv: Path) -> Tuple[str, ...]:
+    """What the environment at `venv` was given with --check-command: a re-run (and `add`) keeps it."""
+    current = EnvironmentHome(venv).current()
+    return recorded_check_commands(current) if current is not None else ()
 
 
 def _python3() -> str:

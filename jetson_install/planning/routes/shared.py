@@ -9,14 +9,14 @@ from jetson_install.base import git_urls
 from jetson_install.tools import uv
 from jetson_install.base.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, RECORD_FILE, REQUIREMENTS_FILE, STATE_DIR
 from jetson_install.planning.plan import Plan
-from jetson_install.probes import integrity_command, probe_command
+from jetson_install.probes import additions_command, check_command, integrity_command, probe_command
 from jetson_install.base.redact import credentials
 from jetson_install.base.steps import Step
 
 __all__ = ["PROGRAM", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
            "libraries_step",
            "protect_step",
-           "check_step", "verify_step", "switch_step"]
+           "check_step", "additions_commands", "verify_step", "switch_step"]
 
 #: How the steps name this tool.
 PROGRAM = "jetson-install"
@@ -87,10 +87,23 @@ def protect_step(title: str) -> Step:
 
 def check_step(plan: Plan, title: str) -> Step:
     """uv pip check and the target's own smoke command (it must import, even where no GPU is
-    visible), which run side by side: both only read the environment."""
+    visible), which run side by side: both only read the environment. Then what the user put on
+    the stack: each addition's top-level modules imported (the additions probe), and each
+    --check-command."""
     python = python_of(plan)
     smoke = tuple(python if part == "python" else part for part in plan.target.smoke)
-    return Step("check", "check", title, (tuple(uv.pip_check_argv(python)), smoke))
+    return Step("check", "check", title, (tuple(uv.pip_check_argv(python)), smoke, *additions_commands(plan, python)))
+
+
+def additions_commands(plan: Plan, python: str) -> List[Tuple[str, ...]]:
+    """The additions probe (where --with gave any) and each --check-command, `python` in one
+    standing for the environment's interpreter: what the check step and the doctor run."""
+    commands: List[Tuple[str, ...]] = []
+    if plan.additions:
+        commands.append(additions_command(python, [git_urls.requirement_without_credentials(line)
+                                                   for line in plan.additions]))
+    commands += [check_command(python, command) for command in plan.check_commands]
+    return commands
 
 
 def verify_step(plan: Plan, title: str) -> Step:
@@ -104,7 +117,8 @@ def verify_step(plan: Plan, title: str) -> Step:
     python = python_of(plan)
     # The vendor step's record names the vendor builds and companions; a kept stack has none.
     record = f"{state_of(plan)}/{RECORD_FILE}" if plan.route.resolves() else None
-    commands: List[Tuple[str, ...]] = [probe_command(python, "torch"), integrity_command(python, record, False)]
+    commands: List[Tuple[str, ...]] = [probe_command(python, "torch"), integrity_command(python, record, False),
+                                       *additions_commands(plan, python)]
     if plan.verify:
         commands += [probe_command(python, "bitsandbytes"), tuple(uv.pip_check_argv(python))]
     options = (*plan.doctor_platform_args, *(("--preflight",) if plan.route.profile == "preflight" else ()),
