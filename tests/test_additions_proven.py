@@ -187,3 +187,22 @@ def test_a_check_command_that_does_not_split_is_one_line_with_the_fix(value: str
     lines = result.stderr.splitlines()
     assert lines[0] == f"error: {message}"
     assert lines[1].startswith("  fix: ") and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_add_of_a_project_that_does_not_import_keeps_the_environment_in_use(
+        tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
+    venv = tmp_path / "stack"
+    smoke = "python -c 'import imports_fine'"
+    code, _, stderr = _install(venv, stack, "--with", "imports-fine", "--check-command", smoke)
+    assert code == 0, stderr
+    before = venv.resolve()
+    added = run_cli("add", "--venv", str(venv), "needs-gl", "--check-command", "python -c 'import sys'", "--yes",
+                    "--json", env=stack[0])
+    assert added.returncode == 1, added.stderr
+    error = json.loads(added.stdout)["error"]
+    assert error["step"] == "check" and "(libGL.so.1 is in apt: libgl1)" in error["message"]
+    assert error["fix"].startswith("sudo apt-get install libgl1, then run: jetson-install ")
+    # The install `add` ran, which the fix runs again, carries the new check command.
+    assert "--with needs-gl" in error["fix"] and "--check-command 'python -c '\"'\"'import sys'\"'\"''" in error["fix"]
+    assert venv.resolve() == before

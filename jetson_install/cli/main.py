@@ -208,7 +208,8 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
 
 @cli.command()
 @options.ADD
-def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: bool, as_json: bool) -> None:
+def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: bool, as_json: bool,
+        check_commands: Tuple[str, ...]) -> None:
     """Add packages to an environment, built as a new one beside it.
 
     REQUIREMENT... are package names (with a version), git URLs or project folders. The new
@@ -218,6 +219,7 @@ def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: 
     from jetson_install.cli.render import addition_line
 
     flags = tuple(flag for flag, given in (("--dry-run", dry_run), ("--yes", yes), ("--json", as_json)) if given)
+    flags += tuple(word for command in check_commands for word in ("--check-command", command))
     made = addition(venv, requirements, flags, options.typed())
     click.echo(addition_line(made.new, made.link, made.kept, made.command), err=True)
     parsed = options.parsed(made.target, made.command.argv[1:])

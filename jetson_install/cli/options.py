@@ -144,7 +144,7 @@ ADD = _stacked(
     with_options("venv", venv={"help": "The environment to add to (default: the one a target's install made at its "
                                        "default location)."}),
     with_options("dry-run", dry_run={"help": "Print the plan of the new environment and change nothing."}),
-    with_options("yes"), with_options("json"),
+    with_options("yes"), with_options("json"), with_options("check-command"),
 )
 LOCK = _stacked(
     with_options("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "mirror", "ref",

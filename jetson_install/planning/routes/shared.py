@@ -110,9 +110,10 @@ def verify_step(plan: Plan, title: str) -> Step:
     """The doctor on the new environment, keeping its evidence in the environment; with
     --no-verify only the checks that need no GPU. It runs in the install's process, which
     already holds the platform and the catalog: its commands are the probes it starts (the
-    torch and integrity probes alone for the checks that need no GPU: python-abi, libraries,
-    startup-hooks, vendor-files, torch-import and torch-build; the integrity probe compares the
-    vendor files by size, as any doctor but the strict one does), and the command that does the
+    torch and integrity probes, with the additions probe and --check-command's where given, for the
+    checks that need no GPU: python-abi, libraries, startup-hooks, vendor-files, torch-import,
+    torch-build and additions; the integrity probe compares the vendor files by size, as any
+    doctor but the strict one does), and the command that does the
     same later is `jetson-install doctor` on DIR."""
     python = python_of(plan)
     # The vendor step's record names the vendor builds and companions; a kept stack has none.
