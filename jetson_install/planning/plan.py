@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from jetson_install.planning.fixes import Rerun
     from jetson_install.tools.progress import StepProgress
 
-__all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "with_interpreter", "resolved_plan", "Execution",
+__all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "with_interpreter", "for_python", "resolved_plan", "Execution",
            "Handler"]
 
 SCHEMA_VERSION = 1
@@ -186,6 +186,7 @@ class Plan:
     extra: Optional[str] = None  # the target's quantization extra, where its source at this ref has one
     additions: Tuple[str, ...] = ()  # --with: requirements put on the stack beside the target
     check_commands: Tuple[str, ...] = ()  # --check-command: run in the environment by the check step and the doctor
+    interpreter_python: Optional[str] = None  # the Python ("3.11") of the interpreter the install takes, once known
 
     @property
     def source_url(self) -> Optional[str]:
@@ -292,6 +293,7 @@ class Plan:
                          "soc": self.platform.soc, "cuda": self.platform.cuda},
             "python": self.python_abi,
             "interpreter": self.interpreter,
+            "interpreter_python": self.interpreter_python,
             "venv": self.venv,
             "vendor_index": self.vendor_location,
             "vendor_index_source": self.route.vendor_label(self),
@@ -330,10 +332,23 @@ class Plan:
         return data
 
 
-def with_interpreter(plan: Plan, path: str) -> Plan:
-    """The plan once the install has found its interpreter: the steps name it."""
+def with_interpreter(plan: Plan, path: str, python: Optional[str] = None) -> Plan:
+    """The plan once the install has found its interpreter: the steps name it, and its Python
+    (`python`, "3.11") decides the caps keyed on Python (for_python)."""
     plan = dataclasses.replace(plan, interpreter=path)
+    if python is not None:
+        plan = for_python(plan, python)
     return dataclasses.replace(plan, steps=plan.route.steps(plan)) if plan.supported else plan
+
+
+def for_python(plan: Plan, python: str) -> Plan:
+    """The plan for an interpreter of Python `python`: the caps keyed on Python (transformers'
+    Requires-Python) are computed for it, not for the channel's Python, with the constraints
+    and steps that follow."""
+    if plan.interpreter_python == python:
+        return plan
+    plan = dataclasses.replace(plan, interpreter_python=python)
+    return plan.route.complete(plan, plan.chosen_set, plan.resolution) if plan.chosen_set is not None else plan
 
 
 def resolved_plan(plan: Plan, resolution: Resolution, companions: Sequence[str] = ()) -> Plan:

@@ -21,7 +21,7 @@ from jetson_install.envs.interpreters import choose_interpreter, inspect_stack
 from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.options import PlanOptions
-from jetson_install.planning.plan import Plan, resolved_plan
+from jetson_install.planning.plan import Plan, for_python, resolved_plan
 from jetson_install.planning.planner import make_plan
 from jetson_install.tools import index
 
@@ -91,6 +91,8 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
         # The Python an install would take decides the files; with none here, the channel's.
         found, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
         python = found.abi if found is not None else (plan.python_abi or "3")
+    if python != plan.python_abi and "." in python:
+        plan = for_python(plan, python)  # and the caps keyed on Python follow that Python too
     try:
         return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python,
                                                  ubuntu_glibc(plan.platform.ubuntu)))
