@@ -85,7 +85,8 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
     """`plan` with the set the vendor index resolves to, for the Python an install would take
     (or `python`); an index that does not answer gets the whole commands that go around it
     (the fallback source, a mirror), as in an install."""
-    if not plan.supported or plan.vendor is None or not plan.route.resolves():
+    vendor = plan.vendor
+    if not plan.supported or vendor is None or not plan.route.resolves():
         return plan
     if python is None:
         # The Python an install would take decides the files; with none here, the channel's.
@@ -94,7 +95,7 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
     if python != plan.python_abi and "." in python:
         plan = for_python(plan, python)  # and the caps keyed on Python follow that Python too
     try:
-        return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python,
+        return resolved_plan(plan, index.resolve(vendor, plan.vendor_index, python,
                                                  ubuntu_glibc(plan.platform.ubuntu)))
     except index.IndexUnreachable as exc:
         raise index.IndexUnreachable(exc.message, fix=index_failure_fix(exc, plan, rerun)) from None
