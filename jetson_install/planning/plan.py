@@ -184,6 +184,7 @@ class Plan:
     companions: Tuple[str, ...] = ()  # companion requirements, pinned once the install resolved them
     caps: Tuple[Tuple[str, str], ...] = ()  # (constraint, why): releases the channel's torch or Python misses
     extra: Optional[str] = None  # the target's quantization extra, where its source at this ref has one
+    extra_from: Optional[str] = None  # where that was read: the source's pyproject.toml, or the catalog's rule
     additions: Tuple[str, ...] = ()  # --with: requirements put on the stack beside the target
     check_commands: Tuple[str, ...] = ()  # --check-command: run in the environment by the check step and the doctor
     interpreter_python: Optional[str] = None  # the Python ("3.11") of the interpreter the install takes, once known
@@ -315,6 +316,8 @@ class Plan:
             "caps": [{"constraint": c, "why": why} for c, why in self.caps],
             "constraints": list(self.constraints),
             "requirement": str(self.requirement) if self.requirement else None,
+            "extra": self.extra,
+            "extra_from": self.extra_from,
             "additions": list(self.additions),
             "check_commands": list(self.check_commands),
             "apt": list(self.chosen_set.apt) if self.chosen_set else [],
