@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from jetson_install.base.errors import JetsonInstallError
@@ -221,9 +221,6 @@ class Resolution:
 
 def _listed_build(name: str, version: str, tags: Sequence[str], builds: Sequence[KnownBuild]) -> Optional[KnownBuild]:
     """The build of `builds` that is the wheel `name` `version` with exactly these tags, if any."""
-    from packaging.utils import canonicalize_name, parse_wheel_filename
-    from packaging.version import InvalidVersion, Version
-
     if not version or not tags:
         return None
     try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from jetson_install.base.process import Completed
-from jetson_install.doctor.context import Context, ProbeOutcome, uv_command
+from jetson_install.doctor.context import Context, ProbeOutcome, _last_json_object, uv_command
 from jetson_install.doctor.missing_libraries import MissingLibrary, missing_library
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
 
@@ -64,8 +64,6 @@ def additions_imports(done: Union[Completed, ProbeOutcome]) -> Union[List[Additi
 
 
 def _outcome(completed: Completed) -> ProbeOutcome:
-    from jetson_install.doctor.context import _last_json_object
-
     return ProbeOutcome("additions", _last_json_object(completed.stdout, "additions"), completed)
 
 

@@ -1,11 +1,13 @@
 """Standalone probe scripts run by the target interpreter; they never import jetson_install.
 
-This module is the tool's side only: how a probe is started (the doctor starts its three, the
+This module is the tool's side only: how a probe is started (the doctor starts its four, the
 verify step's plan lists the same command lines, and the stack probe reads an interpreter's
 packages without importing torch).
 """
 
 from __future__ import annotations
+
+import shlex
 
 from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence, Tuple
@@ -41,8 +43,6 @@ def check_command(python: str, command: str) -> Tuple[str, ...]:
     """A --check-command as it runs in the environment of `python`: its words split as a shell
     would (no shell started), a first word that is a bare name the environment's own program
     (`python`, a console script such as `yolo`), a path as it is."""
-    import shlex
-
     program, *rest = shlex.split(command)
     if "/" not in program:
         program = str(PurePosixPath(python).parent / program)
