@@ -206,3 +206,12 @@ def test_add_of_a_project_that_does_not_import_keeps_the_environment_in_use(
     # The install `add` ran, which the fix runs again, carries the new check command.
     assert "--with needs-gl" in error["fix"] and "--check-command 'python -c '\"'\"'import sys'\"'\"''" in error["fix"]
     assert venv.resolve() == before
+
+
+def test_the_probe_reports_past_a_module_that_prints_and_leaves_a_thread_running(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    chatty = ("import sys, threading, time\nsys.stdout.write('loading...')\n"
+              "threading.Thread(target=time.sleep, args=(3600,)).start()\n")
+    _dist(site, "chatty", "1.0", {"chatty/__init__.py": chatty}, top_level="chatty\n")
+    (entry,) = _probe(site, "chatty")
+    assert (entry["distribution"], entry["modules"], entry["error"]) == ("chatty", ["chatty"], None)

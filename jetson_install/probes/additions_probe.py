@@ -138,9 +138,13 @@ def main(requirements):
             except BaseException as exc:  # an import may raise anything, SystemExit included
                 entry["module"], entry["error"] = module, last_line(exc)
                 break
-    print(json.dumps({"probe": "additions", "python": "%d.%d" % sys.version_info[:2], "additions": results}))
+    # On a line of its own: a module imported above may have written to stdout without a newline.
+    sys.stdout.write("\n" + json.dumps({"probe": "additions", "python": "%d.%d" % sys.version_info[:2],
+                                        "additions": results}) + "\n")
+    sys.stdout.flush()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Without waiting for threads an imported module started and never ends.
+    os._exit(main(sys.argv[1:]))
