@@ -82,7 +82,7 @@ def _vendor(step: Step, run: Run) -> str:
             plan = _from_next_source(plan, run, failure)
             argv = next(planned for planned in plan.steps if planned.id == step.id).bound(plan.staging,
                                                                                          str(run.staging)).argv
-    assert plan.resolution is not None
+    assert plan.vendor is not None and plan.resolution is not None  # the next source's plan has both
     record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
     # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on, and a
     # file it took by name that the catalog lists is recorded as that build, with its sha256.
