@@ -37,7 +37,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "tests"))
 
-from support import VENDOR_PINS, find_uv, isolated_env  # noqa: E402
+from support import PROXY_VARIABLES, VENDOR_PINS, find_uv, isolated_env  # noqa: E402
 from support.catalogs import stub_catalog_text  # noqa: E402
 from support.index_server import LoopbackIndex  # noqa: E402
 from support.stub_projects import build_index_dirs, make_obliteratus_git_repo, make_obliteratus_source  # noqa: E402
@@ -54,7 +54,9 @@ def timed(commands: Sequence[Sequence[str]], env: Dict[str, str],
     `steps`, with "outside steps" for the rest (start-up, the checks before the first step, the no-op test)."""
     start, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     for argv in commands:
-        done = subprocess.run(argv, env=env, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        done = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr}")
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if steps is not None:
@@ -62,6 +64,16 @@ def timed(commands: Sequence[Sequence[str]], env: Dict[str, str],
         result["outside steps"] = seconds - sum(result.values())
         steps.append(result)
     return Sample(seconds, after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime)
+
+
+def bench_env(work: Path, real_deps: bool) -> Dict[str, str]:
+    """The tests' isolated environment; with the real dependency tree, without the dead proxy it
+    sets so that nothing leaves loopback by mistake."""
+    env = isolated_env(work)
+    if real_deps:
+        for name in PROXY_VARIABLES:
+            env.pop(name, None)
+    return env
 
 
 def compared(what: str, tool: List[Sample], other: List[Sample], other_name: str) -> str:
@@ -97,7 +109,7 @@ def main() -> None:
 
         with_native_files(next(dirs.vendor.glob("torch-*.whl")), find_torch_wheel(None))
     source = make_obliteratus_source(work / "OBLITERATUS")
-    env = isolated_env(work)
+    env = bench_env(work, args.real_deps)
     catalog = work / "wheels-index.toml"
     # The catalog's jp6-cu126 source describing the stub vendor builds, as the tests make it.
     catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), dirs.vendor))

@@ -1,7 +1,8 @@
 """How long `jetson-install --help`, `--version`, `detect` and `plan` take, as ratios to
-`python -c pass` in the same run.
+`python -c pass` in the same run, and `--help` against a bare click app's `--help`.
 
-Goal (issue 24): at most 4x each. The commands run as a user runs them, through the
+Goal (issue 31): `--help` at most 1.5x a bare click app's `--help`, in instructions (click's floor:
+what any command-line tool built on click pays before it does anything). The commands run as a user runs them, through the
 `jetson-install` script installed beside this interpreter (`python -m jetson_install` where
 there is none, which adds runpy). Beside the wall and CPU seconds, the instructions each case
 executes (valgrind's callgrind, where valgrind is installed): the same on every run of the same
@@ -45,6 +46,24 @@ def instructions(argv: Sequence[str]) -> Optional[int]:
                    for line in path.read_text().splitlines() if line.startswith("totals:"))
 
 
+# The floor: a click group with one command, nothing else imported.
+BARE_CLICK_APP = """import click
+
+
+@click.group()
+def cli() -> None:
+    \"\"\"A bare click app.\"\"\"
+
+
+@cli.command()
+def one() -> None:
+    \"\"\"Its one command.\"\"\"
+
+
+cli()
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=30)
@@ -56,8 +75,11 @@ def main() -> None:
     script = Path(sys.executable).parent / "jetson-install"
     tool = [str(script)] if script.exists() else [sys.executable, "-m", "jetson_install"]
     sample = ["--root", "sample:agx-orin-64gb-jp6.2"]
+    bare_app = Path(tempfile.mkdtemp(prefix="bench-startup-")) / "bare_click_app.py"
+    bare_app.write_text(BARE_CLICK_APP)
     cases = {
         "import click (reference)": [sys.executable, "-c", "import click"],
+        "bare click app --help": [sys.executable, str(bare_app), "--help"],
         "--help": tool + ["--help"],
         "--version": tool + ["--version"],
         "detect (sample root)": tool + ["detect"] + sample,
@@ -88,6 +110,10 @@ def main() -> None:
               f"{cpu[name] / cpu['python -c pass']:5.2f}x CPU  "
               + (f"{count / base:5.2f}x instructions ({count / 1e6:6.1f} M)  " if count and base else "")
               + f"{(wall[name] - wall['import click (reference)']) * 1000:+6.1f} ms over import click")
+    help_count, bare_count = counted["--help"], counted["bare click app --help"]
+    if help_count and bare_count:
+        print(f"--help vs a bare click app's --help: {help_count / bare_count:.2f}x instructions (goal at most 1.5x)")
+    shutil.rmtree(bare_app.parent)
 
 
 if __name__ == "__main__":

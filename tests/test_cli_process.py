@@ -10,6 +10,7 @@ with credentials (test_secrets.py), the console script of the built wheel (test_
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -21,6 +22,8 @@ import pytest
 from support.cli import run_cli
 
 from jetson_install import __version__
+from jetson_install.catalog.catalog_file import default_catalog_path
+from jetson_install.tools.runner import uv_binary
 from support.installer import Installer
 
 BOARDS = Path(__file__).parent / "resources" / "boards"
@@ -36,9 +39,29 @@ def process(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("flag", ["--version", "-V"])
 def test_the_module_entry_runs_the_command_line(flag: str) -> None:
     result = process(flag)
-    assert (result.returncode, result.stdout, result.stderr) == (0, f"jetson-install, version {__version__}\n", "")
-    # The same line in process, after another flag too (click's version option is eager).
-    assert run_cli(flag, "-q").stdout == f"jetson-install, version {__version__}\n"
+    assert (result.returncode, result.stdout.splitlines()[0], result.stderr) == (0, f"jetson-install {__version__}", "")
+    # The same lines in process, after another flag too (the version option is eager).
+    assert run_cli(flag, "-q").stdout == result.stdout
+
+
+def test_the_version_says_what_a_bug_report_needs() -> None:
+    """The tool, the catalog it reads, the uv binary it runs and the Python it runs on."""
+    lines = process("--version").stdout.splitlines()
+    catalog = default_catalog_path()
+    uv_says = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, timeout=60).stdout.split()
+    assert lines == [
+        f"jetson-install {__version__}",
+        f"catalog: sha256 {hashlib.sha256(catalog.read_bytes()).hexdigest()[:12]} ({catalog})",
+        f"uv: {uv_says[1]} ({os.path.normpath(uv_binary())})",
+        f"python: {sys.version.split()[0]} ({sys.executable})",
+    ]
+
+
+def test_the_version_names_a_catalog_it_cannot_read_and_still_answers(tmp_path: Path) -> None:
+    missing = tmp_path / "wheels-index.toml"
+    result = run_cli("--version", env={**os.environ, "JETSON_INSTALL_WHEELS_INDEX": str(missing)})
+    assert result.returncode == 0
+    assert f"catalog: unreadable ([Errno 2] No such file or directory: '{missing}')" in result.stdout.splitlines()
 
 
 @pytest.mark.parametrize(("args", "code"), [

@@ -27,7 +27,10 @@ from typing import Callable, Dict
 
 # Blocks a fast test cannot run as written, and what runs them instead (or why nothing can).
 RUN_ELSEWHERE: Dict[str, str] = {
-    "README.md / Install": "test_the_install_block_with_pipx (lane: pipx builds the checkout from the registry)",
+    "README.md / Install": (
+        "tests/test_index_route.py (lane: both lines from a loopback index serving the built sdist and wheel, on a "
+        "sample root; the name is not published yet)"),
+    "README.md / Install#2": "test_the_install_block_with_pipx (lane: pipx builds the checkout from the registry)",
     "README.md / Run the tests": "CI: .ci/run runs exactly this line (tests/test_readme.py holds them equal)",
     "README.md / Run the tests#2": (
         "the fast tier is this suite itself; tests/test_readme.py holds its markers to those pytest declares"),
@@ -260,7 +263,7 @@ def test_the_authenticated_mirror_block(board: Dict[str, str], tmp_path: Path, s
 
 @pytest.mark.lane
 def test_the_install_block_with_pipx(tmp_path: Path) -> None:
-    """README's Install line, as written, with pipx from tests/setup.d/20-pipx: it builds the
+    """README's checkout Install line, as written, with pipx from tests/setup.d/20-pipx: it builds the
     checkout (hatchling and the dependencies from the package registry)."""
     pipx = TOP / ".venv-pipx" / "bin" / "pipx"
     if not pipx.exists():
@@ -271,7 +274,7 @@ def test_the_install_block_with_pipx(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JETSON_", "PIPX_", "VIRTUAL_ENV"))}
     env.update(PIPX_HOME=str(tmp_path / "pipx-home"), PIPX_BIN_DIR=str(tmp_path / "bin"),
                PIPX_MAN_DIR=str(tmp_path / "man"), PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    result = run_block(block("README.md", "Install"), env, tmp_path)
+    result = run_block(block("README.md", "Install", 1), env, tmp_path)
     if result.returncode != 0 and "Could not find a version" in result.stdout + result.stderr:
         lane_unavailable("pipx", "the package registry did not answer")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -36,10 +36,14 @@ def failed(report: doctor.DoctorReport) -> Set[str]:
 def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clean_pip_check: List[str]) -> None:
     python = make_env(tmp_path / "env")
     report = run(python)
-    assert [c.status for c in report.checks] == ["ok"] * len(doctor.CHECKS), doctor.render_lines(report)
+    # Nothing was added to the stack: the additions check does not apply.
+    statuses = {c.id: c.status for c in report.checks}
+    assert statuses == {**{spec.id: "ok" for spec in doctor.CHECKS}, "additions": "not_applicable"}, \
+        doctor.render_lines(report)
     assert report.exit_code == 0
     evidence = report.to_json()
     assert evidence["status"] == "passed"
+    assert evidence["additions"] == {"projects": [], "check_commands": []}
     assert evidence["platform"] == {
         "l4t": "36.4.3", "jetpack": "6.2", "arch": "aarch64", "python": evidence["platform"]["python"], "kind": "tegra",
         "channel": "jp6-cu126", "board": "NVIDIA Jetson Orin Nano Developer Kit",
@@ -513,7 +517,7 @@ def test_bitsandbytes_checks_do_not_apply_where_the_channel_has_no_build(tmp_pat
     assert "without its quantization extra" in report.check("bnb-library").detail
     assert report.to_json()["bitsandbytes"]["kernel_test"] == "not_applicable"
     assert report.exit_code == 0
-    assert "3 not applicable" in doctor.render_lines(report)[-1]
+    assert "4 not applicable" in doctor.render_lines(report)[-1]  # the three, and nothing added to the stack
 
 
 def test_strict_gate_fails_on_a_skip_and_names_it(tmp_path: Path) -> None:

@@ -270,3 +270,23 @@ def test_the_doctor_asks_no_version_of_a_venv_whose_python_the_install_asked(tmp
     inspect_interpreter(sys.executable)  # what an install does first
     ran.clear()
     assert _resolve_interpreter(str(link)) == str(link) and ran == []
+
+
+def test_a_cap_keyed_on_python_follows_the_interpreter_the_install_takes(tmp_path: Path) -> None:
+    """transformers 5.21.0 says Requires-Python >=3.11: a 3.10 channel's plan caps it, but an
+    install with a 3.11 (or newer) interpreter takes what that Python can."""
+    env = isolated_env(tmp_path)
+    channel_plan = json.loads(run_cli("plan", "obliteratus", "--root", SAMPLE, "--json", env=env).stdout)
+    assert {"constraint": "transformers<5.21.0", "why": "transformers 5.21.0 needs Python 3.11, the channel's is 3.10"} \
+        in channel_plan["caps"]
+    result = run_cli("obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "obl"), "--python", sys.executable,
+                     "--dry-run", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["python"], data["interpreter_python"]) == (CHANNEL, HERE)
+    if sys.version_info >= (3, 11):
+        assert not [cap for cap in data["caps"] if cap["constraint"].startswith("transformers")]
+        assert not [line for line in data["constraints"] if line.startswith("transformers")]
+    else:
+        assert {"constraint": "transformers<5.21.0",
+                "why": f"transformers 5.21.0 needs Python 3.11, the interpreter's is {HERE}"} in data["caps"]

@@ -217,7 +217,7 @@ def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
         # bitsandbytes loads its CPU library when torch sees no GPU; the fix points at torch's checks.
         "bnb-library": "fail", "bnb-kernels": "skip", "bnb-int8": "skip",
         "obliteratus": "fail", "jetson-contract": "skip",
-        "transformers-torch": "not_applicable",
+        "transformers-torch": "not_applicable", "additions": "not_applicable",
         "pip-check": "ok",
     }
     assert checks["torch-build"]["detail"].startswith("torch 2.13.0+cu130, CUDA 13.0")

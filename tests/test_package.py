@@ -103,7 +103,7 @@ def check_installed_tool(command: List[str], cwd: Path) -> None:
     """What a user runs first, from an installed wheel, away from any checkout."""
     from jetson_install import __version__
 
-    assert run_installed(command, "--version", cwd=cwd).stdout.strip().endswith(__version__)
+    assert run_installed(command, "--version", cwd=cwd).stdout.splitlines()[0] == f"jetson-install {__version__}"
     plan = run_installed(command, "plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", cwd=cwd)
     assert plan.returncode == 0, plan.stderr
     assert "jp6-cu126" in plan.stdout

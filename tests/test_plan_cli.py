@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -324,3 +325,45 @@ def test_the_plan_says_where_apt_finds_cudss() -> None:
     assert (f"  apt       wget {keyring} && sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update && "
             "sudo apt-get install -y libopenblas-dev libcusparselt0   (the vendor wheels need these)\n"
             "            (libcusparselt0: from NVIDIA's CUDA repository") in fallback
+
+
+def test_the_extra_is_read_from_the_sources_pyproject_at_the_ref_tags_branches_and_commits(tmp_path: Path) -> None:
+    """A local repository says at each ref which extras it has: a branch or a commit from before
+    the extra gets none, where the catalog's rule (by tag name) would have given it."""
+    from support.stub_projects import _git
+
+    repo = tmp_path / "OBLITERATUS"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "pyproject.toml").write_text("[project]\nname = 'obliteratus'\nversion = '0.1.2'\n"
+                                         "[project.optional-dependencies]\ndev = ['pytest']\n")
+    _git(repo, "add", "pyproject.toml")
+    _git(repo, "commit", "-q", "-m", "0.1.2")
+    _git(repo, "tag", "v0.1.2")
+    _git(repo, "branch", "before-quantization")
+    old = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    (repo / "pyproject.toml").write_text("[project]\nname = 'obliteratus'\nversion = '0.1.3'\n"
+                                         "[project.optional-dependencies]\nquantization = ['bitsandbytes']\n")
+    _git(repo, "commit", "-q", "-am", "0.1.3")
+    _git(repo, "tag", "v0.1.3")
+    args = ("--root", "sample:agx-orin-64gb-jp6.2", "--source", str(repo))
+    for ref in ("v0.1.2", "before-quantization", old):
+        data = plan_json(*args, "--ref", ref)
+        assert data["requirement"] == f"obliteratus @ git+{repo.resolve().as_uri()}@{ref}", ref
+        assert (data["extra"], data["extra_from"]) == (None, f"pyproject.toml at {ref} in {repo.resolve()}")
+    for ref in ("v0.1.3", "main"):
+        data = plan_json(*args, "--ref", ref)
+        assert data["requirement"].startswith("obliteratus[quantization] @ "), ref
+        assert data["extra_from"] == f"pyproject.toml at {ref} in {repo.resolve()}"
+    # A ref git cannot read there falls back to the catalog's rule, and the plan says so.
+    data = plan_json(*args, "--ref", "v9.9.9")
+    assert data["extra"] == "quantization"
+    assert data["extra_from"] == (f"wheels-index.toml's rule: 'quantization' from 0.1.3 on; the source at v9.9.9 has "
+                                  f"no pyproject.toml git can read in {repo.resolve()}")
+    text = plan(*args, "--ref", "before-quantization").stdout
+    assert f"  extras    none   (from pyproject.toml at before-quantization in {repo.resolve()})" in text
+    # A remote source is not fetched to plan: the catalog's rule, said.
+    remote = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--ref", "v0.1.2")
+    assert remote["extra"] is None and remote["extra_from"].startswith("wheels-index.toml's rule")
+    assert remote["extra_from"].endswith("the source at v0.1.2 is remote, and planning reads nothing over the network")

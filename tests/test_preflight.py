@@ -115,7 +115,8 @@ def test_preflight_doctor_expects_cpu_and_its_pass_is_not_a_jetson_pass(tmp_path
         # Triton's assembler assembles Orin's sm_87 (no GPU needed); the compiled function is not run.
         "compile": "ok",
         "numpy": "ok", "bnb-library": "ok", "bnb-kernels": "not_applicable", "bnb-int8": "not_applicable",
-        "obliteratus": "ok", "jetson-contract": "not_applicable", "transformers-torch": "ok", "pip-check": "ok",
+        "obliteratus": "ok", "jetson-contract": "not_applicable", "transformers-torch": "ok", "additions": "not_applicable",
+        "pip-check": "ok",
     }, doctor.render_lines(report)
     assert "loaded its CPU library libbitsandbytes_cpu.so" in report.check("bnb-library").detail
     assert "answers 'cpu'" in report.check("obliteratus").detail

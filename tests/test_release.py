@@ -64,6 +64,15 @@ def test_ci_runs_the_tests_as_ci_run_does_on_push_and_pull_request() -> None:
     assert "run: sudo -E bash .ci/run" in text
 
 
+def test_ci_gives_the_source_build_lane_jetpack_6s_nvcc_where_the_lane_looks() -> None:
+    """A hosted runner has no CUDA toolkit; the source-build lane fails under CI=true without
+    one at CUDA_HOME (tests/test_build_bitsandbytes.py)."""
+    text = (WORKFLOWS / "ci.yml").read_text(encoding="utf-8")
+    install, tests = text.split("      - name: Run the tests as .ci/run does\n")
+    assert "cuda: '12.6.3'" in install and '"nvcc"' in install and "method: network" in install
+    assert "CUDA_HOME: ${{ steps.cuda.outputs.CUDA_PATH }}" in tests and "id: cuda\n" in install
+
+
 def test_the_release_publishes_by_trusted_publishing_and_attaches_checksums() -> None:
     text = RELEASE.read_text(encoding="utf-8")
     assert 'tags: ["v*"]' in text

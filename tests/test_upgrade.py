@@ -77,3 +77,20 @@ def test_detect_names_the_running_tools_upgrade_for_an_unknown_release() -> None
     assert result.returncode == 0, result.stderr
     assert (f"warning: L4T R40 is not known to this jetson-install; JetPack unknown "
             f"(upgrade: {running_upgrade_command()})") in result.stdout
+
+
+@pytest.mark.parametrize(("direct_url", "expected"), [
+    (None, "uv tool upgrade jetson-install"),
+    (json.dumps({"url": "file:///srv/jetson-install", "dir_info": {}}),
+     "git -C /srv/jetson-install pull && uv tool install --force /srv/jetson-install"),
+    (json.dumps({"url": "file:///srv/dist/jetson_install-0.1.0-py3-none-any.whl", "archive_info": {}}),
+     "uv tool install --force jetson-install"),
+])
+def test_a_tool_uv_installed_is_upgraded_by_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               direct_url: Optional[str], expected: str) -> None:
+    """`uv tool install` leaves uv-receipt.toml in the tool's environment: its user has uv, maybe no pipx."""
+    _dist_info(tmp_path / "site", direct_url)
+    (tmp_path / "uv-receipt.toml").write_text('[tool]\nrequirements = [{ name = "jetson-install" }]\n')
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert running_upgrade_command() == expected

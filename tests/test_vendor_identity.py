@@ -344,3 +344,47 @@ def test_an_environments_versions_are_its_metadata_headers_by_normalized_name(tm
         (site / folder / ("PKG-INFO" if folder.endswith(".egg-info") else "METADATA")).write_text(text)
     assert installed_versions(tmp_path / "env") == {"foo-bar": "1.0", "torch": "2.5.0a0+872d972e41.nv24.08",
                                                     "legacy": "0.3"}
+
+
+def _installed_wheel(environment: Path, name: str, version: str, tag: str) -> None:
+    """A dist-info as uv leaves it: the WHEEL file names the wheel's tag."""
+    dist_info = environment / "lib" / "python3.12" / "site-packages" / f"{name}-{version}.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (dist_info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
+    (dist_info / "RECORD").write_text(f"{name}-{version}.dist-info/RECORD,,\n")
+
+
+def test_thors_bitsandbytes_taken_by_range_is_recorded_as_the_catalogs_build_with_its_sha256(tmp_path: Path) -> None:
+    from jetson_install.envs.record import read_record, record_installed
+
+    source = load_catalog().channel("jp7-thor-cu130").primary
+    assert source is not None and source.default_index
+    # uv's default index is not listed by the tool: bitsandbytes is left to uv within its range.
+    resolution = index.offline_resolution(source)
+    assert resolution.file("bitsandbytes") is not None and not resolution.file("bitsandbytes").sha256  # type: ignore[union-attr]
+    _installed_wheel(tmp_path, "torch", "2.13.0", "cp312-cp312-manylinux_2_28_aarch64")
+    _installed_wheel(tmp_path, "bitsandbytes", "0.50.2", "py3-none-manylinux_2_24_aarch64")
+    record = record_installed(tmp_path, resolution, (), "jetson-install torch")
+    installed = {name: package.version for name, package in record.installed.items()}
+    tags = {name: package.tags for name, package in record.installed.items()}
+    record_installed(tmp_path, resolution.with_installed(installed, tags, source.builds), (), "jetson-install torch")
+    kept = read_record(tmp_path)
+    assert kept is not None
+    files = {chosen.name: chosen for chosen in kept.resolution.files}
+    listed = {build.file: build.sha256 for build in source.builds}
+    bnb = "bitsandbytes-0.50.2-py3-none-manylinux_2_24_aarch64.whl"
+    assert (files["bitsandbytes"].file, files["bitsandbytes"].version) == (bnb, "0.50.2")
+    assert files["bitsandbytes"].sha256 == listed[bnb] and files["bitsandbytes"].known
+    torch = "torch-2.13.0-cp312-cp312-manylinux_2_28_aarch64.whl"
+    assert files["torch"].file == torch and files["torch"].sha256 == listed[torch]
+
+
+def test_a_build_the_catalog_does_not_list_stays_recorded_without_a_sha256(tmp_path: Path) -> None:
+    source = load_catalog().channel("jp7-thor-cu130").primary
+    assert source is not None
+    resolution = index.offline_resolution(source).with_installed(
+        {"bitsandbytes": "0.49.0"}, {"bitsandbytes": ("py3-none-manylinux_2_24_aarch64",)}, source.builds)
+    chosen = resolution.file("bitsandbytes")
+    assert chosen is not None and chosen.version == "0.49.0"
+    assert (chosen.file, chosen.sha256, chosen.known) == ("", None, False)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 __all__ = [
     "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE",
-    "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "ACTIVATE_FILE", "GIVEN_FILE",
+    "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "CHECK_COMMANDS_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "ACTIVATE_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
     "INTERPRETER_CACHE", "CHECKED_FILE", "OWNER_MARK", "OWNER_MARK_PREFIX",
@@ -56,6 +56,8 @@ CHECKED_FILE = "checked.txt"
 REQUIREMENTS_FILE = "requirements.txt"
 #: What --with (and `add`) put on the stack, one requirement a line: a re-run keeps them.
 ADDED_FILE = "added.txt"
+#: --check-command's commands, one a line: the check step and the doctor run them; a re-run keeps them.
+CHECK_COMMANDS_FILE = "check-commands.txt"
 #: The companions asked for, and as the default index resolved them (with their hashes).
 COMPANIONS_INPUT = "companions.in"
 COMPANIONS_FILE = "companions.txt"

@@ -20,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on the JetPack 5/6 Pythons
     import tomli as tomllib
 
-__all__ = ["load_toml", "TomlData"]
+__all__ = ["load_toml", "loads_toml", "TomlData"]
 
 # A table header, `[name]` or `[[name]]`, of bare or quoted keys (an array's `["a", "b"]` has commas).
 _HEADER = re.compile(r"""^\s*\[\[?\s*([A-Za-z0-9_.\-"' ]+?)\s*\]\]?\s*(?:#.*)?$""")
@@ -37,7 +37,11 @@ def _text(path: Path) -> str:
 
 
 def load_toml(path: Path) -> Dict[str, Any]:
-    text = _text(path)
+    return loads_toml(_text(path), path)
+
+
+def loads_toml(text: str, path: Path = Path("pyproject.toml")) -> Dict[str, Any]:
+    """`text` as TOML; `path`: what a mistake's message names (a file read from git's objects)."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -218,9 +218,10 @@ class Target:
             return self.quantization_extra
         return None if older else self.quantization_extra
 
-    def caps_for(self, torch: Optional[str], python: str) -> List[Tuple[str, str]]:
+    def caps_for(self, torch: Optional[str], python: str, python_of: str = "the channel's") -> List[Tuple[str, str]]:
         """(constraint, why) for each companion whose newer releases the channel's torch or
-        Python does not meet: the companion stays below the first such release."""
+        `python` (`python_of` says whose: the channel's, or the interpreter's the install
+        takes) does not meet: the companion stays below the first such release."""
         caps: Dict[str, Tuple[Version, str]] = {}
         for floor in self.caps:
             if floor.torch is not None:
@@ -229,7 +230,7 @@ class Target:
                 why = f"{floor.package} {floor.first} needs torch {floor.torch}, the channel's is {torch}"
             else:
                 missed = Version(python) < Version(str(floor.python))
-                why = f"{floor.package} {floor.first} needs Python {floor.python}, the channel's is {python}"
+                why = f"{floor.package} {floor.first} needs Python {floor.python}, {python_of} is {python}"
             first = Version(floor.first)
             if missed and (floor.package not in caps or first < caps[floor.package][0]):
                 caps[floor.package] = (first, why)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from jetson_install.base.errors import JetsonInstallError
@@ -189,11 +189,22 @@ class Resolution:
         """The exact versions: a range uv has yet to resolve has none."""
         return {chosen.name: chosen.version for chosen in self.files if chosen.version}
 
-    def with_installed(self, versions: Mapping[str, str]) -> "Resolution":
-        """The resolution with the versions uv took for its ranges, once they are installed."""
-        files = tuple(dataclasses.replace(chosen, version=versions[chosen.name])
-                      if not chosen.version and chosen.name in versions else chosen for chosen in self.files)
-        return dataclasses.replace(self, files=files)
+    def with_installed(self, versions: Mapping[str, str], tags: Mapping[str, Sequence[str]] = {},
+                       builds: Sequence[KnownBuild] = ()) -> "Resolution":
+        """The resolution with the versions uv took for its ranges, once they are installed; a
+        file uv chose by name (the default index, which the tool does not list) that is one of
+        `builds` (the same name, version and wheel tags as the installed one's WHEEL file
+        gives, `tags`) is recorded as that build, with the sha256 the catalog lists for it."""
+        files = []
+        for chosen in self.files:
+            if not chosen.version and chosen.name in versions:
+                chosen = dataclasses.replace(chosen, version=versions[chosen.name])
+            build = None if chosen.file else _listed_build(chosen.name, chosen.version, tags.get(chosen.name, ()), builds)
+            if build is not None:
+                chosen = dataclasses.replace(chosen, file=build.file, sha256=build.sha256, known=True,
+                                             cuda=build.cuda or chosen.cuda)
+            files.append(chosen)
+        return dataclasses.replace(self, files=tuple(files))
 
     def file(self, name: str) -> Optional[ChosenFile]:
         return next((chosen for chosen in self.files if chosen.name == name), None)
@@ -206,6 +217,21 @@ class Resolution:
     def from_json(cls, data: Mapping[str, Any]) -> "Resolution":
         return cls(str(data["source"]), str(data["set"]), tuple(ChosenFile.from_json(f) for f in data["files"]),
                    str(data.get("reason", "")), tuple(data.get("warnings", ())))
+
+
+def _listed_build(name: str, version: str, tags: Sequence[str], builds: Sequence[KnownBuild]) -> Optional[KnownBuild]:
+    """The build of `builds` that is the wheel `name` `version` with exactly these tags, if any."""
+    if not version or not tags:
+        return None
+    try:
+        wanted = (canonicalize_name(name), Version(version), frozenset(tags))
+    except InvalidVersion:
+        return None
+    for build in builds:
+        listed, listed_version, _, listed_tags = parse_wheel_filename(build.file)
+        if (listed, listed_version, frozenset(str(tag) for tag in listed_tags)) == wanted:
+            return build
+    return None
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,11 @@ fixes, it imports when it runs: `--help`, `--version` and `detect` load none of 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import signal
 import sys
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -28,6 +30,7 @@ from jetson_install.base.errors import (
     Stopped,
 )
 from jetson_install.base.redact import RedactingStream, json_text
+from jetson_install.catalog.catalog_file import default_catalog_path
 from jetson_install.cli import options
 from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
 
@@ -62,8 +65,40 @@ def _plan_command(target_id: str, summary: str) -> click.Command:
                                          "unless --resolve).")(options.PLAN(lambda **given: _plan(target_id, given)))
 
 
+def _version_lines() -> List[str]:
+    """What a bug report needs: the tool, the catalog it reads (its sha256 names the revision,
+    whichever checkout or wheel it came from), the uv it runs and the Python it runs on."""
+    lines = [f"jetson-install {__version__}"]
+    try:
+        catalog = default_catalog_path()
+        digest = hashlib.sha256(catalog.read_bytes()).hexdigest()[:12]
+        lines.append(f"catalog: sha256 {digest} ({catalog})")
+    except (JetsonInstallError, OSError) as exc:
+        lines.append(f"catalog: unreadable ({exc})")
+    # The uv distribution is the binary it ships, so its version is the binary's
+    # (https://github.com/astral-sh/uv/blob/main/python/uv/_find_uv.py finds it among its files):
+    # read from the metadata, neither the uv module nor the binary runs.
+    try:
+        uv = distribution("uv")
+    except PackageNotFoundError:
+        lines.append("uv: not installed beside jetson-install (reinstall: pipx reinstall jetson-install)")
+    else:
+        binary = next((uv.locate_file(f) for f in uv.files or () if f.name == "uv"), None)
+        where = os.path.normpath(str(binary)) if binary is not None else "its binary is not listed"
+        lines.append(f"uv: {uv.version} ({where})")
+    lines.append(f"python: {sys.version.split()[0]} ({sys.executable})")
+    return lines
+
+
+def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    if value and not context.resilient_parsing:
+        click.echo("\n".join(_version_lines()))
+        context.exit()
+
+
 @click.group(cls=WithTargets, make=_install_command, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="jetson-install")
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version of jetson-install, its catalog, its uv and its Python, and exit.")
 def cli() -> None:
     """Make a CUDA-enabled OBLITERATUS environment on an NVIDIA Jetson, and prove it works.
 
@@ -173,7 +208,8 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
 
 @cli.command()
 @options.ADD
-def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: bool, as_json: bool) -> None:
+def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: bool, as_json: bool,
+        check_commands: Tuple[str, ...]) -> None:
     """Add packages to an environment, built as a new one beside it.
 
     REQUIREMENT... are package names (with a version), git URLs or project folders. The new
@@ -183,6 +219,7 @@ def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: 
     from jetson_install.cli.render import addition_line
 
     flags = tuple(flag for flag, given in (("--dry-run", dry_run), ("--yes", yes), ("--json", as_json)) if given)
+    flags += tuple(word for command in check_commands for word in ("--check-command", command))
     made = addition(venv, requirements, flags, options.typed())
     click.echo(addition_line(made.new, made.link, made.kept, made.command), err=True)
     parsed = options.parsed(made.target, made.command.argv[1:])
@@ -241,7 +278,8 @@ def doctor(root: str, l4t: Optional[str], soc: Optional[str], venv: Optional[str
     """Prove torch.cuda and bitsandbytes run CUDA kernels; read-only."""
     from jetson_install.cli.commands import doctor as doctoring
     from jetson_install.cli.render import check_list, check_list_json
-    from jetson_install.doctor import list_checks as checks_listed, render_lines
+    from jetson_install.doctor import list_checks as checks_listed
+    from jetson_install.doctor import render_lines
 
     if list_checks:
         _print_json(check_list_json(checks_listed())) if as_json else click.echo(check_list(checks_listed()))

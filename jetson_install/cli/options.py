@@ -64,6 +64,11 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
     "with": (("--with", "added"), dict(multiple=True, metavar="REQUIREMENT", help="Also install this (a package "
                                        "name, a git URL or a project folder) under the stack's constraints; "
                                        "repeatable. A re-run keeps what an environment was given.")),
+    "check-command": (("--check-command", "check_commands"), dict(
+        multiple=True, metavar="CMD", help="Also run this command in the new environment when checking it and "
+        "in its doctor, e.g. a --with project's own smoke test; a first word without a slash is the "
+        "environment's own program (`python`, `yolo`); repeatable. "
+        "A re-run keeps what an environment was given.")),
     "venv": (("--venv",), dict(metavar="DIR", help="Environment location (default: a per-user data directory).")),
     "dry-run": (("--dry-run",), dict(is_flag=True, help="Print the plan and change nothing.")),
     "yes": (("--yes", "-y"), dict(is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")),
@@ -76,7 +81,7 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
 }
 #: The variables options read: as much the user's input as the options themselves.
 ENVIRONMENT_VARIABLES = tuple(spec["envvar"] for _, spec in OPTIONS.values() if "envvar" in spec)
-INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "with", "ref", "source", "allow-insecure-index",
+INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "with", "check-command", "ref", "source", "allow-insecure-index",
                    "vendor-fallback",
                    "default-index", "vendor-index", "mirror", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
 
@@ -139,7 +144,7 @@ ADD = _stacked(
     with_options("venv", venv={"help": "The environment to add to (default: the one a target's install made at its "
                                        "default location)."}),
     with_options("dry-run", dry_run={"help": "Print the plan of the new environment and change nothing."}),
-    with_options("yes"), with_options("json"),
+    with_options("yes"), with_options("json"), with_options("check-command"),
 )
 LOCK = _stacked(
     with_options("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "mirror", "ref",
@@ -265,7 +270,8 @@ def install_options(target: str, params: Dict[str, Any], context: Optional[click
         source=params["source"], ref=params["ref"], verify=not params.get("no_verify", False),
         fallback=params["vendor_fallback"], use_existing_torch=params.get("use_existing_torch", False),
         bitsandbytes=params.get("bitsandbytes"), preflight=params.get("preflight", False),
-        cpu_index=params.get("cpu_index"), added=tuple(params.get("added", ())), mirrors=tuple(params.get("mirrors", ())))
+        cpu_index=params.get("cpu_index"), added=tuple(params.get("added", ())), mirrors=tuple(params.get("mirrors", ())),
+        check_commands=tuple(params.get("check_commands", ())))
 
 
 def _verbosity(context: click.Context, parameter: click.Parameter, value: bool) -> None:

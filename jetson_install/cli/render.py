@@ -77,7 +77,9 @@ def plan_text(plan: Plan) -> str:
         f"  pins      {' '.join(plan.constraints)}",
         *[f"  cap       {cap}   ({why})" for cap, why in plan.caps],
         f"  source    {plan.requirement or 'none: the stack alone'}",
+        *([f"  extras    {plan.extra or 'none'}   (from {plan.extra_from})"] if plan.extra_from else []),
         *[f"  with      {addition}" for addition in plan.additions],
+        *[f"  check     {command}" for command in plan.check_commands],
     ]
     fallback = plan.route.fallback_location(plan)
     if fallback:

@@ -80,8 +80,9 @@ _PROBE_STEPS = {
     "compile": "compiling a function with torch.compile",
 }
 _PROBE_START = {"torch": "starting Python", "bitsandbytes": "importing torch and bitsandbytes",
+                "additions": "importing what was added to the stack",
                 "integrity": "checking the vendor files against their RECORDs",
-               "assembler": "assembling a kernel with Triton's assembler"}
+                "assembler": "assembling a kernel with Triton's assembler"}
 
 
 class _ProbeWatch:
@@ -199,6 +200,11 @@ class Context:
     # The integrity probe: start-up hooks and the vendor files against their RECORDs.
     integrity: ProbeOutcome = ProbeOutcome("integrity", {}, None)
     strict: bool = False  # the strict gate: the vendor files are hashed, and a foreign hook fails
+    # What --with and `add` put on the stack (the additions probe's findings), and each
+    # --check-command as given with how it ended.
+    additions_requested: Tuple[str, ...] = ()
+    additions: ProbeOutcome = ProbeOutcome("additions", {}, None)
+    check_commands: Tuple[Tuple[str, runner.Completed], ...] = ()
     # The assembler probe: whether the environment's Triton assembles for the board's GPU.
     assembler: ProbeOutcome = ProbeOutcome("assembler", {}, None)
 

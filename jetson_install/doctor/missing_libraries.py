@@ -34,6 +34,13 @@ _PROVIDERS: Tuple[_Provider, ...] = (
     # bitsandbytes' native libraries link GCC's OpenMP runtime, which minimal images lack
     # (https://packages.debian.org/bookworm/libgomp1, https://packages.ubuntu.com/jammy/libgomp1).
     _Provider("libgomp", "libgomp1", None),
+    # What a project put on the stack (--with) loads: OpenCV's wheels (ultralytics' cv2) link
+    # libGL.so.1 and libgthread-2.0.so.0, which headless images lack
+    # (https://packages.ubuntu.com/jammy/arm64/libgl1/filelist,
+    # https://packages.ubuntu.com/jammy/arm64/libglib2.0-0/filelist).
+    _Provider("libgl.", "libgl1", None),
+    _Provider("libgthread-2.0", "libglib2.0-0", None),
+    _Provider("libglib-2.0", "libglib2.0-0", None),
     # Wheels from 24.06 on need cuSPARSELt; on JetPack it is the libcusparselt0 package of NVIDIA's
     # cuda-keyring repository (https://github.com/ultralytics/ultralytics, docs/en/guides/nvidia-jetson.md);
     # CUDA 13 builds take the nvidia-cusparselt-cu13 wheel.

@@ -14,7 +14,9 @@ from jetson_install.catalog.catalog import load_catalog
 from jetson_install.doctor.profiles import profile_from_record
 from jetson_install.doctor.request import DoctorRequest
 from jetson_install.doctor.run import run_doctor
-from jetson_install.envs.environment import recorded_doctor_inputs, recorded_lock, recorded_plan
+from jetson_install.envs.environment import (
+    recorded_additions, recorded_check_commands, recorded_doctor_inputs, recorded_lock, recorded_plan,
+)
 from jetson_install.base.outputs import write_output
 from jetson_install.base.redact import json_text
 from jetson_install.envs.source_identity import recorded_commit
@@ -48,7 +50,8 @@ def doctor_environment(python: str, platform: Optional["Platform"], channel: Opt
         python, platform, channel, vendor=vendor, only=tuple(only), strict=strict,
         source_commit=recorded_commit(recorded.get("source")), profile=profile_from_record(recorded, channel, preflight),
         install_command=install_command, platform_options=tuple(platform_options), target=target,
-        left_out=load_catalog().left_out(target)), progress)
+        left_out=load_catalog().left_out(target), additions=recorded_additions(environment),
+        check_commands=recorded_check_commands(environment)), progress)
     evidence = report.to_json()
     lock = recorded_lock(environment)
     if lock is not None:

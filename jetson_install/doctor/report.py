@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install import __version__
@@ -45,6 +45,7 @@ class DoctorReport:
     headline: Optional[str] = None  # the id of the most fundamental failing check: fix it first
     profile: Profile = JETSON  # the preflight's: CPU builds on any aarch64 machine, never Jetson evidence
     complete: bool = True  # every check of the doctor ran (one that does not apply says so)
+    additions: Mapping[str, Any] = field(default_factory=dict)  # what was added to the stack, and its imports
 
     @property
     def passed(self) -> bool:
@@ -93,6 +94,7 @@ class DoctorReport:
             "environment": dict(self.environment),
             "runtime": dict(self.runtime),
             "integrity": dict(self.integrity),
+            "additions": dict(self.additions),
             "checks": [check.to_json() for check in self.checks],
             "strict": self.strict,
             "profile": self.profile.name,

@@ -28,7 +28,8 @@ class DoctorRequest:
     ``platform_options``: the doctor's --root/--l4t as given, kept in the installs its fixes
     print. ``target``: the command that made the environment; ``left_out``: the checks that are
     other targets' own, with why they do not apply here (reported as not applicable, never
-    omitted)."""
+    omitted). ``additions``: what --with and `add` put on the stack (their modules are imported);
+    ``check_commands``: --check-command's, run in the environment."""
 
     python: str
     platform: Optional[Platform]
@@ -43,6 +44,8 @@ class DoctorRequest:
     platform_options: Tuple[str, ...] = ()
     target: str = "obliteratus"
     left_out: Mapping[str, str] = field(default_factory=dict)
+    additions: Tuple[str, ...] = ()
+    check_commands: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.strict and self.only:

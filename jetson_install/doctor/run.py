@@ -65,7 +65,9 @@ from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
 from jetson_install.envs.environment import activate_variables
 from jetson_install.envs.record import record_path
-from jetson_install.probes import assembler_command, integrity_command
+from jetson_install.base.git_urls import requirement_without_credentials
+from jetson_install.doctor.additions import additions_evidence, check_additions
+from jetson_install.probes import additions_command, assembler_command, check_command, integrity_command
 
 
 @dataclass(frozen=True)
@@ -129,13 +131,17 @@ CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec(
         "transformers-torch", "transformers sees torch", True, "torch", check_transformers_torch, ("torch-import",)
     ),
+    # What the user put on the stack: a missing system library (libGL.so.1) fails here, not in
+    # the user's first import.
+    CheckSpec("additions", "what was added to the stack imports, and its check commands pass", True, "additions",
+              check_additions),
     CheckSpec("pip-check", "uv pip check is clean", True, "uv", check_pip),
 )
 _BY_ID = {spec.id: spec for spec in CHECKS}
 # What an install checks even with --no-verify (image builds without GPU access): these need
 # no GPU, and a CPU-only or other-CUDA torch, a library it cannot load, or changed vendor files must not
 # reach the user's environment.
-GPU_FREE_CHECKS = ("python-abi", "libraries", "startup-hooks", "vendor-files", "torch-import", "torch-build")
+GPU_FREE_CHECKS = ("python-abi", "libraries", "startup-hooks", "vendor-files", "torch-import", "torch-build", "additions")
 
 
 def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:
@@ -253,8 +259,21 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 else None
             )
             pip_future = pool.submit(_safe_pip_check, interpreter) if "uv" in probes_needed else None
+            added_future = (
+                pool.submit(_run_probe, interpreter, "additions", request.timeout, progress,
+                            additions_command(interpreter, [requirement_without_credentials(line)
+                                                            for line in request.additions]))
+                if "additions" in probes_needed and request.additions
+                else None
+            )
+            commands_future = (
+                pool.submit(_run_check_commands, interpreter, request.check_commands, request.timeout)
+                if "additions" in probes_needed and request.check_commands
+                else None
+            )
             pending: List["Future[Any]"] = [future for future in (torch_future, bnb_future, integrity_future,
-                                                                  pip_future, assembler_future)
+                                                                  pip_future, added_future, commands_future,
+                                                                  assembler_future)
                                             if future is not None]
             # Waited for a tick at a time: a signal may wake any thread, and only this one's
             # return to Python code raises the Ctrl-C.
@@ -276,6 +295,9 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 integrity=(integrity_future.result() if integrity_future
                            else ProbeOutcome("integrity", {}, None)),
                 strict=request.strict,
+                additions_requested=request.additions if added_future else (),
+                additions=added_future.result() if added_future else ProbeOutcome("additions", {}, None),
+                check_commands=commands_future.result() if commands_future else (),
                 assembler=(assembler_future.result() if assembler_future
                            else ProbeOutcome("assembler", {}, None)),
             )
@@ -300,6 +322,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
         environment=_guarded(_environment_evidence, ctx, "environment"),
         runtime=_guarded(lambda c: _runtime_evidence(c, results), ctx, "runtime"),
         integrity=_guarded(integrity_evidence, ctx, "integrity"),
+        additions=_guarded(additions_evidence, ctx, "additions"),
         checks=tuple(results.values()),
         strict=request.strict,
         headline=getattr(headline(tuple(results.values())), "id", None),
@@ -324,6 +347,13 @@ def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, section: 
         built = {}
     conformed: Dict[str, Any] = schema.conform(built, evidence_schema()["properties"][section])
     return conformed
+
+
+def _run_check_commands(python: str, commands: Sequence[str], timeout: float
+                        ) -> Tuple[Tuple[str, runner.Completed], ...]:
+    """Each --check-command in the environment of `python`, one after the other."""
+    return tuple((command, runner.run(check_command(python, command), timeout=timeout, own_group=True))
+                 for command in commands)
 
 
 def _safe_pip_check(python: str) -> runner.Completed:

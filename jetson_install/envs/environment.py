@@ -49,6 +49,7 @@ from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import (
     ACTIVATE_FILE,
     ADDED_FILE,
+    CHECK_COMMANDS_FILE,
     COMPLETE_MARK,
     CONSTRAINTS_FILE,
     ENVIRONMENTS_DIR,
@@ -74,7 +75,8 @@ from jetson_install.envs.record import read_record
 
 __all__ = ["EnvironmentHome", "disk_usage", "remove_tree", "known_environments", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs",
            "recorded_lock", "doctor_view", "write_constraints", "write_requirements", "write_additions",
-           "recorded_additions", "protect", "activate_command"]
+           "recorded_additions", "write_check_commands", "recorded_check_commands", "protect",
+           "activate_command"]
 
 
 @dataclass(frozen=True)
@@ -667,8 +669,25 @@ def write_additions(environment: Path, lines: Sequence[str]) -> None:
 
 def recorded_additions(environment: Path) -> Tuple[str, ...]:
     """The additions an environment records (none where it records none)."""
+    return _recorded_lines(environment / STATE_DIR / ADDED_FILE)
+
+
+def write_check_commands(environment: Path, commands: Sequence[str]) -> None:
+    """--check-command's commands, for the doctor and a re-run to run again (readable by the user
+    only, as the additions: a command may name a URL with a token)."""
+    state = environment / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    write_private(state / CHECK_COMMANDS_FILE, "".join(f"{command}\n" for command in commands))
+
+
+def recorded_check_commands(environment: Path) -> Tuple[str, ...]:
+    """The check commands an environment records (none where it records none)."""
+    return _recorded_lines(environment / STATE_DIR / CHECK_COMMANDS_FILE)
+
+
+def _recorded_lines(path: Path) -> Tuple[str, ...]:
     try:
-        text = (environment / STATE_DIR / ADDED_FILE).read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError:
         return ()
     return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))

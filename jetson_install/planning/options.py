@@ -23,7 +23,8 @@ class PlanOptions:
     """`existing`: the interpreter's stack to keep (--use-existing-torch); `bitsandbytes` is
     --bitsandbytes' value (build, build=VERSION or build=PATH), if given; `preflight` puts CPU
     builds of torch (from `cpu_index`, else the default index) in place of the vendor builds;
-    `added`: the requirements --with puts on the stack beside the target."""
+    `added`: the requirements --with puts on the stack beside the target; `check_commands`:
+    --check-command's, run in the new environment by the check step and the doctor."""
 
     target: str
     settings: IndexSettings
@@ -38,6 +39,7 @@ class PlanOptions:
     preflight: bool = False
     cpu_index: Optional[str] = None
     added: Tuple[str, ...] = ()
+    check_commands: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         building = self.build_choice() is not None  # parsed first: a malformed value is named as such

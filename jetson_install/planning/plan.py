@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from jetson_install.planning.fixes import Rerun
     from jetson_install.tools.progress import StepProgress
 
-__all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "with_interpreter", "resolved_plan", "Execution",
+__all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "with_interpreter", "for_python", "resolved_plan", "Execution",
            "Handler"]
 
 SCHEMA_VERSION = 1
@@ -184,7 +184,10 @@ class Plan:
     companions: Tuple[str, ...] = ()  # companion requirements, pinned once the install resolved them
     caps: Tuple[Tuple[str, str], ...] = ()  # (constraint, why): releases the channel's torch or Python misses
     extra: Optional[str] = None  # the target's quantization extra, where its source at this ref has one
+    extra_from: Optional[str] = None  # where that was read: the source's pyproject.toml, or the catalog's rule
     additions: Tuple[str, ...] = ()  # --with: requirements put on the stack beside the target
+    check_commands: Tuple[str, ...] = ()  # --check-command: run in the environment by the check step and the doctor
+    interpreter_python: Optional[str] = None  # the Python ("3.11") of the interpreter the install takes, once known
 
     @property
     def source_url(self) -> Optional[str]:
@@ -270,6 +273,8 @@ class Plan:
         if self.additions:
             # Only when there are any: an environment made before --with existed stays a no-op.
             fingerprint["additions"] = list(self.additions)
+        if self.check_commands:
+            fingerprint["check_commands"] = list(self.check_commands)
         fingerprint.update(self.route.facts())
         return fingerprint
 
@@ -289,6 +294,7 @@ class Plan:
                          "soc": self.platform.soc, "cuda": self.platform.cuda},
             "python": self.python_abi,
             "interpreter": self.interpreter,
+            "interpreter_python": self.interpreter_python,
             "venv": self.venv,
             "vendor_index": self.vendor_location,
             "vendor_index_source": self.route.vendor_label(self),
@@ -310,7 +316,10 @@ class Plan:
             "caps": [{"constraint": c, "why": why} for c, why in self.caps],
             "constraints": list(self.constraints),
             "requirement": str(self.requirement) if self.requirement else None,
+            "extra": self.extra,
+            "extra_from": self.extra_from,
             "additions": list(self.additions),
+            "check_commands": list(self.check_commands),
             "apt": list(self.chosen_set.apt) if self.chosen_set else [],
             # The whole command, NVIDIA's CUDA repository added first where a package is only there.
             "apt_command": apt.install_command(self.chosen_set.apt, assume_yes=True)
@@ -326,10 +335,23 @@ class Plan:
         return data
 
 
-def with_interpreter(plan: Plan, path: str) -> Plan:
-    """The plan once the install has found its interpreter: the steps name it."""
+def with_interpreter(plan: Plan, path: str, python: Optional[str] = None) -> Plan:
+    """The plan once the install has found its interpreter: the steps name it, and its Python
+    (`python`, "3.11") decides the caps keyed on Python (for_python)."""
     plan = dataclasses.replace(plan, interpreter=path)
+    if python is not None:
+        plan = for_python(plan, python)
     return dataclasses.replace(plan, steps=plan.route.steps(plan)) if plan.supported else plan
+
+
+def for_python(plan: Plan, python: str) -> Plan:
+    """The plan for an interpreter of Python `python`: the caps keyed on Python (transformers'
+    Requires-Python) are computed for it, not for the channel's Python, with the constraints
+    and steps that follow."""
+    if plan.interpreter_python == python:
+        return plan
+    plan = dataclasses.replace(plan, interpreter_python=python)
+    return plan.route.complete(plan, plan.chosen_set, plan.resolution) if plan.chosen_set is not None else plan
 
 
 def resolved_plan(plan: Plan, resolution: Resolution, companions: Sequence[str] = ()) -> Plan:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
@@ -18,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.base.git_urls import split_git_url
 from jetson_install.base.requirements import TargetRequirement
-from jetson_install.base.toml_file import load_toml
+from jetson_install.base.toml_file import loads_toml
 from jetson_install.board.platform import Platform
 from jetson_install.catalog.catalog import Catalog, Target
 from jetson_install.planning.options import PlanOptions
@@ -26,8 +27,9 @@ from jetson_install.planning.plan import Plan, Route
 from jetson_install.planning.routes.download import check_channel, plan_download
 from jetson_install.planning.routes.existing_torch import plan_existing
 from jetson_install.planning.routes.preflight import plan_preflight
+from jetson_install.tools import git
 
-__all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_git_ref"]
+__all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_commands", "check_git_ref"]
 
 _ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
 # git check-ref-format's rules (https://git-scm.com/docs/git-check-ref-format), plus '@' and
@@ -89,25 +91,44 @@ def target_requirement(target: Target, source: Optional[str], ref: Optional[str]
     return TargetRequirement(name, (), path.as_uri())
 
 
-def source_extra(target: Target, requirement: Optional[TargetRequirement]) -> Optional[str]:
-    """The target's quantization extra where its source has one: a checkout says so in its
-    pyproject.toml; a git ref follows the target's data (`quantization_extra_since`)."""
+def source_extra(target: Target, requirement: Optional[TargetRequirement]) -> Tuple[Optional[str], Optional[str]]:
+    """The target's quantization extra where its source has one, and where that was read: the
+    source's own pyproject.toml where it can be read here (a checkout; a local repository at
+    its ref, from git's objects), else the target's data (`quantization_extra_since`) for a
+    remote git ref, which planning does not fetch (it reads nothing over the network)."""
     if requirement is None or target.quantization_extra is None:
-        return None
-    url = requirement.url
+        return None, None
+    extra, url = target.quantization_extra, requirement.url
     if url.startswith("file://"):
-        return _checkout_extra(Path(unquote(urlsplit(url).path)), target.quantization_extra)
+        folder = Path(unquote(urlsplit(url).path))
+        return _listed_extra(_read(folder / "pyproject.toml"), extra), f"{folder}/pyproject.toml"
     if url.startswith("git+"):
-        return target.extra_for(split_git_url(url)[1])
-    return target.quantization_extra
+        repository, ref = split_git_url(url)
+        why = "is remote, and planning reads nothing over the network"
+        if repository.startswith("file://"):
+            folder = Path(unquote(urlsplit(repository).path))
+            text = git.file_at(folder, ref or "HEAD", "pyproject.toml")
+            if text is not None:
+                return _listed_extra(text, extra), f"pyproject.toml at {ref or 'HEAD'} in {folder}"
+            why = f"has no pyproject.toml git can read in {folder}"
+        since = f": '{extra}' from {target.quantization_extra_since} on" if target.quantization_extra_since else ""
+        return target.extra_for(ref), f"wheels-index.toml's rule{since}; the source at {ref or 'HEAD'} {why}"
+    return extra, "wheels-index.toml; an archive is not read before the install"
 
 
-def _checkout_extra(folder: Path, extra: str) -> Optional[str]:
-    """`extra` unless the checkout's pyproject.toml lists its extras without it (a dynamic or
+def _read(path: Path) -> Optional[str]:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _listed_extra(text: Optional[str], extra: str) -> Optional[str]:
+    """`extra` unless the pyproject.toml `text` lists its extras without it (a dynamic or
     unreadable list keeps it: uv then says whether it exists)."""
     try:
-        project = load_toml(folder / "pyproject.toml").get("project", {})
-    except (OSError, JetsonInstallError):
+        project = loads_toml(text).get("project", {}) if text is not None else None
+    except JetsonInstallError:
         return extra
     if not isinstance(project, dict) or "optional-dependencies" in project.get("dynamic", []):
         return extra
@@ -145,15 +166,37 @@ def additions(requirements: Sequence[str]) -> Tuple[str, ...]:
     return tuple(found)
 
 
+def check_commands(commands: Sequence[str]) -> Tuple[str, ...]:
+    """--check-command's commands as the check step runs them (split as a shell would, no shell
+    started); one that does not split into words is refused."""
+    found: List[str] = []
+    for text in commands:
+        value = text.strip()
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise BadInput(f"--check-command {text!r}: {exc}",
+                           fix="quote the command as one argument, e.g. --check-command 'python -c \"import ultralytics\"'"
+                           ) from None
+        if not words:
+            raise BadInput("--check-command is empty",
+                           fix="give the command to run in the environment, e.g. --check-command 'yolo checks', or drop it")
+        if value not in found:
+            found.append(value)
+    return tuple(found)
+
+
 def make_plan(platform: Platform, catalog: Catalog, options: PlanOptions) -> Plan:
     """The plan for `options` on `platform`: the route the options and the catalog's channel
     for the board pick, and its steps."""
     target = catalog.targets[options.target]
     requirement = target_requirement(target, options.source, options.ref)
+    extra, extra_from = source_extra(target, requirement)
     base = Plan(route=Route(), target=target, platform=platform, channel=None, supported=False, reason="", remedy="",
                 python_abi=None, interpreter=options.interpreter, venv=str(options.venv), vendor=None,
                 settings=options.settings, requirement=requirement, constraints=(), steps=(), verify=options.verify,
-                extra=source_extra(target, requirement), additions=additions(options.added))
+                extra=extra, extra_from=extra_from, additions=additions(options.added),
+                check_commands=check_commands(options.check_commands))
     match = catalog.match(platform)
     if options.existing is not None:
         return plan_existing(base, options.existing, match.channel, match.reason, match.remedy)

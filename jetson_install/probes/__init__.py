@@ -7,14 +7,16 @@ the stack probe reads an interpreter's packages without importing torch).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Optional, Tuple
+import shlex
+from pathlib import Path, PurePosixPath
+from typing import Optional, Sequence, Tuple
 
-__all__ = ["SCRIPTS", "BOARD_PTXAS", "probe_command", "integrity_command", "assembler_command"]
+__all__ = ["SCRIPTS", "BOARD_PTXAS", "probe_command", "integrity_command", "additions_command", "check_command",
+           "assembler_command"]
 
 #: Each probe by name, and its script beside this file.
 SCRIPTS = {"torch": "torch_probe.py", "bitsandbytes": "bnb_probe.py", "stack": "stack_probe.py",
-           "integrity": "integrity_probe.py", "assembler": "assembler_probe.py"}
+           "integrity": "integrity_probe.py", "additions": "additions_probe.py", "assembler": "assembler_probe.py"}
 #: The assembler of the board's own CUDA, under its root (JetPack installs CUDA there).
 BOARD_PTXAS = "usr/local/cuda/bin/ptxas"
 
@@ -31,6 +33,22 @@ def integrity_command(python: str, record: Optional[str], hash_files: bool) -> T
     `hash_files`: compare every vendor file's digest, not only its size."""
     return (python, "-I", "-S", str(Path(__file__).parent / SCRIPTS["integrity"]),
             *(("--hash",) if hash_files else ()), *(("--record", record) if record else ()))
+
+
+def additions_command(python: str, requirements: Sequence[str]) -> Tuple[str, ...]:
+    """The additions probe in the environment of `python`: each of `requirements` (what --with
+    and `add` gave uv, without credentials) found and its top-level modules imported."""
+    return (*probe_command(python, "additions"), *requirements)
+
+
+def check_command(python: str, command: str) -> Tuple[str, ...]:
+    """A --check-command as it runs in the environment of `python`: its words split as a shell
+    would (no shell started), a first word that is a bare name the environment's own program
+    (`python`, a console script such as `yolo`), a path as it is."""
+    program, *rest = shlex.split(command)
+    if "/" not in program:
+        program = str(PurePosixPath(python).parent / program)
+    return (program, *rest)
 
 
 def assembler_command(python: str, compute_capability: str, root: Optional[str]) -> Tuple[str, ...]:

@@ -7,22 +7,35 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
-from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.base.errors import JetsonInstallError, StepFailed
 from jetson_install.base.layout import (
-    CHECKED_FILE, COMPANIONS_FILE, COMPANIONS_INPUT, EVIDENCE_FILE, REQUIREMENTS_FILE, state_of,
+    CHECKED_FILE,
+    COMPANIONS_FILE,
+    COMPANIONS_INPUT,
+    EVIDENCE_FILE,
+    REQUIREMENTS_FILE,
+    state_of,
 )
 from jetson_install.base.redact import redact
 from jetson_install.base.steps import Step
+from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.board.apt import install_command
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.catalog.identity import Companion
 from jetson_install.doctor import GPU_FREE_CHECKS
-from jetson_install.doctor.context import _last_json_object
+from jetson_install.doctor.additions import additions_imports
+from jetson_install.doctor.context import _last_json_object, uv_command
+from jetson_install.doctor.missing_libraries import missing_library
 from jetson_install.doctor.on_environment import doctor_environment
-from jetson_install.envs.environment import protect, write_additions, write_constraints, write_requirements
+from jetson_install.envs.environment import (
+    protect,
+    write_additions,
+    write_check_commands,
+    write_constraints,
+    write_requirements,
+)
 from jetson_install.envs.failed_evidence import fix_after_discard, kept_evidence
 from jetson_install.envs.interpreters import Interpreter, pip_check
 from jetson_install.envs.record import distributions_state, record_installed
@@ -69,10 +82,13 @@ def _vendor(step: Step, run: Run) -> str:
             plan = _from_next_source(plan, run, failure)
             argv = next(planned for planned in plan.steps if planned.id == step.id).bound(plan.staging,
                                                                                          str(run.staging)).argv
-    assert plan.resolution is not None
+    assert plan.vendor is not None and plan.resolution is not None  # the next source's plan has both
     record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
-    # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on.
-    resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()})
+    # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on, and a
+    # file it took by name that the catalog lists is recorded as that build, with its sha256.
+    resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()},
+                                                {name: package.tags for name, package in record.installed.items()},
+                                                plan.vendor.builds)
     if resolution != plan.resolution:
         record_installed(run.staging, resolution, (), str(run.rerun))
         run.learned(resolved_plan(plan, resolution, plan.companions))
@@ -154,6 +170,8 @@ def _target(step: Step, run: Run) -> str:
     write_constraints(run.staging, plan.constraints)
     if plan.additions:
         write_additions(run.staging, plan.additions)
+    if plan.check_commands:
+        write_check_commands(run.staging, plan.check_commands)
     if str(state_of(run.staging) / REQUIREMENTS_FILE) in step.argv:
         # A token in the --source URL goes to uv in a file only the user can read, not on its command line.
         write_requirements(run.staging, target_lines(plan))
@@ -191,7 +209,7 @@ def _board_assembler(report: Mapping[str, Any]) -> Tuple[Dict[str, str], str]:
 
 
 def _check(step: Step, run: Run) -> str:
-    check_command, smoke_command = step.commands
+    check_command, smoke_command, *added = step.commands
     with ThreadPoolExecutor(max_workers=1) as pool:
         smoke_future = pool.submit(runner.run, smoke_command, timeout=300)
         check = pip_check(run.python, check_command)
@@ -201,8 +219,46 @@ def _check(step: Step, run: Run) -> str:
         raise StepFailed("check", f"step 'check' failed: {' '.join(run.plan.target.smoke)} -> "
                                   f"{smoke.last_stderr_line() or 'exit ' + str(smoke.returncode)}",
                          f"fix the cause above, then run: {run.rerun}")
+    detail = f"dependencies consistent; {run.plan.target.title} imports (device: {smoke.stdout.strip() or '?'})"
+    if run.plan.additions:
+        detail += f"; {_check_additions(run, added.pop(0))}"
+    for command, shown in zip(added, run.plan.check_commands):
+        detail += f"; {_check_command(run, command, shown)}"
     (state_of(run.staging) / CHECKED_FILE).write_text(distributions_state(run.staging) + "\n")
-    return f"dependencies consistent; {run.plan.target.title} imports (device: {smoke.stdout.strip() or '?'})"
+    return detail
+
+
+def _check_additions(run: Run, command: Sequence[str]) -> str:
+    """The additions probe: every project --with put on the stack imports its top-level modules;
+    one that does not fails the step, naming the library the loader missed and its package."""
+    imports = additions_imports(runner.run(command, timeout=300))
+    if isinstance(imports, str):
+        raise StepFailed("check", f"step 'check' failed: the additions probe: {imports}",
+                         f"fix the cause above, then run: {run.rerun}")
+    for entry in imports:
+        if entry.error is None:
+            continue
+        what = f"import {entry.module}" if entry.module else entry.requirement
+        missing = entry.missing_library(run.plan.platform.cuda, run.python, uv_command())
+        provider = f" ({missing.file} is in {missing.provided_by})" if missing and missing.provided_by else ""
+        fix = (f"{missing.fix}, then run: {run.rerun}" if missing and missing.fix
+               else f"fix the cause above, then run: {run.rerun}")
+        raise StepFailed("check", f"step 'check' failed: {entry.requirement}: {what} failed: {entry.error}{provider}",
+                         fix)
+    return "; ".join(entry.describe() for entry in imports)
+
+
+def _check_command(run: Run, command: Sequence[str], shown: str) -> str:
+    """A --check-command in the new environment: one that fails fails the step, naming a missing
+    library's package where its message names one."""
+    done = runner.run(command, timeout=300)
+    if done.ok:
+        return f"`{shown}` passed"
+    last = done.last_stderr_line() or f"exit {done.returncode}"
+    missing = missing_library(done.stderr, run.plan.platform.cuda, run.python, uv_command())
+    fix = (f"{missing.fix}, then run: {run.rerun}" if missing and missing.fix
+           else f"fix the cause above (or the command), then run: {run.rerun}")
+    raise StepFailed("check", f"step 'check' failed: --check-command {shown} -> {last}", fix)
 
 
 def doctor(step: Step, run: Run) -> str:

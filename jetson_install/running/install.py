@@ -137,7 +137,7 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
     except StepFailed as failure:
         return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
     run.warnings.extend(checked.warnings)
-    plan = run.plan = with_interpreter(plan, checked.interpreter.path)
+    plan = run.plan = with_interpreter(plan, checked.interpreter.path, checked.interpreter.abi)
     home = checked.home
     with home.lock():
         try:

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from jetson_install.base.git_urls import credential_environment, without_credentials
 from jetson_install.base.process import Completed
 
-__all__ = ["clone_argv", "clone", "checkout", "head_commit", "changes", "remote_refs"]
+__all__ = ["clone_argv", "clone", "checkout", "head_commit", "changes", "remote_refs", "file_at"]
 
 def _run(argv: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = None) -> Completed:
     # Here, not at the top: planning imports this module for the command lines it shows, and a
@@ -66,3 +66,10 @@ def remote_refs(url: str, ref: str) -> Optional[List[Tuple[str, str]]]:
         return None
     return [(commit, name) for commit, _, name in (line.partition("\t") for line in result.stdout.splitlines())
             if name]
+
+
+def file_at(directory: Path, ref: str, path: str) -> Optional[str]:
+    """The text of `path` at `ref` (a tag, branch or commit) in the repository at `directory`,
+    read from git's objects (the checkout is left as it is), or None where git cannot say."""
+    result = _run(["-C", str(directory), "show", f"{ref}:{path}", "--"], 60)
+    return result.stdout if result.ok else None

@@ -42,6 +42,7 @@ class InstallOptions:
     cpu_index: Optional[str] = None
     added: Tuple[str, ...] = ()  # --with
     mirrors: Tuple[str, ...] = ()  # --mirror
+    check_commands: Tuple[str, ...] = ()  # --check-command
 
 
 def venv_path(value: str) -> Path:

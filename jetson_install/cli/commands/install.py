@@ -65,7 +65,7 @@ def dry_run(plan: Plan) -> Tuple[Plan, List[str]]:
     except StepFailed as failure:
         # Not bad input: the preview still shows what would run where a Python is found.
         return plan, [f"the install would stop at step '{failure.step}': {failure.message}; fix: {failure.fix}"]
-    return with_interpreter(plan, checked.interpreter.path), list(checked.warnings)
+    return with_interpreter(plan, checked.interpreter.path, checked.interpreter.abi), list(checked.warnings)
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,16 @@ from jetson_install.catalog.settings import check_index_url, load_index_settings
 from jetson_install.cli.commands.given import InstallOptions, venv_path
 from jetson_install.cli.commands.lifecycle import default_venv
 from jetson_install.cli.commands.platform import detect_platform
-from jetson_install.envs.environment import EnvironmentHome, recorded_additions
+from jetson_install.envs.environment import EnvironmentHome, recorded_additions, recorded_check_commands
 from jetson_install.envs.interpreters import choose_interpreter, inspect_stack
 from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.options import PlanOptions
-from jetson_install.planning.plan import Plan, resolved_plan
+from jetson_install.planning.plan import Plan, for_python, resolved_plan
 from jetson_install.planning.planner import make_plan
 from jetson_install.tools import index
 
-__all__ = ["make_install_plan", "kept_additions", "resolve_plan"]
+__all__ = ["make_install_plan", "kept_additions", "kept_check_commands", "resolve_plan"]
 
 
 def make_install_plan(options: InstallOptions, keep_added: bool = True) -> Plan:
@@ -57,13 +57,20 @@ def make_install_plan(options: InstallOptions, keep_added: bool = True) -> Plan:
         options.target, settings, venv.absolute(), interpreter=options.python, source=options.source, ref=options.ref,
         verify=options.verify, fallback=options.fallback, existing=existing, bitsandbytes=options.bitsandbytes,
         preflight=options.preflight, cpu_index=options.cpu_index,
-        added=(kept_additions(venv.absolute()) if keep_added else ()) + tuple(options.added)))
+        added=(kept_additions(venv.absolute()) if keep_added else ()) + tuple(options.added),
+        check_commands=(kept_check_commands(venv.absolute()) if keep_added else ()) + tuple(options.check_commands)))
 
 
 def kept_additions(venv: Path) -> Tuple[str, ...]:
     """What the environment at `venv` was given with --with (or `add`): a re-run keeps it."""
     current = EnvironmentHome(venv).current()
     return recorded_additions(current) if current is not None else ()
+
+
+def kept_check_commands(venv: Path) -> Tuple[str, ...]:
+    """What the environment at `venv` was given with --check-command: a re-run (and `add`) keeps it."""
+    current = EnvironmentHome(venv).current()
+    return recorded_check_commands(current) if current is not None else ()
 
 
 def _python3() -> str:
@@ -78,14 +85,17 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
     """`plan` with the set the vendor index resolves to, for the Python an install would take
     (or `python`); an index that does not answer gets the whole commands that go around it
     (the fallback source, a mirror), as in an install."""
-    if not plan.supported or plan.vendor is None or not plan.route.resolves():
+    vendor = plan.vendor
+    if not plan.supported or vendor is None or not plan.route.resolves():
         return plan
     if python is None:
         # The Python an install would take decides the files; with none here, the channel's.
         found, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
         python = found.abi if found is not None else (plan.python_abi or "3")
+    if python != plan.python_abi and "." in python:
+        plan = for_python(plan, python)  # and the caps keyed on Python follow that Python too
     try:
-        return resolved_plan(plan, index.resolve(plan.vendor, plan.vendor_index, python,
+        return resolved_plan(plan, index.resolve(vendor, plan.vendor_index, python,
                                                  ubuntu_glibc(plan.platform.ubuntu)))
     except index.IndexUnreachable as exc:
         raise index.IndexUnreachable(exc.message, fix=index_failure_fix(exc, plan, rerun)) from None

@@ -218,7 +218,11 @@ def completed(plan: Plan, route: "DownloadRoute", chosen: Optional[VersionSet], 
         lines.append(f"{name}=={version}")
         pins[name] = version
     lines += [f"{name}{spec}" for name, spec in extra.items()]
-    caps = tuple(target.caps_for(pins.get("torch"), plan.python_abi or "3")) if chosen is not None else ()
+    # A cap keyed on Python follows the interpreter the install takes, once it is known (a 3.11
+    # environment on a 3.10 channel takes what 3.11 can), else the channel's.
+    python, python_of = ((plan.interpreter_python, "the interpreter's") if plan.interpreter_python
+                         else (plan.python_abi or "3", "the channel's"))
+    caps = tuple(target.caps_for(pins.get("torch"), python, python_of)) if chosen is not None else ()
     constraints = tuple(constraint_lines(lines + list(plan.companions) + [c for c, _ in caps],
                                          chosen.numpy if chosen else None))
     plan = dataclasses.replace(

@@ -10,14 +10,16 @@ from jetson_install.base import git_urls
 from jetson_install.tools import uv
 from jetson_install.base.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, RECORD_FILE, REQUIREMENTS_FILE, STATE_DIR
 from jetson_install.planning.plan import Plan
-from jetson_install.probes import BOARD_PTXAS, assembler_command, integrity_command, probe_command
+from jetson_install.probes import (
+    BOARD_PTXAS, additions_command, assembler_command, check_command, integrity_command, probe_command,
+)
 from jetson_install.base.redact import credentials
 from jetson_install.base.steps import Step
 
 __all__ = ["PROGRAM", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
            "libraries_step",
            "protect_step", "ptxas_variable", "assembler_probe",
-           "check_step", "verify_step", "switch_step"]
+           "check_step", "additions_commands", "verify_step", "switch_step"]
 
 #: How the steps name this tool.
 PROGRAM = "jetson-install"
@@ -113,25 +115,40 @@ def protect_step(plan: Plan, title: str) -> Step:
 
 def check_step(plan: Plan, title: str) -> Step:
     """uv pip check and the target's own smoke command (it must import, even where no GPU is
-    visible), which run side by side: both only read the environment."""
+    visible), which run side by side: both only read the environment. Then what the user put on
+    the stack: each addition's top-level modules imported (the additions probe), and each
+    --check-command."""
     python = python_of(plan)
     smoke = tuple(python if part == "python" else part for part in plan.target.smoke)
-    return Step("check", "check", title, (tuple(uv.pip_check_argv(python)), smoke))
+    return Step("check", "check", title, (tuple(uv.pip_check_argv(python)), smoke, *additions_commands(plan, python)))
+
+
+def additions_commands(plan: Plan, python: str) -> List[Tuple[str, ...]]:
+    """The additions probe (where --with gave any) and each --check-command, `python` in one
+    standing for the environment's interpreter: what the check step and the doctor run."""
+    commands: List[Tuple[str, ...]] = []
+    if plan.additions:
+        commands.append(additions_command(python, [git_urls.requirement_without_credentials(line)
+                                                   for line in plan.additions]))
+    commands += [check_command(python, command) for command in plan.check_commands]
+    return commands
 
 
 def verify_step(plan: Plan, title: str) -> Step:
     """The doctor on the new environment, keeping its evidence in the environment; with
     --no-verify only the checks that need no GPU. It runs in the install's process, which
     already holds the platform and the catalog: its commands are the probes it starts (the
-    torch and integrity probes alone for the checks that need no GPU: python-abi, libraries,
-    startup-hooks, vendor-files, torch-import and torch-build; the integrity probe compares the
-    vendor files by size, as any doctor but the strict one does; the full doctor also runs the
-    assembler probe where the platform names a compute capability), and the command that does
-    the same later is `jetson-install doctor` on DIR."""
+    torch and integrity probes, with the additions probe and --check-command's where given, for the
+    checks that need no GPU: python-abi, libraries, startup-hooks, vendor-files, torch-import,
+    torch-build and additions; the integrity probe compares the vendor files by size, as any
+    doctor but the strict one does; the full doctor also runs the assembler probe where the
+    platform names a compute capability), and the command that does the same later is
+    `jetson-install doctor` on DIR."""
     python = python_of(plan)
     # The vendor step's record names the vendor builds and companions; a kept stack has none.
     record = f"{state_of(plan)}/{RECORD_FILE}" if plan.route.resolves() else None
-    commands: List[Tuple[str, ...]] = [probe_command(python, "torch"), integrity_command(python, record, False)]
+    commands: List[Tuple[str, ...]] = [probe_command(python, "torch"), integrity_command(python, record, False),
+                                       *additions_commands(plan, python)]
     if plan.verify:
         commands += [probe_command(python, "bitsandbytes"), tuple(uv.pip_check_argv(python))]
         assembler = assembler_probe(plan)
