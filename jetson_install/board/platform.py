@@ -32,6 +32,7 @@ from jetson_install.board.root_facts import (
     read_facts,
     read_root_file,
 )
+from jetson_install.board.samples import SAMPLES_DIR
 
 # read_root_file is the reader's, named here too for fleet/container.py, which reads the release file as detect does.
 __all__ = ["Platform", "Overrides", "detect", "decide", "read_root_file", "SCHEMA_VERSION"]
@@ -66,8 +67,6 @@ class Platform:
         """Where the board's own programs (its CUDA's ptxas) are, off a Jetson none: its root;
         a shipped sample root holds release files only and stands for a board the install runs
         on, so this machine's."""
-        from jetson_install.board.samples import SAMPLES_DIR
-
         if not self.jetson:
             return None
         return "/" if Path(self.root).parent == SAMPLES_DIR else self.root
