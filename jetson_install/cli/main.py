@@ -8,17 +8,14 @@ fixes, it imports when it runs: `--help`, `--version` and `detect` load none of 
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import signal
 import sys
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import click
 
-from jetson_install import __version__
 from jetson_install.base.errors import (
     EXIT_BAD_INPUT,
     EXIT_CLOSED_STDOUT,
@@ -30,7 +27,6 @@ from jetson_install.base.errors import (
     Stopped,
 )
 from jetson_install.base.redact import RedactingStream, json_text
-from jetson_install.catalog.catalog_file import default_catalog_path
 from jetson_install.cli import options
 from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
 
@@ -65,34 +61,11 @@ def _plan_command(target_id: str, summary: str) -> click.Command:
                                          "unless --resolve).")(options.PLAN(lambda **given: _plan(target_id, given)))
 
 
-def _version_lines() -> List[str]:
-    """What a bug report needs: the tool, the catalog it reads (its sha256 names the revision,
-    whichever checkout or wheel it came from), the uv it runs and the Python it runs on."""
-    lines = [f"jetson-install {__version__}"]
-    try:
-        catalog = default_catalog_path()
-        digest = hashlib.sha256(catalog.read_bytes()).hexdigest()[:12]
-        lines.append(f"catalog: sha256 {digest} ({catalog})")
-    except (JetsonInstallError, OSError) as exc:
-        lines.append(f"catalog: unreadable ({exc})")
-    # The uv distribution is the binary it ships, so its version is the binary's
-    # (https://github.com/astral-sh/uv/blob/main/python/uv/_find_uv.py finds it among its files):
-    # read from the metadata, neither the uv module nor the binary runs.
-    try:
-        uv = distribution("uv")
-    except PackageNotFoundError:
-        lines.append("uv: not installed beside jetson-install (reinstall: pipx reinstall jetson-install)")
-    else:
-        binary = next((uv.locate_file(f) for f in uv.files or () if f.name == "uv"), None)
-        where = os.path.normpath(str(binary)) if binary is not None else "its binary is not listed"
-        lines.append(f"uv: {uv.version} ({where})")
-    lines.append(f"python: {sys.version.split()[0]} ({sys.executable})")
-    return lines
-
-
 def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
     if value and not context.resilient_parsing:
-        click.echo("\n".join(_version_lines()))
+        from jetson_install.cli.commands.version import version_lines
+
+        click.echo("\n".join(version_lines()))
         context.exit()
 
 
