@@ -125,14 +125,14 @@ def nobodys_folder() -> Iterator[Path]:
     shutil.rmtree(top)
 
 
-def as_nobody(top: Path, *args: str) -> "subprocess.CompletedProcess[str]":
+def as_nobody(top: Path, *args: str, path: str = "/usr/bin:/bin") -> "subprocess.CompletedProcess[str]":
     home = top / "home"
     home.mkdir(exist_ok=True)
     shutil.chown(home, "nobody")
-    # PATH without this machine's per-root folders, which `nobody` may not enter.
-    env = dict(isolated_env(home, fast_fail=True), XDG_STATE_HOME=str(home / "state"), PATH="/usr/bin:/bin")
-    for path in home.rglob("*"):
-        shutil.chown(path, "nobody")
+    # By default a PATH without this machine's per-root folders, which `nobody` may not enter.
+    env = dict(isolated_env(home, fast_fail=True), XDG_STATE_HOME=str(home / "state"), PATH=path)
+    for entry in home.rglob("*"):
+        shutil.chown(entry, "nobody")
     argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jetson_install",
             *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/", env=env)
@@ -158,6 +158,24 @@ def test_a_folder_the_user_cannot_enter_is_named_with_the_permission_it_lacks(no
     again = as_nobody(nobodys_folder, *printed_commands(fix)[-1])
     assert again.returncode == 1, again.stderr
     assert "Permission denied" not in again.stderr and "did not answer" in again.stderr
+
+
+def test_a_path_folder_the_user_cannot_enter_is_passed_over_in_the_search_for_a_python(nobodys_folder: Path) -> None:
+    """As `sudo -u` leaves root's ~/.cargo/bin on PATH: the search goes on past it, as a shell's does."""
+    closed = nobodys_folder / "closed"
+    closed.mkdir(mode=0o000)
+    closed.chmod(0o000)
+    found = nobodys_folder / "bin"
+    found.mkdir(mode=0o755)
+    python = found / "python3.10"  # the channel's Python, answering the version question as one does
+    python.write_text('#!/bin/sh\necho "3.10.12 "\n')
+    python.chmod(0o755)
+    result = as_nobody(nobodys_folder, "obliteratus", "--root", SAMPLE, "--venv", str(nobodys_folder / "home" / "venv"),
+                       "--dry-run", path=f"{closed}:{found}:/usr/bin:/bin")
+    assert result.returncode == 0, result.stderr
+    assert "Permission denied" not in result.stderr
+    assert f"  python    {python}\n" in result.stdout
+    assert f"$ uv venv --no-config --seed --python {python} " in result.stdout
 
 
 # -- the doctor's gate and its Python --------------------------------------------------------

@@ -145,9 +145,16 @@ def _candidates(abi: str) -> Iterator[str]:
     for name in names:
         for directory in directories:
             path = Path(directory or ".") / name
-            if str(path) not in seen and path.is_file() and os.access(path, os.X_OK):
+            if str(path) not in seen and _runnable(path):
                 seen.add(str(path))
                 yield str(path)
+
+
+def _runnable(path: Path) -> bool:
+    """Whether `path` is a file this user may run. A PATH folder this user cannot enter (another
+    user's ~/.cargo/bin under `sudo -u`) is passed over, as a shell's command search does:
+    os.path.isfile answers False for any OSError, where Path.is_file lets EACCES through."""
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def find_interpreter(abi: str) -> Optional[Interpreter]:
