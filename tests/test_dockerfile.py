@@ -303,6 +303,8 @@ def test_the_entrypoint_says_starting_while_its_doctor_runs(tmp_path: Path, star
     start_files.mkdir()
     status.write_text("passed\n")  # the previous start's
     evidence.write_text("{}")
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").touch()  # an environment: the doctor's turn comes
     monkeypatch.setattr(container, "start_check", lambda environ: Start(None, None, None, L4T(36, 4, 3)))
     seen = []
 

@@ -1,7 +1,7 @@
 """Every fix a failure prints is a command the tool accepts, run here as printed, in the failure
 that prints it (as tests/test_doctor_fixes_run.py does for the doctor's own fixes): a failed
 verify's, a folder this user cannot enter, the strict gate on a preflight, a missing torch for
-another Python, the container entrypoint's host check.
+another Python, the container entrypoint's host check and its environment.
 
 Elsewhere, beside the tests of their own failures: an unreadable release file
 (test_platform_reads), `add` of the vendor torch (test_add), a mirror refusing `wheelhouse`
@@ -228,3 +228,32 @@ def test_the_entrypoints_fix_for_an_unreadable_host_release_names_its_own_variab
     assert "--l4t" not in mismatch[1] and "JETSON_INSTALL_HOST_L4T=<the host's release>" in mismatch[1]
     # As the fix says: the variable set, the host is the image's.
     assert host_mismatch(host_facts(tmp_path, dict(environ, JETSON_INSTALL_HOST_L4T="36.4.3")), built) is None
+
+
+def test_the_entrypoints_fix_for_a_missing_environment_is_its_own_command_and_runs_as_printed(
+        tmp_path: Path, plain_venv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The doctor's fix for a missing interpreter names --python, which the entrypoint does not take."""
+    from jetson_install.cli.commands import container
+
+    status = tmp_path / "start" / "start-status"  # not this machine's /tmp/jetson-install
+    monkeypatch.setattr(container, "START_STATUS", str(status))
+    monkeypatch.setattr(container, "START_EVIDENCE", str(tmp_path / "start" / "start-evidence.json"))
+    # An Orin host as an image built for it sees it, the image's environment in VIRTUAL_ENV as its Dockerfile sets it.
+    env = dict(os.environ, JETSON_INSTALL_IMAGE_L4T_MAJOR="36", JETSON_INSTALL_IMAGE_CAPABILITY="8.7",
+               JETSON_INSTALL_IMAGE_CHANNEL="jp6-cu126", JETSON_INSTALL_HOST_L4T="36.4.3",
+               JETSON_INSTALL_HOST_SOC="tegra234", VIRTUAL_ENV=str(plain_venv))
+    marker = tmp_path / "started"
+    missing = tmp_path / "none"
+    result = run_cli("container-entrypoint", "--venv", str(missing), "--", "touch", str(marker), env=env)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: container-entrypoint --venv {missing}: no environment there (no bin/python)",
+        "  fix: start it with the environment the image was built with: jetson-install container-entrypoint "
+        f"--venv {plain_venv} -- touch {marker}"]
+    assert not marker.exists() and status.read_text() == "refused\n"  # the HEALTHCHECK need not wait it out
+    # As printed: past the environment to the strict doctor, which this empty one fails.
+    (words,) = printed_commands(result.stderr.splitlines()[1])
+    again = run_cli(*words, env=env)
+    assert again.returncode == 1, again.stderr
+    assert "no environment" not in again.stderr and "error: the strict doctor did not pass" in again.stderr
+    assert not marker.exists() and status.read_text() == "failed\n"

@@ -289,7 +289,7 @@ def container_entrypoint(venv: str, command: Tuple[str, ...]) -> None:
     once (evidence for the HEALTHCHECK), then start COMMAND."""
     from jetson_install.cli.commands.container import container_start
 
-    start = container_start(Path(venv), os.environ)
+    start = container_start(Path(venv), os.environ, command)
     click.echo("\n".join(start.lines), err=True)
     _exit_if(start.exit_code)
     if command:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Tuple
+from typing import Mapping, Optional, Sequence, Tuple
 
-from jetson_install.base.errors import EXIT_UNSUPPORTED, BadInput, Unsupported
+from jetson_install.base.errors import EXIT_UNSUPPORTED, EXIT_BAD_INPUT, BadInput, Unsupported
 from jetson_install.base.outputs import replace_file, write_output
 from jetson_install.base.redact import json_text
 from jetson_install.catalog.catalog import load_catalog
@@ -64,10 +64,11 @@ class EntrypointStart:
     exit_code: int
 
 
-def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
+def container_start(venv: Path, environ: Mapping[str, str], command: Sequence[str] = ()) -> EntrypointStart:
     """The image's start: refuse a host the image is not built for, else run the strict doctor
     once, keeping its evidence and status for the HEALTHCHECK. Outside an image `dockerfile`
-    made (none of its variables set) it refuses, and writes nothing."""
+    made (none of its variables set) it refuses, and writes nothing. `command`: what it would
+    start, for a fix that starts it."""
     if not environ.get(IMAGE_L4T_VARIABLE):
         raise BadInput(f"container-entrypoint is the entrypoint of an image `jetson-install dockerfile` made, and "
                        f"{IMAGE_L4T_VARIABLE} (which that image sets) is not set here",
@@ -83,6 +84,10 @@ def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
     if start.refused is not None:
         replace_file(status, "refused\n")
         return EntrypointStart((f"error: {start.refused[0]}", f"  fix: {start.refused[1]}"), EXIT_UNSUPPORTED)
+    # After the host check, which needs no environment and says the most about a wrong host.
+    if not (venv / "bin" / "python").exists():
+        replace_file(status, "refused\n")
+        return EntrypointStart(_no_environment(venv, environ, command), EXIT_BAD_INPUT)
     channel, vendor = recorded_doctor_inputs(venv, start.channel)
     report = run_doctor(DoctorRequest(str(venv / "bin" / "python"), start.platform, channel, vendor=vendor, strict=True))
     replace_file(START_EVIDENCE, json_text(report.to_json()))
@@ -91,3 +96,15 @@ def container_start(venv: Path, environ: Mapping[str, str]) -> EntrypointStart:
         return EntrypointStart((*render_lines(report), "error: the strict doctor did not pass on this "
                                 f"device (evidence: {START_EVIDENCE})"), report.exit_code)
     return EntrypointStart((f"jetson-install: {host_line(start)}; strict doctor passed (evidence: {START_EVIDENCE})",), 0)
+
+
+def _no_environment(venv: Path, environ: Mapping[str, str], command: Sequence[str]) -> Tuple[str, str]:
+    """The lines for a --venv with no environment: the doctor's own fix names --python, which
+    the entrypoint does not take; this one names the image's environment, where it has one."""
+    # The image's Dockerfile (Dockerfile.template) sets VIRTUAL_ENV to the environment it made.
+    image = environ.get("VIRTUAL_ENV", "")
+    found = image if image and Path(image, "bin", "python").exists() else "DIR"
+    start = f" -- {shlex.join(command)}" if command else ""
+    return (f"error: container-entrypoint --venv {venv}: no environment there (no bin/python)",
+            f"  fix: start it with the environment the image was built with: jetson-install container-entrypoint "
+            f"--venv {shlex.quote(found)}{start}")
