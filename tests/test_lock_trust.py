@@ -288,7 +288,15 @@ def test_an_authenticated_mirror_serves_lock_wheelhouse_and_install_through_netr
     again = _install(cold, tmp_path / "env2", "--lock", str(tmp_path / "here.lock"))
     error = json.loads(again.stdout)["error"]
     assert again.returncode == 1 and "refused the request (HTTP 401): check the credentials" in error["message"]
-    assert error["fix"].startswith("give the mirror's user and token in the URL you pass")
+    # --lock takes no URL: the fix is the netrc line for the host that refused, then this install.
+    assert error["fix"] == ("give 127.0.0.1's user and token in ~/.netrc (machine 127.0.0.1 login USER password TOKEN; "
+                            "never written elsewhere or shown), then run: jetson-install obliteratus --root "
+                            f"{SAMPLE} --venv {tmp_path / 'env2'} --python {sys.executable} --lock "
+                            f"{tmp_path / 'here.lock'} --no-verify --yes --json")
+    netrc.write_text("machine 127.0.0.1 login fleet password s3cret\n")
+    public.credentials = "fleet:s3cret"  # both mirrors take the one line for their host
+    as_printed = run_cli(*shlex.split(error["fix"].split("then run: ", 1)[1])[1:], env=cold)
+    assert as_printed.returncode == 0, as_printed.stderr
     netrc.write_text("machine 127.0.0.1 login fleet password expired\n")
     filled = run_cli("wheelhouse", str(tmp_path / "house2"), "--lock", str(tmp_path / "here.lock"), env=env)
     assert filled.returncode == 1 and "was refused (HTTP 401): check the credentials" in filled.stderr
@@ -298,5 +306,4 @@ def test_an_authenticated_mirror_serves_lock_wheelhouse_and_install_through_netr
                    "never written elsewhere or shown), then run: jetson-install wheelhouse "
                    f"{tmp_path / 'house2'} --lock {tmp_path / 'here.lock'}")
     netrc.write_text("machine 127.0.0.1 login fleet password s3cret\n")
-    public.credentials = "fleet:s3cret"  # both mirrors take the one line for their host
     assert run_cli(*shlex.split(fix.split("then run: ", 1)[1])[1:], env=env).returncode == 0

@@ -153,5 +153,19 @@ def test_a_mirror_refusing_the_credentials_says_so_not_not_found(name: str, step
     failure, fix = explain(name, step, index="http://127.0.0.1:45793/simple")
     assert failure.kind == "refused"
     assert failure.summary == f"{url} refused the request (HTTP 401): check the credentials"
-    assert fix.startswith("give the mirror's user and token in the URL you pass") and "~/.netrc" in fix
+    if step == "lock":
+        # The lock's own URLs, with no --wheelhouse: no URL of the user's to carry credentials.
+        assert fix.startswith("give 127.0.0.1's user and token in ~/.netrc (machine 127.0.0.1 login USER password "
+                              "TOKEN; ") and "URL you pass" not in fix
+    else:
+        assert fix.startswith("give the mirror's user and token in the URL you pass") and "~/.netrc" in fix
     assert fix.endswith("then run: jetson-install obliteratus --venv /srv/obl --vendor-index https://mirror.example/jp6 --yes")
+
+
+def test_a_lock_installed_from_a_served_wheelhouse_may_carry_credentials_in_its_url() -> None:
+    from jetson_install.planning.fixes import Rerun
+
+    failure = read_uv_failure((CAPTURED / "install-file-401.txt").read_text())
+    rerun = Rerun(("obliteratus", "--lock", "f.lock", "--wheelhouse=https://mirror.example/house", "--yes"))
+    fix = fix_for_uv_failure(failure, StepContext("lock", rerun, None, Path("/srv/obl.d"), ""), usual="USUAL")
+    assert fix.startswith("give the mirror's user and token in the URL you pass")

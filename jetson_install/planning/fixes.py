@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Tuple
+from urllib.parse import urlsplit
 
 from jetson_install.base.git_urls import split_git_url
 from jetson_install.base.redact import CREDENTIALS_FIX
@@ -41,6 +42,10 @@ class Rerun:
             elif not arg.startswith(option + "="):
                 kept.append(arg)
         return Rerun(tuple(kept))
+
+    def gives(self, option: str) -> bool:
+        """Whether the command has `option`, written `--opt VALUE` or `--opt=VALUE`."""
+        return self.without(option) != self
 
     def with_option(self, option: str, value: str) -> "Rerun":
         return Rerun(self.without(option).argv + (option, value))
@@ -129,6 +134,13 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
                 f"to the mirror, or use another: {rerun.with_option('--default-index', 'URL')}")
     if kind == "network":
         return usual if context.step == "lock" else index_down_fix(context)
+    if kind == "refused" and context.step == "lock" and not rerun.gives("--wheelhouse"):
+        # The files come by the URLs the lock names: --lock takes no URL of the user's to carry
+        # credentials, so ~/.netrc is the way (as for `wheelhouse --lock`); uv reads it:
+        # https://docs.astral.sh/uv/concepts/authentication/http/
+        host = urlsplit(failure.subject or "").hostname or "HOST"
+        return (f"give {host}'s user and token in ~/.netrc (machine {host} login USER password TOKEN; never written "
+                f"elsewhere or shown), then run: {rerun}")
     if kind == "refused":
         return f"{CREDENTIALS_FIX}, then run: {rerun}"
     if kind == "missing-file":
