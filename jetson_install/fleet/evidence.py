@@ -54,7 +54,6 @@ class Verdict:
     ok: bool
     reason: str
     evidence: Mapping[str, Any]
-    age_days: Optional[float] = None
 
     def line(self) -> str:
         return f"{self.path}: {'ok' if self.ok else 'FAIL'}: {self.reason}"
@@ -262,29 +261,29 @@ def judge(path: str, evidence: Mapping[str, Any], *, max_age_days: float = DEFAU
     if evidence["status"] not in _PASSING["jetson"]:
         failed = [check["id"] for check in evidence["checks"] if check["status"] == "fail"]
         return Verdict(path, False, f"status {evidence['status']}" + (f" ({', '.join(failed)})" if failed else ""),
-                       evidence, age)
+                       evidence)
     if age < -1:
         return Verdict(path, False, f"generated_at {evidence['generated_at']} is in the future (check the clock)",
-                       evidence, age)
+                       evidence)
     # Whole days, as the message counts them, for a whole-day maximum: `--max-age 0` means
     # generated today, which a file of some hours still is.
     if (int(age) if float(max_age_days).is_integer() else age) > max_age_days:
         return Verdict(path, False, f"stale: generated {evidence['generated_at'][:10]}, {int(age)} days ago "
-                                    f"(maximum {max_age_days:g})", evidence, age)
+                                    f"(maximum {max_age_days:g})", evidence)
     for key, wanted in requirements:
         found, value = _lookup(evidence, key)
         if not found:
-            return Verdict(path, False, f"{key} is not in the evidence", evidence, age)
+            return Verdict(path, False, f"{key} is not in the evidence", evidence)
         if _as_text(value) != wanted:
-            return Verdict(path, False, f"{key} is {_as_text(value)}, required {wanted}", evidence, age)
+            return Verdict(path, False, f"{key} is {_as_text(value)}, required {wanted}", evidence)
     unproven = not_proven(evidence)
     if unproven is not None and not partial:
-        return Verdict(path, False, unproven, evidence, age)
+        return Verdict(path, False, unproven, evidence)
     platform = evidence["platform"]
     about = ", ".join(part for part in (platform.get("channel"), _release(platform)) if part)
     lacks = f"; does not prove CUDA: {unproven}" if unproven is not None else ""
     return Verdict(path, True, f"{evidence['status']}{' strict' if evidence['strict'] else ''}, {age:.0f} days old"
-                               + (f" ({about})" if about else "") + lacks, evidence, age)
+                               + (f" ({about})" if about else "") + lacks, evidence)
 
 
 def _release(platform: Mapping[str, Any]) -> str:
