@@ -14,8 +14,6 @@ from urllib.parse import unquote, urlparse
 
 #: README's checkout route ("Install"), for a tool that runs from a source tree no installer recorded.
 FROM_CHECKOUT = "git -C jetson-install pull && pipx install --force ./jetson-install"
-#: From the package index, replacing whatever was installed.
-FROM_INDEX = "pipx install --force jetson-install"
 
 
 def upgrade_command(direct_url: Optional[str], manager: str = "pipx") -> str:
