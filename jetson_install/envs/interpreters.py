@@ -39,7 +39,7 @@ class Policy(Protocol):
     def warn_other_abi(self) -> bool: ...
 
 __all__ = ["Interpreter", "inspect_interpreter", "known_interpreter", "find_interpreter", "served_interpreter", "system_python3", "choose_interpreter",
-           "inspect_stack", "visible_distributions", "sees_parent_environment", "pip_check"]
+           "inspect_stack", "sees_parent_environment", "pip_check"]
 
 # The version, and the ABI flags a wheel's ABI tag carries ("t": a free-threaded build, cp313t).
 _VERSION_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3], getattr(sys, 'abiflags', ''))"
@@ -235,11 +235,6 @@ def inspect_stack(python: str) -> "ExistingStack":
             if name == "torch":
                 cuda_error = found.get("cuda_error")
     return ExistingStack(python, data["python"], packages, cuda_error)
-
-
-def visible_distributions(python: str) -> Dict[str, str]:
-    """Normalized name -> version of every distribution `python` can import, parents included."""
-    return dict(_run_stack_probe(python)["distributions"])
 
 
 def sees_parent_environment(python: str) -> bool:
