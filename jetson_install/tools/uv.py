@@ -14,7 +14,6 @@ its git gets from its environment as jetson-install's own git does (git_urls).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -35,7 +34,6 @@ __all__ = [
     "vendor_install_argv",
     "target_install_argv",
     "pip_check_argv",
-    "pip_list_argv",
     "build_wheel_argv",
     "compile_argv",
     "no_deps_install_argv",
@@ -47,7 +45,6 @@ __all__ = [
     "judge_unseen",
     "judge_sbsa_tags",
     "accepted_note",
-    "read_installed",
     "read_event",
     "parse_size",
     "warnings_in",
@@ -182,10 +179,6 @@ def pip_check_argv(python: str) -> List[str]:
     return [PROGRAM, "pip", "check", "--no-config", "--python", python]
 
 
-def pip_list_argv(python: str) -> List[str]:
-    return [PROGRAM, "pip", "list", "--no-config", "--python", python, "--format", "json"]
-
-
 def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool) -> List[str]:
     """A wheel of the project in `source`, for `python`; with isolation its build requirements
     come from the default index, without it from `python`'s own environment."""
@@ -262,17 +255,6 @@ def accepted_note(result: Completed) -> Optional[str]:
     """What a passing check accepted that uv itself did not (judge_unseen, judge_sbsa_tags)."""
     found = re.match(r"All installed packages are compatible \((.+)\)$", result.stdout.strip())
     return found.group(1) if found else None
-
-
-def read_installed(result: Completed) -> Dict[str, str]:
-    """Normalized distribution name -> version, from `uv pip list --format json`."""
-    if not result.ok:
-        return {}
-    try:
-        rows = json.loads(result.stdout)
-    except ValueError:
-        return {}
-    return {canonicalize_name(row["name"]): row["version"] for row in rows if isinstance(row, dict)}
 
 
 def summarize_failure(result: Completed) -> str:
