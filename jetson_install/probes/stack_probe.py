@@ -15,7 +15,6 @@ import json
 import platform
 import re
 import sys
-import sysconfig
 
 STACK = ("torch", "torchvision", "torchaudio", "bitsandbytes", "numpy")
 
@@ -69,8 +68,6 @@ def main():
         "probe": "stack",
         "python": "%d.%d.%d" % sys.version_info[:3],
         "machine": platform.machine(),
-        "prefix": sys.prefix,
-        "purelib": sysconfig.get_paths()["purelib"],
         "distributions": visible,
         "wheel_tags": wheel_tags,
         "stack": stack,
