@@ -145,7 +145,7 @@ def test_the_cache_key_takes_the_tag_of_the_interpreter_that_builds(tmp_path: Pa
         asked.append(request)
         raise StepFailed("bitsandbytes", "stopped before building", "")
 
-    monkeypatch.setattr(building, "find_toolchain", lambda *args: building.Toolchain("cmake", "c++", "make", "nvcc", "12.6"))
+    monkeypatch.setattr(building, "find_toolchain", lambda *args: building.Toolchain("cmake", "nvcc", "12.6"))
     monkeypatch.setattr(building, "build_wheel", no_build)
     channel_python = "3.10" if sys.version_info[:2] != (3, 10) else "3.12"
     plan = SimpleNamespace(platform=SimpleNamespace(cuda="12.6"), python_abi=channel_python,

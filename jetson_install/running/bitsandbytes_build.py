@@ -52,9 +52,9 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Toolchain:
+    """The tools the build commands name; make and a C++ compiler only need to be there (cmake finds them)."""
+
     cmake: str
-    compiler: str
-    make: str
     nvcc: str
     cuda: str  # the toolkit's major.minor, as nvcc reports it
 
@@ -115,7 +115,7 @@ def find_toolchain(cuda_home: Path, cuda_version: Optional[str]) -> Toolchain:
         raise BadInput(f"building bitsandbytes needs {names}, which this machine lacks",
                        fix=f"sudo apt-get install {packages}")
     assert cmake and make and compiler and nvcc
-    return Toolchain(cmake, compiler, make, nvcc, _nvcc_version(nvcc))
+    return Toolchain(cmake, nvcc, _nvcc_version(nvcc))
 
 
 def _nvcc_version(nvcc: str) -> str:
