@@ -335,3 +335,15 @@ def test_the_entrypoint_refuses_an_unknown_option_and_a_host_outside_its_image_w
     # The fix runs as printed (the doctor refuses a folder with no environment in its own words).
     checked = cli(*outside.stderr.splitlines()[1].split("with: jetson-install ", 1)[1].split())
     assert checked.returncode == 2 and checked.stderr.startswith(f"error: no environment at {tmp_path / 'none'}")
+
+
+def test_the_entrypoint_without_an_environment_and_no_image_environment_names_the_option_to_set(
+        tmp_path: Path, start_files: Path) -> None:
+    env = {name: value for name, value in os.environ.items() if name != "VIRTUAL_ENV"}
+    env.update(BUILT_FOR_ORIN, JETSON_INSTALL_HOST_L4T="36.4.3", JETSON_INSTALL_HOST_SOC="tegra234")
+    result = run_cli("container-entrypoint", "--venv", str(tmp_path / "none"), env=env)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: container-entrypoint --venv {tmp_path / 'none'}: no environment there (no bin/python)",
+        "  fix: start it with the environment the image was built with: jetson-install container-entrypoint --venv DIR"]
+    assert "--python" not in result.stderr and (start_files / "start-status").read_text() == "refused\n"
