@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import (
@@ -118,7 +118,10 @@ def file_name_problem(entry: Locked) -> Optional[str]:
     """Why the file an entry's URL names is not a file of that distribution, else None. The
     name becomes a path (a wheelhouse's files/NAME): it must be one plain path component, and a
     wheel (PEP 427) or source archive name of the entry's own distribution and version."""
-    name = entry.filename
+    try:
+        name = entry.filename
+    except ValueError as exc:  # urlsplit's: an unclosed '[' of an IPv6 host
+        return f"its URL {entry.url!r} is not a URL ({exc})"
     if not name or name in (".", "..") or name.startswith(".") or any(
             char in name for char in "/\\\0") or any(ord(char) < 32 for char in name):
         return f"its file name {name!r} is not one plain file name"
@@ -154,17 +157,23 @@ def parse_lock(text: str, where: str) -> Lock:
     warnings: List[str] = []
     entries: List[Locked] = []
     note: Optional[Tuple[str, str, str, bool]] = None
+    noted_at = 0
     for number, line in enumerate(lines[1:], start=2):
-        found = _ENTRY_NOTE.match(line)
-        if found:
-            note = (found.group("name"), found.group("version"), found.group("origin"), "from source" in line)
-            continue
+        # A header line first: its value (a source, a warning) may read like an entry's note,
+        # and an entry's note never reads like a header line (a name has no ':').
         found = _HEADER.match(line)
         if found and not entries and note is None:
             if found.group("key") == "warning":
                 warnings.append(found.group("value"))
             else:
                 header[found.group("key")] = found.group("value")
+            continue
+        found = _ENTRY_NOTE.match(line)
+        if found:
+            if note is not None:
+                _missing_line(where, noted_at, note[0])
+            note = (found.group("name"), found.group("version"), found.group("origin"), "from source" in line)
+            noted_at = number
             continue
         if not line.strip() or line.startswith("#"):
             continue
@@ -180,6 +189,8 @@ def parse_lock(text: str, where: str) -> Lock:
                            fix="make the lock again: jetson-install lock --output FILE")
         entries.append(entry)
         note = None
+    if note is not None:
+        _missing_line(where, noted_at, note[0])
     missing = [key for key in _HEADER_KEYS if key not in header]
     if missing:
         raise BadInput(f"{where} lacks its {', '.join(missing)} line(s)",
@@ -189,6 +200,12 @@ def parse_lock(text: str, where: str) -> Lock:
     return Lock(header["channel"], header["python"], header["arch"], header["platform"], header["source"],
                 None if commit.startswith("none") else commit, header["tool"], tuple(entries), tuple(warnings),
                 first.group(1) if first else "obliteratus")
+
+
+def _missing_line(where: str, number: int, name: str) -> NoReturn:
+    """A note without the requirement line it introduces: a lock cut short or edited."""
+    raise BadInput(f"{where}:{number}: {name}'s requirement line is missing after its note",
+                   fix="make the lock again: jetson-install lock --output FILE")
 
 
 def read_lock(path: Path) -> Lock:
