@@ -29,9 +29,10 @@ _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^
 
 def _mask(match: "re.Match[str]") -> str:
     scheme, userinfo = match.group("scheme"), match.group("userinfo")
-    user, has_password, _ = userinfo.partition(":")
-    if has_password:
+    user, _, password = userinfo.partition(":")
+    if password:
         return f"{scheme}{user}:{MASK}@"
+    # A user name without a password is a token, whether written TOKEN@ or TOKEN:@ (an empty one).
     if "ssh" in scheme.lower() or userinfo == MASK:
         return match.group(0)  # git@host: a login name, not a secret
     return f"{scheme}{MASK}@"
