@@ -10,15 +10,17 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import OBLITERATUS_TAG, isolated_env
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.git_server import GitServer, bare_repository, logging_wrappers
 
-from jetson_install.base.redact import redact, redact_data
+from jetson_install.base.redact import json_text, redact, redact_data
 from jetson_install.base import git_urls
 from jetson_install.tools import runner, uv
 from support.index_server import LoopbackIndex
@@ -33,6 +35,7 @@ SAMPLE = "sample:agx-orin-64gb-jp6.2"
 @pytest.mark.parametrize(("text", "shown"), [
     ("https://alice:s3cr3t@mirror.example/simple", "https://alice:****@mirror.example/simple"),
     ("git+https://ghp_tok3n@git.example/o/r.git@v1", "git+https://****@git.example/o/r.git@v1"),
+    ("https://ghp_tok3n:@mirror.example/simple", "https://****@mirror.example/simple"),
     ("fix: run --vendor-index https://a:p%40ss@h/simple --json", "fix: run --vendor-index https://a:****@h/simple --json"),
     ("https://user:a@b@host/x", "https://user:****@host/x"),
     ("git+ssh://git@git.example/o/r.git", "git+ssh://git@git.example/o/r.git"),
@@ -46,6 +49,94 @@ def test_redact_masks_the_secret_and_keeps_the_rest(text: str, shown: str) -> No
 def test_redact_data_reaches_nested_strings() -> None:
     data = {"steps": [{"argv": ["uv", "--default-index", f"https://a:{SECRET}@h/simple"]}], "n": 1}
     assert SECRET not in json.dumps(redact_data(data))
+
+
+# Properties of redaction, over any credentials a URL can carry. The secret holds a character
+# (¤) nothing else in these texts has, so "not shown" is a plain search for it.
+REDACTION = settings(max_examples=80, deadline=None)
+MARK = "¤"
+# A URL's userinfo ends at whitespace, '/', '?' or '#'; a user name ends at its first ':' and
+# '@'. Hosts, paths and text around exclude '@' and MARK.
+secrets = st.builds("{}{}{}".format, st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"),
+                                                           exclude_characters="/?#"), max_size=12),
+                    st.just(MARK), st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"),
+                                                         exclude_characters="/?#"), max_size=12))
+users = st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"), exclude_characters=f"/?#@:{MARK}"),
+                max_size=12)
+schemes = st.sampled_from(["https", "http", "git+https", "file", "HTTPS", "s3"])
+hosts = st.sampled_from(["mirror.example", "192.0.2.1:8080", "[::1]", "git.example"])
+paths = st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"), exclude_characters=f"@{MARK}"), max_size=20)
+plain = st.text(st.characters(codec="utf-8", exclude_characters=f"@{MARK}"), max_size=30)
+
+
+@st.composite
+def credentialed_urls(draw: st.DrawFn) -> Tuple[str, str]:
+    """A URL with a password or a token, and the URL as shown: the secret as ****."""
+    scheme, host, path = draw(schemes), draw(hosts), "/" + draw(paths)
+    if draw(st.booleans()):
+        user = draw(users)
+        return f"{scheme}://{user}:{draw(secrets)}@{host}{path}", f"{scheme}://{user}:****@{host}{path}"
+    # A token: a user name alone, or with an empty password (TOKEN:@host).
+    token = draw(secrets.filter(lambda secret: ":" not in secret)) + draw(st.sampled_from(["", ":"]))
+    return f"{scheme}://{token}@{host}{path}", f"{scheme}://****@{host}{path}"
+
+
+@REDACTION
+@given(credentialed_urls())
+def test_a_urls_password_or_token_is_shown_as_stars_and_the_rest_as_it_is(url: Tuple[str, str]) -> None:
+    given_url, shown = url
+    assert redact(given_url) == shown
+
+
+@REDACTION
+@given(plain, credentialed_urls(), plain)
+def test_a_secret_in_free_text_is_never_shown_and_the_text_around_it_is_kept(before: str, url: Tuple[str, str],
+                                                                             after: str) -> None:
+    assert redact(f"{before} {url[0]} {after}") == f"{before} {url[1]} {after}"
+
+
+def strings_in(data: Any) -> List[str]:
+    if isinstance(data, str):
+        return [data]
+    if isinstance(data, dict):
+        return [text for key, value in data.items() for text in strings_in(key) + strings_in(value)]
+    if isinstance(data, (list, tuple)):
+        return [text for item in data for text in strings_in(item)]
+    return []
+
+
+json_data = st.recursive(
+    st.none() | st.booleans() | st.integers() | plain | credentialed_urls().map(lambda url: url[0])
+    | st.builds("{} {}".format, plain, credentialed_urls().map(lambda url: url[0])),
+    lambda inner: st.lists(inner, max_size=3) | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(plain | credentialed_urls().map(lambda url: url[0]), inner, max_size=3),
+    max_leaves=12)
+
+
+@REDACTION
+@given(json_data)
+def test_no_secret_survives_anywhere_in_nested_data(data: Any) -> None:
+    assert not any(MARK in text for text in strings_in(redact_data(data)))
+    assert MARK not in json_text(data)
+
+
+# Texts made of the pieces of URLs, so that schemes, userinfo and '@' meet in every order.
+url_soup = st.lists(st.sampled_from(["https://", "git+ssh://", "a", "b:", ":", "@", "/", "****", " ", "?", "#", "%40",
+                                     "user", "host.example"]), max_size=30).map("".join)
+
+
+@REDACTION
+@given(url_soup | st.text(max_size=60))
+def test_redacting_twice_shows_what_redacting_once_shows(text: str) -> None:
+    assert redact(redact(text)) == redact(text)
+
+
+@REDACTION
+@given(st.text(max_size=60).filter(lambda text: "://" not in text))
+def test_text_without_a_urls_credentials_is_shown_unchanged(text: str) -> None:
+    # A mail address, git@host:owner/repo, a version's '@': none is a URL's userinfo.
+    assert redact(text) == text
+    assert redact_data({text: [text, (text,)]}) == {text: [text, [text]]}
 
 
 def test_uv_gets_credentials_from_its_environment_not_its_command_line() -> None:
