@@ -142,7 +142,9 @@ def complete_set(source: str, version_set: VersionSet, prereleases: bool, known:
             candidates.append((Version(version), -rank, listed))
         if not candidates:
             return None
-        _, _, best = max(candidates, key=lambda item: (item[0], item[1]))
+        # The file name last: two files may match as well (2.6 and 2.6.0, or the same build with
+        # a compressed tag set), and which is taken must not hang on the order the index lists them.
+        _, _, best = max(candidates, key=lambda item: (item[0], item[1], item[2].filename))
         build = known.get(best.filename)
         if build is not None and best.sha256 and not build.matches(best.sha256):
             raise IdentityMismatch(
