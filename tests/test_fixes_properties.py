@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from jetson_install.planning.fixes import Rerun
 
-PROPERTY = settings(max_examples=200, deadline=None)
+PROPERTY = settings(max_examples=80, deadline=None)
 
 OPTIONS = ("--venv", "--ref", "--vendor-index", "--python", "--default-index", "--root")
 FLAGS = ("--yes", "--no-verify", "--vendor-fallback", "--json", "--resolve")

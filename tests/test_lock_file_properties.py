@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from jetson_install.base.errors import BadInput
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
 
-PROPERTY = settings(max_examples=100, deadline=None)
+# Each example renders and parses a whole lock; forty keep the file within the fast tier.
+PROPERTY = settings(max_examples=40, deadline=None)
 WHERE = "board.lock"
 
 # Python's str.splitlines ends a line at each of these; a lock's header value holds one line.
@@ -134,7 +135,7 @@ def test_a_url_of_any_text_is_read_or_refused_naming_its_line(lock: Lock, scheme
 lock_texts = st.builds(lambda lock, lines: render_lock(lock).splitlines() + lines, locks, st.lists(st.text(max_size=80), max_size=4))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(lock_texts, st.data())
 def test_any_damage_to_a_lock_is_refused_as_bad_input_or_read_never_a_traceback(lines: List[str], data: st.DataObject) -> None:
     # Damage: a line replaced, dropped or doubled, or text put in.

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jetson_install.base.layout import staging_placeholder
 from jetson_install.base.steps import KINDS, Step
 
-PROPERTY = settings(max_examples=200, deadline=None)
+PROPERTY = settings(max_examples=60, deadline=None)
 
 # A --venv the user may give (any path but NUL); '<' is left out so that the placeholder's own
 # "<new>" is the only '<' in a command: its occurrences are then exactly the ones put there.
