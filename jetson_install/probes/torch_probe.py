@@ -123,6 +123,14 @@ def probe_cuda(torch):
     return cuda
 
 
+def compared(result, torch, got, expected):
+    """A kernel's output against its reference (the CPU's, or eager's for a compiled one): it ran, finite, close."""
+    result["ran"] = True
+    result["finite"] = bool(torch.isfinite(got).all())
+    result["max_abs_error"] = float((got - expected).abs().max())
+    result["allclose"] = bool(torch.allclose(got, expected, rtol=1e-3, atol=1e-3))
+
+
 def probe_matmul(torch):
     # is_available() is true even for wheels without kernels for this device ("no kernel image
     # is available", https://github.com/wendylabsinc/WendyOS/issues/1370), so only a kernel proves anything.
@@ -135,10 +143,7 @@ def probe_matmul(torch):
         expected = a @ b
         got = (a.cuda() @ b.cuda()).cpu()
         torch.cuda.synchronize()
-        matmul["ran"] = True
-        matmul["finite"] = bool(torch.isfinite(got).all())
-        matmul["max_abs_error"] = float((got - expected).abs().max())
-        matmul["allclose"] = bool(torch.allclose(got, expected, rtol=1e-3, atol=1e-3))
+        compared(matmul, torch, got, expected)
     except Exception as exc:
         matmul["error"] = describe(exc)
     return matmul
@@ -192,10 +197,7 @@ def probe_conv2d(torch):
         expected = torch.nn.functional.conv2d(images, weight, padding=1)
         got = torch.nn.functional.conv2d(images.cuda(), weight.cuda(), padding=1).cpu()
         torch.cuda.synchronize()
-        result["ran"] = True
-        result["finite"] = bool(torch.isfinite(got).all())
-        result["max_abs_error"] = float((got - expected).abs().max())
-        result["allclose"] = bool(torch.allclose(got, expected, rtol=1e-3, atol=1e-3))
+        compared(result, torch, got, expected)
     except Exception as exc:
         result["error"] = describe(exc)
     return result
@@ -299,10 +301,7 @@ def probe_compile(torch):
         expected = compiled_function(x)
         got = torch.compile(compiled_function)(x)
         torch.cuda.synchronize()
-        result["ran"] = True
-        result["finite"] = bool(torch.isfinite(got).all())
-        result["max_abs_error"] = float((got - expected).abs().max())
-        result["allclose"] = bool(torch.allclose(got, expected, rtol=1e-3, atol=1e-3))
+        compared(result, torch, got, expected)
     except Exception as exc:
         result["error"] = describe(exc)
         # Inductor wraps Triton's failure; the assembler's own line says what it refused.
