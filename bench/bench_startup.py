@@ -2,7 +2,10 @@
 `python -c pass` in the same run, and `--help` against a bare click app's `--help`.
 
 Goal (issue 31): `--help` at most 1.5x a bare click app's `--help`, in instructions (click's floor:
-what any command-line tool built on click pays before it does anything). The commands run as a user runs them, through the
+what any command-line tool built on click pays before it does anything). Two floors are measured:
+a click group with one command, and a bare app with the tool's own command-line surface (its
+commands, subcommands and parameters, generated from the tool's click group, with no callbacks and
+no imports of the tool): what click alone costs for these 19 commands. The commands run as a user runs them, through the
 `jetson-install` script installed beside this interpreter (`python -m jetson_install` where
 there is none, which adds runpy). Beside the wall and CPU seconds, the instructions each case
 executes (valgrind's callgrind, where valgrind is installed): the same on every run of the same
@@ -64,6 +67,42 @@ cli()
 """
 
 
+def same_surface_app() -> str:
+    """A standalone click app with the tool's commands and parameters and nothing else."""
+    import click
+
+    from jetson_install.cli.main import cli
+
+    def params(command: click.Command) -> List[str]:
+        lines = []
+        for param in command.params:
+            if isinstance(param, click.Argument):
+                lines.append(f"@click.argument({param.name!r}, nargs={param.nargs}, required={param.required})")
+            elif isinstance(param, click.Option):
+                kind = "is_flag=True, " if param.is_flag else ""
+                lines.append(f"@click.option(*{list(param.opts)!r}, {kind}multiple={param.multiple}, help={param.help!r})")
+        return lines
+
+    def emit(group: click.Group, parent: str, out: List[str]) -> None:
+        context = click.Context(group)
+        for name in group.list_commands(context):
+            command = group.get_command(context, name)
+            if command is None:
+                continue
+            function = "c_" + str(len(out))
+            kind = "group" if isinstance(command, click.Group) else "command"
+            out += [f"@{parent}.{kind}({name!r}, help={command.help!r})", *params(command),
+                    f"def {function}(**given):", "    pass", ""]
+            if isinstance(command, click.Group):
+                emit(command, function, out)
+
+    out = ["import click", "", f"@click.group(help={cli.help!r}, context_settings={cli.context_settings!r})",
+           *params(cli), "def cli(**given):",
+           "    pass", ""]
+    emit(cli, "cli", out)
+    return "\n".join(out + ["cli()", ""])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=30)
@@ -77,9 +116,12 @@ def main() -> None:
     sample = ["--root", "sample:agx-orin-64gb-jp6.2"]
     bare_app = Path(tempfile.mkdtemp(prefix="bench-startup-")) / "bare_click_app.py"
     bare_app.write_text(BARE_CLICK_APP)
+    same_surface = bare_app.parent / "same_surface_app.py"
+    same_surface.write_text(same_surface_app())
     cases = {
         "import click (reference)": [sys.executable, "-c", "import click"],
         "bare click app --help": [sys.executable, str(bare_app), "--help"],
+        "same-surface app --help": [sys.executable, str(same_surface), "--help"],
         "--help": tool + ["--help"],
         "--version": tool + ["--version"],
         "detect (sample root)": tool + ["detect"] + sample,
@@ -113,6 +155,9 @@ def main() -> None:
     help_count, bare_count = counted["--help"], counted["bare click app --help"]
     if help_count and bare_count:
         print(f"--help vs a bare click app's --help: {help_count / bare_count:.2f}x instructions (goal at most 1.5x)")
+    surface_count = counted["same-surface app --help"]
+    if help_count and surface_count:
+        print(f"--help vs a bare app with the tool's commands and options: {help_count / surface_count:.2f}x instructions")
     shutil.rmtree(bare_app.parent)
 
 
