@@ -439,3 +439,13 @@ def test_clean_dry_run_shows_what_it_can_while_an_install_runs_and_locks_nothing
     assert f"log: {logs / 'obliteratus-20261201-101010.log'}" in preview.stdout
     assert str(killed) not in preview.stdout  # the running install's, not a leftover
     assert f"skipped   {home.link} (an install is in progress there; run clean when it ends)" in preview.stdout
+
+
+def test_clean_counts_what_it_removes_in_words_a_person_writes() -> None:
+    from jetson_install.cli.render import clean_lines
+    from jetson_install.envs.lifecycle import Cleaned
+
+    one = Cleaned((("interpreter cache", "/c/interpreters.json", 215),), (), dry_run=True)
+    two = Cleaned((("log", "/l/a.log", 100), ("log", "/l/b.log", 100)), (), dry_run=False)
+    assert clean_lines(one)[-1] == "would remove 215 B in 1 item"
+    assert clean_lines(two)[-1] == "removed 200 B in 2 items"

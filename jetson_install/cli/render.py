@@ -341,7 +341,8 @@ def clean_lines(result: Cleaned) -> List[str]:
     verb = "would remove" if result.dry_run else "removed"
     lines = [f"{verb} {size_text(size):>10}  {what}: {path}" for what, path, size in result.items]
     total = sum(size for _, _, size in result.items)
-    lines.append(f"{verb} {size_text(total)} in {len(result.items)} items" if result.items else
+    count = len(result.items)
+    lines.append(f"{verb} {size_text(total)} in {count} item{'' if count == 1 else 's'}" if result.items else
                  "nothing to clean: no logs, build cache or leftovers of jetson-install's")
     lines += [f"left      {path} (not made by jetson-install)" for path in result.left]
     if result.kept_evidence:
