@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List
 
 import pytest
-from support import VENDOR_TORCH, isolated_env
-from support.catalogs import stub_catalog_text
+from support import isolated_env
 from support.cli import run_cli
+from support.fixtures import serve_cpu_only_torch
 from support.index_server import LoopbackIndex
 from support.installer import Installer
 from support.stub_projects import IndexDirs
@@ -49,19 +49,7 @@ def printed_commands(fix: str) -> List[List[str]]:
 def cpu_mirror(private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], cli_env: Dict[str, str],
                tmp_path: Path) -> LoopbackIndex:
     """A --vendor-index mirror serving a CPU-only torch under the pinned version."""
-    from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
-    from support.wheels import build_wheel
-
-    for wheel in private_index_dirs.vendor.glob("torch-*.whl"):
-        wheel.unlink()
-    build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, requires=_TORCH_REQUIRES,
-                requires_python=">=3.8", modules=_torch_modules(False, None), init_body=_TORCH_INIT_BODY,
-                source_index="vendor")
-    catalog = tmp_path / "cpu-wheels-index.toml"
-    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
-                                         known=("torchvision", "torchaudio", "bitsandbytes")))
-    cli_env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
-    return start_index(private_index_dirs.vendor, name="cpu-mirror")
+    return serve_cpu_only_torch(private_index_dirs, start_index, cli_env, tmp_path, "cpu-mirror")
 
 
 @pytest.mark.slow

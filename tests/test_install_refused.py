@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from support import VENDOR_TORCH
 from support.cli import run_cli
+from support.fixtures import serve_cpu_only_torch
 from support.installer import Installer
 
 from jetson_install.base.layout import OWNER_MARK, OWNER_MARK_PREFIX
@@ -154,20 +155,7 @@ def cpu_vendor_index(private_index_dirs: IndexDirs, start_index: Callable[..., L
                      tmp_path: Path) -> LoopbackIndex:
     """The vendor index serving a CPU-only torch under the pinned vendor version, a build the
     catalog does not list (so only its doctor checks can tell)."""
-    from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
-    from support.wheels import build_wheel
-
-    for wheel in private_index_dirs.vendor.glob("torch-*.whl"):
-        wheel.unlink()
-    build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, requires=_TORCH_REQUIRES, requires_python=">=3.8",
-                modules=_torch_modules(False, None), init_body=_TORCH_INIT_BODY, source_index="vendor")
-    from support.catalogs import stub_catalog_text
-
-    catalog = tmp_path / "cpu-wheels-index.toml"
-    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
-                                         known=("torchvision", "torchaudio", "bitsandbytes")))
-    cli_env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
-    return start_index(private_index_dirs.vendor, name="cpu-vendor")
+    return serve_cpu_only_torch(private_index_dirs, start_index, cli_env, tmp_path, "cpu-vendor")
 
 
 @pytest.mark.slow

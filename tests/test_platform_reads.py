@@ -8,9 +8,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
-from typing import List, Union
+from typing import List, Tuple, Union
 
 import pytest
 import support.cli as support_cli
@@ -113,16 +114,21 @@ def test_sample_name_cannot_leave_the_samples_folder() -> None:
     assert result.returncode == 2 and "no such sample" in result.stderr
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user")
-def test_an_unreadable_folder_is_missing_with_a_warning() -> None:
-    import tempfile
-
+def _sample_root_nobody_reads() -> Tuple[Path, Path]:
+    """A copy of the sample root, every file readable by the user 'nobody', and the temporary
+    folder holding it (the caller removes it)."""
     top = Path(tempfile.mkdtemp(prefix="jetson-install-test-"))  # where the user 'nobody' can reach
     top.chmod(0o755)
     root = top / "root"
     shutil.copytree(SAMPLE, root)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
+    return top, root
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user")
+def test_an_unreadable_folder_is_missing_with_a_warning() -> None:
+    top, root = _sample_root_nobody_reads()
     (root / "var" / "lib" / "dpkg").chmod(0o000)
     (root / "etc").chmod(0o711)  # its entries can be opened, not listed
     (root / "usr" / "local").chmod(0o000)
@@ -144,14 +150,7 @@ def test_an_unreadable_folder_is_missing_with_a_warning() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user")
 def test_an_unreadable_release_file_is_named_as_unreadable_not_absent() -> None:
-    import tempfile
-
-    top = Path(tempfile.mkdtemp(prefix="jetson-install-test-"))  # where the user 'nobody' can reach
-    top.chmod(0o755)
-    root = top / "root"
-    shutil.copytree(SAMPLE, root)
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    top, root = _sample_root_nobody_reads()
     (root / "var" / "lib" / "dpkg" / "status").unlink()  # no other file gives the release
     for source in (root / "etc" / "apt").rglob("*nvidia*"):
         source.unlink()

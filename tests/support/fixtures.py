@@ -30,12 +30,17 @@ from .catalogs import stub_catalog_text
 from .installer import Installer
 from .index_server import LoopbackIndex
 from .stub_projects import (
+    _TORCH_INIT_BODY,
+    _TORCH_REQUIRES,
     VENDOR_PINS,
+    VENDOR_TORCH,
     IndexDirs,
+    _torch_modules,
     build_index_dirs,
     make_obliteratus_git_repo,
     make_obliteratus_source,
 )
+from .wheels import build_wheel
 
 __all__ = [
     "stub_index_dirs",
@@ -242,3 +247,18 @@ def clean_pip_check(monkeypatch: pytest.MonkeyPatch) -> List[str]:
 
     monkeypatch.setattr(interpreters, "pip_check", pip_check)
     return calls
+
+
+def serve_cpu_only_torch(private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex],
+                         cli_env: Dict[str, str], tmp_path: Path, name: str) -> LoopbackIndex:
+    """The vendor index serving a CPU-only torch under the pinned vendor version, a build the
+    catalog does not list (so only its doctor checks can tell); `cli_env` reads that catalog."""
+    for wheel in private_index_dirs.vendor.glob("torch-*.whl"):
+        wheel.unlink()
+    build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, requires=_TORCH_REQUIRES, requires_python=">=3.8",
+                modules=_torch_modules(False, None), init_body=_TORCH_INIT_BODY, source_index="vendor")
+    catalog = tmp_path / "cpu-wheels-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
+                                         known=("torchvision", "torchaudio", "bitsandbytes")))
+    cli_env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+    return start_index(private_index_dirs.vendor, name=name)
