@@ -17,7 +17,7 @@ from support.doctor_env import JP6, ORIN, make_env, run, stub_ptxas
 from jetson_install.board.platform import Platform
 from jetson_install.catalog.catalog import GateRule
 from jetson_install.doctor.profiles import PreflightProfile
-from jetson_install.envs.environment import activate_variables, protect
+from jetson_install.envs.activation import activate_variables, protect
 from jetson_install.planning.routes.shared import ptxas_variable
 from jetson_install.running.handlers import _board_assembler
 

@@ -16,7 +16,7 @@ from support.cli import run_cli
 from jetson_install.running import install as install_module
 from jetson_install.running.noop import Current, plan_fingerprint
 from jetson_install.catalog.catalog import load_catalog
-from jetson_install.envs.environment import EnvironmentHome
+from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.interpreters import Interpreter
 from jetson_install.envs.source_identity import Sources
 from jetson_install.planning.plan import Plan
@@ -119,7 +119,7 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(install_module, "_execute", fake_execute)
     monkeypatch.setattr(install_module, "_resolve", fake_resolve)
-    monkeypatch.setattr("jetson_install.envs.environment.shutil.rmtree", rmtree_interrupted)
+    monkeypatch.setattr("jetson_install.envs.home.shutil.rmtree", rmtree_interrupted)
     result = install_module.install(plan, progress=PlainDisplay(io.StringIO(), interval=15), rerun=Rerun(("obliteratus",)))
     assert result.status == "interrupted" and result.exit_code == 130
     new = home.current()

@@ -72,7 +72,7 @@ def _kill_at(argv: List[str], env: Dict[str, str], seconds: float) -> "tuple[boo
 
 
 def _only_what_is_marked(home: Path) -> None:
-    from jetson_install.envs.environment import EnvironmentHome
+    from jetson_install.envs.home import EnvironmentHome
 
     assert EnvironmentHome(home.with_name(home.name[:-2])).strays() == []
     for entry in home.iterdir():

@@ -15,7 +15,7 @@ from support import VENDOR_TORCH
 from support.cli import run_cli
 from support.installer import Installer
 
-from jetson_install.envs.environment import EnvironmentHome
+from jetson_install.envs.home import EnvironmentHome
 from jetson_install.base.layout import STATE_DIR
 
 

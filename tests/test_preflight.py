@@ -152,7 +152,7 @@ def test_preflight_doctor_fails_a_bitsandbytes_outside_the_channel_range(tmp_pat
 def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An environment as a preflight install leaves it: its plan fingerprint and vendor record."""
     from jetson_install.catalog.catalog import load_catalog
-    from jetson_install.envs.environment import EnvironmentHome
+    from jetson_install.envs.home import EnvironmentHome
     from jetson_install.envs.record import record_installed
     from jetson_install.tools.index import offline_resolution
     from jetson_install.planning.options import PlanOptions

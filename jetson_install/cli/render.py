@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 from jetson_install import __version__
 from jetson_install.board import apt
 from jetson_install.board.platform import Platform
-from jetson_install.envs.environment import activate_command
+from jetson_install.envs.activation import activate_command
 from jetson_install.planning.fixes import runner_command
 from jetson_install.tools.progress import steps_summary
 

@@ -14,7 +14,7 @@ from jetson_install.catalog.catalog import load_catalog
 from jetson_install.doctor.profiles import profile_from_record
 from jetson_install.doctor.request import DoctorRequest
 from jetson_install.doctor.run import run_doctor
-from jetson_install.envs.environment import (
+from jetson_install.envs.recorded import (
     recorded_additions, recorded_check_commands, recorded_doctor_inputs, recorded_lock, recorded_plan,
 )
 from jetson_install.base.outputs import write_output

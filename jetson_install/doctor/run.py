@@ -63,7 +63,7 @@ from jetson_install.base.schema import evidence_schema
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, Verdict
 from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
-from jetson_install.envs.environment import activate_variables
+from jetson_install.envs.activation import activate_variables
 from jetson_install.envs.record import record_path
 from jetson_install.base.git_urls import requirement_without_credentials
 from jetson_install.doctor.additions import additions_evidence, check_additions

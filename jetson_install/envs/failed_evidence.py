@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from jetson_install.base.layout import EVIDENCE_FILE, FAILED_EVIDENCE, STATE_DIR
-from jetson_install.envs.environment import EnvironmentHome, write_private
+from jetson_install.envs.home import EnvironmentHome
+from jetson_install.envs.recorded import write_private
 
 __all__ = ["KEPT_FAILED_EVIDENCE", "discard", "kept_evidence", "fix_after_discard"]
 

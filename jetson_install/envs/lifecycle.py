@@ -30,16 +30,10 @@ from jetson_install.base.layout import (
     STATE_DIR,
 )
 from jetson_install.base.logs import log_directory, own_logs
-from jetson_install.envs.environment import (
-    EnvironmentHome,
-    default_environments,
-    disk_usage,
-    known_environments,
-    linked_home,
-    recorded_additions,
-    recorded_plan,
-    remove_tree,
-)
+from jetson_install.envs.disk import disk_usage, remove_tree
+from jetson_install.envs.home import EnvironmentHome, linked_home
+from jetson_install.envs.known_dirs import default_environments, known_environments
+from jetson_install.envs.recorded import recorded_additions, recorded_plan
 from jetson_install.envs.record import installed_torch_cuda, installed_versions, read_record
 
 __all__ = ["EnvironmentView", "Listed", "list_environments", "RolledBack", "rollback", "Uninstalled", "uninstall",

@@ -29,13 +29,8 @@ from jetson_install.doctor.additions import additions_imports
 from jetson_install.doctor.context import _last_json_object, uv_command
 from jetson_install.doctor.missing_libraries import missing_library
 from jetson_install.doctor.on_environment import doctor_environment
-from jetson_install.envs.environment import (
-    protect,
-    write_additions,
-    write_check_commands,
-    write_constraints,
-    write_requirements,
-)
+from jetson_install.envs.activation import protect
+from jetson_install.envs.recorded import write_additions, write_check_commands, write_constraints, write_requirements
 from jetson_install.envs.failed_evidence import fix_after_discard, kept_evidence
 from jetson_install.envs.interpreters import Interpreter, pip_check
 from jetson_install.envs.record import distributions_state, record_installed

@@ -22,7 +22,8 @@ from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
 from jetson_install.base.steps import Step, StepResult
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.identity import NothingInPolicy, Resolution
-from jetson_install.envs.environment import EnvironmentHome, activate_command
+from jetson_install.envs.activation import activate_command
+from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.failed_evidence import discard
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter
 from jetson_install.envs.record import installed_versions

@@ -19,7 +19,8 @@ from packaging.version import Version
 
 from jetson_install.base.layout import CHECKED_FILE, state_of
 from jetson_install.base.redact import redact_data
-from jetson_install.envs.environment import EnvironmentHome, recorded_plan
+from jetson_install.envs.home import EnvironmentHome
+from jetson_install.envs.recorded import recorded_plan
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter, pip_check, sees_parent_environment
 from jetson_install.envs.record import EnvironmentRecord, distributions_state, installed_versions, read_record
 from jetson_install.envs.source_identity import Sources

@@ -17,7 +17,8 @@ from jetson_install.board.samples import PREFIX as SAMPLE_PREFIX
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.cli.commands.given import venv_path
 from jetson_install.cli.commands.lifecycle import default_environment
-from jetson_install.envs.environment import EnvironmentHome, recorded_additions, recorded_plan
+from jetson_install.envs.home import EnvironmentHome
+from jetson_install.envs.recorded import recorded_additions, recorded_plan
 from jetson_install.envs.record import read_record
 from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.planner import additions

@@ -15,7 +15,7 @@ from jetson_install.catalog.catalog import load_catalog
 from jetson_install.cli.commands.given import PlatformOptions
 from jetson_install.cli.commands.platform import detect_platform
 from jetson_install.doctor import DoctorRequest, render_lines, run_doctor
-from jetson_install.envs.environment import recorded_doctor_inputs
+from jetson_install.envs.recorded import recorded_doctor_inputs
 from jetson_install.fleet.container import (
     IMAGE_L4T_VARIABLE, START_EVIDENCE, START_STATUS, dockerfile_text, host_line, start_check, write_dockerignore,
 )

@@ -9,7 +9,8 @@ from typing import Optional, Tuple
 from jetson_install.base.errors import BadInput
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.cli.commands.given import venv_path
-from jetson_install.envs.environment import EnvironmentHome, default_environments
+from jetson_install.envs.home import EnvironmentHome
+from jetson_install.envs.known_dirs import default_environments
 
 __all__ = ["default_venv", "default_environment", "environment_link"]
 

@@ -16,7 +16,8 @@ from jetson_install.catalog.settings import check_index_url, load_index_settings
 from jetson_install.cli.commands.given import InstallOptions, venv_path
 from jetson_install.cli.commands.lifecycle import default_venv
 from jetson_install.cli.commands.platform import detect_platform
-from jetson_install.envs.environment import EnvironmentHome, recorded_additions, recorded_check_commands
+from jetson_install.envs.home import EnvironmentHome
+from jetson_install.envs.recorded import recorded_additions, recorded_check_commands
 from jetson_install.envs.interpreters import choose_interpreter, inspect_stack
 from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.fixes import Rerun

@@ -39,7 +39,7 @@ from jetson_install.base.versions import satisfies
 from jetson_install.catalog.catalog import Channel
 from jetson_install.catalog.constraints import constraint_lines
 from jetson_install.catalog.identity import Resolution, VersionSet
-from jetson_install.envs.environment import write_constraints, write_private, write_requirements
+from jetson_install.envs.recorded import write_constraints, write_private, write_requirements
 from jetson_install.envs.stack import ExistingStack
 from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
 from jetson_install.planning.routes import shared

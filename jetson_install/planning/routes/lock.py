@@ -24,7 +24,7 @@ from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.steps import Step
 from jetson_install.catalog.identity import ChosenFile, IdentityMismatch, KnownBuild, Resolution, VersionSet
 from jetson_install.catalog.lock_file import WHEELHOUSE_LOCK, Lock, lock_mismatch, parse_lock, relocated, render_lock
-from jetson_install.envs.environment import write_constraints
+from jetson_install.envs.recorded import write_constraints
 from jetson_install.envs.record import record_installed
 from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
 from jetson_install.planning.routes import shared

@@ -27,56 +27,38 @@ fails, including a Ctrl-C or a kill.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import errno
 import fcntl
 import json
 import os
 import re
-import shlex
 import shutil
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
-
-import platformdirs
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import (
-    ACTIVATE_FILE,
-    ADDED_FILE,
-    CHECK_COMMANDS_FILE,
     COMPLETE_MARK,
-    CONSTRAINTS_FILE,
-    ENVIRONMENTS_DIR,
-    EXCLUDES_FILE,
     FAILED_EVIDENCE,
     HOME_LOCK,
-    HOME_SUFFIX,
-    KNOWN_ENVIRONMENTS,
-    LOCK_FILE,
     OWNER_MARK,
     OWNER_MARK_PREFIX,
     PLAN_FILE,
     PREVIOUS_FILE,
     REMOVING_PREFIX,
-    REQUIREMENTS_FILE,
     STATE_DIR,
     home_of,
 )
 from jetson_install.base.redact import redact_data
-from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
-from jetson_install.catalog.lock_file import parse_lock
-from jetson_install.envs.record import read_record
+from jetson_install.envs.disk import disk_usage
+from jetson_install.envs.known_dirs import remember
+from jetson_install.envs.recorded import write_private
 
-__all__ = ["EnvironmentHome", "disk_usage", "remove_tree", "known_environments", "write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs",
-           "recorded_lock", "doctor_view", "write_constraints", "write_requirements", "write_additions",
-           "recorded_additions", "write_check_commands", "recorded_check_commands", "protect",
-           "activate_command"]
+__all__ = ["EnvironmentHome", "linked_home"]
 
 
 @dataclass(frozen=True)
@@ -217,7 +199,7 @@ class EnvironmentHome:
         if self.home.is_symlink():
             raise linked_home(self.link, str(self.link))
         self.home.mkdir(exist_ok=True)
-        _remember(self.link)
+        remember(self.link)
         return _Lock(self.home / HOME_LOCK, self.link, self._claim)
 
     def is_ours(self) -> bool:
@@ -408,76 +390,6 @@ def _is_complete(environment: Path) -> bool:
     return (environment / STATE_DIR / COMPLETE_MARK).is_file()
 
 
-def disk_usage(path: Path) -> int:
-    """Bytes `path` takes on disk, as du counts them: each file once however many links it has,
-    symlinks never followed."""
-    seen = set()
-    total = 0
-    stack = [path]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if (info.st_dev, info.st_ino) in seen:
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            total += info.st_blocks * 512
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
-    return total
-
-
-def remove_tree(path: Path) -> None:
-    """Remove a folder of jetson-install's: renamed out of the way first, so it is gone at once
-    and an interrupted removal leaves a .removing-* folder (which `clean` removes), never half of it."""
-    doomed = path.with_name(f"{REMOVING_PREFIX}{path.name.lstrip('.')}-{uuid.uuid4().hex[:6]}") \
-        if not path.name.startswith(REMOVING_PREFIX) else path
-    if doomed != path:
-        os.rename(path, doomed)
-    shutil.rmtree(doomed)
-
-
-def default_environments() -> Path:
-    """Where each target's default DIR is (envs/<target>), in the user's data folder."""
-    return Path(platformdirs.user_data_dir("jetson-install")) / ENVIRONMENTS_DIR
-
-
-def known_environments() -> List[Path]:
-    """Every DIR jetson-install worked on for this user, first seen first: the default DIRs
-    (envs/<target>) and each one recorded when a run took its lock."""
-    envs = default_environments()
-    # envs/ holds each default DIR beside its DIR.d (and a killed switch's hidden link).
-    found = sorted(path for path in envs.glob("[!.]*") if not path.name.endswith(HOME_SUFFIX))
-    found += sorted(path.with_name(path.name[:-len(HOME_SUFFIX)]) for path in envs.glob(f"[!.]*{HOME_SUFFIX}"))
-    with contextlib.suppress(OSError):
-        found += [Path(line) for line in (envs.parent / KNOWN_ENVIRONMENTS).read_text().splitlines() if line.strip()]
-    unique: Dict[Path, None] = {}
-    for path in found:
-        unique.setdefault(path, None)
-    return list(unique)
-
-
-def _remember(link: Path) -> None:
-    """Add DIR to the user's list of what jetson-install worked on. Appended, never rewritten,
-    so two runs at once cannot lose each other's line; `list` leaves out what is gone."""
-    data = Path(platformdirs.user_data_dir("jetson-install"))
-    path = link.absolute()
-    if path in known_environments():
-        return
-    data.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(data / KNOWN_ENVIRONMENTS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(descriptor, f"{path}\n".encode())
-    finally:
-        os.close(descriptor)
-
-
 _OWN_NAME = re.compile(r"^env-\d{8}-\d{6}-[0-9a-f]{6}$")
 _MARK = re.compile(re.escape(OWNER_MARK_PREFIX) + r"[0-9a-f]{32}\n\Z")
 
@@ -531,237 +443,3 @@ class _Lock:
             fcntl.flock(self.handle, fcntl.LOCK_UN)
             self.handle.close()
 
-
-_ACTIVATE_MARK = "# jetson-install:"
-
-_BASH_EXPORT = """
-# jetson-install: {why}.
-if [ -z "${{_JETSON_INSTALL_{var}_SET:-}}" ] ; then
-    _JETSON_INSTALL_OLD_{var}="${{{var}:-}}"
-    _JETSON_INSTALL_{var}_SET=1
-fi
-{var}="{value}"
-export {var}
-"""
-
-_BASH_RESTORE = """    # jetson-install: restore the {var} from before activation.
-    if [ -n "${{_JETSON_INSTALL_{var}_SET:-}}" ] ; then
-        if [ -n "${{_JETSON_INSTALL_OLD_{var}:-}}" ] ; then
-            {var}="$_JETSON_INSTALL_OLD_{var}"
-            export {var}
-        else
-            unset {var}
-        fi
-        unset _JETSON_INSTALL_OLD_{var} _JETSON_INSTALL_{var}_SET
-    fi
-"""
-
-_FISH_EXPORT = """
-# jetson-install: {why}.
-set -gx {var} "{value}"
-"""
-
-_FISH_RESTORE = """    # jetson-install: drop {var} with the environment.
-    set -e {var}
-"""
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write `text` to a file only its owner can read."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(descriptor, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
-
-
-def recorded_plan(environment: Path) -> Optional[Dict[str, Any]]:
-    """The plan fingerprint a complete environment was made from (see mark_complete)."""
-    try:
-        recorded = json.loads((environment / STATE_DIR / PLAN_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return recorded if isinstance(recorded, dict) else None
-
-
-def recorded_vendor(environment: Path) -> Optional[VendorSource]:
-    """The vendor builds an environment was made with (its vendor record), so a later doctor
-    checks against what was installed, also when that was the fallback source."""
-    record = read_record(environment)
-    if record is None:
-        kept = (recorded_plan(environment) or {}).get("kept_pins")
-        return VendorSource.pinned(None, (), kept) if isinstance(kept, dict) else None
-    resolution = record.resolution
-    numpy = None
-    try:
-        constraints = (environment / STATE_DIR / CONSTRAINTS_FILE).read_text().splitlines()
-        numpy = next((line[len("numpy"):] for line in constraints if line.startswith("numpy")), None)
-    except OSError:
-        pass
-    urls = [chosen.url for chosen in resolution.files if chosen.url.endswith(".whl")]
-    if resolution.source == DEFAULT_INDEX_LABEL:  # uv's own default: no URL to name
-        return dataclasses.replace(VendorSource.pinned(None, (), resolution.pins, numpy), default_index=True)
-    is_wheels = resolution.source.endswith(".whl")
-    return VendorSource.pinned(None if is_wheels else resolution.source, urls if is_wheels else (),
-                               resolution.pins, numpy)
-
-
-def recorded_doctor_inputs(environment: Path, channel: Optional[Channel]
-                           ) -> Tuple[Optional[Channel], Optional[VendorSource]]:
-    """The channel and vendor builds the doctor judges `environment` against: what it was
-    made with (plan.json), and for a kept stack (--use-existing-torch) its own Python and versions."""
-    vendor = recorded_vendor(environment)
-    kept = (recorded_plan(environment) or {}).get("existing")
-    if not kept or vendor is None:
-        return channel, vendor
-    return doctor_view(channel, ".".join(kept["python_version"].split(".")[:2]), vendor.pins)
-
-
-def doctor_view(channel: Optional[Channel], abi: str, pins: Mapping[str, str]
-                ) -> Tuple[Optional[Channel], VendorSource]:
-    """The channel and source the doctor judges a kept stack against: the interpreter's own
-    Python is the ABI its packages were built for, and their versions are the pins."""
-    return (dataclasses.replace(channel, python=abi) if channel is not None else None), \
-        VendorSource.pinned(None, (), dict(pins))
-
-
-def recorded_lock(environment: Path) -> Optional[Dict[str, Any]]:
-    """The lock an environment was installed from, as the install's evidence names it: where it
-    was read, its sha256, and what it was made for; None when it was not made from a lock."""
-    digest = (recorded_plan(environment) or {}).get("lock")
-    record = read_record(environment)
-    if not isinstance(digest, str) or record is None:
-        return None
-    try:
-        lock = parse_lock((environment / STATE_DIR / LOCK_FILE).read_text(encoding="utf-8"), LOCK_FILE)
-    except (OSError, BadInput):
-        return None
-    return {"file": record.resolution.source, "sha256": digest, "channel": lock.channel, "python": lock.python,
-            "arch": lock.arch, "platform": lock.platform, "source_commit": lock.source_commit,
-            "packages": len(lock.entries)}
-
-
-def write_constraints(environment: Path, lines: Sequence[str]) -> Path:
-    """The environment's own constraints file: what the target installs under, and what
-    `protect` keeps in force afterwards."""
-    state = environment / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    path = state / CONSTRAINTS_FILE
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def write_requirements(environment: Path, lines: Sequence[str]) -> Path:
-    """The target's requirements, for a source URL that carries a token: readable by the user only."""
-    state = environment / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    path = state / REQUIREMENTS_FILE
-    write_private(path, "\n".join(lines) + "\n")
-    return path
-
-
-def write_additions(environment: Path, lines: Sequence[str]) -> None:
-    """What --with put on the stack, for a re-run to keep (readable by the user only: a URL may
-    carry a token)."""
-    state = environment / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    write_private(state / ADDED_FILE, "".join(f"{line}\n" for line in lines))
-
-
-def recorded_additions(environment: Path) -> Tuple[str, ...]:
-    """The additions an environment records (none where it records none)."""
-    return _recorded_lines(environment / STATE_DIR / ADDED_FILE)
-
-
-def write_check_commands(environment: Path, commands: Sequence[str]) -> None:
-    """--check-command's commands, for the doctor and a re-run to run again (readable by the user
-    only, as the additions: a command may name a URL with a token)."""
-    state = environment / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    write_private(state / CHECK_COMMANDS_FILE, "".join(f"{command}\n" for command in commands))
-
-
-def recorded_check_commands(environment: Path) -> Tuple[str, ...]:
-    """The check commands an environment records (none where it records none)."""
-    return _recorded_lines(environment / STATE_DIR / CHECK_COMMANDS_FILE)
-
-
-def _recorded_lines(path: Path) -> Tuple[str, ...]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return ()
-    return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
-
-
-#: Why the activate scripts export each variable, as their comment says it.
-_WHY = {
-    "UV_CONSTRAINT": "uv ignores pip.conf, so it gets the vendor constraints from UV_CONSTRAINT",
-    "UV_EXCLUDE": "uv ignores pip.conf, so it leaves the kept stack alone through UV_EXCLUDE",
-    "TRITON_PTXAS_PATH": "Triton's own ptxas cannot assemble for this GPU; TRITON_PTXAS_PATH names the board's",
-    "TRITON_PTXAS_BLACKWELL_PATH": "Triton's own ptxas-blackwell cannot assemble for this GPU; "
-                                   "TRITON_PTXAS_BLACKWELL_PATH names the board's",
-}
-
-
-def protect(environment: Path, excludes: Sequence[str] = (), triton: Optional[Mapping[str, str]] = None) -> Path:
-    """Make the environment's constraints file outlive jetson-install.
-
-    pip reads <prefix>/pip.conf (its "site" configuration) for every pip run
-    inside the environment; uv reads no pip configuration at all
-    (https://docs.astral.sh/uv/pip/compatibility/), so the activate scripts export UV_CONSTRAINT.
-    `excludes` names packages the environment takes from its parent interpreter
-    (--use-existing-torch): uv does not see them there (astral-sh/uv#17215), so a
-    constraint alone would let it put a same-version build into the environment;
-    UV_EXCLUDE keeps them out of every uv resolution instead.
-    `triton`: TRITON_PTXAS_PATH or TRITON_PTXAS_BLACKWELL_PATH and the board's assembler, where
-    Triton's own cannot assemble for the GPU (Triton reads them: triton/knobs.py).
-    """
-    state = environment / STATE_DIR
-    constraints_path = state / CONSTRAINTS_FILE
-    # Both pip.conf and UV_CONSTRAINT split their value on whitespace; a file:// URI
-    # survives a path with spaces in it (verified with uv 0.13.9 and pip 23.2).
-    uri = constraints_path.as_uri()
-    (environment / "pip.conf").write_text(
-        "# Written by jetson-install: keeps the JetPack torch (and bitsandbytes) in place.\n"
-        f"[global]\nconstraint = {uri}\n"
-    )
-    variables = {"UV_CONSTRAINT": uri}
-    if excludes:
-        (state / EXCLUDES_FILE).write_text("\n".join(excludes) + "\n")
-        variables["UV_EXCLUDE"] = (state / EXCLUDES_FILE).as_uri()
-    variables.update(triton or {})
-    (state / ACTIVATE_FILE).write_text(json.dumps(variables, indent=2, sort_keys=True) + "\n")
-    _patch_activate(environment / "bin" / "activate", _BASH_EXPORT, _BASH_RESTORE, "deactivate () {", variables)
-    _patch_activate(environment / "bin" / "activate.fish", _FISH_EXPORT, _FISH_RESTORE, "function deactivate", variables)
-    return constraints_path
-
-
-def activate_variables(environment: Path) -> Dict[str, str]:
-    """What the environment's activate scripts export, as protect recorded it (none where it did not)."""
-    try:
-        recorded = json.loads((environment / STATE_DIR / ACTIVATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(recorded, dict):
-        return {}
-    return {str(name): value for name, value in recorded.items() if isinstance(value, str)}
-
-
-def _patch_activate(script: Path, export: str, restore: str, deactivate_line: str, variables: Dict[str, str]) -> None:
-    if not script.is_file():
-        return
-    text = script.read_text()
-    if _ACTIVATE_MARK in text:
-        return
-    lines = text.splitlines(keepends=True)
-    for number, line in enumerate(lines):
-        if line.strip().startswith(deactivate_line):
-            lines.insert(number + 1, "".join(restore.format(var=var) for var in variables))
-            break
-    exports = "".join(export.format(var=var, value=value, why=_WHY[var]) for var, value in variables.items())
-    script.write_text("".join(lines) + exports)
-
-
-def activate_command(venv: str) -> str:
-    """The line that activates the environment at `venv`, quoted for a shell."""
-    return f"source {shlex.quote(venv + '/bin/activate')}"

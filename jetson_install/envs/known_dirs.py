@@ -1,0 +1,51 @@
+"""Every DIR jetson-install worked on for this user: the default DIRs' folder in the user's data
+folder, and the list each run's lock adds its DIR to (what `list` and `clean` go through)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Dict, List
+
+import platformdirs
+
+from jetson_install.base.layout import ENVIRONMENTS_DIR, HOME_SUFFIX, KNOWN_ENVIRONMENTS
+
+__all__ = ["default_environments", "known_environments", "remember"]
+
+
+def default_environments() -> Path:
+    """Where each target's default DIR is (envs/<target>), in the user's data folder."""
+    return Path(platformdirs.user_data_dir("jetson-install")) / ENVIRONMENTS_DIR
+
+
+def known_environments() -> List[Path]:
+    """Every DIR jetson-install worked on for this user, first seen first: the default DIRs
+    (envs/<target>) and each one recorded when a run took its lock."""
+    envs = default_environments()
+    # envs/ holds each default DIR beside its DIR.d (and a killed switch's hidden link).
+    found = sorted(path for path in envs.glob("[!.]*") if not path.name.endswith(HOME_SUFFIX))
+    found += sorted(path.with_name(path.name[:-len(HOME_SUFFIX)]) for path in envs.glob(f"[!.]*{HOME_SUFFIX}"))
+    with contextlib.suppress(OSError):
+        found += [Path(line) for line in (envs.parent / KNOWN_ENVIRONMENTS).read_text().splitlines() if line.strip()]
+    unique: Dict[Path, None] = {}
+    for path in found:
+        unique.setdefault(path, None)
+    return list(unique)
+
+
+def remember(link: Path) -> None:
+    """Add DIR to the user's list of what jetson-install worked on. Appended, never rewritten,
+    so two runs at once cannot lose each other's line; `list` leaves out what is gone."""
+    data = Path(platformdirs.user_data_dir("jetson-install"))
+    path = link.absolute()
+    if path in known_environments():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(data / KNOWN_ENVIRONMENTS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(descriptor, f"{path}\n".encode())
+    finally:
+        os.close(descriptor)
+
