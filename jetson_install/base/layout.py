@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
-    "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE",
+    "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE", "MANIFEST_FILE",
     "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "CHECK_COMMANDS_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "ACTIVATE_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
@@ -48,6 +48,9 @@ PLAN_FILE = "plan.json"
 COMPLETE_MARK = "complete"
 #: What the vendor step installed: files, sha256, wheel tags, RECORD digests, torch's CUDA.
 RECORD_FILE = "vendor.json"
+#: Every vendor file's sha256, as the wheel the install downloaded and checked lists it in its
+#: own RECORD (envs/manifest.py); the doctor compares the installed files with it.
+MANIFEST_FILE = "vendor-files.json"
 #: The lock an environment was installed from.
 LOCK_FILE = "lock.txt"
 #: What the check step's `uv pip check` passed on: the state of the environment's distributions.

@@ -13,7 +13,7 @@ import io
 import re
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "build_wheel",
@@ -23,6 +23,7 @@ __all__ = [
     "sha256_file",
     "parse_wheel_filename",
     "wheel_from_installed",
+    "altered_wheel",
 ]
 
 # 1980-01-01 is the earliest date a zip entry can carry; using it keeps output reproducible.
@@ -218,3 +219,20 @@ def wheel_from_installed(dest_dir: Path, dist_name: str) -> Path:
         dest_dir, name, version, requires=requires, modules=modules, import_name=top[0],
         requires_python=(dist.metadata.get_all("Requires-Python") or [None])[0], summary="Repackaged from the test interpreter",
     )
+
+
+def altered_wheel(wheel: Path, dest_dir: Path, *, members: Mapping[str, bytes] = {},
+                  record: Optional[Callable[[str], str]] = None) -> Path:
+    """A copy of ``wheel`` in ``dest_dir`` under the same name, with ``members`` put in (replaced
+    or added) and its RECORD text passed through ``record`` (default: kept as it was, so a
+    replaced member is one the RECORD lies about)."""
+    with zipfile.ZipFile(str(wheel)) as archive:
+        files = {info.filename: archive.read(info) for info in archive.infolist()}
+    files.update(members)
+    record_name = next(name for name in files if name.endswith(".dist-info/RECORD"))
+    if record is not None:
+        files[record_name] = record(files[record_name].decode("utf-8")).encode("utf-8")
+    Path(dest_dir).mkdir(parents=True, exist_ok=True)
+    target = Path(dest_dir) / Path(wheel).name
+    target.write_bytes(_zip_bytes(files))
+    return target

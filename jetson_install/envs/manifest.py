@@ -1,0 +1,268 @@
+"""The vendor files' expected hashes, read from the wheels themselves (vendor-files.json in the
+environment's state folder, beside vendor.json, outside site-packages).
+
+An installed RECORD is a file any later package or script can rewrite, so it cannot say what a
+vendor file should be. The install reads each vendor wheel it downloaded and checked by sha256
+(against the catalog, a lock, or what uv resolved): the RECORD inside the archive, every
+entry's digest checked against the member's own bytes as it is read. A wheel whose RECORD
+disagrees with its members is refused, naming the file. Where no wheel could be read (a torch
+the interpreter already had), the manifest says so: `measured: false` and the reason.
+
+The format, which the doctor reads:
+    {"format": 1, "distributions": {NAME: {"version", "wheel", "wheel_sha256", "measured",
+     "reason" (only where not measured), "files": {PATH: SHA256}}}}
+NAME is the canonical (PEP 503) name; PATH is relative to the environment's site-packages, as
+the RECORD names the file once installed; digests are lowercase hex sha256.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import re
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, Dict, Iterable, Mapping, Optional, Tuple
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from jetson_install.base.errors import JetsonInstallError
+from jetson_install.base.layout import MANIFEST_FILE, state_of
+from jetson_install.base.outputs import replace_file
+
+__all__ = ["FORMAT", "DistributionFiles", "WheelRefused", "read_wheel", "unmeasured", "write_manifest",
+           "read_manifest", "manifest_path", "file_sha256"]
+
+FORMAT = 1
+# A wheel's RECORD (every file but itself, with its digest and size) and its .data folders:
+# https://packaging.python.org/en/latest/specifications/binary-distribution-format/
+#: A RECORD's digests may be sha256 or stronger; the spec refuses md5 and sha1.
+_ALGORITHMS = ("sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s")
+#: What an installer writes or rewrites in the dist-info, never a file of the wheel as built.
+_INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+#: Signatures of the RECORD, which the spec lets it leave out of itself.
+_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+_CHUNK = 1 << 20
+
+
+class WheelRefused(JetsonInstallError):
+    """A wheel that is not what it says: another sha256, or a RECORD its members contradict."""
+
+
+@dataclass(frozen=True)
+class DistributionFiles:
+    """One distribution's expected files, as its wheel gave them (or why none could be read)."""
+
+    name: str
+    version: str
+    wheel: Optional[str]
+    wheel_sha256: Optional[str]
+    measured: bool
+    files: Mapping[str, str] = field(default_factory=dict)
+    reason: str = ""
+
+    def to_json(self) -> Dict[str, Any]:
+        data: Dict[str, Any] = {"version": self.version, "wheel": self.wheel, "wheel_sha256": self.wheel_sha256,
+                                "measured": self.measured, "files": dict(sorted(self.files.items()))}
+        if not self.measured:
+            data["reason"] = self.reason
+        return data
+
+
+def unmeasured(name: str, version: str, reason: str) -> DistributionFiles:
+    """A distribution whose files no wheel vouches for, and the one line that says why."""
+    return DistributionFiles(canonicalize_name(name), version, None, None, False, {}, reason)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_wheel(path: Path, sha256: Optional[str], where: str) -> DistributionFiles:
+    """The files the wheel at `path` installs, each with its sha256, once the wheel's own
+    RECORD has been checked against every member's bytes; `sha256` (None: nothing to check
+    against) is what the file must hash to, as `where` (the catalog, a lock, uv's resolution)
+    gives it. Raises WheelRefused naming the file that disagrees."""
+    try:
+        name, version, _, _ = parse_wheel_filename(path.name)
+    except InvalidWheelFilename:
+        raise _refused(path, "its name is not a wheel's") from None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The whole file's digest is read beside the members': two reads of one file, side by side.
+        whole = pool.submit(file_sha256, path)
+        try:
+            files = _verified_members(path, str(name))
+        finally:
+            measured = whole.result()
+    if sha256 is not None and measured != sha256.lower():
+        raise _refused(path, f"its sha256 is {measured}, and {where} gives {sha256.lower()}")
+    return DistributionFiles(str(canonicalize_name(name)), str(version), path.name, measured, True, files)
+
+
+def _verified_members(path: Path, name: str) -> Dict[str, str]:
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise _refused(path, f"it is not a readable zip archive ({exc})") from None
+    with archive:
+        members: Dict[str, zipfile.ZipInfo] = {}
+        for info in archive.infolist():
+            if info.filename.endswith("/"):
+                continue
+            if info.filename in members:
+                # Two members of one name: installers differ on which one they take.
+                raise _refused(path, f"it holds {info.filename} twice")
+            _check_member_path(path, info.filename)
+            members[info.filename] = info
+        record_name = _record_name(path, members, name)
+        dist_info = record_name.rsplit("/", 1)[0]
+        rows = _record_rows(path, archive.read(record_name), record_name)
+        files: Dict[str, str] = {}
+        for member, (algorithm, expected, size) in rows.items():
+            listed = members.get(member)
+            if listed is None:
+                raise _refused(path, f"its RECORD lists {member}, which the wheel does not hold")
+            sha256, other = _digests(archive, listed, algorithm)
+            if (other or sha256) != expected:
+                raise _refused(path, f"{member}: its bytes hash to {algorithm}={_b64(bytes.fromhex(other or sha256))}, "
+                                     f"and its RECORD says {algorithm}={_b64(bytes.fromhex(expected))}")
+            if size is not None and size != listed.file_size:
+                raise _refused(path, f"{member}: it has {listed.file_size} bytes, and its RECORD says {size}")
+            installed = _installed_path(member, dist_info)
+            if installed is not None:
+                files[installed] = sha256
+        unlisted = sorted(member for member in members if member not in rows and member != record_name
+                          and member not in (f"{dist_info}/{signature}" for signature in _SIGNATURES))
+        if unlisted:
+            more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+            raise _refused(path, f"it holds {unlisted[0]}{more}, which its RECORD does not list")
+    return files
+
+
+def _check_member_path(path: Path, member: str) -> None:
+    parts = PurePosixPath(member).parts
+    if member.startswith("/") or "\\" in member or ".." in parts or not parts:
+        raise _refused(path, f"it holds {member!r}, a path outside the folder it installs into")
+
+
+def _record_name(path: Path, members: Mapping[str, zipfile.ZipInfo], name: str) -> str:
+    found = [member for member in members if re.fullmatch(r"[^/]+\.dist-info/RECORD", member)]
+    if len(found) != 1:
+        raise _refused(path, "it has no .dist-info/RECORD" if not found
+                       else f"it has {len(found)} .dist-info/RECORD files ({', '.join(sorted(found))})")
+    folder = found[0].split("/", 1)[0][: -len(".dist-info")]
+    if canonicalize_name(folder.rsplit("-", 1)[0]) != canonicalize_name(name):
+        raise _refused(path, f"its metadata folder {folder}.dist-info is not {name}'s")
+    return found[0]
+
+
+def _record_rows(path: Path, data: bytes, record_name: str) -> Dict[str, Tuple[str, str, Optional[int]]]:
+    """member -> (algorithm, expected hex digest, size or None), for every row but the RECORD's own."""
+    rows: Dict[str, Tuple[str, str, Optional[int]]] = {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _refused(path, f"{record_name} is not UTF-8 text") from None
+    for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row:
+            continue
+        if len(row) != 3:
+            raise _refused(path, f"{record_name} line {number} is not PATH,HASH,SIZE")
+        member, hashed, size = row
+        if member == record_name or (not hashed and member.rsplit("/", 1)[-1] in _SIGNATURES):
+            continue
+        algorithm, sep, encoded = hashed.partition("=")
+        if not sep or algorithm not in _ALGORITHMS:
+            raise _refused(path, f"{record_name} lists {member} without a sha256 (or stronger) hash")
+        try:
+            expected = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).hex()
+        except (ValueError, TypeError):
+            raise _refused(path, f"{record_name} lists {member} with a hash that is not base64") from None
+        if member in rows:
+            raise _refused(path, f"{record_name} lists {member} twice")
+        rows[member] = (algorithm, expected, int(size) if size.isdigit() else None)
+    return rows
+
+
+def _digests(archive: zipfile.ZipFile, info: zipfile.ZipInfo, algorithm: str) -> Tuple[str, Optional[str]]:
+    """The member's sha256, and its digest in the RECORD's algorithm where that is another."""
+    sha256 = hashlib.sha256()
+    other = hashlib.new(algorithm) if algorithm != "sha256" else None
+    handle: IO[bytes]
+    with archive.open(info) as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            sha256.update(chunk)
+            if other is not None:
+                other.update(chunk)
+    return sha256.hexdigest(), other.hexdigest() if other is not None else None
+
+
+def _installed_path(member: str, dist_info: str) -> Optional[str]:
+    """Where an installer puts a member, relative to site-packages (a venv's lib/pythonX.Y/
+    site-packages); None for what it rewrites (the dist-info's installer files, scripts, whose
+    first line it may change) or puts where no import reads it (headers)."""
+    if member.startswith(f"{dist_info}/") and member[len(dist_info) + 1:] in (*_INSTALLER_FILES, *_SIGNATURES):
+        return None
+    top, _, rest = member.partition("/")
+    if top.endswith(".data") and rest:
+        scheme, _, inside = rest.partition("/")
+        if scheme in ("purelib", "platlib"):
+            return inside
+        if scheme == "data":
+            return f"../../../{inside}"  # the venv's prefix, three folders above site-packages
+        return None
+    return member
+
+
+def _b64(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def _refused(path: Path, why: str) -> WheelRefused:
+    return WheelRefused(f"refusing {path.name}: {why}",
+                        fix="the file is not the vendor's build: remove it and run the install again; if it "
+                            "comes again, the index serves a damaged or altered file: report it")
+
+
+def manifest_path(environment: Path) -> Path:
+    return state_of(environment) / MANIFEST_FILE
+
+
+def write_manifest(environment: Path, distributions: Iterable[DistributionFiles]) -> Path:
+    """Add `distributions` to the environment's manifest (each replaces one of its name), written
+    whole, readable by the user alone."""
+    path = manifest_path(environment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    kept = read_manifest(environment) or {}
+    merged = {**kept, **{entry.name: entry for entry in distributions}}
+    data = {"format": FORMAT, "distributions": {name: merged[name].to_json() for name in sorted(merged)}}
+    replace_file(path, json.dumps(data, indent=1) + "\n", mode=0o600)
+    return path
+
+
+def read_manifest(environment: Path) -> Optional[Dict[str, DistributionFiles]]:
+    """The manifest an install wrote in `environment`, by distribution; None where there is
+    none, or it is not one this version reads."""
+    try:
+        data = json.loads(manifest_path(environment).read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT:
+            return None
+        found: Dict[str, DistributionFiles] = {}
+        for name, entry in data["distributions"].items():
+            files = entry["files"]
+            if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+                return None
+            found[name] = DistributionFiles(name, str(entry["version"]), entry["wheel"], entry["wheel_sha256"],
+                                            bool(entry["measured"]), dict(files), str(entry.get("reason", "")))
+        return found
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None

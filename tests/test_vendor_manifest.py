@@ -1,0 +1,118 @@
+"""The vendor files' expected hashes come from the wheel itself: its own RECORD, each entry
+checked against the member's bytes as it is read (envs/manifest.py). A wheel whose RECORD
+disagrees with its members, or whose sha256 is not the one given, is refused, naming the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import stat
+import zipfile
+from pathlib import Path
+from typing import Dict
+
+import pytest
+from support.wheels import altered_wheel, build_wheel
+
+from jetson_install.envs.manifest import (
+    WheelRefused,
+    read_manifest,
+    read_wheel,
+    unmeasured,
+    write_manifest,
+)
+
+
+def _torch(folder: Path) -> Path:
+    return build_wheel(folder, "torch", "2.8.0", modules={"torch/cuda.py": "X = 1\n",
+                                                          "torch/lib/libshm.so": b"\x7fELF stand-in"})
+
+
+def _record(wheel: Path) -> Dict[str, str]:
+    """What the wheel's own RECORD says, as hex sha256 by path (the RECORD itself left out)."""
+    with zipfile.ZipFile(wheel) as archive:
+        text = next(archive.read(n) for n in archive.namelist() if n.endswith(".dist-info/RECORD")).decode()
+    found = {}
+    for line in text.splitlines():
+        path, hashed, _ = line.rsplit(",", 2)
+        if hashed:
+            digest = hashed.split("=", 1)[1]
+            found[path] = base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+    return found
+
+
+def test_a_wheels_files_are_its_records_each_checked_against_its_bytes(tmp_path: Path) -> None:
+    wheel = _torch(tmp_path)
+    sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    read = read_wheel(wheel, sha256, "the catalog")
+    assert (read.name, read.version, read.wheel, read.wheel_sha256, read.measured) == \
+        ("torch", "2.8.0", wheel.name, sha256, True)
+    assert dict(read.files) == _record(wheel)
+    assert read.files["torch/lib/libshm.so"] == hashlib.sha256(b"\x7fELF stand-in").hexdigest()
+    assert not any(path.endswith("/RECORD") for path in read.files)
+
+
+def test_a_wheel_of_another_sha256_than_the_one_given_is_refused(tmp_path: Path) -> None:
+    wheel = _torch(tmp_path)
+    with pytest.raises(WheelRefused) as refused:
+        read_wheel(wheel, "0" * 64, "wheels-index.toml")
+    assert refused.value.message == (f"refusing {wheel.name}: its sha256 is "
+                                     f"{hashlib.sha256(wheel.read_bytes()).hexdigest()}, and wheels-index.toml gives "
+                                     f"{'0' * 64}")
+
+
+def test_a_wheel_whose_record_lies_about_a_member_is_refused_naming_it(tmp_path: Path) -> None:
+    lying = altered_wheel(_torch(tmp_path / "made"), tmp_path / "lying", members={"torch/lib/libshm.so": b"other"})
+    with pytest.raises(WheelRefused) as refused:
+        read_wheel(lying, None, "uv's resolution")
+    assert refused.value.message.startswith(f"refusing {lying.name}: torch/lib/libshm.so: its bytes hash to sha256=")
+    assert "and its RECORD says sha256=" in refused.value.message
+    assert refused.value.fix and "remove it" in refused.value.fix
+
+
+def test_a_member_the_record_leaves_out_and_a_row_without_its_member_are_refused(tmp_path: Path) -> None:
+    wheel = _torch(tmp_path / "made")
+    planted = altered_wheel(wheel, tmp_path / "planted", members={"torch/hook.pth": b"import os\n"})
+    with pytest.raises(WheelRefused, match=re.escape("it holds torch/hook.pth, which its RECORD does not list")):
+        read_wheel(planted, None, "a lock")
+    missing = altered_wheel(wheel, tmp_path / "missing",
+                            record=lambda text: text + "torch/gone.py,sha256=" + "A" * 43 + ",3\n")
+    with pytest.raises(WheelRefused, match=re.escape("its RECORD lists torch/gone.py, which the wheel does not hold")):
+        read_wheel(missing, None, "a lock")
+    weak = altered_wheel(wheel, tmp_path / "weak", record=lambda text: text.replace(
+        "torch/cuda.py,sha256=", "torch/cuda.py,md5="))
+    with pytest.raises(WheelRefused, match=re.escape("lists torch/cuda.py without a sha256")):
+        read_wheel(weak, None, "a lock")
+
+
+def test_data_folders_map_to_where_they_are_installed_and_scripts_are_left_to_the_installer(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path, "nvidia-cudss-cu13", "0.7.1", modules={
+        "nvidia_cudss_cu13-0.7.1.data/platlib/nvidia/cu13/lib/libcudss.so.0": b"so",
+        "nvidia_cudss_cu13-0.7.1.data/purelib/nvidia/cu13/__init__.py": "",
+        "nvidia_cudss_cu13-0.7.1.data/scripts/cudss-tool": "#!python\n",
+        "nvidia_cudss_cu13-0.7.1.data/data/share/cudss/NOTICE": "notice\n",
+    })
+    files = read_wheel(wheel, None, "uv's resolution").files
+    assert files["nvidia/cu13/lib/libcudss.so.0"] == hashlib.sha256(b"so").hexdigest()
+    assert "nvidia/cu13/__init__.py" in files and "../../../share/cudss/NOTICE" in files
+    assert not any("scripts" in path or ".data/" in path for path in files)
+
+
+def test_the_manifest_is_written_private_and_whole_and_grows_by_distribution(tmp_path: Path) -> None:
+    environment = tmp_path / "env"
+    torch = read_wheel(_torch(tmp_path / "wheels"), None, "the catalog")
+    path = write_manifest(environment, [torch])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    write_manifest(environment, [unmeasured("Torch_Vision", "0.23.0", "kept from /usr/bin/python3.10")])
+    data = json.loads(path.read_text())
+    assert data["format"] == 1 and sorted(data["distributions"]) == ["torch", "torch-vision"]
+    assert data["distributions"]["torch-vision"] == {"version": "0.23.0", "wheel": None, "wheel_sha256": None,
+                                                     "measured": False, "reason": "kept from /usr/bin/python3.10",
+                                                     "files": {}}
+    assert "reason" not in data["distributions"]["torch"]
+    assert read_manifest(environment) == {"torch": torch, "torch-vision": unmeasured(
+        "torch-vision", "0.23.0", "kept from /usr/bin/python3.10")}
+    assert not list(path.parent.glob(".*.tmp"))
