@@ -1,5 +1,6 @@
 """The command line: parse the options (cli/options.py), call one function of the command's
-area (cli/commands/), render what it returns (cli/render.py), map errors to exit codes.
+area (cli/commands/), render what it returns (cli/render.py); how a run ends, and with which exit
+code, is cli/exits.py's.
 
 What a command uses, its area's module (uv, HTTP, the doctor at its top), the renderer and the
 fixes, it imports when it runs: `--help`, `--version` and `detect` load none of it
@@ -7,27 +8,17 @@ fixes, it imports when it runs: `--help`, `--version` and `detect` load none of 
 
 from __future__ import annotations
 
-import errno
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import click
 
-from jetson_install.base.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_CLOSED_STDOUT,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_UNSUPPORTED,
-    BadInput,
-    JetsonInstallError,
-    Stopped,
-)
+from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNSUPPORTED, BadInput
 from jetson_install.base.redact import RedactingStream, json_text
 from jetson_install.cli import options
+from jetson_install.cli.exits import Stdout, StdoutClosed, restore, run_command, stdout_closed, stop_like_ctrl_c
 from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
 
 if TYPE_CHECKING:
@@ -423,179 +414,18 @@ def main(argv: Optional[List[str]] = None) -> None:
     # Every line printed, from any command or error path, has URL credentials masked; the
     # streams are given back afterwards, so a caller (a test, an embedding) keeps its own.
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Stdout(sys.stdout), RedactingStream(sys.stderr)
-    handlers = _stop_like_ctrl_c()
+    sys.stdout, sys.stderr = Stdout(sys.stdout), RedactingStream(sys.stderr)
+    handlers = stop_like_ctrl_c()
     code: Any
     try:
         try:
-            code = _run(args)
+            code = run_command(cli, args)
         except SystemExit as exc:  # a command's own exit status (sys.exit in cli/)
             code = exc.code
         sys.stdout.flush()  # here, not at exit, so a closed stdout is caught below
-    except _StdoutClosed:
-        code = _stdout_closed(streams[0])
+    except StdoutClosed:
+        code = stdout_closed(streams[0])
     finally:
         sys.stdout, sys.stderr = streams
-        for number, handler in handlers.items():
-            # None: a handler set outside Python, which cannot be set back; the default stands in.
-            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        restore(handlers)
     sys.exit(code)
-
-
-#: The signals that end a run as Ctrl-C does: SIGTERM (CI runners, systemd, docker stop) and SIGHUP
-#: (the terminal closed).
-_STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
-def _stop_like_ctrl_c() -> Dict[int, Any]:
-    """Make SIGTERM and SIGHUP raise Stopped in the main thread; return the handlers they had.
-    Python runs signal handlers in the main thread only, where Ctrl-C's KeyboardInterrupt lands."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return {}  # signal.signal() refuses other threads; an embedding keeps its own handlers
-
-    def stop(number: int, frame: Any) -> None:
-        import logging
-
-        name = signal.Signals(number).name
-        # Once: a second SIGTERM must not cut short the clean-up that keeps the old environment
-        # (SIGKILL, which systemd and CI send after their grace period, still ends it).
-        for each in _STOPPING:
-            signal.signal(each, signal.SIG_IGN)
-        logging.getLogger("jetson_install").warning("%s received: ending the run as Ctrl-C does", name)
-        raise Stopped(name)
-
-    return {number: signal.signal(number, stop) for number in _STOPPING}
-
-
-class _StdoutClosed(Exception):
-    """stdout's reader went away. Not an OSError: click turns those into exit 1 and leaves the
-    unwritten rest to fail again in Python's flush at exit (a traceback and exit 120)."""
-
-
-class _Stdout(RedactingStream):
-    def write(self, text: str) -> int:
-        try:
-            return super().write(text)
-        except BrokenPipeError:
-            raise _StdoutClosed from None
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            raise _StdoutClosed from None
-
-
-def _stdout_closed(stdout: Any) -> int:
-    """stdout was closed early (`| head -1`): nothing more to say to it, and no traceback.
-    The recipe of https://docs.python.org/3/library/signal.html#note-on-sigpipe: devnull over
-    stdout, so Python's own flush at exit does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stdout.fileno())
-    except (OSError, AttributeError, ValueError):
-        pass  # stdout with no file descriptor (an embedding's): nothing is flushed at exit
-    return EXIT_CLOSED_STDOUT
-
-
-def _run(args: List[str]) -> int:
-    as_json = "--json" in args
-    if not args:
-        # `jetson-install` alone: the help, not an error line; exit 2 all the same, so a script
-        # whose command word came out empty does not pass (with every click version).
-        click.echo(cli.get_help(click.Context(cli, info_name="jetson-install")))
-        return EXIT_BAD_INPUT
-    try:
-        _refuse_control_characters(args)
-        cli.main(args=args, prog_name="jetson-install", standalone_mode=False, obj=list(args))
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except _NO_ARGS_IS_HELP as exc:
-        # A group alone (`jetson-install plan`): its help, as --help shows it, not an error line.
-        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(click.Context(cli)))
-        return EXIT_BAD_INPUT
-    except click.ClickException as exc:
-        # One line and the help of the command that refused it, like every other bad input.
-        context = getattr(exc, "ctx", None)
-        help_command = f"{context.command_path if context is not None else 'jetson-install'} --help"
-        _report_error(BadInput(exc.format_message(), fix=f"see its options: {help_command}"), as_json)
-        return EXIT_BAD_INPUT
-    except (click.Abort, KeyboardInterrupt) as exc:
-        from jetson_install.planning.fixes import Rerun
-
-        how = exc.signal_name if isinstance(exc, Stopped) else "Ctrl-C"
-        _report_error(JetsonInstallError(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
-        return EXIT_INTERRUPTED
-    except JetsonInstallError as exc:
-        _report_error(exc, as_json)
-        return exc.exit_code
-    except OSError as exc:
-        from jetson_install.planning.fixes import Rerun, fix_for_os_error, os_error_reason
-
-        _report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, f"run: {Rerun(tuple(args))}")),
-                      as_json)
-        # A place the user may not write or enter: the command could not run (README's exit codes).
-        return EXIT_BAD_INPUT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_FAILED
-    return 0
-
-
-def _refuse_control_characters(args: List[str]) -> None:
-    """Every value the user gives is one line of text: a requirement, a path, a URL. A control
-    character in one is refused before anything reads it (a newline in a --with requirement
-    became a uv directive, `-e FOLDER`, once the requirements went to a file)."""
-    from jetson_install.base.text import control_character, printable
-
-    given = [(f"${variable}", os.environ[variable]) for variable in options.ENVIRONMENT_VARIABLES
-             if variable in os.environ]
-    given += [(_named(args, number), arg.split("=", 1)[-1] if arg.startswith("--") else arg)
-              for number, arg in enumerate(args)]
-    for where, value in given:
-        if where in _CHECKED_ON_THEIR_OWN:
-            continue
-        found = control_character(value)
-        if found is not None:
-            raise BadInput(f"{where} '{printable(value)}' contains the control character '{found}'",
-                           fix=f"give {where} without control characters: one line, one requirement, path or URL "
-                               "(a newline often comes from a script's variable)")
-
-
-#: Values whose own check refuses a control character with the finer reason: an index URL
-#: (catalog/settings.check_index_url) and an image reference (dockerfile's --base).
-_CHECKED_ON_THEIR_OWN = ("--vendor-index", "--default-index", "--cpu-index", "$JETSON_INSTALL_DEFAULT_INDEX",
-                         "$JETSON_INSTALL_VENDOR_INDEX", "--base")
-
-
-def _named(args: List[str], number: int) -> str:
-    """What the user calls args[number]: its option (`--with`), or the argument it is."""
-    arg = args[number]
-    if arg.startswith("--") and "=" in arg:
-        return arg.split("=", 1)[0]
-    before = args[number - 1] if number else ""
-    if before.startswith("-") and "=" not in before and before in _taking_values(cli):
-        return before
-    return f"argument {number + 1}"
-
-
-def _taking_values(command: click.Command) -> List[str]:
-    """Every option of `command` and its subcommands that takes a value (not a flag)."""
-    found = [name for parameter in command.params if isinstance(parameter, click.Option)
-             and not parameter.is_flag and not parameter.count for name in parameter.opts]
-    for sub in getattr(command, "commands", {}).values():
-        found += _taking_values(sub)
-    return found
-
-
-# click 8.2 and newer raise it for a group given no command; older ones print the help and exit 0.
-_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
-
-
-def _report_error(exc: JetsonInstallError, as_json: bool) -> None:
-    if as_json:
-        # The one object stdout carries under --json when a command could not produce its own.
-        _print_json({"schema_version": 1, "error": {"message": exc.message, "fix": exc.fix,
-                                                    "exit_code": exc.exit_code}})
-    click.echo(f"error: {exc.message}", err=True)
-    if exc.fix:
-        click.echo(f"  fix: {exc.fix}", err=True)

@@ -1,0 +1,147 @@
+"""How a run of the command line ends: every failure as one line (and, under --json, one object)
+with its documented exit code; SIGTERM and SIGHUP ending it as Ctrl-C does; a stdout closed early
+(`| head -1`) ending it quietly, without a traceback."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from typing import Any, Dict, List
+
+import click
+
+from jetson_install.base.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CLOSED_STDOUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    BadInput,
+    JetsonInstallError,
+    Stopped,
+)
+from jetson_install.base.redact import RedactingStream, json_text
+from jetson_install.cli.control_characters import refuse_control_characters
+
+__all__ = ["STOPPING", "stop_like_ctrl_c", "restore", "StdoutClosed", "Stdout", "stdout_closed", "run_command",
+           "report_error"]
+
+
+#: The signals that end a run as Ctrl-C does: SIGTERM (CI runners, systemd, docker stop) and SIGHUP
+#: (the terminal closed).
+STOPPING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def stop_like_ctrl_c() -> Dict[int, Any]:
+    """Make SIGTERM and SIGHUP raise Stopped in the main thread; return the handlers they had.
+    Python runs signal handlers in the main thread only, where Ctrl-C's KeyboardInterrupt lands."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # signal.signal() refuses other threads; an embedding keeps its own handlers
+
+    def stop(number: int, frame: Any) -> None:
+        import logging
+
+        name = signal.Signals(number).name
+        # Once: a second SIGTERM must not cut short the clean-up that keeps the old environment
+        # (SIGKILL, which systemd and CI send after their grace period, still ends it).
+        for each in STOPPING:
+            signal.signal(each, signal.SIG_IGN)
+        logging.getLogger("jetson_install").warning("%s received: ending the run as Ctrl-C does", name)
+        raise Stopped(name)
+
+    return {number: signal.signal(number, stop) for number in STOPPING}
+
+
+def restore(handlers: Dict[int, Any]) -> None:
+    """Give the signals back the handlers stop_like_ctrl_c found."""
+    for number, handler in handlers.items():
+        # None: a handler set outside Python, which cannot be set back; the default stands in.
+        signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+
+class StdoutClosed(Exception):
+    """stdout's reader went away. Not an OSError: click turns those into exit 1 and leaves the
+    unwritten rest to fail again in Python's flush at exit (a traceback and exit 120)."""
+
+
+class Stdout(RedactingStream):
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except BrokenPipeError:
+            raise StdoutClosed from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise StdoutClosed from None
+
+
+def stdout_closed(stdout: Any) -> int:
+    """stdout was closed early (`| head -1`): nothing more to say to it, and no traceback.
+    The recipe of https://docs.python.org/3/library/signal.html#note-on-sigpipe: devnull over
+    stdout, so Python's own flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stdout.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass  # stdout with no file descriptor (an embedding's): nothing is flushed at exit
+    return EXIT_CLOSED_STDOUT
+
+
+def run_command(group: click.Group, args: List[str]) -> int:
+    """Run the command line `args` names; every failure becomes one line (or the help) and its exit code."""
+    as_json = "--json" in args
+    if not args:
+        # `jetson-install` alone: the help, not an error line; exit 2 all the same, so a script
+        # whose command word came out empty does not pass (with every click version).
+        click.echo(group.get_help(click.Context(group, info_name="jetson-install")))
+        return EXIT_BAD_INPUT
+    try:
+        refuse_control_characters(args, group)
+        group.main(args=args, prog_name="jetson-install", standalone_mode=False, obj=list(args))
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except _NO_ARGS_IS_HELP as exc:
+        # A group alone (`jetson-install plan`): its help, as --help shows it, not an error line.
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else group.get_help(click.Context(group)))
+        return EXIT_BAD_INPUT
+    except click.ClickException as exc:
+        # One line and the help of the command that refused it, like every other bad input.
+        context = getattr(exc, "ctx", None)
+        help_command = f"{context.command_path if context is not None else 'jetson-install'} --help"
+        report_error(BadInput(exc.format_message(), fix=f"see its options: {help_command}"), as_json)
+        return EXIT_BAD_INPUT
+    except (click.Abort, KeyboardInterrupt) as exc:
+        from jetson_install.planning.fixes import Rerun
+
+        how = exc.signal_name if isinstance(exc, Stopped) else "Ctrl-C"
+        report_error(JetsonInstallError(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
+        return EXIT_INTERRUPTED
+    except JetsonInstallError as exc:
+        report_error(exc, as_json)
+        return exc.exit_code
+    except OSError as exc:
+        from jetson_install.planning.fixes import Rerun, fix_for_os_error, os_error_reason
+
+        report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, f"run: {Rerun(tuple(args))}")),
+                     as_json)
+        # A place the user may not write or enter: the command could not run (README's exit codes).
+        return EXIT_BAD_INPUT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_FAILED
+    return 0
+
+# click 8.2 and newer raise it for a group given no command; older ones print the help and exit 0.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def report_error(exc: JetsonInstallError, as_json: bool) -> None:
+    if as_json:
+        # The one object stdout carries under --json when a command could not produce its own.
+        click.echo(json_text({"schema_version": 1, "error": {"message": exc.message, "fix": exc.fix,
+                                                    "exit_code": exc.exit_code}}), nl=False)
+    click.echo(f"error: {exc.message}", err=True)
+    if exc.fix:
+        click.echo(f"  fix: {exc.fix}", err=True)
