@@ -1,7 +1,7 @@
 """What a dead first vendor source costs an install that has a mirror, beside today's time to
 fail with no mirror, on loopback.
 
-The vendor set is resolved (index.resolve, the read an install, `lock` and `plan --resolve`
+The vendor set is resolved (vendor_sources.resolve, the read an install, `lock` and `plan --resolve`
 make) from the stub vendor builds against four first sources, each with and without a mirror
 of the same builds behind it:
   * healthy: it serves the builds (the baseline);
@@ -35,6 +35,7 @@ from support.stub_projects import build_index_dirs  # noqa: E402
 
 from jetson_install.base.errors import JetsonInstallError  # noqa: E402
 from jetson_install.catalog.catalog import VendorSource, load_catalog  # noqa: E402
+from jetson_install.planning import vendor_sources  # noqa: E402
 from jetson_install.tools import index  # noqa: E402
 
 
@@ -103,7 +104,7 @@ def main() -> None:
 
     def resolve(first: str, mirrors: "tuple[str, ...]") -> Callable[[], object]:
         source: VendorSource = dataclasses.replace(primary, index=first, mirrors=mirrors)
-        return lambda: index.resolve(source, first, "3.10", "2.35")
+        return lambda: vendor_sources.resolve(source, first, "3.10", "2.35")
 
     print(f"vendor set resolution, loopback, median of {args.repeat} (silent: 1); timeouts: connect "
           f"{index.CONNECT_TIMEOUT:g} s, read {index.READ_TIMEOUT:g} s")

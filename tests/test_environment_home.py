@@ -109,7 +109,7 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
 
     def fake_resolve(plan: Plan, current: Optional[Current], upgrade: bool, run: Run,
                      interpreter: Interpreter) -> Plan:  # the preferred set, without reading the index
-        from jetson_install.tools.index import offline_resolution
+        from jetson_install.planning.vendor_sources import offline_resolution
         from jetson_install.planning.plan import resolved_plan
 
         return resolved_plan(plan, offline_resolution(present(plan.vendor)))

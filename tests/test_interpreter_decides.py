@@ -22,7 +22,7 @@ from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.index_server import LoopbackIndex
 
-from jetson_install.tools import index
+from jetson_install.planning import vendor_sources
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.lock_file import parse_lock
@@ -77,19 +77,19 @@ def install_args(tmp_path: Path, vendor_url: str, public_url: str, source: Path)
 
 def test_the_resolution_takes_the_files_of_the_python_it_is_asked_for(mirrors: Mirrors) -> None:
     source = present(load_catalog(mirrors["catalog"]).channel("jp6-cu126").primary)
-    here = index.resolve(source, mirrors["both"].url, HERE, "2.35")
+    here = vendor_sources.resolve(source, mirrors["both"].url, HERE, "2.35")
     assert {f.file.split("-")[-3] for f in here.files} == {HERE_TAG}
     # Those are not the files the catalog records: taken within policy, and said.
     assert all(not f.known for f in here.files)
     assert any("not a build wheels-index.toml lists" in w for w in here.warnings)
-    channel = index.resolve(source, mirrors["both"].url, CHANNEL, "2.35")
+    channel = vendor_sources.resolve(source, mirrors["both"].url, CHANNEL, "2.35")
     assert {f.file.split("-")[-3] for f in channel.files} == {OTHER_TAG} and all(f.known for f in channel.files)
 
 
 def test_a_mirror_without_builds_for_the_interpreter_says_which_tags_were_wanted_and_which_it_has(mirrors: Mirrors) -> None:
     source = present(load_catalog(mirrors["catalog"]).channel("jp6-cu126").primary)
     with pytest.raises(NoBuildForPython) as caught:
-        index.resolve(source, mirrors["channel"].url, HERE, "2.35")
+        vendor_sources.resolve(source, mirrors["channel"].url, HERE, "2.35")
     message = caught.value.message
     assert f"no complete set within policy for Python {HERE}" in message
     assert f"wanted wheels tagged {HERE_TAG}-{HERE_TAG}, {HERE_TAG}-abi3 or py3-none" in message

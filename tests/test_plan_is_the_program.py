@@ -72,7 +72,7 @@ def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_ch
     # bitsandbytes range is resolved by uv in the vendor step and pinned once installed. Here
     # the loopback index stands in for uv's default, read only by uv (the install runs
     # in-process, with the tool's own listing of it turned off).
-    from jetson_install.tools import index
+    from jetson_install.planning import vendor_sources
     from jetson_install.cli.main import main
 
     public_dir = private_index_dirs.public
@@ -85,7 +85,7 @@ def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_ch
     env = isolated_env(tmp_path, fast_fail=True)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(index, "resolve", lambda source, where, python, glibc: index.offline_resolution(source))
+    monkeypatch.setattr(vendor_sources, "resolve", lambda source, where, python, glibc: vendor_sources.offline_resolution(source))
     venv = tmp_path / "obl"
     argv = ["obliteratus", "--root", THOR, "--venv", str(venv), "--python", sys.executable, "--default-index",
             public.url, "--source", str(obliteratus_source), "--no-verify", "--yes", "--json"]

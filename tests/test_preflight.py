@@ -154,7 +154,7 @@ def _recorded_preflight_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     from jetson_install.catalog.catalog import load_catalog
     from jetson_install.envs.home import EnvironmentHome
     from jetson_install.envs.record import record_installed
-    from jetson_install.tools.index import offline_resolution
+    from jetson_install.planning.vendor_sources import offline_resolution
     from jetson_install.planning.options import PlanOptions
     from jetson_install.planning.planner import make_plan
     from jetson_install.board.platform import detect

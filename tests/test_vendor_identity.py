@@ -21,6 +21,7 @@ from support.cli import CliResult, run_cli
 from support.stub_projects import IndexDirs
 from support.index_server import LoopbackIndex
 
+from jetson_install.planning import vendor_sources
 from jetson_install.tools import index
 from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy
@@ -54,7 +55,7 @@ def vendor_dir(private_index_dirs: IndexDirs) -> Path:
 def test_the_preferred_set_is_taken_when_listed(tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex], pep691: bool) -> None:
     served = start_index(vendor_dir, pep691=pep691)
     source = source_for(tmp_path, vendor_dir, sets=[VENDOR_PINS, OLDER])
-    resolution = index.resolve(source, served.url, "3.10", "2.35")
+    resolution = vendor_sources.resolve(source, served.url, "3.10", "2.35")
     assert resolution.pins == VENDOR_PINS
     assert resolution.reason == f"the preferred set torch=={VENDOR_TORCH} is listed"
     torch = present(resolution.file("torch"))
@@ -67,7 +68,7 @@ def test_newest_complete_set_within_policy_when_the_preferred_is_missing(tmp_pat
                                                                           start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, sets=[MISSING, OLDER, INCOMPLETE], preferred="2.7.0")
-    resolution = index.resolve(source, served.url, "3.10", "2.35")
+    resolution = vendor_sources.resolve(source, served.url, "3.10", "2.35")
     # 2.9.0 has no torchvision or torchaudio there: an incomplete set is skipped, not half-installed.
     assert resolution.set_name == "torch==2.6.0"
     assert resolution.pins["torchvision"] == "0.21.0"
@@ -85,8 +86,8 @@ def test_a_set_recorded_for_newer_pythons_is_never_taken_for_an_older_one(tmp_pa
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, sets=[MISSING, {**newer, "python": ">=3.11"}, OLDER], preferred="2.7.0")
     assert [s.shown for s in source.sets][1] == "torch==2.10.0 (Python >=3.11)"
-    assert index.resolve(source, served.url, "3.10", "2.35").set_name == "torch==2.6.0"
-    assert index.resolve(source, served.url, "3.11", "2.35").set_name == "torch==2.10.0"
+    assert vendor_sources.resolve(source, served.url, "3.10", "2.35").set_name == "torch==2.6.0"
+    assert vendor_sources.resolve(source, served.url, "3.11", "2.35").set_name == "torch==2.10.0"
 
 
 def test_thors_torch_2_15_set_is_for_python_3_11_on() -> None:
@@ -100,7 +101,7 @@ def test_an_unlisted_build_is_accepted_with_a_warning_and_recorded_as_unknown(tm
                                                                             start_index: Callable[..., LoopbackIndex]) -> None:
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, known=("torchvision", "torchaudio", "bitsandbytes"))
-    resolution = index.resolve(source, served.url, "3.10", "2.35")
+    resolution = vendor_sources.resolve(source, served.url, "3.10", "2.35")
     torch = present(resolution.file("torch"))
     assert not torch.known and torch.sha256 and torch.cuda is None
     assert any(w.startswith(torch.file) and "not a build wheels-index.toml lists" in w and torch.sha256 in w
@@ -111,7 +112,7 @@ def test_nothing_in_policy_says_what_the_index_has(tmp_path: Path, vendor_dir: P
     served = start_index(vendor_dir)
     source = source_for(tmp_path, vendor_dir, sets=[MISSING], preferred="2.7.0")
     with pytest.raises(NothingInPolicy) as caught:
-        index.resolve(source, served.url, "3.10", "2.35")
+        vendor_sources.resolve(source, served.url, "3.10", "2.35")
     assert "lists no complete set within policy (torch==2.7.0)" in caught.value.message
     assert "torch: " in caught.value.message and "2.9.0" in caught.value.message
     assert "--vendor-index URL" in present(caught.value.fix) and "--vendor-fallback" in present(caught.value.fix)
@@ -124,7 +125,7 @@ def test_a_pre_release_does_not_count_unless_the_source_says_so(tmp_path: Path, 
     path = tmp_path / "wheels-index.toml"
     path.write_text(text.replace("prereleases = true\nsets", "sets", 1))
     source = present(load_catalog(path).channel("jp6-cu126").primary)
-    assert index.resolve(source, served.url, "3.10", "2.35").set_name == "torch==2.6.0"
+    assert vendor_sources.resolve(source, served.url, "3.10", "2.35").set_name == "torch==2.6.0"
     assert not source.prereleases
 
 
@@ -140,7 +141,7 @@ def test_another_file_under_a_recorded_name_is_refused_naming_both(tmp_path: Pat
     shutil.copyfile(rebuilt, tampered)
     served = start_index(vendor_dir, pep691=prefix)
     with pytest.raises(IdentityMismatch) as caught:
-        index.resolve(source, served.url, "3.10", "2.35")
+        vendor_sources.resolve(source, served.url, "3.10", "2.35")
     message = caught.value.message
     assert tampered.name in message and served.url in message
     assert present(recorded.sha256_prefix if prefix else recorded.sha256) in message
@@ -152,7 +153,7 @@ def test_an_unreachable_index_is_one_line_fast_with_the_fallback_and_mirror(tmp_
     source = source_for(tmp_path, vendor_dir)
     started = time.monotonic()
     with pytest.raises(index.IndexUnreachable) as caught:
-        index.resolve(source, "http://127.0.0.1:9/simple", "3.10", "2.35")
+        vendor_sources.resolve(source, "http://127.0.0.1:9/simple", "3.10", "2.35")
     assert time.monotonic() - started < 5
     assert "http://127.0.0.1:9/simple did not answer" in caught.value.message
     # What happened, not a wait that never was: a refused port fails at once.
@@ -272,11 +273,11 @@ def test_a_jetpack_6_resolution_refuses_a_manylinux_2_39_wheel_and_a_jetpack_7_o
     older = {k: v for k, v in OLDER.items() if k != "bitsandbytes"}
     source = source_for(tmp_path, manylinux_dir, sets=[NEWER, older], preferred="2.7.0")
     assert board_glibc("agx-orin-64gb-jp6.2") == "2.35" and board_glibc("agx-thor-jp7.0") == "2.39"
-    jetpack6 = index.resolve(source, served.url, "3.10", board_glibc("agx-orin-64gb-jp6.2"))
+    jetpack6 = vendor_sources.resolve(source, served.url, "3.10", board_glibc("agx-orin-64gb-jp6.2"))
     assert jetpack6.set_name == "torch==2.6.0"
     assert present(jetpack6.file("torch")).file == "torch-2.6.0-cp310-cp310-manylinux_2_35_aarch64.whl"
     assert "the preferred set torch==2.7.0 is not complete on the index" in jetpack6.reason
-    jetpack7 = index.resolve(source, served.url, "3.10", board_glibc("agx-thor-jp7.0"))
+    jetpack7 = vendor_sources.resolve(source, served.url, "3.10", board_glibc("agx-thor-jp7.0"))
     assert jetpack7.set_name == "torch==2.7.0"
     assert present(jetpack7.file("torch")).file == "torch-2.7.0-cp310-cp310-manylinux_2_39_aarch64.whl"
 
@@ -361,7 +362,7 @@ def test_thors_bitsandbytes_taken_by_range_is_recorded_as_the_catalogs_build_wit
     source = load_catalog().channel("jp7-thor-cu130").primary
     assert source is not None and source.default_index
     # uv's default index is not listed by the tool: bitsandbytes is left to uv within its range.
-    resolution = index.offline_resolution(source)
+    resolution = vendor_sources.offline_resolution(source)
     assert resolution.file("bitsandbytes") is not None and not resolution.file("bitsandbytes").sha256  # type: ignore[union-attr]
     _installed_wheel(tmp_path, "torch", "2.13.0", "cp312-cp312-manylinux_2_28_aarch64")
     _installed_wheel(tmp_path, "bitsandbytes", "0.50.2", "py3-none-manylinux_2_24_aarch64")
@@ -383,7 +384,7 @@ def test_thors_bitsandbytes_taken_by_range_is_recorded_as_the_catalogs_build_wit
 def test_a_build_the_catalog_does_not_list_stays_recorded_without_a_sha256(tmp_path: Path) -> None:
     source = load_catalog().channel("jp7-thor-cu130").primary
     assert source is not None
-    resolution = index.offline_resolution(source).with_installed(
+    resolution = vendor_sources.offline_resolution(source).with_installed(
         {"bitsandbytes": "0.49.0"}, {"bitsandbytes": ("py3-none-manylinux_2_24_aarch64",)}, source.builds)
     chosen = resolution.file("bitsandbytes")
     assert chosen is not None and chosen.version == "0.49.0"

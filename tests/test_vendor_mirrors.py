@@ -32,6 +32,7 @@ from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy, Resolution
 from jetson_install.catalog.lock_file import Lock, Locked, file_sha256
 from jetson_install.fleet.wheelhouse import fill_wheelhouse
+from jetson_install.planning import vendor_sources
 from jetson_install.tools import index
 
 TOP = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def source_for(tmp_path: Path, vendor_dir: Path, *urls: str, **options: Any) -> 
 
 
 def resolve(source: VendorSource) -> Resolution:
-    return index.resolve(source, source.index, "3.10", "2.35")
+    return vendor_sources.resolve(source, source.index, "3.10", "2.35")
 
 
 @pytest.fixture

@@ -113,8 +113,8 @@ def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bo
              mirrors: Tuple[str, ...], default_index: Optional[str]) -> None:
     """List the channels in wheels-index.toml (and validate the file)."""
     from jetson_install.cli.commands.channels import channels as read_channels
+    from jetson_install.cli.commands.channels import check_exit_code
     from jetson_install.cli.render import channels_json, channels_markdown, channels_text, check_json, check_lines
-    from jetson_install.tools.index import check_exit_code
 
     if as_json and markdown:
         raise BadInput("--json and --markdown were both given", fix="pass only one of them")

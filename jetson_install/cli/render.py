@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from jetson_install.planning.fixes import Rerun
     from jetson_install.planning.plan import Plan
     from jetson_install.running.install import InstallResult
-    from jetson_install.tools.index import SetReport
+    from jetson_install.cli.commands.channels import SetReport
 
 __all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "install_lines", "addition_line",
            "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",

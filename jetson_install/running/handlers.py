@@ -35,11 +35,12 @@ from jetson_install.envs.failed_evidence import fix_after_discard, kept_evidence
 from jetson_install.envs.interpreters import Interpreter, pip_check
 from jetson_install.envs.record import distributions_state, record_installed
 from jetson_install.envs.sonames import Missing, environment_libraries
+from jetson_install.planning import vendor_sources
 from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.routes.shared import target_lines
 from jetson_install.running.bitsandbytes_build import run_build_step
 from jetson_install.running.execution import Run, StepHandler
-from jetson_install.tools import index, runner
+from jetson_install.tools import runner
 
 __all__ = ["doctor", "shared_handlers"]
 
@@ -98,7 +99,7 @@ def _from_next_source(plan: Plan, run: Run, failure: StepFailed) -> Plan:
     failed = plan.resolution.source
     if not plan.vendor.mirrors:
         raise failure
-    resolution, answers = index.same_files_elsewhere(plan.vendor, plan.vendor_index, plan.resolution, failed)
+    resolution, answers = vendor_sources.same_files_elsewhere(plan.vendor, plan.vendor_index, plan.resolution, failed)
     if resolution is None:
         tried = f"; the other vendor sources: {'; '.join(answers)}" if answers else ""
         raise StepFailed(failure.step, failure.message + tried, failure.fix)

@@ -28,6 +28,7 @@ from jetson_install.envs.failed_evidence import discard
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter
 from jetson_install.envs.record import installed_versions
 from jetson_install.envs.source_identity import Sources
+from jetson_install.planning import vendor_sources
 from jetson_install.planning.bitsandbytes_source import CUDA_HOME
 from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.index_fixes import index_failure_fix
@@ -171,7 +172,7 @@ class _IndexRead:
         def read() -> None:
             try:
                 # The interpreter's own Python decides the files, whatever the channel's is.
-                self._outcome.append(index.resolve(vendor, location, interpreter.abi, glibc))
+                self._outcome.append(vendor_sources.resolve(vendor, location, interpreter.abi, glibc))
             except BaseException as exc:  # handed to the thread that waits for it
                 self._outcome.append(exc)
 

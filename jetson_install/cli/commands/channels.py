@@ -1,24 +1,38 @@
 """`channels` and `constraints`: the channels of wheels-index.toml (and, with --check, their
-vendor indexes read), and the constraints files generated from them."""
+vendor indexes read and each source judged: its preferred set present and unchanged, newer sets),
+and the constraints files generated from them."""
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
-from jetson_install.base.errors import BadInput, JetsonInstallError
+from packaging.version import Version
+
+from jetson_install.base.errors import (
+    EXIT_CHECK_UNLISTED,
+    EXIT_CHECK_UNREACHABLE,
+    EXIT_FAILED,
+    EXIT_OK,
+    BadInput,
+    JetsonInstallError,
+)
 from jetson_install.base.redact import redact
+from jetson_install.base.tags import wheel_tags
 from jetson_install.board.platform_data import major_glibc
-from jetson_install.catalog.catalog import Catalog, load_catalog
+from jetson_install.catalog.catalog import Catalog, VendorSource, load_catalog
 from jetson_install.catalog.constraints import stale_files, write_files
+from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy
+from jetson_install.catalog.resolve import complete_set, served_pythons
 from jetson_install.catalog.settings import IndexSettings, check_index_url, load_index_settings
 from jetson_install.base.sourced import Sourced
-from jetson_install.tools import index
-from jetson_install.tools.index import SetReport
+from jetson_install.planning.vendor_sources import ARCH, recorded_only
+from jetson_install.tools.index import IndexRefused, IndexUnreachable, recorded_url, source_listings
 
-__all__ = ["Channels", "channels", "unknown_channel", "check_channels", "constraint_files"]
+__all__ = ["Channels", "channels", "unknown_channel", "check_channels", "CHECK_STATUSES", "SetReport",
+           "check_exit_code", "check_source", "constraint_files"]
 
 
 @dataclass(frozen=True)
@@ -76,17 +90,109 @@ def check_channels(catalog: Catalog, channel_id: Optional[str], vendor_index: Op
                 continue  # direct files: nothing is listed to check
             where = vendor_index if vendor_index and position == 0 else (
                 default_index if source.default_index else source.index)
-            reports.append(index.check_source(channel.id, source, where, python, glibc, not_read=(
+            reports.append(check_source(channel.id, source, where, python, glibc, not_read=(
                 "uv's own default index is read only when named: --default-index URL, or default_index in the "
                 "configuration")))
             if position == 0 and where:
                 first = reports[-1].index
                 user = tuple(mirror.value for mirror in settings.mirrors) if settings else ()
                 for mirror in dict.fromkeys((*source.mirrors, *user)):
-                    reports.append(index.check_source(channel.id, source, mirror, python, glibc, mirror_of=first))
+                    reports.append(check_source(channel.id, source, mirror, python, glibc, mirror_of=first))
             if vendor_index:
                 break  # a mirror stands for the channel's first index
     return reports
+
+
+#: `channels --check` statuses, and the exit code each gives (the README's table).
+CHECK_STATUSES = {"ok": EXIT_OK, "not-read": EXIT_OK, "missing": EXIT_FAILED, "changed": EXIT_FAILED,
+                  "unreachable": EXIT_CHECK_UNREACHABLE, "unlisted": EXIT_CHECK_UNLISTED}
+
+
+@dataclass(frozen=True)
+class SetReport:
+    """`channels --check` for one source: the preferred set present and unchanged, newer sets.
+
+    `status`: ok; not-read (a source with no index to list); missing (the index lacks part of
+    the preferred set); changed (a recorded file name served with another sha256);
+    unreachable; unlisted (the preferred set is there, but none of its files is one
+    wheels-index.toml records: another build of the same versions, not proven the vendor's).
+    """
+
+    channel: str
+    index: str
+    status: str
+    lines: Tuple[str, ...]
+    mirror_of: Optional[str] = None  # a mirror's report: the source whose recorded builds it serves
+
+    @property
+    def ok(self) -> bool:
+        return CHECK_STATUSES[self.status] == 0
+
+
+def check_exit_code(reports: Sequence[SetReport]) -> int:
+    """The worst finding decides: a missing or changed build (1) over an index that did not
+    answer (4) over an unlisted set (5)."""
+    codes = {CHECK_STATUSES[report.status] for report in reports} - {EXIT_OK}
+    for code in (EXIT_FAILED, EXIT_CHECK_UNREACHABLE, EXIT_CHECK_UNLISTED):
+        if code in codes:
+            return code
+    return 0
+
+
+def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str,
+                 mirror_of: Optional[str] = None, not_read: str = "the source has no index URL to list") -> SetReport:
+    """`channels --check` of `source` on `index`; `mirror_of`: `index` is a mirror of that
+    source, which counts only the recorded builds (ok, missing, changed or unreachable)."""
+    where = recorded_url(index) if index else source.location
+    if index is None:
+        return SetReport(channel_id, where, "not-read", (f"not read: {not_read}",))
+    try:
+        listings = source_listings(source, index)
+    except (IndexUnreachable, IndexRefused) as exc:  # not read, the message says why
+        return SetReport(channel_id, where, "unreachable", (exc.message,), mirror_of)
+    if mirror_of is not None:
+        listings = recorded_only(source, listings)
+    known = {build.file: build for build in source.builds}
+    lines: List[str] = []
+    try:
+        preferred = complete_set(where, source.preferred, source.prereleases, known, listings,
+                                 wheel_tags(python, ARCH, glibc))
+    except IdentityMismatch as exc:
+        return SetReport(channel_id, where, "changed", (f"preferred set {source.preferred.name}: {exc.message}",),
+                         mirror_of)
+    status = "ok"
+    if preferred is None:
+        status = "missing"
+        line = f"preferred set {source.preferred.name}: missing for Python {python} (the index does not list all of it)"
+        others = [other for other in served_pythons(listings) if other != python and complete_set(
+            where, source.preferred, source.prereleases, known, listings, wheel_tags(other, ARCH, glibc))]
+        if others:
+            line += (f"; it has the set for Python {', '.join(others)}, which an install with that interpreter "
+                     "takes (--python)")
+        lines.append(line)
+    else:
+        unknown = [chosen.file for chosen in preferred if not chosen.known]
+        if unknown and len(unknown) == len(preferred):
+            status = "unlisted"
+            lines.append(f"preferred set {source.preferred.name}: present, but none of its files is a build "
+                         f"wheels-index.toml lists: {', '.join(unknown)}")
+        else:
+            lines.append(f"preferred set {source.preferred.name}: present"
+                         + (f"; not in wheels-index.toml: {', '.join(unknown)}" if unknown else ", hashes unchanged"))
+
+    floor = Version(preferred[0].version) if preferred else None
+    tags = wheel_tags(python, ARCH, glibc)
+    for version_set in source.sets:
+        if version_set is source.preferred:
+            continue
+        try:
+            found = complete_set(where, version_set, source.prereleases, known, listings, tags)
+        except (IdentityMismatch, NothingInPolicy) as exc:
+            lines.append(f"set {version_set.name}: {exc.message}")
+            continue
+        if found and (floor is None or Version(found[0].version) > floor):
+            lines.append(f"newer set within policy: {version_set.name} ({', '.join(c.file for c in found)})")
+    return SetReport(channel_id, where, status, tuple(lines), mirror_of)
 
 
 def constraint_files(directory: str, write: bool) -> List[str]:

@@ -19,6 +19,7 @@ from jetson_install.cli.commands.platform import detect_platform
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.recorded import recorded_additions, recorded_check_commands
 from jetson_install.envs.interpreters import choose_interpreter, inspect_stack
+from jetson_install.planning import vendor_sources
 from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.options import PlanOptions
@@ -96,7 +97,7 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
     if python != plan.python_abi and "." in python:
         plan = for_python(plan, python)  # and the caps keyed on Python follow that Python too
     try:
-        return resolved_plan(plan, index.resolve(vendor, plan.vendor_index, python,
+        return resolved_plan(plan, vendor_sources.resolve(vendor, plan.vendor_index, python,
                                                  ubuntu_glibc(plan.platform.ubuntu)))
     except index.IndexUnreachable as exc:
         raise index.IndexUnreachable(exc.message, fix=index_failure_fix(exc, plan, rerun)) from None
