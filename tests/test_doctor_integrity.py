@@ -11,7 +11,7 @@ import hashlib
 import json
 import subprocess
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -21,7 +21,7 @@ from jetson_install.fleet.evidence import judge
 from jetson_install.fleet.labels import runner_labels
 from jetson_install.tools import runner
 from support import present
-from support.doctor_env import ORIN, make_env, run
+from support.doctor_env import ORIN, board_python, make_env, run
 from support.stub_stack import write_record
 from support.wheels import build_wheel
 
@@ -32,6 +32,13 @@ PATCH = {"torch_speedup.pth": "import torch_speedup\n",
          "torch_speedup/__init__.py": "import torch\ntorch.cuda.is_available = lambda: True\n"}
 SETUPTOOLS_PTH = ("import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; "
                   "enabled and __import__('_distutils_hack').add_shim(); \n")
+
+
+@pytest.fixture(params=["development", "board"])
+def base(request: pytest.FixtureRequest) -> Optional[str]:
+    """The interpreter the environment is made from: the development one, and the boards' kind
+    (Debian's /usr/bin/python3, whose patched site.py names no venv's site-packages under -S)."""
+    return None if request.param == "development" else board_python()
 
 
 def site_packages(python: str) -> Path:
@@ -45,12 +52,18 @@ def install_wheel(python: str, folder: Path, name: str, modules: Dict[str, str])
                     str(wheel)], check=True, capture_output=True, timeout=120)
 
 
+def in_environment(python: str, hooks: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The hooks in the environment's own folders (Debian's Python has one of the OS's)."""
+    return [hook for hook in hooks if hook["path"].startswith(str(Path(python).parent.parent) + "/")]
+
+
 def checks(report: DoctorReport) -> Dict[str, str]:
     return {check.id: check.status for check in report.checks}
 
 
-def test_a_wheel_whose_pth_patches_torch_fails_the_strict_gate_and_keeps_cuda_off(tmp_path: Path) -> None:
-    python = make_env(tmp_path / "env", cuda_available=False)
+def test_a_wheel_whose_pth_patches_torch_fails_the_strict_gate_and_keeps_cuda_off(tmp_path: Path,
+                                                                                 base: Optional[str]) -> None:
+    python = make_env(tmp_path / "env", base=base, cuda_available=False)
     assert checks(run(python, strict=True))["cuda-available"] == "fail"  # the stack has no CUDA
     install_wheel(python, tmp_path / "wheels", "torch-speedup", PATCH)
     plain = run(python)
@@ -66,7 +79,7 @@ def test_a_wheel_whose_pth_patches_torch_fails_the_strict_gate_and_keeps_cuda_of
     assert [check.id for check in strict.not_passed] == ["startup-hooks"]
     assert strict.headline == "startup-hooks"
     evidence = strict.to_json()
-    assert evidence["integrity"]["hooks"] == [{
+    assert in_environment(python, evidence["integrity"]["hooks"]) == [{
         "path": str(pth), "kind": "pth", "sha256": hashlib.sha256(PATCH["torch_speedup.pth"].encode()).hexdigest(),
         "distribution": "torch-speedup", "known": None, "vendor": False, "foreign": True}]
     labels = runner_labels(ORIN, judge("strict.json", evidence))
@@ -90,8 +103,8 @@ def test_a_hook_that_stops_every_other_probe_is_still_named(tmp_path: Path) -> N
     assert hook.fix == f"rm -- {site_packages(python) / 'quiet.pth'} (no distribution installed it)"
 
 
-def test_files_added_under_torch_are_named(tmp_path: Path) -> None:
-    python = make_env(tmp_path / "env")
+def test_files_added_under_torch_are_named(tmp_path: Path, base: Optional[str]) -> None:
+    python = make_env(tmp_path / "env", base=base)
     site = site_packages(python)
     (site / "torch" / "lib").mkdir()
     (site / "torch" / "lib" / "libcudnn.so.9").write_bytes(b"\x7fELF")
@@ -108,8 +121,9 @@ def test_files_added_under_torch_are_named(tmp_path: Path) -> None:
         assert torch["problems"] == 2 and report.to_json()["integrity"]["result"] == "failed"
 
 
-def test_a_vendor_file_edited_to_the_same_size_is_caught_by_the_strict_doctor(tmp_path: Path) -> None:
-    python = make_env(tmp_path / "env", cuda_available=False)
+def test_a_vendor_file_edited_to_the_same_size_is_caught_by_the_strict_doctor(tmp_path: Path,
+                                                                             base: Optional[str]) -> None:
+    python = make_env(tmp_path / "env", base=base, cuda_available=False)
     assert checks(run(python, strict=True))["cuda-available"] == "fail"
     cuda = site_packages(python) / "torch" / "cuda.py"
     text = cuda.read_text()
@@ -133,16 +147,19 @@ def test_a_vendor_file_edited_to_the_same_size_is_caught_by_the_strict_doctor(tm
     assert "cuda" not in runner_labels(ORIN, judge("strict.json", evidence)).labels
 
 
-def test_the_strict_doctor_hashes_every_vendor_file_and_records_it(tmp_path: Path) -> None:
-    report = run(make_env(tmp_path / "env"), strict=True)
+def test_the_strict_doctor_hashes_every_vendor_file_and_records_it(tmp_path: Path, base: Optional[str]) -> None:
+    python = make_env(tmp_path / "env", base=base)
+    report = run(python, strict=True)
     check = report.check("vendor-files")
     assert check.status == "ok" and "files of bitsandbytes, torch match their RECORDs' digests" in check.detail
     integrity = report.to_json()["integrity"]
-    assert integrity["files"] == "hashed" and integrity["result"] == "passed" and integrity["hooks"] == []
+    assert integrity["files"] == "hashed" and integrity["result"] == "passed"
+    assert in_environment(python, integrity["hooks"]) == []
     assert sorted(integrity["distributions"]) == ["bitsandbytes", "torch"]
     assert integrity["distributions"]["torch"]["problems"] == 0 and integrity["distributions"]["torch"]["files"] > 3
-    assert report.check("startup-hooks").detail == "no .pth file runs code, and there is no sitecustomize or " \
-                                                   "usercustomize"
+    if base is None:  # Debian's Python has its own sitecustomize (apport's), outside the environment
+        assert report.check("startup-hooks").detail == "no .pth file runs code, and there is no sitecustomize or " \
+                                                       "usercustomize"
 
 
 def test_the_recorded_companions_are_verified_too(tmp_path: Path) -> None:

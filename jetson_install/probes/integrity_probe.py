@@ -3,8 +3,8 @@
 the vendor distributions' files are the ones their RECORDs list.
 
 -I -S: neither the environment's `.pth` files nor `sitecustomize` run in this probe, so none of
-them can change what it reports; it works out for itself which folders `site` would read
-(pyvenv.cfg, site.getsitepackages, the user's site), as CPython's Lib/site.py does.
+them can change what it reports; site_layout.py beside it works out which folders `site`
+would read (the venv's from its layout, the user's, the system's), as Lib/site.py does.
 
 - Start-up hooks: every `*.pth` file in those folders with a line that `site` executes (one
   that starts with `import` and a space or tab: Lib/site.py, addpackage), and every
@@ -28,7 +28,7 @@ import importlib.machinery
 import json
 import os
 import re
-import site
+import runpy
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -45,46 +45,6 @@ ALGORITHMS = ("sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", 
 def normalize(name):
     # PEP 503's rule (packaging.utils.canonicalize_name), for a probe without packaging.
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def venv_prefixes():
-    """The prefixes `site` takes packages from, and whether it adds the user's site (Lib/site.py,
-    venv(): pyvenv.cfg beside the executable or one folder up; its prefix is the folder above bin)."""
-    exe_dir = os.path.dirname(os.path.abspath(sys.executable))
-    prefix = os.path.dirname(exe_dir)
-    for folder in (exe_dir, prefix):
-        config = os.path.join(folder, "pyvenv.cfg")
-        if os.path.isfile(config):
-            system_site = False
-            with open(config, encoding="utf-8", errors="replace") as lines:
-                for line in lines:
-                    key, sep, value = line.partition("=")
-                    if sep and key.strip().lower() == "include-system-site-packages":
-                        system_site = value.strip().lower() == "true"
-            extra = [sys.base_prefix, sys.base_exec_prefix] if system_site else []
-            return [prefix] + extra, system_site
-    return [sys.prefix, sys.exec_prefix], True
-
-
-def user_site_enabled(allowed):
-    # Lib/site.py, check_enableusersite: not for a set-user-id or set-group-id process.
-    if not allowed or not hasattr(os, "getuid"):
-        return allowed
-    return os.getuid() == os.geteuid() and os.getgid() == os.getegid()
-
-
-def site_dirs():
-    """The folders whose .pth files `site` reads at start-up, in its order, each once; and the
-    user's site folder among them, when `site` adds it (it alone runs usercustomize then)."""
-    prefixes, user_allowed = venv_prefixes()
-    user = site.getusersitepackages() if user_site_enabled(user_allowed) else None
-    kept, seen = [], set()
-    for folder in ([user] if user else []) + site.getsitepackages(prefixes):
-        real = os.path.realpath(folder)
-        if os.path.isdir(folder) and real not in seen:
-            seen.add(real)
-            kept.append(os.path.abspath(folder))
-    return kept, (os.path.abspath(user) if user and os.path.abspath(user) in kept else None)
 
 
 def digest_of(path, algorithm="sha256"):
@@ -345,7 +305,8 @@ def recorded_names(path):
 def main(argv):
     hash_files = "--hash" in argv
     record = argv[argv.index("--record") + 1] if "--record" in argv[:-1] else None
-    folders, user = site_dirs()
+    layout = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "site_layout.py"))
+    folders, user = layout["site_folders"]()
     records = Records(folders)
     hooks = start_up_hooks(folders, user, records)
     wanted = [normalize(name) for name in STACK + tuple(recorded_names(record) if record else ())]

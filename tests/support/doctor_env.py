@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import venv
 from pathlib import Path
@@ -24,7 +25,7 @@ from jetson_install.board.release_files import L4T
 
 from .stub_stack import JETSON_STACK, write_record
 
-__all__ = ["stub_ptxas", "HOST_PYTHON", "HOST_TAG", "JP6", "JP6_SOURCE", "ORIN", "SCHEMA", "WORKING", "make_env", "run"]
+__all__ = ["stub_ptxas", "board_python", "SYSTEM_PYTHON", "HOST_PYTHON", "HOST_TAG", "JP6", "JP6_SOURCE", "ORIN", "SCHEMA", "WORKING", "make_env", "run"]
 
 STUBS = Path(__file__).resolve().parent.parent / "doctor_stubs"
 STUB_PACKAGES = {
@@ -143,10 +144,19 @@ def _stub_triton(site_packages: Path, scenario: Dict[str, Any]) -> None:
 
 
 def make_env(root: Path, **changes: Any) -> str:
-    """A venv without pip whose site-packages holds the stubs and the scenario they read."""
+    """A venv without pip whose site-packages holds the stubs and the scenario they read;
+    `base=PYTHON` among the changes: the interpreter it is made from (the board's kind:
+    board_python()), else this one."""
+    base: Optional[str] = changes.pop("base", None)
+    if base is None:
+        # What `python -m venv --without-pip` makes, without starting a Python for it.
+        venv.EnvBuilder(with_pip=False).create(str(root))
+    else:
+        subprocess.run([base, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True, timeout=120)
+        (site,) = root.glob("lib/python*/site-packages")
+        abi = "cp" + site.parent.name[len("python"):].replace(".", "")
+        changes.setdefault("torch_tag", f"{abi}-{abi}-linux_aarch64")  # the wheel its Python takes
     scenario = dict(WORKING, **changes)
-    # What `python -m venv --without-pip` makes, without starting a Python for it.
-    venv.EnvBuilder(with_pip=False).create(str(root))
     (site_packages,) = root.glob("lib/python*/site-packages")
     for name, version_key in STUB_PACKAGES.items():
         version = scenario[version_key] if version_key else "0.1.2"
@@ -177,3 +187,24 @@ def run(python: str, *, platform: Optional[Platform] = ORIN, channel: Optional[C
     jsonschema.validate(evidence, SCHEMA)
     json.dumps(evidence)  # serialisable as is
     return report
+
+
+#: The boards' kind of interpreter: Debian's (Ubuntu's, on JetPack) own python3, whose patched
+#: site.py reads dist-packages folders (tests/setup.d/05-system-python installs it with apt).
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def board_python() -> str:
+    """Debian's /usr/bin/python3 with its patched site.py; where this machine has none, the
+    test skips with one line (fails under CI=true), as a lane does."""
+    from .lanes import lane_unavailable
+
+    try:
+        said = subprocess.run([SYSTEM_PYTHON, "-I", "-S", "-c", "import site, venv; print(site.getsitepackages(['/p']))"],
+                              capture_output=True, text=True, timeout=60)
+    except OSError as error:
+        lane_unavailable("board-python", f"no {SYSTEM_PYTHON} ({error.strerror}); run tests/setup (05-system-python)")
+    if said.returncode != 0 or "dist-packages" not in said.stdout:
+        lane_unavailable("board-python", f"{SYSTEM_PYTHON} is not Debian's (its site.py reads no dist-packages folder, "
+                                         f"or it has no venv module): {said.stdout.strip() or said.stderr.strip()[-200:]}")
+    return SYSTEM_PYTHON
