@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Dict
 
 import jsonschema
+import pytest
 
 from jetson_install.base import schema
 
@@ -41,3 +43,45 @@ def test_conform_replaces_what_validation_rejects_and_the_result_validates() -> 
     assert schema.errors(conformed, torch) == []
     jsonschema.validate(conformed, torch)
     assert not schema.allows(1, {"const": 2}) and schema.conform(1, {"const": 2}) is None
+
+
+# The keywords the data files' schemas use beyond the evidence's, each judged as jsonschema does.
+DATA_LIKE = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object", "additionalProperties": False, "minProperties": 1,
+    "dependentRequired": {"git": ["ref"]},
+    "properties": {
+        "git": {"$ref": "#/$defs/url"}, "ref": {"type": "string"},
+        "names": {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "additionalProperties": {"$ref": "#/$defs/url"}},
+        "list": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "even"}},
+        "status": {"enum": ["ok", "gone"]}, "remedy": {"type": "string"},
+    },
+    "if": {"required": ["status"], "properties": {"status": {"const": "gone"}}},
+    "then": {"required": ["remedy"]},
+    "else": {"properties": {"remedy": {"minLength": 1}}},
+    "$defs": {"url": {"type": "string", "pattern": "^https://"}},
+}
+
+
+@pytest.mark.parametrize("value", [
+    {}, {"git": "https://x"}, {"git": "https://x", "ref": "v1"}, {"git": "http://x", "ref": "v1"},
+    {"names": {"abc": "https://x"}}, {"names": {"Abc": "https://x"}}, {"names": {"abc": "ftp://x"}},
+    {"list": []}, {"list": ["aa"]}, {"list": ["abc"]}, {"list": [1]},
+    {"status": "gone"}, {"status": "gone", "remedy": "flash"}, {"status": "ok"}, {"status": "ok", "remedy": ""},
+    {"status": "late"}, {"other": 1},
+])
+def test_the_data_files_keywords_judge_as_jsonschema_does(value: Dict[str, Any]) -> None:
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checks("even")(lambda text: not isinstance(text, str) or len(text) % 2 == 0)
+    theirs = [error.message for error in jsonschema.Draft202012Validator(DATA_LIKE, format_checker=checker).iter_errors(value)]
+    ours = schema.problems(value, DATA_LIKE, formats={"even": lambda text: len(text) % 2 == 0})
+    assert bool(ours) == bool(theirs), (ours, theirs)
+
+
+def test_problems_say_where_and_which_keyword() -> None:
+    found = schema.problems({"git": "http://x", "names": {"Abc": "https://x"}, "other": 1}, DATA_LIKE)
+    assert [(problem.path, problem.keyword) for problem in found] == [
+        (("git",), "dependentRequired"), (("git",), "pattern"), (("names", "Abc"), "propertyNames"),
+        (("other",), "additionalProperties")]
+    assert found[0].missing == ("ref",)
+    assert schema.errors({"git": "https://x"}, DATA_LIKE) == ["$: git needs ref"]
