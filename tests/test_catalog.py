@@ -84,7 +84,8 @@ def line_of(path: Path, fragment: str) -> int:
     ("old", "new", "key", "problem"),
     [
         ('status = "supported"', 'status = "stable"', "status", "must be one of"),
-        ('  { torch = "2.8.0", torchvision', '  { torch = "two", torchvision', "sets", "not a version specifier"),
+        ('  { torch = "2.8.0", torchvision', '  { torch = "two", torchvision', "sets",
+         'has torch = "two": it must be a version ("2.8.0") or a version specifier'),
         ('sha256_prefix = "d5bcaaf709f11750"', 'sha256_prefix = "d5bcaaf7"', "builds", "16 hex digits"),
         ('sha256_prefix = "d12bede7113e6b00" }', 'sha256_prefix = "d12bede7113e6b00", md5 = "x" }', "builds",
          "has the key 'md5'"),
@@ -92,10 +93,13 @@ def line_of(path: Path, fragment: str) -> int:
         ('{ file = "torch-2.8.0-cp310-cp310-linux_aarch64.whl", sha256 = "62a1beee9f2f147076a974d2942c90060c12771c94740830327cae705b2595fc", cuda = "12.6" }',
          '{ file = "torch-2.8.0-cp310-cp310-linux_aarch64.whl", sha256 = "62a1beee9f2f147076a974d2942c90060c12771c94740830327cae705b2595fc" }',
          "builds", "gives cuda"),
-        ('numpy = "<2"\napt = ["libopenblas-dev", "libcusparselt0"]\n\n[[channels]]\nid = "jp7-thor-cu130"', 'numpy = "under 2"\napt = ["libopenblas-dev", "libcusparselt0"]\n\n[[channels]]\nid = "jp7-thor-cu130"', "numpy", "not a version specifier"),
+        ('numpy = "<2"\napt = ["libopenblas-dev", "libcusparselt0"]\n\n[[channels]]\nid = "jp7-thor-cu130"', 'numpy = "under 2"\napt = ["libopenblas-dev", "libcusparselt0"]\n\n[[channels]]\nid = "jp7-thor-cu130"', "numpy", 'has "under 2": it must be the NumPy the builds need, a version specifier like "<2"'),
         ('index = "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"', 'index = "http://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"', "index", "https"),
         ('l4t = { from = "36.4", below = "37.0" }', 'l4t = { from = "36.3", below = "37.0" }', "l4t", "overlaps channel 'jp6.0'"),
-        ('python = "3.10"\nkind = "tegra"\nstatus = "supported"', 'python = "3.10"\nkind = "tegra"\nstatus = "supported"\nflavour = "x"', "flavour", "is not a channel key"),
+        ('python = "3.10"\nkind = "tegra"\nstatus = "supported"', 'python = "3.10"\nkind = "tegra"\nstatus = "supported"\nflavour = "x"', "flavour", "is unknown (known: compile, containers, cuda, families, id, jetpack, kind, l4t, python, reason, remedy, sources, status, title)"),
+        ('remedy = "flash JetPack 6.2 (L4T R36.4.3) for the CUDA 12.6 channel with bitsandbytes"',
+         'remedey = "flash JetPack 6.2 (L4T R36.4.3) for the CUDA 12.6 channel with bitsandbytes"', "remedey",
+         "channel 'jp6.0': key 'remedey' is unknown; did you mean 'remedy'?"),
     ],
 )
 def test_loader_names_key_and_line(tmp_path: Path, old: str, new: str, key: str, problem: str) -> None:
@@ -136,11 +140,15 @@ def test_each_companion_names_the_soname_its_bound_holds_it_to() -> None:
 
 @pytest.mark.parametrize(("new", "problem"), [
     # The form before sonames were recorded: a bare name holds the companion to nothing.
-    ('companions = ["nvidia-cudss-cu13"]', "must be an array of inline tables"),
-    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1" },\n]', "provides = ["),
-    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1", provides = [] },\n]', "give the sonames"),
-    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1", provides = ["cudss 0"] },\n]', "give the sonames"),
-    ('companions = [\n  { requirement = "nvidia cudss", provides = ["libcudss.so.0"] },\n]', "is not a requirement"),
+    ('companions = ["nvidia-cudss-cu13"]', 'has "nvidia-cudss-cu13": it must be { requirement = "NAME<BOUND", provides = ['),
+    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1" },\n]',
+     "has an entry without 'provides': the sonames as DT_NEEDED names them"),
+    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1", provides = [] },\n]',
+     "has provides = []: it must be the sonames as DT_NEEDED names them"),
+    ('companions = [\n  { requirement = "nvidia-cudss-cu13<1", provides = ["cudss 0"] },\n]',
+     'has "cudss 0": it must be a soname as DT_NEEDED names it'),
+    ('companions = [\n  { requirement = "nvidia cudss", provides = ["libcudss.so.0"] },\n]',
+     'has requirement = "nvidia cudss": it must be a requirement'),
 ])
 def test_a_companion_without_its_soname_is_refused_at_its_line(tmp_path: Path, new: str, problem: str) -> None:
     old = ('companions = [\n  { requirement = "nvpl-blas", provides = ["libnvpl_blas_lp64_gomp.so.0"] },\n'

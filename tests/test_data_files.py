@@ -84,7 +84,7 @@ def test_platform_data_names_the_socs_line_and_the_major_that_lacks_a_key(tmp_pa
     path = broken_copy(tmp_path, "board/platform-data.toml", 'tegra234 = { family = "Orin", compute_capability',
                        'tegra234 = { family = "Orin", compute_capabilty')
     error = one_error(run(tmp_path, in_copy(tmp_path), "detect", "--root", SAMPLE), path, line_of(path, "tegra234 ="))
-    assert "SoC 'tegra234': key 'compute_capabilty' is not a SoC key" in error[0]
+    assert "SoC 'tegra234': key 'compute_capabilty' is unknown; did you mean 'compute_capability'?" in error[0]
     shutil.rmtree(tmp_path / "package")
     path = broken_copy(tmp_path, "board/platform-data.toml", '[majors.36]\njetpack = "6.x"\n', "[majors.36]\n")
     error = one_error(run(tmp_path, in_copy(tmp_path), "detect", "--root", SAMPLE), path, line_of(path, "[majors.36]"))
@@ -96,7 +96,7 @@ def test_bitsandbytes_releases_name_a_typo_and_an_order_that_is_not_newest_first
     path = broken_copy(tmp_path, "planning/bitsandbytes-releases.toml", 'commit = "c5d481be',
                        'comit = "c5d481be')
     error = one_error(run(tmp_path, in_copy(tmp_path), *argv), path, line_of(path, "comit ="))
-    assert "release 0.50.0: key 'comit' is not a release key" in error[0]
+    assert "release 0.50.0: key 'comit' is unknown; did you mean 'commit'?" in error[0]
     shutil.rmtree(tmp_path / "package")
     path = broken_copy(tmp_path, "planning/bitsandbytes-releases.toml", 'version = "0.49.0"', 'version = "0.49.9"')
     error = one_error(run(tmp_path, in_copy(tmp_path), *argv), path, line_of(path, 'version = "0.49.9"'))
@@ -107,7 +107,7 @@ def test_preflight_data_names_the_line_of_a_typo(tmp_path: Path) -> None:
     path = broken_copy(tmp_path, "planning/routes/preflight.toml", 'torchvision = "0.25.0"', 'torchvison = "0.25.0"')
     result = run(tmp_path, in_copy(tmp_path), "plan", "obliteratus", "--root", SAMPLE, "--preflight")
     error = one_error(result, path, line_of(path, "torchvison ="))
-    assert "[newest_default_index_cpu]: key 'torchvison' is not a package of the torch family" in error[0]
+    assert "[newest_default_index_cpu]: key 'torchvison' is unknown; did you mean 'torchvision'?" in error[0]
 
 
 def test_the_user_config_names_the_line_of_an_unknown_or_mistyped_setting(tmp_path: Path) -> None:
@@ -115,8 +115,7 @@ def test_the_user_config_names_the_line_of_an_unknown_or_mistyped_setting(tmp_pa
     config.write_text('# the fleet mirror\nvendor_indx = "https://mirror.fleet.example/jp6/cu126"\n')
     env = environment(tmp_path, JETSON_INSTALL_CONFIG=str(config))
     error = one_error(run(tmp_path, env, "plan", "obliteratus", "--root", SAMPLE), config, 2)
-    assert ("config: key 'vendor_indx' is not a setting (known: allow_insecure_index, default_index, mirrors, "
-            "vendor_index, wheelhouse)") in error[0]
+    assert "config: key 'vendor_indx' is unknown; did you mean 'vendor_index'?" in error[0]
     config.write_text('vendor_index = "https://mirror.fleet.example/jp6/cu126"\nallow_insecure_index = "yes"\n')
     error = one_error(run(tmp_path, env, "plan", "obliteratus", "--root", SAMPLE), config, 2)
-    assert "key 'allow_insecure_index' must be true or false" in error[0]
+    assert "config: key 'allow_insecure_index' has \"yes\": it must be true or false" in error[0]

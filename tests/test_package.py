@@ -74,7 +74,11 @@ def test_the_wheel_carries_the_data_the_tool_reads_and_nothing_of_the_checkout(d
     for needed in ("jetson_install/catalog/wheels-index.toml", "jetson_install/board/platform-data.toml",
                    "jetson_install/base/evidence.schema.json", "jetson_install/probes/torch_probe.py",
                    "jetson_install/probes/bnb_probe.py", "jetson_install/planning/routes/preflight.toml",
-                   "jetson_install/planning/bitsandbytes_source.py", "jetson_install/planning/bitsandbytes-releases.toml"):
+                   "jetson_install/planning/bitsandbytes_source.py", "jetson_install/planning/bitsandbytes-releases.toml",
+                   # Each data file's schema, which its reader checks it against.
+                   "jetson_install/catalog/wheels-index.schema.json", "jetson_install/catalog/config.schema.json",
+                   "jetson_install/board/platform-data.schema.json", "jetson_install/planning/routes/preflight.schema.json",
+                   "jetson_install/planning/bitsandbytes-releases.schema.json"):
         assert needed in names, needed
     assert any(name.startswith("jetson_install/board/samples/agx-orin-64gb-jp6.2/") for name in names)
     assert not [name for name in names if name.startswith(("tests/", "bench/", "constraints/", "docs/"))]

@@ -114,7 +114,7 @@ def test_config_file_with_unknown_key_names_it(tmp_path: Path) -> None:
     config.write_text('vendor_url = "https://x.example"\n')
     result = plan("--root", "sample:agx-orin-64gb-jp6.2", env={"JETSON_INSTALL_CONFIG": str(config)})
     assert result.returncode == 2
-    assert "key 'vendor_url' is not a setting" in result.stderr
+    assert "config: key 'vendor_url' is unknown; did you mean 'vendor_index'?" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -192,15 +192,15 @@ def test_every_targets_own_checks_are_doctor_checks() -> None:
 
 @pytest.mark.parametrize(("entry", "line", "message"), [
     ('[targets.tiny]\ntitle = "T"\nsummary = "S"\nrequires_python = ">=3.8"\ndistribution = "tiny"\n'
-     'smoke = ["python", "-c", "pass"]\n', 1, "target 'tiny': key 'git' is required with distribution"),
+     'smoke = ["python", "-c", "pass"]\n', 5, "target 'tiny': key 'distribution' needs 'git' and 'ref' beside it"),
     ('[targets.tiny]\ntitle = "T"\nsummary = "S"\nrequires_python = ">=3.8"\nsmoke = []\n', 5,
-     "target 'tiny': key 'smoke' must give the command"),
+     "target 'tiny': key 'smoke' has []: it must be the command that proves the target imports"),
     ('[targets.tiny]\ntitle = "T"\nsummary = "S"\nrequires_python = ">=3.8"\nsmoke = ["python"]\nrunner = "x"\n', 6,
-     "target 'tiny': key 'runner' is not a target key"),
+     "target 'tiny': key 'runner' is unknown (known: checks, distribution, git, quantization_extra"),
     ('[targets.Tiny]\ntitle = "T"\nsummary = "S"\nrequires_python = ">=3.8"\nsmoke = ["python"]\n', 1,
-     "must be a command name"),
+     "top level: key 'targets' names 'Tiny', which is not a command name: lowercase letters, digits and '-'"),
     ('[targets.tiny]\ntitle = "T"\nsummary = "S"\nrequires_python = ">=3.8"\nsmoke = ["python"]\n'
-     'quantization_extra_since = "0.2"\n', 6, "key 'quantization_extra_since' needs quantization_extra"),
+     'quantization_extra_since = "0.2"\n', 6, "key 'quantization_extra_since' needs 'quantization_extra' beside it"),
 ])
 def test_a_wrong_target_entry_is_named_by_file_and_line(entry: str, line: int, message: str, tmp_path: Path) -> None:
     from jetson_install.catalog.catalog import load_catalog

@@ -386,7 +386,8 @@ def test_a_catalog_source_lists_https_mirrors_of_its_index_only(tmp_path: Path) 
     plain.write_text(REAL.replace(line, line + 'mirrors = ["http://mirror.fleet.example/simple/"]\n', 1))
     with pytest.raises(JetsonInstallError) as caught:
         load_catalog(plain)
-    assert "'mirrors' must hold https:// URLs ('http://mirror.fleet.example/simple/' is not one)" in caught.value.message
+    assert ("channel 'jp6-cu126' source: key 'mirrors' has \"http://mirror.fleet.example/simple/\": it must be an "
+            "https:// URL") in caught.value.message
     thor = 'index = "default"\n'
     default = tmp_path / "default-index.toml"
     default.write_text(REAL.replace(thor, thor + 'mirrors = ["https://mirror.fleet.example/simple/"]\n', 1))

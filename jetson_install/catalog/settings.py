@@ -21,7 +21,8 @@ from jetson_install.catalog.lock_file import SIMPLE_DIR
 
 __all__ = ["IndexSettings", "config_path", "load_index_settings", "check_index_url", "wheelhouse_index"]
 
-CONFIG_KEYS = ("vendor_index", "default_index", "allow_insecure_index", "mirrors", "wheelhouse")
+#: The configuration's settings and what each must be.
+CONFIG_SCHEMA = Path(__file__).with_name("config.schema.json")
 
 
 @dataclass(frozen=True)
@@ -59,18 +60,7 @@ def _read_config(path: Path) -> Dict[str, Any]:
                            fix=f"remove or rename {path}, then write the settings into a file of that name")
         return {}
 
-    file = TomlData(path, "jetson-install plan obliteratus")
-    file.unknown("config", file.data, CONFIG_KEYS, "a setting")
-    for key, value in file.data.items():
-        if key == "allow_insecure_index" and not isinstance(value, bool):
-            raise file.fail("config", key, "must be true or false")
-        if key == "mirrors" and not (isinstance(value, list) and all(isinstance(item, str) and item for item in value)):
-            raise file.fail("config", key, 'must be a list of URLs, like ["https://mirror.example/simple"]')
-        if key == "wheelhouse" and not (isinstance(value, str) and value):
-            raise file.fail("config", key, 'must be a folder or URL in quotes, like "/srv/wheelhouse"')
-        if key in ("vendor_index", "default_index") and not isinstance(value, str):
-            raise file.fail("config", key, 'must be a URL in quotes, like "https://mirror.example/simple"')
-    return file.data
+    return TomlData(path, "jetson-install plan obliteratus", CONFIG_SCHEMA).data
 
 
 def load_index_settings(

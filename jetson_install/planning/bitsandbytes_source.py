@@ -19,8 +19,7 @@ from pathlib import Path
 from shlex import quote
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.steps import Step
@@ -50,6 +49,7 @@ __all__ = [
 ]
 
 RELEASES_FILE = Path(__file__).with_name("bitsandbytes-releases.toml")
+RELEASES_SCHEMA = Path(__file__).with_name("bitsandbytes-releases.schema.json")
 # About 2 GB of memory per compiler job: `make -j6` runs out of memory on the 8 GB Orin Nano,
 # `-j4` is the documented maximum there (bitsandbytes-foundation/bitsandbytes#1218).
 MEMORY_PER_JOB = 2 * 2**30
@@ -100,37 +100,15 @@ class PlannedBuild:
 def load_releases(path: Path = RELEASES_FILE) -> Tuple[Tuple[Release, ...], str]:
     """The buildable releases, newest first, and the repository they are tags of; a mistake
     in the file (a key, a commit, the order) is one CatalogError naming its line."""
-    file = TomlData(path, "jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --bitsandbytes build")
-    data = file.data
-    file.unknown("top level", data, ("repository", "releases"), "a key of the releases file")
-    repository = file.string("top level", data, "repository", pattern=r"https://\S+",
-                             shape="the repository's https:// URL")
-    entries = data.get("releases")
-    if not isinstance(entries, list) or not entries or not all(isinstance(entry, dict) for entry in entries):
-        raise file.fail("top level", "releases", "must be one or more [[releases]] tables")
+    file = TomlData(path, "jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --bitsandbytes build",
+                    RELEASES_SCHEMA)
     releases: List[Release] = []
-    for number, entry in enumerate(entries):
-        start = file.header("releases", number)
-        version = file.string("release", entry, "version", start, shape='the release tag, like "0.49.2"')
-        where = f"release {version}"
-        try:
-            parsed = Version(version)
-        except InvalidVersion:
-            raise file.fail(where, "version", f"has {version!r}, which is not a version", start) from None
-        file.unknown(where, entry, ("version", "commit", "torch"), "a release key", start)
-        commit = file.string(where, entry, "commit", start, pattern="[0-9a-f]{40}",
-                             shape="the full commit the tag points to, 40 lowercase hex digits")
-        torch = file.string(where, entry, "torch", start, shape='the torch range of its pyproject.toml, like ">=2.4,<3"')
-        try:
-            SpecifierSet(torch)
-        except InvalidSpecifier:
-            raise file.fail(where, "torch", f"has {torch!r}, which is not a version range like \">=2.4,<3\"",
-                            start) from None
-        if releases and parsed >= Version(releases[-1].version):
-            raise file.fail(where, "version", f"comes after {releases[-1].version}: releases are listed newest first",
-                            start)
-        releases.append(Release(version, commit, torch))
-    return tuple(releases), repository
+    for number, entry in enumerate(file.data["releases"]):
+        if releases and Version(entry["version"]) >= Version(releases[-1].version):
+            raise file.refuse(("releases", number, "version"),
+                              f"comes after {releases[-1].version}: releases are listed newest first")
+        releases.append(Release(entry["version"], entry["commit"], entry["torch"]))
+    return tuple(releases), file.data["repository"]
 
 
 def default_release(torch_version: str, releases: Sequence[Release]) -> Release:

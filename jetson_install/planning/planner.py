@@ -21,7 +21,8 @@ from jetson_install.base.git_urls import split_git_url
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.toml_file import loads_toml
 from jetson_install.board.platform import Platform
-from jetson_install.catalog.catalog import Catalog, Target
+from jetson_install.catalog.catalog import Catalog
+from jetson_install.catalog.targets import Target
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.plan import Plan, Route
 from jetson_install.planning.routes.download import check_channel, plan_download

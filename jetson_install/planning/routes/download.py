@@ -18,7 +18,8 @@ from jetson_install.base.steps import Step
 from jetson_install.base.versions import satisfies
 from jetson_install.board.platform import Platform
 from jetson_install.board.samples import root_shown
-from jetson_install.catalog.catalog import Channel, Target, VendorSource
+from jetson_install.catalog.catalog import Channel, VendorSource
+from jetson_install.catalog.targets import Target
 from jetson_install.catalog.constraints import constraint_lines
 from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.catalog.settings import IndexSettings

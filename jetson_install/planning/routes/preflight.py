@@ -28,6 +28,7 @@ __all__ = ["Preflight", "PreflightRoute", "CpuTorch", "cpu_torch", "plan_preflig
            "TORCH_FAMILY"]
 
 DATA_PATH = Path(__file__).with_name("preflight.toml")
+SCHEMA_PATH = Path(__file__).with_name("preflight.schema.json")
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
 
@@ -127,21 +128,10 @@ class CpuTorch:
 
 
 def _newest_default_index_cpu() -> Dict[str, str]:
-    file = TomlData(DATA_PATH, "jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --preflight")
-    table_name = "newest_default_index_cpu"
-    file.unknown("top level", file.data, (table_name,), "a table of preflight.toml")
-    start = file.header(table_name)
-    where = f"[{table_name}]"
-    table = file.table("top level", file.data.get(table_name), table_name)
-    file.unknown(where, table, TORCH_FAMILY, "a package of the torch family", start)
-    versions = {}
-    for name in TORCH_FAMILY:
-        versions[name] = file.string(where, table, name, start, shape='a release, like "2.10.0"')
-        try:
-            Version(versions[name])
-        except InvalidVersion:
-            raise file.fail(where, name, f"has {versions[name]!r}, which is not a version", start) from None
-    return versions
+    file = TomlData(DATA_PATH, "jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --preflight",
+                    SCHEMA_PATH)
+    newest: Dict[str, str] = file.data["newest_default_index_cpu"]
+    return newest
 
 
 def _release(version: str) -> str:
