@@ -25,7 +25,7 @@ from pathlib import Path
 
 __all__ = [
     "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE", "MANIFEST_FILE",
-    "LOCK_FILE", "REQUIREMENTS_FILE", "ADDED_FILE", "CHECK_COMMANDS_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "ACTIVATE_FILE", "GIVEN_FILE",
+    "LOCK_FILE", "FETCHED_DIR", "REQUIREMENTS_FILE", "ADDED_FILE", "CHECK_COMMANDS_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "ACTIVATE_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
     "INTERPRETER_CACHE", "CHECKED_FILE", "OWNER_MARK", "OWNER_MARK_PREFIX",
@@ -53,6 +53,8 @@ RECORD_FILE = "vendor.json"
 MANIFEST_FILE = "vendor-files.json"
 #: The lock an environment was installed from.
 LOCK_FILE = "lock.txt"
+#: Where a lock's files fetched from an OCI registry wait for the lock step (removed once installed).
+FETCHED_DIR = "fetched"
 #: What the check step's `uv pip check` passed on: the state of the environment's distributions.
 CHECKED_FILE = "checked.txt"
 #: The target's requirements when its source URL carries a token (readable by the user only).

@@ -28,6 +28,7 @@ KINDS = (
     "libraries",  # the vendor builds' .so files find what the catalog records a provider for; no command
     "target",  # install the target under the environment's constraints
     "resolve-kept",  # resolve the target around a kept torch stack (--use-existing-torch)
+    "fetch",  # a lock's files from an OCI registry, each blob by its sha256 and checked; no command
     "lock",  # install exactly a lock's files
     "protect",  # keep the constraints in force after jetson-install exits; no command
     "check",  # uv pip check and the target's smoke command, side by side

@@ -5,7 +5,6 @@ Each value keeps its source, so `plan` can show a fleet operator why a mirror wa
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.oci_ref import is_loopback_host
 from jetson_install.base.sourced import Sourced
 from jetson_install.base.toml_file import TomlData
 from jetson_install.catalog.lock_file import SIMPLE_DIR
@@ -138,7 +138,7 @@ def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
         return
     if parts.scheme != "http" or not parts.hostname:
         raise BadInput(f"{where}: {url!r} is not an http(s) or file URL", fix=example)
-    if _is_loopback(parts.hostname) or allow_insecure:
+    if is_loopback_host(parts.hostname) or allow_insecure:
         return
     raise BadInput(
         f"{where}: {url} uses plain http to a remote host, so packages could be altered in transit",
@@ -148,17 +148,3 @@ def check_index_url(url: str, where: str, allow_insecure: bool) -> None:
 
 def _describe(character: str) -> str:
     return "a backslash" if character == "\\" else f"the character {character!r}"
-
-
-def _is_loopback(host: str) -> bool:
-    """Loopback only in forms every URL parser reads alike: 'localhost', a canonical IPv4
-    address (uv reads '0127.0.0.1' as octal, 87.0.0.1) or an IPv6 one; never a %-escaped host."""
-    if host == "localhost":
-        return True
-    if "%" in host:
-        return False
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback and (address.version == 6 or str(address) == host)

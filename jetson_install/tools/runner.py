@@ -91,6 +91,7 @@ def run(
     on_line: Optional[LineCallback] = None,
     on_tick: Optional[Callable[[], None]] = None,
     own_group: bool = False,
+    secret_stdout: bool = False,
 ) -> Completed:
     """Run argv to completion, reading its output as it comes; never raises for a failing child.
 
@@ -101,7 +102,8 @@ def run(
 
     A timeout gives returncode -9 and ``timed_out=True``; a missing executable
     gives returncode 127 with the reason on stderr. Ctrl-C ends the child too, and with
-    ``own_group`` everything the child started.
+    ``own_group`` everything the child started. With ``secret_stdout`` (a credential helper's
+    answer) the child's stdout is kept out of the log: only its stderr is logged.
     """
     name = os.path.basename(str(argv[0]))
     log.debug("run: %s", " ".join(str(a) for a in argv))
@@ -124,7 +126,7 @@ def run(
         with _own_groups_lock:
             _own_groups.add(proc)
     try:
-        return _follow(proc, argv, name, timeout, input_text, on_line, on_tick, own_group)
+        return _follow(proc, argv, name, timeout, input_text, on_line, on_tick, own_group, secret_stdout)
     finally:
         with _own_groups_lock:
             _own_groups.discard(proc)
@@ -155,7 +157,7 @@ def _end_timed_out(proc: "subprocess.Popen[bytes]", own_group: bool, threads: Se
 
 def _follow(proc: "subprocess.Popen[bytes]", argv: Sequence[str], name: str, timeout: Optional[float],
             input_text: Optional[str], on_line: Optional[LineCallback], on_tick: Optional[Callable[[], None]],
-            own_group: bool) -> Completed:
+            own_group: bool, secret_stdout: bool = False) -> Completed:
     """Read a started child's output as it comes, to its end (or its timeout)."""
     arrived: "queue.Queue[Tuple[str, Optional[str]]]" = queue.Queue()
     threads = [threading.Thread(target=_read_lines, args=(proc.stdout, "stdout", arrived), daemon=True),
@@ -188,7 +190,8 @@ def _follow(proc: "subprocess.Popen[bytes]", argv: Sequence[str], name: str, tim
                 continue
             output[stream].append(line)
             text = line.rstrip("\r\n")
-            log.debug("%s %s: %s", name, stream, text)
+            if not (secret_stdout and stream == "stdout"):
+                log.debug("%s %s: %s", name, stream, text)
             if on_line is not None:
                 on_line(stream, text)
         if not timed_out:

@@ -11,19 +11,31 @@ import dataclasses
 import hashlib
 import os
 import shlex
+import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
-from jetson_install.base.errors import BadInput
-from jetson_install.base.layout import LOCK_FILE, state_of
+from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.layout import FETCHED_DIR, LOCK_FILE, state_of
+from jetson_install.base.oci_ref import Reference, is_oci, parse_reference
 from jetson_install.base.outputs import read_regular_file, replace_file
 from jetson_install.base.redact import credentials, redact
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.steps import Step
 from jetson_install.catalog.identity import ChosenFile, IdentityMismatch, KnownBuild, Resolution, VersionSet
-from jetson_install.catalog.lock_file import WHEELHOUSE_LOCK, Lock, lock_mismatch, parse_lock, relocated, render_lock
+from jetson_install.catalog.lock_file import (
+    FILES_DIR,
+    WHEELHOUSE_LOCK,
+    Lock,
+    Locked,
+    lock_mismatch,
+    parse_lock,
+    relocated,
+    render_lock,
+)
 from jetson_install.envs.recorded import write_constraints
 from jetson_install.envs.record import record_installed
 from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
@@ -46,6 +58,8 @@ class LockInUse:
     text: str
     resolution: Resolution  # its vendor files, judged against the channel's known builds
     wheelhouse: Optional[str] = None  # where its files are taken from, as given (None: the URLs the lock names)
+    #: An OCI registry's repository the files are fetched from, each by its sha256, before the lock step.
+    registry: Optional[Reference] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {"file": self.location, "sha256": self.sha256, "channel": self.lock.channel,
@@ -106,6 +120,8 @@ class LockRoute(Route):
                 steps.append(shared.environment_step(plan, plan.interpreter or f"python{plan.python_abi}", step.title,
                                                      seed=False))
             elif step.kind == "vendor":
+                if lock.registry is not None:
+                    steps.append(_fetch_step(plan, lock, lock.registry))
                 steps.append(Step("lock", "lock", f"install exactly the {len(lock.lock.entries)} files of "
                                                   f"{lock.location}, each by its sha256, without an index",
                                   (tuple(uv.locked_install_argv(shared.python_of(plan),
@@ -142,7 +158,7 @@ class LockRoute(Route):
         return {**self.base.describe(), "lock": self.used.to_json()}
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {**self.base.handlers(), "lock": _install_lock}
+        return {**self.base.handlers(), "lock": _install_lock, "fetch": _fetch}
 
 
 def with_lock(plan: Plan, lock: LockInUse) -> Plan:
@@ -167,7 +183,10 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
     """The lock an install carries out (--lock FILE, or a wheelhouse's), refused with one line
     when it was made for another board; the fix makes one with the user's own options."""
     base = None
-    if wheelhouse:
+    registry = None
+    if wheelhouse and is_oci(wheelhouse):
+        registry = parse_reference(wheelhouse, f"--wheelhouse {wheelhouse}")
+    elif wheelhouse:
         from jetson_install.catalog.settings import check_index_url
 
         if "://" in wheelhouse:
@@ -187,8 +206,15 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
             # The fleet's way: the hashes from this trusted lock, only the files from the mirror,
             # whose own lock.txt is never read.
             lock = relocated(lock, base)
-        else:
+        elif registry is None:
             lock = _built_beside(lock, Path(location).parent)
+    elif registry is not None:
+        # The manifest's lock: pinned by the digest given, else by the tag's manifest as the
+        # registry serves it now (over https, or loopback), read once so the files come from it too.
+        registry, text = _registry_lock(registry, plan.settings.allow_insecure)
+        location = f"{registry} {WHEELHOUSE_LOCK}"
+        lock = parse_lock(text, f"--wheelhouse {wheelhouse}: {WHEELHOUSE_LOCK}")
+        flag = f"--wheelhouse {wheelhouse}"
     else:
         from jetson_install.tools.index import fetch_text
 
@@ -214,7 +240,29 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
                        fix=f"make a lock for this board and interpreter: {remake}, then run: {again}")
     known = tuple(build for source in (plan.channel.sources if plan.channel else ()) for build in source.builds)
     return LockInUse(lock, location, hashlib.sha256(text.encode("utf-8")).hexdigest(), render_lock(lock),
-                     lock_resolution(lock, location, known), redact(wheelhouse) if wheelhouse else None)
+                     lock_resolution(lock, location, known), redact(wheelhouse) if wheelhouse else None, registry)
+
+
+def _registry_lock(reference: Reference, allow_insecure: bool) -> Tuple[Reference, str]:
+    """The lock a registry's wheelhouse manifest carries, and the reference pinned to that manifest."""
+    from jetson_install.tools.oci import Registry, RegistryError
+
+    fix = f"push a wheelhouse there (jetson-install wheelhouse DIR --lock FILE --push {reference}), or name its lock: --lock FILE"
+    try:
+        registry = Registry(reference, allow_insecure)
+        manifest = registry.manifest(reference)
+        layer = next((layer for layer in manifest.layers if layer.title == WHEELHOUSE_LOCK), None)
+        if layer is None:
+            raise BadInput(f"--wheelhouse {reference}: the manifest {manifest.digest} carries no {WHEELHOUSE_LOCK}: "
+                           "it is not a wheelhouse jetson-install pushed", fix=fix)
+        pinned = reference.pinned(manifest.digest)
+        raw = registry.blob_bytes(pinned, layer.digest, 16 * 2**20)
+    except RegistryError as exc:
+        raise StepFailed("lock", exc.message, exc.fix) from None
+    try:
+        return pinned, raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"--wheelhouse {reference}: its {WHEELHOUSE_LOCK} is not UTF-8 text", fix=fix) from None
 
 
 def _read_local_lock(lock_file: str) -> str:
@@ -248,6 +296,9 @@ def _built_beside(lock: Lock, folder: Path) -> Lock:
 def _unreachable_fix(lock: LockInUse, rerun: "Rerun") -> str:
     """The fix for a file of the lock that did not come: from the wheelhouse given, where it
     is served; from the indexes the lock names, a wheelhouse filled where they answer."""
+    if lock.registry is not None:
+        return (f"check that the registry answers from here and holds the lock's wheelhouse (jetson-install wheelhouse "
+                f"DIR --lock FILE --push {lock.registry}, where the wheelhouse is), then run: {rerun}")
     if lock.wheelhouse is not None and "://" in lock.wheelhouse:
         return (f"the wheelhouse {lock.wheelhouse} did not answer, or lacks the file: check that it is served there "
                 "(jetson-install wheelhouse DIR --serve, on the machine that has it) and that this machine reaches "
@@ -260,6 +311,73 @@ def _unreachable_fix(lock: LockInUse, rerun: "Rerun") -> str:
             f"{rerun.with_option('--wheelhouse', 'DIR')}")
 
 
+def _fetch_step(plan: Plan, lock: LockInUse, registry: Reference) -> Step:
+    files = len({entry.sha256 for entry in lock.lock.entries})
+    return Step("fetch", "fetch", f"fetch the {files} files of {lock.location} from {registry}, each blob by the "
+                                  f"sha256 the lock names and checked as it arrives, into "
+                                  f"{shared.state_of(plan)}/{FETCHED_DIR}/")
+
+
+#: Blobs fetched at once: a runner's link is used, and a site cache is asked for several files together.
+_PARALLEL_BLOBS = 8
+
+
+def _fetch(step: Step, run: Execution) -> str:
+    """The lock's files from the registry, each by its sha256 (BlobMismatch for other bytes),
+    into the new environment's state folder; the manifest named, where one is, must list them all."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jetson_install.tools.oci import Registry, RegistryError
+    from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event
+
+    route = run.plan.route
+    assert isinstance(route, LockRoute) and route.used.registry is not None
+    lock, reference = route.used, route.used.registry
+    folder = state_of(run.staging) / FETCHED_DIR / FILES_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = list({entry.sha256: entry for entry in lock.lock.entries}.values())
+    fix = _unreachable_fix(lock, run.rerun)
+    try:
+        registry = Registry(reference, run.plan.settings.allow_insecure)
+        if reference.manifest_reference is not None:
+            listed = registry.manifest(reference).by_digest()
+            missing = [entry.filename for entry in entries if f"sha256:{entry.sha256}" not in listed]
+            if missing:
+                raise StepFailed("fetch", f"{reference} does not list {len(missing)} of the lock's files "
+                                          f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): it is a "
+                                          "wheelhouse of another lock",
+                                 f"push this lock's wheelhouse there (jetson-install wheelhouse DIR --lock FILE --push "
+                                 f"{reference}), then run: {run.rerun}")
+        current = run.current
+        for entry in entries:
+            if current is not None:
+                current.event(Event(DOWNLOAD, entry.filename, 0))
+        stop = threading.Event()
+
+        def fetch(entry: Locked) -> int:
+            def going_on(_: int) -> None:
+                if stop.is_set():  # a failure elsewhere, or Ctrl-C: this download ends too, leaving nothing
+                    raise RegistryError(f"{entry.filename}: not fetched, the step is ending")
+            return registry.fetch_blob(reference, f"sha256:{entry.sha256}", folder / entry.filename, going_on)
+
+        pool = ThreadPoolExecutor(_PARALLEL_BLOBS)
+        futures = {entry.filename: pool.submit(fetch, entry) for entry in entries}
+        total = 0
+        try:
+            for name, future in futures.items():
+                total += future.result()
+                if current is not None:
+                    current.event(Event(DOWNLOADED, name))
+        finally:
+            stop.set()
+            for future in futures.values():
+                future.cancel()
+            pool.shutdown(wait=True)
+    except RegistryError as exc:
+        raise StepFailed("fetch", exc.message, f"{exc.fix}; {fix}" if exc.fix else fix) from None
+    return f"{len(entries)} files ({total} bytes) from {reference}, each sha256 checked"
+
+
 def _install_lock(step: Step, run: Execution) -> str:
     """Install exactly the lock's files; the lock stays in the environment as its record."""
     route = run.plan.route
@@ -268,8 +386,17 @@ def _install_lock(step: Step, run: Execution) -> str:
     write_constraints(run.staging, run.plan.constraints)
 
     # A mirror's credentials in its files' URLs stay readable by the user alone, as requirements.txt's do.
-    replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=0o600 if redact(lock.text) != lock.text else None)
+    mode = 0o600 if redact(lock.text) != lock.text else None
+    fetched = state_of(run.staging) / FETCHED_DIR
+    if lock.registry is not None:
+        # uv installs the files the fetch step checked; the lock kept names them where the lock does.
+        replace_file(state_of(run.staging) / LOCK_FILE, render_lock(relocated(lock.lock, fetched.as_uri())), mode=mode)
+    else:
+        replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=mode)
     run.run(step.argv, _unreachable_fix(lock, run.rerun))
+    if lock.registry is not None:
+        shutil.rmtree(fetched)
+        replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=mode)
     if run.plan.resolution is not None:
         record_installed(run.staging, run.plan.resolution, (), str(run.rerun))
     return f"{len(lock.lock.entries)} files from {lock.location} (sha256 {lock.sha256[:12]}…)"
