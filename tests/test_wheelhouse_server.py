@@ -3,6 +3,7 @@ from it, and what the runners are told to run, on loopback."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -220,7 +221,7 @@ def test_serving_says_its_address_even_under_quiet(house: Path, quiet: bool, mon
 @pytest.fixture
 def planted(house: Path, tmp_path: Path) -> Path:
     """A wheelhouse with what a served folder must never give: links out of it, dotfiles, a
-    FIFO, files beside files/ and simple/; and one link that stays inside it."""
+    FIFO, files beside files/ and simple/; and a link that stays inside it (no link is followed)."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("not the wheelhouse's\n")
@@ -249,7 +250,7 @@ def planted(house: Path, tmp_path: Path) -> Path:
     ("/files/%2e%2e/notes.txt", 404),
     ("/files/%00", 400),
     ("/files/%ff", 400),  # not UTF-8
-    ("/files/alias.whl", 200),  # a link whose real path is inside simple/
+    ("/files/alias.whl", 404),  # a link, even one whose real path is inside simple/
     ("/simple/demo", 301),  # a PEP 503 page's folder, asked without its slash
     ("/simple/demo/", 200),
     ("/simple/", 200),
@@ -322,20 +323,84 @@ def test_half_open_connections_are_closed_after_the_idle_timeout(house: Path, lo
     assert logged == []  # an idle runner connection closing is no event
 
 
-def test_connections_past_the_bound_wait_in_the_queue_and_are_answered_when_a_slot_frees(
+def test_at_the_bound_an_idle_connection_is_closed_for_a_new_request_which_never_waits(
         house: Path, logged: List[str]) -> None:
-    for server in _serve(house, logged, idle_timeout=1.0, max_connections=4):
-        before = threading.active_count()
-        silent = [socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) for _ in range(10)]
+    # Idle keep-alive connections (a finished runner's uv holds them open) filling every slot.
+    for server in _serve(house, logged, max_connections=4):
+        idle = []
+        for _ in range(10):
+            connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+            connection.request("GET", "/lock.txt")
+            connection.getresponse().read()
+            idle.append(connection)
         try:
-            time.sleep(0.5)
-            assert threading.active_count() - before <= 4  # ten connections, four threads
-            # A runner's request behind them is answered once the silent ones time out.
+            started = time.monotonic()
             assert _get(server, {})[0] == 200
-            assert all(_closed_within(connection, 20) for connection in silent)
+            assert time.monotonic() - started < 5  # not the idle timeout (30 s)
+            assert sum(_closed_within(connection.sock, 5) for connection in idle if connection.sock) >= 1
         finally:
-            for connection in silent:
+            for connection in idle:
                 connection.close()
+    assert logged == []
+
+
+def test_a_request_head_that_does_not_arrive_whole_within_its_deadline_is_closed(
+        house: Path, logged: List[str]) -> None:
+    # Slowloris: a header line every so often, each read within the idle timeout.
+    for server in _serve(house, logged, head_timeout=1.0, max_connections=4):
+        slow = [socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) for _ in range(6)]
+        try:
+            for connection in slow:
+                connection.sendall(b"GET /lock.txt HTTP/1.1\r\n")
+            started = time.monotonic()
+            assert _get(server, {})[0] == 200  # the bound closes one of them for it at once
+            assert time.monotonic() - started < 5
+            for _ in range(3):
+                time.sleep(0.4)
+                for connection in slow:
+                    with contextlib.suppress(OSError):
+                        connection.sendall(b"X-Slow: 1\r\n")
+            assert all(_closed_within(connection, 10) for connection in slow)
+            assert time.monotonic() - started < 10
+        finally:
+            for connection in slow:
+                connection.close()
+    assert logged and all(line == "127.0.0.1: closed: its request head did not arrive within 1 s" for line in logged)
+
+
+def test_a_folder_swapped_for_a_link_while_files_are_asked_never_leads_out(house: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.whl").write_bytes(b"outside the wheelhouse")
+    inside = house / "files" / "sub"
+    inside.mkdir()
+    (inside / "a.whl").write_bytes(b"the wheelhouse's own")
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            inside.rename(house / "files" / "sub.real")
+            inside.symlink_to(outside, target_is_directory=True)
+            inside.unlink()
+            (house / "files" / "sub.real").rename(inside)
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    bodies: Dict[bytes, int] = {}
+    for server in _serve(house, []):
+        swapper.start()
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+            for _ in range(600):
+                connection.request("GET", "/files/sub/a.whl")
+                body = connection.getresponse().read()
+                bodies[body] = bodies.get(body, 0) + 1
+        finally:
+            stop.set()
+            swapper.join()
+        connection.request("GET", "/files/sub/a.whl")  # the folder in place again: served
+        assert connection.getresponse().read() == b"the wheelhouse's own"
+        connection.close()
+    assert b"outside the wheelhouse" not in bodies, bodies
 
 
 # -- what the runners are told to run -------------------------------------------------------------

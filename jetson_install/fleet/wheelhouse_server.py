@@ -7,16 +7,22 @@ ignores Range, so uv, which reads a wheel's metadata before installing it, fetch
 twice. This server keeps connections open (HTTP/1.1), queues what uv opens at once, and
 answers single byte ranges.
 
-It also serves what a wheelhouse is and nothing more: a regular file whose real path (links
-resolved) is `lock.txt` or under `files/` or `simple/` of DIR, no dotfile, no folder listing,
-no FIFO or device (a FIFO would hold a thread forever). A connection that stays silent is
-closed after an idle timeout, and past a bound on connections the rest wait in the listen
-queue, so half-open connections cannot pile up threads. A request it refuses gets its status
-and one log line, never a traceback.
+It also serves what a wheelhouse is and nothing more: a regular file that is `lock.txt` or
+under `files/` or `simple/` of DIR, opened relative to DIR one name at a time without following
+any symbolic link (openat with O_NOFOLLOW), so no link, however swapped in, leads out; no
+dotfile, no folder listing, no FIFO or device (a FIFO would hold a thread forever). A request
+head must arrive whole within a deadline of its first byte; a connection that says nothing is
+closed after an idle timeout; and at the bound on connections, the one idle longest is closed
+for the new one, so idle keep-alive connections never make a request wait. A request it refuses
+gets its status and one log line, never a traceback.
+
+For a fleet, a static web server (nginx) or an OCI registry serves the same wheelhouse with
+engines built for it (docs/fleets.md); this one is for a few boards on a trusted network.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import errno
 import http.server
@@ -24,13 +30,15 @@ import io
 import ipaddress
 import os
 import re
+import select
 import shutil
 import socket
 import stat
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import BinaryIO, Callable, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, List, Optional, Set, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
 from jetson_install.base.errors import BadInput
@@ -38,7 +46,7 @@ from jetson_install.base.outputs import read_regular_file
 from jetson_install.catalog.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, Lock, parse_lock
 from jetson_install.planning.fixes import Rerun, runner_command
 
-__all__ = ["WheelhouseServer", "open_server", "serving_lines", "serving_url", "IDLE_TIMEOUT",
+__all__ = ["WheelhouseServer", "open_server", "serving_lines", "serving_url", "IDLE_TIMEOUT", "HEAD_TIMEOUT",
            "MAX_CONNECTIONS"]
 
 # uv downloads up to 50 files at once (DEFAULT_DOWNLOADS in astral-sh/uv
@@ -48,9 +56,16 @@ _LISTEN_QUEUE = 128
 #: Seconds a connection may stay silent before it is closed. A runner's uv closes its
 #: connections when it exits; one that neither asks nor leaves holds a thread until then.
 IDLE_TIMEOUT = 30.0
+#: Seconds a request head (its line and headers) may take from its first byte: a client that
+#: sends a header line every few seconds (slowloris) holds its connection no longer than this.
+HEAD_TIMEOUT = 10.0
 #: Connections served at once, each on its thread: four runners' 50 downloads. Past it the
-#: next connections wait in the listen queue until one ends.
+#: connection idle longest is closed for the new one; where none is idle, the next wait in
+#: the listen queue until one ends.
 MAX_CONNECTIONS = 200
+# What a connection is doing, for the bound and the head's deadline: waiting for a request,
+# reading a request's head, or answering one.
+_IDLE, _HEAD, _BUSY = "idle", "head", "busy"
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 # A byte position with more digits than this is past any file (and int() refuses 4300 digits).
 _POSITION_DIGITS = 18
@@ -76,10 +91,35 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     sys_version = ""  # the Server header names no Python version
     server: "WheelhouseServer"
     _range_sent: Optional[Tuple[int, int]] = None  # the bytes this response carries, when a range
+    # Unbuffered: a request's first byte is seen on the socket itself (select), never left in
+    # a buffer; a request head is a few hundred bytes.
+    rbufsize = 0
 
     def setup(self) -> None:
         super().setup()
         self.connection.settimeout(self.server.idle_timeout)  # each read and write waits this long at most
+
+    def handle_one_request(self) -> None:
+        """Wait for the next request idle (where the bound may close this connection for a new
+        one), then read its head against the deadline, then answer it."""
+        self.server.connections.mark(self, _IDLE)
+        try:
+            readable, _, _ = select.select([self.connection], [], [], self.server.idle_timeout)
+        except (OSError, ValueError):  # closed for a new connection meanwhile
+            readable = []
+        if not readable or not self.server.connections.mark(self, _HEAD):
+            self.close_connection = True
+            return
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self.server.connections.mark(self, _BUSY)  # the head is read: the answer takes the time it takes
+        return parsed
+
+    def finish(self) -> None:
+        self.server.connections.forget(self)
+        super().finish()
 
     def handle(self) -> None:
         try:
@@ -113,15 +153,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self, body: bool) -> None:
         try:
-            found, folder = self.server.locate(self.path)
-            if folder:
+            found, redirect = self.server.open_file(self.path)
+            if redirect is not None:
                 # simple/NAME asked without its slash: the page's relative links need it.
                 self.send_response(301)
-                self.send_header("Location", quote(found) + "/")
+                self.send_header("Location", quote(redirect) + "/")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
-            handle, status = _open_regular(found)
+            assert found is not None
+            handle, status, name = found
         except _Refused as refused:
             self.send_error(refused.code, refused.why)
             return
@@ -142,7 +183,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             start, end = self._range_sent or (0, size - 1)
             self.send_response(200 if self._range_sent is None else 206)
-            self.send_header("Content-Type", _CONTENT_TYPES.get(os.path.splitext(found)[1], "application/octet-stream"))
+            self.send_header("Content-Type", _CONTENT_TYPES.get(os.path.splitext(name)[1], "application/octet-stream"))
             if self._range_sent is not None:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
             self.send_header("Content-Length", str(end - start + 1))
@@ -203,25 +244,80 @@ def _position(digits: str) -> int:
     return int(digits) if len(digits) <= _POSITION_DIGITS else 10 ** _POSITION_DIGITS
 
 
-def _open_regular(path: str) -> Tuple[BinaryIO, os.stat_result]:
-    """`path` opened for reading if it is a regular file: a FIFO, a device or a socket is never
-    opened (a FIFO would block the thread), and O_NONBLOCK with fstat holds if one is swapped in."""
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO's open returns at once (fstat then refuses it) instead of holding the thread.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_at(folder: int, name: str) -> Tuple[int, os.stat_result]:
+    """`name` in the open folder `folder`, never through a link (O_NOFOLLOW: ELOOP); a
+    device, FIFO or socket is refused by its lstat before it is opened, and by fstat after."""
     try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            raise _Refused(404, "not a regular file")
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        if stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+            raise _Refused(404, "a symbolic link (none is followed)")
+        descriptor = os.open(name, _FILE_FLAGS, dir_fd=folder)
     except OSError as exc:
-        raise _Refused(404, exc.strerror or str(exc)) from None
+        raise _Refused(404, "a symbolic link (none is followed)" if exc.errno == errno.ELOOP
+                       else exc.strerror or str(exc)) from None
     status = os.fstat(descriptor)
-    if not stat.S_ISREG(status.st_mode):
+    if not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
         os.close(descriptor)
         raise _Refused(404, "not a regular file")
-    return os.fdopen(descriptor, "rb"), status
+    return descriptor, status
 
 
 def _to_stderr(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+class _Connections:
+    """Each open connection's state (idle, reading a head, answering) and since when, for the
+    bound (close the one idle longest) and the head's deadline."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._states: Dict[_Handler, Tuple[str, float]] = {}
+        self._closed: Set[_Handler] = set()
+
+    def mark(self, handler: _Handler, state: str) -> bool:
+        """`handler` is now in `state`; False where it was closed meanwhile (for another connection)."""
+        with self._lock:
+            if handler in self._closed:
+                return False
+            self._states[handler] = (state, time.monotonic())
+            return True
+
+    def forget(self, handler: _Handler) -> None:
+        with self._lock:
+            self._states.pop(handler, None)
+            self._closed.discard(handler)
+
+    def close_one_waiting(self) -> None:
+        """Close the connection idle longest, else the one longest in its head: a new connection
+        never waits for them."""
+        with self._lock:
+            waiting = [(state != _IDLE, since, handler) for handler, (state, since) in self._states.items()
+                       if state in (_IDLE, _HEAD) and handler not in self._closed]
+            if not waiting:
+                return
+            handler = min(waiting, key=lambda item: item[:2])[2]
+            self._close(handler)
+
+    def past_head_deadline(self, seconds: float) -> List[str]:
+        """Close every connection whose head began more than `seconds` ago; their clients."""
+        now = time.monotonic()
+        with self._lock:
+            late = [handler for handler, (state, since) in self._states.items()
+                    if state == _HEAD and now - since > seconds and handler not in self._closed]
+            for handler in late:
+                self._close(handler)
+        return [str(handler.client_address[0]) for handler in late]
+
+    def _close(self, handler: _Handler) -> None:
+        self._closed.add(handler)
+        with contextlib.suppress(OSError):  # its thread's select or read returns at once, and the thread ends
+            handler.connection.shutdown(socket.SHUT_RDWR)
 
 
 class WheelhouseServer(http.server.ThreadingHTTPServer):
@@ -232,25 +328,31 @@ class WheelhouseServer(http.server.ThreadingHTTPServer):
     daemon_threads = True  # a runner that stops mid-download does not keep the server from stopping
 
     def __init__(self, directory: Path, address: Tuple[str, int], lock: Lock, *,
-                 idle_timeout: float = IDLE_TIMEOUT, max_connections: int = MAX_CONNECTIONS,
-                 log: Callable[[str], None] = _to_stderr) -> None:
+                 idle_timeout: float = IDLE_TIMEOUT, head_timeout: float = HEAD_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS, log: Callable[[str], None] = _to_stderr) -> None:
         self.directory = directory
         self.lock = lock
         self.idle_timeout = idle_timeout
-        self._root = os.path.realpath(directory)
+        self.head_timeout = head_timeout
+        # DIR itself is opened once, as given; nothing under it is reached through a link.
+        self._root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.connections = _Connections()
         self._slots = threading.BoundedSemaphore(max_connections)
         self._stopping = False
         self._log = log
         self._log_lock = threading.Lock()
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler)  # a failed bind calls server_close, which closes DIR
 
     def log(self, line: str) -> None:
         with self._log_lock:  # one whole line at a time, from any connection's thread
             self._log(line)
 
-    def locate(self, request_path: str) -> Tuple[str, bool]:
-        """The real path a request names, and whether it is a folder to redirect to with its
-        slash; _Refused for anything that is not the wheelhouse's."""
+    def open_file(self, request_path: str
+                  ) -> Tuple[Optional[Tuple[BinaryIO, os.stat_result, str]], Optional[str]]:
+        """The file a request names, opened (its handle, status and name), or the path to
+        redirect to with its slash (a PEP 503 page's folder); _Refused for anything that is not
+        the wheelhouse's. Each name is opened relative to the folder before it, from DIR down,
+        without following a link, so what is opened is inside DIR whatever is swapped meanwhile."""
         # An origin-form path ("/files/x?query"), or the path of an absolute-form URL.
         path = request_path.split("?", 1)[0].split("#", 1)[0] if request_path.startswith("/") \
             else urlsplit(request_path).path
@@ -266,29 +368,42 @@ class WheelhouseServer(http.server.ThreadingHTTPServer):
             names.pop()
         if not names or any(not name or name.startswith(".") for name in names):
             raise _Refused(404, "not a file of the wheelhouse (a folder listing, a dotfile or an empty name)")
-        real = self._confined(os.path.join(self._root, *names))
-        if os.path.isdir(real):
-            page = self._confined(os.path.join(real, "index.html"))  # a PEP 503 page, never a listing
-            if not os.path.isfile(page):
-                raise _Refused(404, "a folder without an index page (no listings)")
-            return (text, True) if not folder else (page, False)
-        if folder:
-            raise _Refused(404, "not a folder")
-        return real, False
-
-    def _confined(self, path: str) -> str:
-        """`path`'s real path, if it is the wheelhouse's lock or inside its files/ or simple/."""
-        real = os.path.realpath(path)
-        inside = os.path.relpath(real, self._root).split(os.sep)
-        if inside[0] == os.pardir or any(name.startswith(".") for name in inside):
-            raise _Refused(404, "outside the wheelhouse (a link out of it, or a dotfile)")
-        if inside != [WHEELHOUSE_LOCK] and inside[0] not in (FILES_DIR, SIMPLE_DIR):
+        if names != [WHEELHOUSE_LOCK] and names[0] not in (FILES_DIR, SIMPLE_DIR):
             raise _Refused(404, f"not under {FILES_DIR}/, {SIMPLE_DIR}/ or {WHEELHOUSE_LOCK}")
-        return real
+        opened: List[int] = [os.dup(self._root)]
+        try:
+            for name in names[:-1]:
+                try:
+                    opened.append(os.open(name, _DIRECTORY_FLAGS, dir_fd=opened[-1]))
+                except OSError as exc:
+                    raise _Refused(404, "a symbolic link (none is followed)" if exc.errno == errno.ELOOP
+                                   else exc.strerror or str(exc)) from None
+            descriptor, status = _open_at(opened[-1], names[-1])
+            if stat.S_ISDIR(status.st_mode):
+                opened.append(descriptor)
+                if not folder:
+                    # Answered only where the folder has its page.
+                    os.close(_open_at(descriptor, "index.html")[0])
+                    return None, text
+                descriptor, status = _open_at(descriptor, "index.html")  # a PEP 503 page, never a listing
+                if not stat.S_ISREG(status.st_mode):
+                    os.close(descriptor)
+                    raise _Refused(404, "a folder without an index page (no listings)")
+                return (os.fdopen(descriptor, "rb"), status, "index.html"), None
+            if folder:
+                os.close(descriptor)
+                raise _Refused(404, "not a folder")
+            return (os.fdopen(descriptor, "rb"), status, names[-1]), None
+        finally:
+            for descriptor in opened:
+                os.close(descriptor)
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        # At the bound, accepting waits: the next connections wait in the listen queue.
-        while not self._slots.acquire(timeout=0.5):
+        # At the bound, the connection idle longest (or, with none idle, the one longest in its
+        # head) is closed for this one; where every one is answering, accepting waits and the
+        # next connections wait in the listen queue.
+        while not self._slots.acquire(timeout=0.05):
+            self.connections.close_one_waiting()
             if self._stopping:
                 self.shutdown_request(request)
                 return
@@ -304,6 +419,18 @@ class WheelhouseServer(http.server.ThreadingHTTPServer):
         finally:
             self._slots.release()
 
+    def service_actions(self) -> None:
+        """Between accepts (serve_forever's poll): close each connection whose request head has
+        not arrived whole within its deadline."""
+        for client in self.connections.past_head_deadline(self.head_timeout):
+            self.log(f"{client}: closed: its request head did not arrive within {self.head_timeout:g} s")
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self._root >= 0:
+            os.close(self._root)
+            self._root = -1
+
     def handle_error(self, request: object, client_address: object) -> None:
         error = sys.exc_info()[1]
         where = client_address[0] if isinstance(client_address, tuple) else client_address
@@ -315,7 +442,8 @@ class WheelhouseServer(http.server.ThreadingHTTPServer):
 
 
 def open_server(directory: Path, bind: str, port: int, rerun: "Rerun", *, idle_timeout: float = IDLE_TIMEOUT,
-                max_connections: int = MAX_CONNECTIONS, log: Callable[[str], None] = _to_stderr) -> WheelhouseServer:
+                head_timeout: float = HEAD_TIMEOUT, max_connections: int = MAX_CONNECTIONS,
+                log: Callable[[str], None] = _to_stderr) -> WheelhouseServer:
     """A server for the wheelhouse in `directory`, listening (not yet serving) on bind:port.
 
     Refused with one line: a folder that is not a wheelhouse, a port already in use, an
@@ -332,7 +460,7 @@ def open_server(directory: Path, bind: str, port: int, rerun: "Rerun", *, idle_t
     except BadInput as exc:
         raise BadInput(exc.message, fix=fill) from None
     try:
-        return WheelhouseServer(directory, (bind, port), lock, idle_timeout=idle_timeout,
+        return WheelhouseServer(directory, (bind, port), lock, idle_timeout=idle_timeout, head_timeout=head_timeout,
                                 max_connections=max_connections, log=log)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
