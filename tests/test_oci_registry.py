@@ -13,7 +13,7 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List
 
 import pytest
 from support import isolated_env
@@ -28,6 +28,9 @@ from jetson_install.base.oci_ref import Reference, parse_reference
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
 from jetson_install.fleet.oci_wheelhouse import push_wheelhouse
 from jetson_install.tools.oci import BlobMismatch, Registry, RegistryRefused
+
+if TYPE_CHECKING:
+    from jetson_install.catalog.catalog import VendorSource
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
@@ -300,3 +303,119 @@ def test_a_registry_blob_with_other_bytes_fails_the_fetch_and_keeps_the_environm
     assert f"the blob sha256:{torch.sha256} arrived with other bytes" in error["message"] and "refused" in error["message"]
     assert not (tmp_path / "env").exists() and not list(tmp_path.glob("env.d/env-*"))
     assert stat.S_ISDIR(os.stat(tmp_path).st_mode)
+
+
+# -- a registry as a mirror of the recorded builds ---------------------------------------------------
+
+REFUSED = "http://127.0.0.1:9/simple"  # the discard port: nothing listens there
+
+
+def _holding(registry: StubRegistry, folder: Path, repository: str = "mirror/jp6") -> str:
+    """The registry holding every wheel of `folder` as a blob of `repository`; its reference."""
+    registry.blobs[repository] = {"sha256:" + hashlib.sha256(path.read_bytes()).hexdigest(): path.read_bytes()
+                                  for path in folder.glob("*.whl")}
+    return registry.reference(repository)
+
+
+def _source(tmp_path: Path, vendor_dir: Path, *urls: str) -> "VendorSource":
+    import dataclasses
+
+    from jetson_install.catalog.catalog import load_catalog
+
+    path = tmp_path / "wheels-index.toml"
+    path.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), vendor_dir))
+    source = load_catalog(path).channel("jp6-cu126").primary
+    assert source is not None
+    return dataclasses.replace(source, index=urls[0], mirrors=tuple(urls[1:]))
+
+
+def test_a_registry_stands_in_for_a_dead_vendor_index_with_the_recorded_builds_by_sha256(
+        registry: StubRegistry, stub_index_dirs: IndexDirs, home: Path, tmp_path: Path) -> None:
+    from jetson_install.planning import vendor_sources
+
+    mirror = _holding(registry, stub_index_dirs.vendor)
+    source = _source(tmp_path, stub_index_dirs.vendor, REFUSED, mirror)
+    resolution = vendor_sources.resolve(source, source.index, "3.10", "2.35")
+    assert resolution.source == mirror and resolution.set_name == source.preferred.name
+    assert all(chosen.url == f"{mirror}@sha256:{chosen.sha256}" and chosen.known for chosen in resolution.files)
+    assert f"vendor source {REFUSED} passed over: did not answer (connection refused)" in resolution.warnings[0]
+    # Without a tag the registry is asked for each recorded build's blob; nothing else of it is read.
+    assert {method for method, path, _, _ in registry.requests if path.startswith("/v2/mirror")} == {"HEAD"}
+
+
+def test_a_registry_mirror_that_lacks_the_builds_or_is_down_is_passed_over_with_its_answer(
+        registry: StubRegistry, stub_index_dirs: IndexDirs, home: Path, tmp_path: Path,
+        start_index: Callable[..., LoopbackIndex]) -> None:
+    from jetson_install.planning import vendor_sources
+
+    good = start_index(stub_index_dirs.vendor, name="good")
+    empty = registry.reference("empty/jp6")
+    dead = "oci://127.0.0.1:9/mirror/jp6"
+    source = _source(tmp_path, stub_index_dirs.vendor, REFUSED, dead, empty, good.url)
+    resolution = vendor_sources.resolve(source, source.index, "3.10", "2.35")
+    assert resolution.source == good.url
+    said = "\n".join(resolution.warnings)
+    assert f"vendor source {dead} passed over: did not answer (connection refused)" in said, said
+    assert f"vendor source {empty} passed over: no complete set within policy" in said, said
+
+
+@pytest.mark.slow
+def test_an_install_takes_the_recorded_builds_from_a_registry_when_the_vendor_index_is_down(
+        registry: StubRegistry, stub_index_dirs: IndexDirs, tmp_path: Path, public_index: LoopbackIndex,
+        obliteratus_source: Path) -> None:
+    mirror = _holding(registry, stub_index_dirs.vendor)
+    env = _runner_env(tmp_path / "runner", stub_index_dirs.vendor)
+    result = run_cli("obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "env"), "--python", sys.executable,
+                     "--vendor-index", REFUSED, "--mirror", mirror, "--default-index", public_index.url,
+                     "--source", str(obliteratus_source), "--no-verify", "--yes", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["resolution"]["source"] == mirror
+    assert data["installed"]["torch"].startswith("2.5.0a0")
+    assert sorted(registry.blob_gets()) == sorted(file["sha256"] and "sha256:" + file["sha256"]
+                                                  for file in data["resolution"]["files"])
+    assert not (Path(os.path.realpath(tmp_path / "env")) / "jetson-install" / "fetched").exists()
+
+
+def test_a_wheelhouse_takes_a_vendor_file_its_lock_url_does_not_deliver_from_a_registry(
+        registry: StubRegistry, stub_index_dirs: IndexDirs, home: Path, tmp_path: Path) -> None:
+    from jetson_install.base.errors import StepFailed as Failed
+    from jetson_install.catalog.lock_file import file_sha256
+    from jetson_install.fleet.wheelhouse import fill_wheelhouse
+
+    torch = next(stub_index_dirs.vendor.glob("torch-*.whl"))
+    entry = Locked("torch", torch.name.split("-")[1], f"http://127.0.0.1:9/files/{torch.name}", file_sha256(torch),
+                   "vendor")
+    lock = Lock("jp6-cu126", "3.10", "aarch64", "native", "none", None, "test", (entry,))
+    mirror = registry.reference("mirror/jp6")
+    registry.blobs["mirror/jp6"] = {"sha256:" + entry.sha256: b"not the wheel"}
+    with pytest.raises(Failed) as refused:
+        fill_wheelhouse(lock, tmp_path / "refused", mirrors=(mirror,))
+    assert "arrived with other bytes" in refused.value.message
+    assert not any((tmp_path / "refused" / "files").iterdir())
+    _holding(registry, stub_index_dirs.vendor)
+    fill_wheelhouse(lock, tmp_path / "wheelhouse", mirrors=(mirror,))
+    assert file_sha256(tmp_path / "wheelhouse" / "files" / torch.name) == entry.sha256
+
+
+def test_the_wheelhouse_command_pushes_and_prints_the_digest_and_each_runners_command(
+        registry: StubRegistry, tmp_path: Path) -> None:
+    house = _house(tmp_path / "house", FILES)
+    env = isolated_env(tmp_path, fast_fail=True)
+    netrc = Path(env["HOME"]) / ".netrc"
+    netrc.write_text(f"machine 127.0.0.1 login fleet password {TOKEN}\n")
+    netrc.chmod(0o600)
+    reference = registry.reference("fleet/jp6", "v1")
+    result = run_cli("wheelhouse", str(house), "--push", reference, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    pinned = f"{reference}@{data['digest']}"
+    assert data["pushed"] == pinned and data["files"] == 2 and data["uploaded"] == 2
+    lines = result.stderr.splitlines()
+    assert lines[-3].startswith(f"pushed 2 files of {house} and its lock to {pinned} (2 uploaded")
+    assert lines[-2] == f"  on each runner (the digest pins the lock, the lock each file): jetson-install torch --wheelhouse {pinned}"
+    assert lines[-1] == f"  or with the runner's own copy of the lock: jetson-install torch --lock FILE --wheelhouse {reference}"
+    assert TOKEN not in result.stdout + result.stderr
+    bad = run_cli("wheelhouse", str(house), "--push", "oci://user:pw@127.0.0.1:5000/fleet/jp6:v1", env=env)
+    assert bad.returncode == 2 and "pw" not in bad.stderr.replace("password", "")
+    assert bad.stderr.splitlines()[0].startswith("error: --push: oci://127.0.0.1:5000/... carries credentials")

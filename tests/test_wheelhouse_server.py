@@ -213,6 +213,8 @@ def test_serving_says_its_address_even_under_quiet(house: Path, quiet: bool, mon
         "machine only; Ctrl-C stops",
         f"  on each runner, with its own copy of {house}/lock.txt (the hashes come from it, so copy it as you trust "
         f"it): jetson-install torch --lock {house}/lock.txt --wheelhouse {url}",
+        f"  this server is for a few boards on a trusted network; a fleet's is nginx serving {house} as it is "
+        f"(docs/fleets.md) or an OCI registry: jetson-install wheelhouse {house} --push oci://HOST/REPOSITORY:TAG",
         "stopped serving"])
 
 
@@ -455,7 +457,7 @@ def test_the_command_printed_for_all_addresses_is_the_fleet_route_which_takes_pl
     (house / "lock.txt").write_text(render_lock(here_lock))
     monkeypatch.setattr(socket, "gethostname", lambda: "wheelhouse-host")
     for server in _serve(house, logged):
-        first, hint = serving_lines(server, "0.0.0.0")  # listening on 127.0.0.1 alone: no test reaches further
+        first, hint, _ = serving_lines(server, "0.0.0.0")  # listening on 127.0.0.1 alone: no test reaches further
     port = server.server_address[1]
     assert first.endswith(f"on 0.0.0.0:{port}: all of this machine's addresses, so any host that reaches this port "
                           "can download them, as the fleet's runners must (--bind 127.0.0.1 keeps it to this machine); "
@@ -476,5 +478,6 @@ def test_filling_a_wheelhouse_prints_the_fleet_route(house: Path) -> None:
 
     lines = wheelhouse_lines({"directory": str(house), "files": 1, "downloaded_bytes": 0, "target": "torch",
                               "lock": str(house / "lock.txt")})
-    assert lines[2] == (f"  serve to a fleet: jetson-install wheelhouse {house} --serve, then on each runner: "
-                        f"jetson-install torch --lock {house}/lock.txt --wheelhouse http://HOST:8000/")
+    assert lines[2] == (f"  serve to a fleet: any static web server (nginx: docs/fleets.md) serves {house} as it is, "
+                        f"or push it to a registry (jetson-install wheelhouse {house} --push oci://HOST/REPOSITORY:TAG);"
+                        f" then on each runner: jetson-install torch --lock {house}/lock.txt --wheelhouse http://HOST/")

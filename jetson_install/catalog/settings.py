@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from jetson_install.base.errors import BadInput
-from jetson_install.base.oci_ref import is_loopback_host
+from jetson_install.base.oci_ref import is_loopback_host, is_oci, parse_reference
 from jetson_install.base.sourced import Sourced
 from jetson_install.base.toml_file import TomlData
 from jetson_install.catalog.lock_file import SIMPLE_DIR
@@ -95,7 +95,11 @@ def load_index_settings(
     if "wheelhouse" in config:
         sources.append(Sourced(wheelhouse_index(config["wheelhouse"]), f"config {path} wheelhouse"))
     for mirror in sources:
-        check_index_url(mirror.value, "--mirror" if mirror.source == "--mirror" else mirror.source, insecure)
+        where = "--mirror" if mirror.source == "--mirror" else mirror.source
+        if is_oci(mirror.value):
+            parse_reference(mirror.value, where)  # a registry: https, or plain http where insecure is allowed
+        else:
+            check_index_url(mirror.value, where, insecure)
     unique: Dict[str, Sourced[str]] = {}
     for mirror in sources:
         unique.setdefault(mirror.value, mirror)  # named twice: tried once, where it was first named
@@ -104,7 +108,10 @@ def load_index_settings(
 
 def wheelhouse_index(location: str) -> str:
     """The index a wheelhouse (`jetson-install wheelhouse DIR`) carries: DIR/simple/, as a
-    file URL for a folder on this machine."""
+    file URL for a folder on this machine; a wheelhouse pushed to a registry (oci://) is read
+    there as it is."""
+    if is_oci(location):
+        return location  # a registry's wheelhouse: its blobs, by the lock's sha256
     parts = urlsplit(location)
     if parts.scheme in ("http", "https", "file"):
         return f"{location.rstrip('/')}/{SIMPLE_DIR}/"

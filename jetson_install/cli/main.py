@@ -207,21 +207,28 @@ def lock(**given: Any) -> None:
 
 @cli.command("wheelhouse")
 @options.WHEELHOUSE
-def wheelhouse(directory: str, lock_file: str, serve: bool, bind: str, port: int, tool_wheel: Optional[str],
-               default_index: Optional[str], mirrors: Tuple[str, ...], as_json: bool) -> None:
+def wheelhouse(directory: str, lock_file: str, serve: bool, push: Optional[str], bind: str, port: int,
+               tool_wheel: Optional[str], default_index: Optional[str], mirrors: Tuple[str, ...],
+               allow_insecure_index: bool, as_json: bool) -> None:
     """Download every file of a lock into DIR, with a PEP 503 index beside them."""
-    from jetson_install.cli.commands.fleet import fill_wheelhouse, serve_wheelhouse
-    from jetson_install.cli.render import wheelhouse_lines
+    from jetson_install.cli.commands.fleet import fill_wheelhouse, push_wheelhouse, serve_wheelhouse
+    from jetson_install.cli.render import pushed_lines, wheelhouse_lines
     from jetson_install.fleet.wheelhouse_server import WheelhouseServer, serving_lines, serving_url
 
     where = Path(directory).absolute()
     context = click.get_current_context()
-    if context.get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT or not serve:
+    if context.get_parameter_source("lock_file") != click.core.ParameterSource.DEFAULT or not (serve or push):
         index = options.given(context, "default_index", default_index)
-        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index, options.typed(), mirrors)
-        if as_json:
+        result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index, options.typed(), mirrors,
+                                 allow_insecure_index)
+        if as_json and not push:
             _print_json(result)
         click.echo("\n".join(wheelhouse_lines(result)), err=True)
+    if push:
+        pushed = push_wheelhouse(where, push, allow_insecure_index, lambda line: click.echo(line, err=True))
+        if as_json:
+            _print_json(pushed)
+        click.echo("\n".join(pushed_lines(pushed)), err=True)
     if serve:
         def serving(server: WheelhouseServer) -> None:
             if isinstance(sys.stderr, QuietStream):

@@ -55,7 +55,8 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
     "vendor-index": (("--vendor-index",), dict(metavar="URL", envvar="JETSON_INSTALL_VENDOR_INDEX",
                                                help="Replace the channel's vendor index (a mirror of the same builds).")),
     "mirror": (("--mirror", "mirrors"), dict(multiple=True, metavar="URL", help="Also look for the recorded vendor "
-                                             "builds here, by sha256, after the vendor index; repeatable.")),
+                                             "builds here (an index, or oci://HOST/REPOSITORY[:TAG], a registry), by "
+                                             "sha256, after the vendor index; repeatable.")),
     "python": (("--python", "python"), dict(metavar="PATH", help="Use this interpreter (default: a system Python of "
                                                                  "the channel's version).")),
     "use-existing-torch": (("--use-existing-torch",), dict(is_flag=True, help="Keep the CUDA torch the interpreter "
@@ -165,7 +166,11 @@ WHEELHOUSE = _stacked(
     click.option("--lock", "lock_file", default="obliteratus.lock", show_default=True, metavar="FILE",
                  help="The lock whose files to download."),
     click.option("--serve", is_flag=True,
-                 help="Then serve DIR to a fleet over HTTP until Ctrl-C (without --lock: DIR as it is)."),
+                 help="Then serve DIR over HTTP until Ctrl-C, to a few boards on a trusted network (without --lock: "
+                      "DIR as it is). A fleet's server is nginx (docs/fleets.md) or a registry: --push."),
+    click.option("--push", metavar="oci://HOST[:PORT]/REPOSITORY:TAG",
+                 help="Then push DIR to this OCI registry as one artifact, each file a blob by its sha256 (without "
+                      "--lock: DIR as it is); the registry's credentials come from docker login or ~/.netrc."),
     click.option("--bind", default="0.0.0.0", show_default=True, metavar="ADDRESS",
                  help="The address --serve listens on."),
     click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
@@ -175,7 +180,10 @@ WHEELHOUSE = _stacked(
     with_options("default-index", default_index={"help": "With --tool-wheel: resolve the tool's dependencies here "
                                                          "(default: uv's own index)."}),
     with_options("mirror", mirror={"help": "Where the lock's URL of a vendor file does not deliver it: take it from "
-                                           "here, with the lock's sha256; repeatable."}),
+                                           "here (an index, or an oci:// registry), with the lock's sha256; "
+                                           "repeatable."}),
+    with_options("allow-insecure-index", allow_insecure_index={"help": "Accept plain http to remote mirrors and "
+                                                                       "registries."}),
     with_options("json", json={"help": "Print one JSON result object on stdout."}),
 )
 DOCTOR = _stacked(

@@ -239,10 +239,20 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
             f"  install offline: jetson-install {target} --wheelhouse {shlex.quote(where)}",
             # Not `python3 -m http.server`: a connection per request and no ranges make a fleet's
             # installs several times slower (the README's benchmarks); --serve has neither cost.
-            f"  serve to a fleet: jetson-install wheelhouse {shlex.quote(where)} --serve, then on each runner: "
-            + runner_command(target, result["lock"], "http://HOST:8000/")] + (
+            f"  serve to a fleet: any static web server (nginx: docs/fleets.md) serves {shlex.quote(where)} as it is, "
+            f"or push it to a registry (jetson-install wheelhouse {shlex.quote(where)} --push "
+            "oci://HOST/REPOSITORY:TAG); then on each runner: "
+            + runner_command(target, result["lock"], "http://HOST/")] + (
         [f"  the tool itself ({result['tool']['files']} files), offline on the board: {result['tool']['install']}"]
         if result.get("tool") else [])
+
+
+def pushed_lines(result: Dict[str, Any]) -> List[str]:
+    """`wheelhouse --push`: where the wheelhouse now is, by digest, and what each runner runs."""
+    return [f"pushed {result['files']} files of {result['directory']} and its lock to {result['pushed']} "
+            f"({result['uploaded']} uploaded, {result['uploaded_bytes']} bytes; the registry had the rest)",
+            f"  on each runner (the digest pins the lock, the lock each file): {result['install']}",
+            f"  or with the runner's own copy of the lock: {runner_command(result['target'], 'FILE', result['tag'])}"]
 
 
 def dockerfile_written(output: str, base: str, context: Path) -> str:

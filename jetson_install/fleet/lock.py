@@ -27,6 +27,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from jetson_install import __version__
 from jetson_install.base import git_urls
 from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.oci_ref import is_oci
 from jetson_install.base.outputs import replace_file
 from jetson_install.base.redact import CREDENTIALS_FIX, redact
 from jetson_install.base.requirements import TargetRequirement
@@ -356,6 +357,13 @@ def _vendor_entries(work: Path, resolution: "Resolution", vendor_index: Optional
         if not chosen.url:
             by_version.append(f"{chosen.name}=={chosen.version}")
             continue
+        if is_oci(chosen.url):
+            # A lock names each file by a URL uv fetches on the board; a registry's blob is not one.
+            raise StepFailed("lock", f"the vendor set came from the registry {resolution.source} (the vendor index "
+                                     f"did not serve it), and a lock names each file by a URL the board fetches, which "
+                                     "a registry's blob is not",
+                             "make the lock when the vendor index answers; meanwhile install from the registry as a "
+                             "mirror: jetson-install obliteratus --mirror " + resolution.source)
         sha256 = chosen.sha256
         if not sha256:
             copy = work / chosen.file

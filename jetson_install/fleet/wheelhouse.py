@@ -23,7 +23,9 @@ from jetson_install.catalog.lock_file import (
     file_sha256,
     render_lock,
 )
+from jetson_install.base.oci_ref import is_oci, parse_reference
 from jetson_install.tools.index import IndexRefused, IndexUnreachable, fetch_file, project_files
+from jetson_install.tools.oci import RegistryError, blob_reference, fetch_by_reference
 
 __all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
 
@@ -62,7 +64,7 @@ def tool_install_command(directory: Path) -> str:
 
 
 def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = (),
-                    mirrors: Sequence[str] = ()) -> Dict[str, Any]:
+                    mirrors: Sequence[str] = (), allow_insecure: bool = False) -> Dict[str, Any]:
     """Download every file of `lock` (and of `tool`, jetson-install with its dependencies for the
     board) into `directory`/files (checking each sha256), write the PEP 503 index under simple/
     and the wheelhouse's own lock.txt. Files already there are kept. A vendor file its URL does
@@ -79,7 +81,7 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = (),
         if path.is_file() and not path.is_symlink() and file_sha256(path) == entry.sha256:
             continue
         partial = path.with_name(path.name + ".part")
-        _download(entry, partial, mirrors if entry.origin == "vendor" else ())
+        _download(entry, partial, mirrors if entry.origin == "vendor" else (), allow_insecure)
         partial.replace(path)
         fetched += path.stat().st_size
     for relative, text in wheelhouse_pages(lock, tool).items():
@@ -94,12 +96,26 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = (),
             "tool": {"files": len(tool), "install": tool_install_command(directory)} if tool else None}
 
 
-def _download(entry: Locked, partial: Path, mirrors: Sequence[str]) -> None:
+def _download(entry: Locked, partial: Path, mirrors: Sequence[str], allow_insecure: bool = False) -> None:
     """`entry`'s file into `partial`, from its URL or else the first of `mirrors` that serves
-    the same file name with the lock's sha256 (a vendor index that is down, or lost it)."""
+    the same file name with the lock's sha256 (a vendor index that is down, or lost it); an OCI
+    registry is asked for the blob of that sha256, whatever name it would give it."""
     tried: List[str] = []
     first: Optional[StepFailed] = None
     for source in (None, *mirrors):
+        if source is not None and is_oci(source):
+            partial.unlink(missing_ok=True)
+            blob = blob_reference(parse_reference(source, "--mirror"), entry.sha256)
+            try:
+                fetch_by_reference(blob, partial, allow_insecure)
+                return
+            except RegistryError as exc:  # its bytes are checked against the sha256 as they arrive
+                partial.unlink(missing_ok=True)
+                tried.append(exc.message)
+                continue
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
         try:
             url = entry.url if source is None else next(
                 (listed.url for listed in project_files(source, entry.name) if listed.filename == entry.filename), None)

@@ -31,6 +31,7 @@ import ipaddress
 import os
 import re
 import select
+import shlex
 import shutil
 import socket
 import stat
@@ -499,4 +500,7 @@ def serving_lines(server: WheelhouseServer, bind: str) -> List[str]:
     return [f"serving {server.directory} (its {WHEELHOUSE_LOCK}, {FILES_DIR}/ and {SIMPLE_DIR}/, read-only, nothing "
             f"else) on {bind}:{port}: {_reach(bind)}; Ctrl-C stops",
             f"  on each runner, with its own copy of {lock} (the hashes come from it, so copy it as you trust it): "
-            + runner_command(server.lock.target, lock, serving_url(bind, port))]
+            + runner_command(server.lock.target, lock, serving_url(bind, port)),
+            f"  this server is for a few boards on a trusted network; a fleet's is nginx serving {server.directory} "
+            "as it is (docs/fleets.md) or an OCI registry: jetson-install wheelhouse "
+            f"{shlex.quote(str(server.directory))} --push oci://HOST/REPOSITORY:TAG"]

@@ -13,7 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from jetson_install.base.layout import staging_placeholder
+from jetson_install.base.layout import FETCHED_DIR, STATE_DIR, staging_placeholder
+from jetson_install.base.oci_ref import is_oci
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.steps import Step
 from jetson_install.board import apt
@@ -208,7 +209,14 @@ class Plan:
             if self.vendor is not None and self.vendor.wheels:
                 return list(self.vendor.wheels)
             return self.chosen_set.requirement_lines() if self.chosen_set else []
-        return [chosen.requirement() for chosen in self.resolution.files]
+        return [f"{chosen.name} @ file://{self.fetched_folder}/{chosen.file}#sha256={chosen.sha256}"
+                if is_oci(chosen.url) else chosen.requirement() for chosen in self.resolution.files]
+
+    @property
+    def fetched_folder(self) -> str:
+        """Where the vendor step puts the files an OCI registry serves (blobs by sha256, checked)
+        before uv installs them from there; uv cannot read a registry itself."""
+        return f"{self.staging}/{STATE_DIR}/{FETCHED_DIR}"
 
     @property
     def vendor_index(self) -> Optional[str]:

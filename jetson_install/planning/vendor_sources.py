@@ -40,7 +40,8 @@ def sources_in_order(source: VendorSource, index: Optional[str]) -> Tuple[str, .
     return tuple(dict.fromkeys((index, *source.mirrors)))
 
 
-def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str) -> Resolution:
+def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str,
+            allow_insecure: bool = False) -> Resolution:
     """Resolve `source`'s sets against `index` (its own, or a mirror) and then its mirrors, for
     the interpreter's CPython `python` ("3.11": the files must install there, whatever the
     channel's own Python) on a board with `glibc` ("2.35": its Ubuntu's, platform_data.ubuntu_glibc).
@@ -57,14 +58,14 @@ def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str)
     if not order:
         return offline_resolution(source)
     if len(order) == 1:
-        return _choose(source, order[0], source_listings(source, order[0]), python, glibc, first=True)
+        return _choose(source, order[0], source_listings(source, order[0], allow_insecure), python, glibc, first=True)
     passed: List[Tuple[str, str]] = []  # (source, what it answered), for the reason and the error
     fallback: Optional[Resolution] = None  # the policy's choice on the first source that has any set
     failures: List[JetsonInstallError] = []
     for position, where in enumerate(order):
         shown = recorded_url(where)
         try:
-            resolution = _choose(source, where, source_listings(source, where), python, glibc, first=position == 0)
+            resolution = _choose(source, where, source_listings(source, where, allow_insecure), python, glibc, first=position == 0)
         except (IndexUnreachable, IndexRefused) as exc:
             passed.append((shown, _answer(exc)))
             failures.append(exc)
@@ -86,7 +87,7 @@ def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str)
 
 
 def same_files_elsewhere(source: VendorSource, index: Optional[str], resolution: Resolution,
-                         failed: str) -> Tuple[Optional[Resolution], Tuple[str, ...]]:
+                         failed: str, allow_insecure: bool = False) -> Tuple[Optional[Resolution], Tuple[str, ...]]:
     """The files of `resolution` (the same names and sha256) from the next source after the
     one that failed to deliver them (`failed`, a file cut short, an HTTP error), with what
     each source passed over answered; (None, answers) when no later source serves them all."""
@@ -96,7 +97,7 @@ def same_files_elsewhere(source: VendorSource, index: Optional[str], resolution:
     answers: List[str] = []
     for shown in later:
         try:
-            listings = source_listings(source, by_shown[shown])
+            listings = source_listings(source, by_shown[shown], allow_insecure)
         except (IndexUnreachable, IndexRefused) as exc:
             answers.append(f"{shown}: {_answer(exc)}")
             continue

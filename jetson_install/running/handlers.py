@@ -5,6 +5,7 @@ returns the step's detail."""
 
 from __future__ import annotations
 
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
@@ -12,12 +13,14 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 from jetson_install.base.errors import JetsonInstallError, StepFailed
 from jetson_install.base.layout import (
     CHECKED_FILE,
+    FETCHED_DIR,
     COMPANIONS_FILE,
     COMPANIONS_INPUT,
     EVIDENCE_FILE,
     REQUIREMENTS_FILE,
     state_of,
 )
+from jetson_install.base.oci_ref import is_oci
 from jetson_install.base.redact import redact
 from jetson_install.base.steps import Step
 from jetson_install.base.upgrade import running_upgrade_command
@@ -40,7 +43,7 @@ from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.routes.shared import target_lines
 from jetson_install.running.bitsandbytes_build import run_build_step
 from jetson_install.running.execution import Run, StepHandler
-from jetson_install.tools import runner
+from jetson_install.tools import oci, runner
 
 __all__ = ["doctor", "shared_handlers"]
 
@@ -72,12 +75,14 @@ def _vendor(step: Step, run: Run) -> str:
     argv = step.argv
     while True:
         try:
+            _fetch_from_registries(plan, run)
             run.run(argv, fix)
             break
         except StepFailed as failure:
             plan = _from_next_source(plan, run, failure)
             argv = next(planned for planned in plan.steps if planned.id == step.id).bound(plan.staging,
                                                                                          str(run.staging)).argv
+    shutil.rmtree(state_of(run.staging) / FETCHED_DIR, ignore_errors=True)
     assert plan.vendor is not None and plan.resolution is not None  # the next source's plan has both
     record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
     # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on, and a
@@ -91,6 +96,24 @@ def _vendor(step: Step, run: Run) -> str:
     return ", ".join(f"{name} {package.version}" for name, package in record.installed.items())
 
 
+def _fetch_from_registries(plan: Plan, run: Run) -> None:
+    """The resolution's files an OCI registry serves, each blob by its sha256 (checked as it
+    arrives), into the folder the vendor step's requirements name; a registry that fails to
+    deliver them fails as a vendor index would, and the next source is asked."""
+    assert plan.resolution is not None
+    wanted = [chosen for chosen in plan.resolution.files if is_oci(chosen.url)]
+    if not wanted:
+        return
+    folder = state_of(run.staging) / FETCHED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for chosen in wanted:
+        run.progress(f"fetching {chosen.file} from {chosen.url}")
+        try:
+            oci.fetch_by_reference(chosen.url, folder / chosen.file, plan.settings.allow_insecure)
+        except oci.RegistryError as exc:
+            raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", exc.fix) from None
+
+
 def _from_next_source(plan: Plan, run: Run, failure: StepFailed) -> Plan:
     """The plan with the same vendor files from the next source that serves them, when the one
     the set came from failed to deliver them (a file cut short, an HTTP error); else `failure`,
@@ -99,7 +122,8 @@ def _from_next_source(plan: Plan, run: Run, failure: StepFailed) -> Plan:
     failed = plan.resolution.source
     if not plan.vendor.mirrors:
         raise failure
-    resolution, answers = vendor_sources.same_files_elsewhere(plan.vendor, plan.vendor_index, plan.resolution, failed)
+    resolution, answers = vendor_sources.same_files_elsewhere(plan.vendor, plan.vendor_index, plan.resolution, failed,
+                                                              plan.settings.allow_insecure)
     if resolution is None:
         tried = f"; the other vendor sources: {'; '.join(answers)}" if answers else ""
         raise StepFailed(failure.step, failure.message + tried, failure.fix)

@@ -167,12 +167,13 @@ class _IndexRead:
     def __init__(self, plan: Plan, interpreter: Interpreter) -> None:
         assert plan.vendor is not None
         vendor, location, glibc = plan.vendor, plan.vendor_index, ubuntu_glibc(plan.platform.ubuntu)
+        insecure = plan.settings.allow_insecure
         self._outcome: List[Any] = []
 
         def read() -> None:
             try:
                 # The interpreter's own Python decides the files, whatever the channel's is.
-                self._outcome.append(vendor_sources.resolve(vendor, location, interpreter.abi, glibc))
+                self._outcome.append(vendor_sources.resolve(vendor, location, interpreter.abi, glibc, insecure))
             except BaseException as exc:  # handed to the thread that waits for it
                 self._outcome.append(exc)
 

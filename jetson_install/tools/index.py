@@ -11,14 +11,17 @@ to reuse, or with --upgrade) and `channels --check` come here; `plan` stays offl
 from __future__ import annotations
 
 import html.parser
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 import requests
+from packaging.utils import canonicalize_name
 
 from jetson_install.base.errors import JetsonInstallError, StepFailed
+from jetson_install.base.oci_ref import is_oci, parse_reference
 from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
 from jetson_install.catalog.catalog import VendorSource
 from jetson_install.catalog.identity import ListedFile
@@ -159,12 +162,37 @@ def _from_html(text: str, page_url: str) -> List[ListedFile]:
     return files
 
 
-def source_listings(source: VendorSource, index: str) -> Dict[str, List[ListedFile]]:
-    """What `index` lists for each project `source`'s sets name."""
+def source_listings(source: VendorSource, index: str, allow_insecure: bool = False) -> Dict[str, List[ListedFile]]:
+    """What `index` lists for each project `source`'s sets name; an OCI registry (oci://) lists
+    the recorded builds it holds, by their digests (plain http there only on loopback or with
+    `allow_insecure`, as for an index)."""
     names: List[str] = []
     for version_set in source.sets:
         names.extend(name for name in version_set.specifiers if name not in names)
+    if is_oci(index):
+        return _registry_listings(source, index, names, allow_insecure)
     return {name: project_files(index, name) for name in names}
+
+
+def _registry_listings(source: VendorSource, index: str, names: List[str],
+                       allow_insecure: bool) -> Dict[str, List[ListedFile]]:
+    """A registry read as a mirror: its failures become an index's, so a dead or refusing
+    registry is passed over as a dead or refusing index is."""
+    from jetson_install.tools import oci
+
+    builds = {name: [(build.file, build.sha256) for build in source.builds
+                     if build.sha256 and canonicalize_name(build.name) == canonicalize_name(name)] for name in names}
+    try:
+        return oci.recorded_listings(parse_reference(index, "a mirror"), builds, allow_insecure)
+    except oci.RegistryRefused as exc:
+        raise IndexRefused(f"the registry {index} refused the request: {exc.message.split(': ', 1)[-1]}",
+                           fix=exc.fix) from None
+    except oci.RegistryError as exc:
+        text = exc.message.split(": ", 1)[1] if exc.message.startswith(f"{index}: ") else exc.message
+        cause = re.fullmatch(r"the registry \S+ did not answer \((.*)\)", text)
+        raise IndexUnreachable(f"the vendor index {index} did not answer ({cause.group(1) if cause else text})",
+                               fix="retry later, use the channel's fallback: --vendor-fallback, or a mirror: "
+                                   "--vendor-index URL") from None
 
 
 #: How a download's fix ends; a command that knows the user's own line says it instead.

@@ -34,9 +34,11 @@ import requests.auth
 
 from jetson_install.base.errors import JetsonInstallError
 from jetson_install.base.oci_ref import DIGEST, Reference, is_loopback_host
+from jetson_install.catalog.identity import ListedFile
 
 __all__ = ["RegistryError", "RegistryUnreachable", "RegistryRefused", "BlobMismatch", "Layer", "Manifest",
-           "Registry", "wheelhouse_manifest", "CREDENTIALS_FIX", "MANIFEST_TYPE", "TITLE"]
+           "Registry", "wheelhouse_manifest", "recorded_listings", "blob_reference", "fetch_by_reference", "CREDENTIALS_FIX",
+           "MANIFEST_TYPE", "TITLE"]
 
 #: Seconds to open a connection, and to wait for each read: a registry that is down costs seconds, never a hang.
 CONNECT_TIMEOUT = 5.0
@@ -116,6 +118,37 @@ def wheelhouse_manifest(layers: List[Layer]) -> bytes:
                     "annotations": {TITLE: layer.title}} for layer in layers],
     }
     return json.dumps(manifest, indent=2, sort_keys=False).encode("utf-8")
+
+
+def blob_reference(reference: Reference, sha256: str) -> str:
+    """How a listing names a blob of the repository: its reference by digest (a tag never moves it)."""
+    return str(Reference(reference.host, reference.repository, None, f"sha256:{sha256}"))
+
+
+def recorded_listings(reference: Reference, builds: Mapping[str, List[Tuple[str, str]]],
+                      plain_http_allowed: bool) -> Dict[str, List[ListedFile]]:
+    """What a registry serves of the recorded builds, as a listing: for each project, each
+    build (file name, sha256) whose blob the repository holds, named by its digest. With a tag
+    or digest, its manifest says which it holds (one request); without, each blob is asked for
+    (HEAD). Nothing here trusts a name: a blob is the build only by its digest."""
+    registry = Registry(reference, plain_http_allowed)
+    held = registry.manifest(reference).by_digest() if reference.manifest_reference else None
+    def holds(sha256: str) -> bool:
+        if held is not None:
+            return f"sha256:{sha256}" in held
+        return registry.blob_size(reference, f"sha256:{sha256}") is not None
+
+    return {project: [ListedFile(file, blob_reference(reference, sha256), sha256) for file, sha256 in files
+                      if holds(sha256)] for project, files in builds.items()}
+
+
+def fetch_by_reference(blob: str, destination: Path, plain_http_allowed: bool) -> int:
+    """The blob `blob` (an `oci://HOST/REPOSITORY@sha256:...` a listing gave) into `destination`, checked."""
+    from jetson_install.base.oci_ref import parse_reference
+
+    reference = parse_reference(blob, "a blob")
+    assert reference.digest is not None
+    return Registry(reference, plain_http_allowed).fetch_blob(reference, reference.digest, destination)
 
 
 # -- credentials ---------------------------------------------------------------------------------

@@ -96,8 +96,10 @@ def check_channels(catalog: Catalog, channel_id: Optional[str], vendor_index: Op
             if position == 0 and where:
                 first = reports[-1].index
                 user = tuple(mirror.value for mirror in settings.mirrors) if settings else ()
+                insecure = settings.allow_insecure if settings else False
                 for mirror in dict.fromkeys((*source.mirrors, *user)):
-                    reports.append(check_source(channel.id, source, mirror, python, glibc, mirror_of=first))
+                    reports.append(check_source(channel.id, source, mirror, python, glibc, mirror_of=first,
+                                                allow_insecure=insecure))
             if vendor_index:
                 break  # a mirror stands for the channel's first index
     return reports
@@ -140,14 +142,14 @@ def check_exit_code(reports: Sequence[SetReport]) -> int:
 
 
 def check_source(channel_id: str, source: VendorSource, index: Optional[str], python: str, glibc: str,
-                 mirror_of: Optional[str] = None, not_read: str = "the source has no index URL to list") -> SetReport:
+                 mirror_of: Optional[str] = None, not_read: str = "the source has no index URL to list", allow_insecure: bool = False) -> SetReport:
     """`channels --check` of `source` on `index`; `mirror_of`: `index` is a mirror of that
     source, which counts only the recorded builds (ok, missing, changed or unreachable)."""
     where = recorded_url(index) if index else source.location
     if index is None:
         return SetReport(channel_id, where, "not-read", (f"not read: {not_read}",))
     try:
-        listings = source_listings(source, index)
+        listings = source_listings(source, index, allow_insecure)
     except (IndexUnreachable, IndexRefused) as exc:  # not read, the message says why
         return SetReport(channel_id, where, "unreachable", (exc.message,), mirror_of)
     if mirror_of is not None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence
 
 from jetson_install.base.errors import StepFailed, Unsupported
+from jetson_install.base.oci_ref import parse_reference
 from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.lock_file import read_lock
@@ -15,12 +16,13 @@ from jetson_install.catalog.settings import check_index_url, load_index_settings
 from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
 from jetson_install.fleet.lock import LockResult, lock_target, make_lock, no_build_for_the_boards_python, tool_entries
+from jetson_install.fleet.oci_wheelhouse import push_wheelhouse as push
 from jetson_install.fleet.wheelhouse import fill_wheelhouse as fill
 from jetson_install.fleet.wheelhouse_server import WheelhouseServer, open_server
 from jetson_install.planning.fixes import Rerun
 from jetson_install.tools.index import RUN_AGAIN
 
-__all__ = ["board_lock", "fill_wheelhouse", "serve_wheelhouse"]
+__all__ = ["board_lock", "fill_wheelhouse", "push_wheelhouse", "serve_wheelhouse"]
 
 
 def board_lock(options: InstallOptions, python: Optional[str], python_version: Optional[str], output: Path,
@@ -39,22 +41,28 @@ def board_lock(options: InstallOptions, python: Optional[str], python_version: O
 
 
 def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Sourced[Optional[str]],
-                    rerun: Rerun, mirrors: Sequence[str] = ()) -> Dict[str, Any]:
+                    rerun: Rerun, mirrors: Sequence[str] = (), allow_insecure: bool = False) -> Dict[str, Any]:
     """`wheelhouse`: the lock's files, and with `tool_wheel` jetson-install's own for the board;
     a vendor file its URL does not deliver comes from the mirrors (--mirror, the configuration's);
     a failed download's fix names this command to run again."""
     lock = read_lock(lock_file)
     if tool_wheel is not None and default_index.value is not None:
         check_index_url(default_index.value, default_index.source, False)
-    settings = load_index_settings(None, "--vendor-index", None, "--default-index", False, mirrors)
+    settings = load_index_settings(None, "--vendor-index", None, "--default-index", allow_insecure, mirrors)
     # The wheelhouse being filled is no source of its own files.
     own = wheelhouse_index(str(directory))
     sources = [mirror.value for mirror in settings.mirrors if mirror.value != own]
     tool = tool_entries(Path(tool_wheel), lock, default_index.value) if tool_wheel is not None else []
     try:
-        return fill(lock, directory, tool, sources)
+        return fill(lock, directory, tool, sources, settings.allow_insecure)
     except StepFailed as exc:
         raise StepFailed(exc.step, exc.message, (exc.fix or "").replace(RUN_AGAIN, f"run: {rerun}") or None) from None
+
+
+def push_wheelhouse(directory: Path, reference: str, allow_insecure: bool,
+                    progress: Callable[[str], None]) -> Dict[str, Any]:
+    """`wheelhouse --push`: DIR to an OCI registry, as one artifact of its lock's files."""
+    return push(directory, parse_reference(reference, "--push"), allow_insecure, progress)
 
 
 def serve_wheelhouse(directory: Path, bind: str, port: int, rerun: Rerun,

@@ -98,7 +98,7 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
         plan = for_python(plan, python)  # and the caps keyed on Python follow that Python too
     try:
         return resolved_plan(plan, vendor_sources.resolve(vendor, plan.vendor_index, python,
-                                                 ubuntu_glibc(plan.platform.ubuntu)))
+                                                          ubuntu_glibc(plan.platform.ubuntu), plan.settings.allow_insecure))
     except index.IndexUnreachable as exc:
         raise index.IndexUnreachable(exc.message, fix=index_failure_fix(exc, plan, rerun)) from None
     except NoBuildForPython as exc:
