@@ -23,9 +23,7 @@ from support.stub_projects import IndexDirs
 
 from jetson_install.base.layout import OWNER_MARK
 
-# Each test runs an install or a lock to its end, then 10 or 20 more, killed midway.
-pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's"),
-              pytest.mark.slow]
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 MOMENTS = 20
 
 
@@ -82,6 +80,7 @@ def _only_what_is_marked(home: Path) -> None:
             assert entry.name in (".lock", "previous", OWNER_MARK) or entry.name.startswith("failed-env-"), entry.name
 
 
+@pytest.mark.slow  # an install to its end, then 20 more killed midway
 def test_kill_9_at_twenty_moments_leaves_no_child_and_nothing_growing(
         tmp_path: Path, cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex, obliteratus_source: Path) -> None:
     # Servers of its own and an empty uv cache (not `installer`'s shared ones): the moments are
@@ -131,6 +130,7 @@ def _pair_is_whole(lock_path: Path) -> str:
     return wheel.name
 
 
+@pytest.mark.slow  # a lock to its end, then 10 more killed midway
 def test_kill_9_of_lock_leaves_no_child_no_half_lock_and_the_previous_lock_whole(
         stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_git_repo: Path,
         tmp_path: Path) -> None:
@@ -166,3 +166,60 @@ def test_kill_9_of_lock_leaves_no_child_no_half_lock_and_the_previous_lock_whole
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []  # the killed locks' work folders
     print(f"\nlock kill moments: {killed} of 10 killed between {moments[0]:.1f} and {moments[-1]:.1f} s "
           f"(a whole lock: {whole:.1f} s)", file=sys.stderr)
+
+
+# A switch (or a rollback) killed at the very moment one of its two renames has happened: the
+# rename of the record of the environment to roll back to, and the rename of DIR's link.
+_KILLED_AFTER_A_RENAME = """
+import os, signal, sys
+from pathlib import Path
+from jetson_install.envs.home import EnvironmentHome
+
+link, operation, moment = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+replace = os.replace
+
+def replace_then_die(source, destination):
+    replace(source, destination)
+    if Path(destination).name == moment:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = replace_then_die
+home = EnvironmentHome(link)
+home.switch_to(Path(sys.argv[4])) if operation == "switch" else home.rollback()
+"""
+
+
+@pytest.mark.parametrize("operation", ["switch", "rollback"])
+@pytest.mark.parametrize("moment", ["previous", "obl"])
+def test_a_kill_at_either_rename_of_a_switch_keeps_the_environment_to_roll_back_to(
+        tmp_path: Path, operation: str, moment: str) -> None:
+    from support.cli import run_cli
+    from test_lifecycle import built
+
+    from jetson_install.envs.home import EnvironmentHome
+
+    home = EnvironmentHome(tmp_path / "obl")
+    home.lock().__enter__().__exit__()  # as an install leaves it: DIR.d marked, DIR in the user's list
+    oldest, older, newer = built(home), built(home), built(home)
+    home.switch_to(oldest)
+    home.switch_to(older)  # in use: older; kept: oldest; newer is complete, about to be switched to
+    if operation == "rollback":
+        home.switch_to(newer)
+        home.prune(keep=[newer, older])  # in use: newer; kept: older, as an install leaves them
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_A_RENAME, str(home.link), operation, moment,
+                             str(newer)], capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    # Killed before or after DIR's rename: the one to roll back to is the one in use before it.
+    in_use = Path(os.readlink(home.link))
+    kept = {("switch", newer): older, ("switch", older): oldest,
+            ("rollback", newer): older, ("rollback", older): newer}[operation, in_use]
+
+    listed = run_cli("list")
+    assert listed.returncode == 0, listed.stderr
+    assert f"  current   {in_use.name}" in listed.stdout and f"  previous  {kept.name}" in listed.stdout, listed.stdout
+    # What the next run prunes (all but the one in use and the one kept) leaves the rollback's target.
+    home.prune(keep=[home.current(), home.previous()])
+    rolled = run_cli("rollback", "--venv", str(home.link))
+    assert rolled.returncode == 0, rolled.stderr
+    assert rolled.stdout.splitlines()[0] == f"{home.link} -> {kept.name} (rolled back; {in_use.name} is kept)"
+    assert os.readlink(home.link) == str(kept)

@@ -122,16 +122,18 @@ def test_rollback_needs_a_kept_previous_environment(tmp_path: Path) -> None:
     assert home.current() == only
 
 
-def test_a_rollback_killed_before_it_recorded_the_previous_one_still_knows_it(tmp_path: Path) -> None:
+def test_the_single_path_record_of_earlier_builds_still_names_the_environment_to_roll_back_to(
+        tmp_path: Path) -> None:
     home = EnvironmentHome(tmp_path / "obl")
     home.home.mkdir()
     old, new = built(home), built(home)
-    home.switch_to(old)
     home.switch_to(new)
-    home._point_at(old)  # the rename happened; the record (previous = new's predecessor, old) did not
-    assert home.current() == old
+    (home.home / "previous").write_text(f"{old}\n")  # written after the rename, as those builds did
+    assert home.previous() == old
+    (home.home / "previous").write_text(f"{new}\n")  # ... and a kill between the two: the record names DIR's own
+    assert home.previous() == old
+    assert home.rollback() == (old, new)
     assert home.previous() == new
-    assert home.rollback() == (new, old)
 
 
 def test_uninstall_keeps_what_the_user_put_in_dir_d(tmp_path: Path) -> None:

@@ -268,8 +268,7 @@ class EnvironmentHome:
         """Point the link at `environment` atomically; return the environment it pointed at,
         which is kept (and recorded) as the one to roll back to."""
         previous = self.current()
-        self._point_at(environment)
-        self._record_previous(previous)
+        self._point_at(environment, previous)
         return previous
 
     def rollback(self) -> Tuple[Path, Path]:
@@ -284,37 +283,50 @@ class EnvironmentHome:
         if previous is None:
             raise BadInput(f"--venv {self.link}: no previous environment is kept to roll back to (only "
                            f"{current.name}, the one in use)", fix="see what is kept: jetson-install list")
-        self._point_at(previous)
-        self._record_previous(current)
+        self._point_at(previous, current)
         return previous, current
 
-    def _point_at(self, environment: Path) -> None:
+    def _point_at(self, environment: Path, previous: Optional[Path]) -> None:
+        """Rename a link to `environment` onto DIR, keeping `previous` to roll back to. The record
+        is written first and names what each of the two keeps (the one in use now keeps what it
+        kept), so whether a kill lands before DIR's rename or after it, the environment to roll
+        back to is the one the record gives for the environment DIR then points at."""
+        kept = {}
+        if previous is not None:
+            kept[environment.name] = previous.name
+            before = self.previous()  # what the one in use now keeps, while it still is
+            if before is not None:
+                kept[previous.name] = before.name
+        _replace_text(self.home / PREVIOUS_FILE, "".join(f"{now} {then}\n" for now, then in kept.items()))
         temporary = self._temporary_link()
         os.symlink(environment, temporary)
         os.replace(temporary, self.link)
 
-    def _record_previous(self, previous: Optional[Path]) -> None:
-        record = self.home / PREVIOUS_FILE
-        if previous is None:
-            record.unlink(missing_ok=True)
-            return
-        temporary = record.with_name(f".{PREVIOUS_FILE}-{uuid.uuid4().hex[:8]}")
-        temporary.write_text(f"{previous}\n")
-        os.replace(temporary, record)
-
     def previous(self) -> Optional[Path]:
+        """The environment kept to roll back to from the one DIR points at, if it is still one of
+        DIR.d's own and complete."""
         try:
-            path = Path((self.home / PREVIOUS_FILE).read_text().strip())
-        except OSError:
+            text = (self.home / PREVIOUS_FILE).read_text()
+        except (OSError, ValueError):
             return None
+        if text.startswith("/"):
+            path = self._previous_of_a_single_path(Path(text.strip()))
+        else:
+            target = self._link_target()
+            kept = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+            path = self.home / kept[target.name] if target is not None and target.name in kept else None
+        # Only one of DIR.d's own, directly in it: a hand-edited record names nothing else.
+        return path if path is not None and self._owns(path) and _is_complete(path) else None
+
+    def _previous_of_a_single_path(self, path: Path) -> Optional[Path]:
+        """The record earlier builds of the tool wrote: one path, written after DIR's rename."""
         current = self.current()
         if current is not None and path == current:
             # A switch (or a rollback) killed between its rename and this record: the environment
             # it replaced is the other complete one jetson-install made here.
             others = [other for other in self.environments() if other != current and _is_complete(other)]
             return others[-1] if others else None
-        # Only one of DIR.d's own, directly in it: a hand-edited record names nothing else.
-        return path if self._owns(path) and _is_complete(path) else None
+        return path
 
     def _temporary_link(self) -> Path:
         # Beside DIR, not in DIR.d: a rename onto DIR must stay within one filesystem.
@@ -381,8 +393,13 @@ def _read_mark(path: Path) -> Optional[str]:
 
 
 def _write_mark(path: Path, mark: str) -> None:
+    _replace_text(path, mark)
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write `path` whole in one rename: a reader, or a kill, sees the old text or the new."""
     temporary = path.with_name(f".{path.name}-{uuid.uuid4().hex[:8]}")
-    temporary.write_text(mark, encoding="ascii")
+    temporary.write_text(text, encoding="ascii")
     os.replace(temporary, path)
 
 
