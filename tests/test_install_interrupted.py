@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -107,3 +108,36 @@ def test_sigterm_and_sighup_end_an_install_as_ctrl_c_does(
         os.killpg(process.pid, 0)
     assert os.readlink(installer.venv) == before
     assert installer.torch() == f"{VENDOR_TORCH} vendor"
+
+
+def test_a_closed_stderr_lets_the_install_finish_quietly_and_says_so_in_its_log(installer: Installer) -> None:
+    # `jetson-install obliteratus ... 2>&1 | head -2`, a tee that died, a CI log pipe gone: the
+    # progress lines have no reader. Here it is gone before the first line, so nothing depends on timing.
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run(installer.argv(), stdout=subprocess.PIPE, stderr=writer, text=True,
+                                env=installer.env, timeout=600)
+    finally:
+        os.close(writer)
+    data = json.loads(result.stdout)
+    # As a closed stdout: the work is done, and the status tells a pipeline (set -o pipefail) that
+    # not everything was written.
+    assert (result.returncode, data["status"]) == (141, "installed"), result.stdout
+    assert "stderr was closed: going on without it" in Path(data["log"]).read_text()
+    assert os.readlink(installer.venv) == data["environment"]
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+    assert sorted(path.name for path in Path(f"{installer.venv}.d").iterdir() if path.name.startswith(".env-")) == []
+
+
+def test_an_install_piped_to_head_finishes_and_exits_as_a_closed_pipe_does(installer: Installer) -> None:
+    # The issue's own words: `... 2>&1 | head -2`; the two streams' reader goes away after the
+    # first lines, whenever that is.
+    command = " ".join(shlex.quote(word) for word in installer.argv())
+    result = subprocess.run(["bash", "-c", f"{command} 2>&1 | head -2; exit ${{PIPESTATUS[0]}}"], capture_output=True,
+                            text=True, env=installer.env, timeout=600)
+    assert result.returncode == 141, result.stdout
+    assert len(result.stdout.splitlines()) == 2 and "Traceback" not in result.stdout + result.stderr
+    assert (Path(os.readlink(installer.venv)) / "jetson-install" / "complete").is_file()
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"
+    assert sorted(path.name for path in Path(f"{installer.venv}.d").iterdir() if path.name.startswith(".env-")) == []

@@ -16,7 +16,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_CHECK_UNREACHABLE",
     "EXIT_CHECK_UNLISTED",
-    "EXIT_CLOSED_STDOUT",
+    "EXIT_CLOSED_OUTPUT",
     "Stopped",
     "JetsonInstallError",
     "BadInput",
@@ -41,9 +41,9 @@ EXIT_CHECK_UNREACHABLE = 4
 EXIT_CHECK_UNLISTED = 5
 #: Interrupted (Ctrl-C, SIGTERM or SIGHUP); the previous environment is kept.
 EXIT_INTERRUPTED = 130
-#: stdout was closed before all was written (`| head -1`): 128 + SIGPIPE, what a shell shows for a
-#: command SIGPIPE ended, so `set -o pipefail` still tells it from success.
-EXIT_CLOSED_STDOUT = 141
+#: stdout or stderr was closed before all was written (`| head -1`, `2>&1 | head -2`): 128 + SIGPIPE,
+#: what a shell shows for a command SIGPIPE ended, so `set -o pipefail` still tells it from success.
+EXIT_CLOSED_OUTPUT = 141
 
 
 class Stopped(KeyboardInterrupt):

@@ -1,6 +1,7 @@
 """How a run of the command line ends: every failure as one line (and, under --json, one object)
 with its documented exit code; SIGTERM and SIGHUP ending it as Ctrl-C does; a stdout closed early
-(`| head -1`) ending it quietly, without a traceback."""
+(`| head -1`) ending it quietly, without a traceback; a stderr closed early (`2>&1 | head -2`)
+letting it go on to its end without it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import click
 
 from jetson_install.base.errors import (
     EXIT_BAD_INPUT,
-    EXIT_CLOSED_STDOUT,
+    EXIT_CLOSED_OUTPUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     BadInput,
@@ -23,8 +24,8 @@ from jetson_install.base.errors import (
 from jetson_install.base.redact import RedactingStream, json_text
 from jetson_install.cli.control_characters import refuse_control_characters
 
-__all__ = ["STOPPING", "stop_like_ctrl_c", "restore", "StdoutClosed", "Stdout", "stdout_closed", "run_command",
-           "report_error"]
+__all__ = ["STOPPING", "stop_like_ctrl_c", "restore", "StdoutClosed", "Stdout", "stdout_closed", "Stderr",
+           "run_command", "report_error"]
 
 
 #: The signals that end a run as Ctrl-C does: SIGTERM (CI runners, systemd, docker stop) and SIGHUP
@@ -81,15 +82,58 @@ class Stdout(RedactingStream):
 
 
 def stdout_closed(stdout: Any) -> int:
-    """stdout was closed early (`| head -1`): nothing more to say to it, and no traceback.
-    The recipe of https://docs.python.org/3/library/signal.html#note-on-sigpipe: devnull over
-    stdout, so Python's own flush at exit does not fail again."""
+    """stdout was closed early (`| head -1`): nothing more to say to it, and no traceback."""
+    _devnull_over(stdout)
+    return EXIT_CLOSED_OUTPUT
+
+
+def _devnull_over(stream: Any) -> None:
+    """The recipe of https://docs.python.org/3/library/signal.html#note-on-sigpipe: devnull over
+    a stream whose reader is gone, so Python's own flush at exit does not fail again (exit 120)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stdout.fileno())
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
     except (OSError, AttributeError, ValueError):
-        pass  # stdout with no file descriptor (an embedding's): nothing is flushed at exit
-    return EXIT_CLOSED_STDOUT
+        pass  # a stream with no file descriptor (an embedding's): nothing is flushed at exit
+
+
+class Stderr(RedactingStream):
+    """stderr whose reader may go away (`2>&1 | head -2`, a tee that died, a CI log pipe): the run
+    goes on to its end without it, as it does when stdout closes, so an install is never left half
+    made; what it would have shown is in the log, which says stderr closed. `closed_early` makes
+    the exit status 141 at the end of a run that would have ended 0."""
+
+    closed_early = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_early:
+            try:
+                super().write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def write_controls(self, controls: str) -> None:
+        if not self.closed_early:
+            try:
+                super().write_controls(controls)
+            except BrokenPipeError:
+                self._gone()
+
+    def flush(self) -> None:
+        if not self.closed_early:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        import logging
+
+        self.closed_early = True  # first: a -v log handler writing here must not come back in
+        _devnull_over(self._stream)
+        logging.getLogger("jetson_install").warning("stderr was closed: going on without it")
 
 
 def run_command(group: click.Group, args: List[str]) -> int:

@@ -15,10 +15,18 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import click
 
-from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNSUPPORTED, BadInput
-from jetson_install.base.redact import RedactingStream, json_text
+from jetson_install.base.errors import EXIT_CLOSED_OUTPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNSUPPORTED, BadInput
+from jetson_install.base.redact import json_text
 from jetson_install.cli import options
-from jetson_install.cli.exits import Stdout, StdoutClosed, restore, run_command, stdout_closed, stop_like_ctrl_c
+from jetson_install.cli.exits import (
+    Stderr,
+    Stdout,
+    StdoutClosed,
+    restore,
+    run_command,
+    stdout_closed,
+    stop_like_ctrl_c,
+)
 from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
 
 if TYPE_CHECKING:
@@ -421,7 +429,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     # Every line printed, from any command or error path, has URL credentials masked; the
     # streams are given back afterwards, so a caller (a test, an embedding) keeps its own.
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = Stdout(sys.stdout), RedactingStream(sys.stderr)
+    stderr = Stderr(sys.stderr)
+    sys.stdout, sys.stderr = Stdout(sys.stdout), stderr
     handlers = stop_like_ctrl_c()
     code: Any
     try:
@@ -430,9 +439,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         except SystemExit as exc:  # a command's own exit status (sys.exit in cli/)
             code = exc.code
         sys.stdout.flush()  # here, not at exit, so a closed stdout is caught below
+        sys.stderr.flush()
     except StdoutClosed:
         code = stdout_closed(streams[0])
     finally:
         sys.stdout, sys.stderr = streams
         restore(handlers)
-    sys.exit(code)
+    sys.exit(EXIT_CLOSED_OUTPUT if stderr.closed_early and code in (0, None) else code)
