@@ -7,6 +7,7 @@ mid-download; nothing here reaches beyond 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -141,3 +142,31 @@ def test_an_install_piped_to_head_finishes_and_exits_as_a_closed_pipe_does(insta
     assert (Path(os.readlink(installer.venv)) / "jetson-install" / "complete").is_file()
     assert installer.torch() == f"{VENDOR_TORCH} vendor"
     assert sorted(path.name for path in Path(f"{installer.venv}.d").iterdir() if path.name.startswith(".env-")) == []
+
+
+def test_sigterm_during_the_check_step_ends_the_smoke_command_at_once(installer: Installer, tmp_path: Path) -> None:
+    # The smoke command imports the target (minutes for a real one on a board): a SIGTERM to the
+    # tool alone (a CI runner's stop) reaches no child, so the tool must end them itself.
+    changed = tmp_path / "slow-import"
+    shutil.copytree(installer.source, changed)
+    started = tmp_path / "smoke-started"
+    device = changed / "obliteratus" / "device.py"
+    device.write_text(f"import os, time\nopen({str(started)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+                      + device.read_text())
+    process = subprocess.Popen(installer.argv(changed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=installer.env, text=True, start_new_session=True)
+    try:
+        while not started.exists() or not started.read_text():
+            assert process.poll() is None, process.communicate()[1]
+            time.sleep(0.05)
+        smoke = int(started.read_text())
+        os.kill(process.pid, signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)  # not the import's 600 s
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, stderr
+    assert json.loads(stdout)["error"]["step"] == "check"
+    assert "error: interrupted during step 'check'" in stderr
+    assert not Path(f"/proc/{smoke}").exists() or "\nState:\tZ" in Path(f"/proc/{smoke}/status").read_text()
+    assert not os.path.lexists(installer.venv)  # a first install: nothing made, nothing half-made left

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import shlex
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,13 +129,15 @@ def _unfinished(report: Mapping[str, Any]) -> Optional[str]:
 def _run_probe(python: str, name: str, timeout: float,
                progress: Optional[Callable[[str], None]] = None,
                command: Optional[Sequence[str]] = None,
-               env: Optional[Mapping[str, str]] = None) -> ProbeOutcome:
+               env: Optional[Mapping[str, str]] = None,
+               cancel: Optional[threading.Event] = None) -> ProbeOutcome:
     """`command`: the probe's own command line, where it takes arguments (the integrity
-    probe's); `env`: what the environment's activate scripts export that the probe must see."""
+    probe's); `env`: what the environment's activate scripts export that the probe must see;
+    `cancel`: set when the run is interrupted (runner.end_own_groups), the probe is not started."""
     watch = _ProbeWatch(name, python, progress) if progress is not None else None
     completed = runner.run(command or probe_command(python, name), timeout=timeout, env=env,
                            on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
-                           own_group=True)
+                           own_group=True, cancel=cancel)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
 
 

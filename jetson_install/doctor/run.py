@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import os
 import re
 import shutil
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import (
@@ -235,26 +236,29 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     platform = request.platform
     assembler = (assembler_command(interpreter, platform.compute_capability, platform.board_root)
                  if platform is not None and platform.compute_capability and "assembler" in probes_needed else None)
+    interrupted = threading.Event()  # set on an interruption: a probe not yet started is not started
     with ThreadPoolExecutor(max_workers=5) as pool:
         try:
             torch_future = (
-                pool.submit(_run_probe, interpreter, "torch", request.timeout, progress, None, triton_env)
+                pool.submit(_run_probe, interpreter, "torch", request.timeout, progress, None, triton_env, interrupted)
                 if "torch" in probes_needed
                 else None
             )
             assembler_future = (
-                pool.submit(_run_probe, interpreter, "assembler", request.timeout, progress, assembler, triton_env)
+                pool.submit(_run_probe, interpreter, "assembler", request.timeout, progress, assembler, triton_env,
+                            interrupted)
                 if assembler is not None
                 else None
             )
             bnb_future = (
-                pool.submit(_run_probe, interpreter, "bitsandbytes", request.timeout, progress)
+                pool.submit(_run_probe, interpreter, "bitsandbytes", request.timeout, progress, cancel=interrupted)
                 if "bitsandbytes" in probes_needed
                 else None
             )
             integrity_future = (
                 pool.submit(_run_probe, interpreter, "integrity", request.timeout, progress,
-                            integrity_command(interpreter, recorded_vendor(interpreter), request.strict))
+                            integrity_command(interpreter, recorded_vendor(interpreter), request.strict),
+                            cancel=interrupted)
                 if "integrity" in probes_needed
                 else None
             )
@@ -262,12 +266,13 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
             added_future = (
                 pool.submit(_run_probe, interpreter, "additions", request.timeout, progress,
                             additions_command(interpreter, [requirement_without_credentials(line)
-                                                            for line in request.additions]))
+                                                            for line in request.additions]),
+                            cancel=interrupted)
                 if "additions" in probes_needed and request.additions
                 else None
             )
             commands_future = (
-                pool.submit(_run_check_commands, interpreter, request.check_commands, request.timeout)
+                pool.submit(_run_check_commands, interpreter, request.check_commands, request.timeout, interrupted)
                 if "additions" in probes_needed and request.check_commands
                 else None
             )
@@ -304,7 +309,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
         except BaseException:
             # Ctrl-C: the probes run in process groups of their own, which it does not reach,
             # and the pool would wait for them to end.
-            runner.end_own_groups()
+            runner.end_own_groups(interrupted)
             raise
     results: Dict[str, CheckResult] = {}
     for spec in selected:
@@ -349,10 +354,11 @@ def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, section: 
     return conformed
 
 
-def _run_check_commands(python: str, commands: Sequence[str], timeout: float
+def _run_check_commands(python: str, commands: Sequence[str], timeout: float, cancel: threading.Event
                         ) -> Tuple[Tuple[str, runner.Completed], ...]:
     """Each --check-command in the environment of `python`, one after the other."""
-    return tuple((command, runner.run(check_command(python, command), timeout=timeout, own_group=True))
+    return tuple((command, runner.run(check_command(python, command), timeout=timeout, own_group=True,
+                                      cancel=cancel))
                  for command in commands)
 
 

@@ -6,6 +6,7 @@ returns the step's detail."""
 from __future__ import annotations
 
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
@@ -230,10 +231,17 @@ def _board_assembler(report: Mapping[str, Any]) -> Tuple[Dict[str, str], str]:
 
 def _check(step: Step, run: Run) -> str:
     check_command, smoke_command, *added = step.commands
+    interrupted = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        smoke_future = pool.submit(runner.run, smoke_command, timeout=300)
-        check = pip_check(run.python, check_command)
-        smoke = smoke_future.result()
+        # In a group of its own, ended here on an interruption: a SIGTERM to the tool alone (a CI
+        # runner's stop) reaches no child, and the pool would wait for the import to finish.
+        smoke_future = pool.submit(runner.run, smoke_command, timeout=300, own_group=True, cancel=interrupted)
+        try:
+            check = pip_check(run.python, check_command)
+            smoke = smoke_future.result()
+        except BaseException:
+            runner.end_own_groups(interrupted)
+            raise
     run.outcome(check, f"resolve the conflict uv pip check names, then run: {run.rerun}")
     if not smoke.ok:
         raise StepFailed("check", f"step 'check' failed: {' '.join(run.plan.target.smoke)} -> "

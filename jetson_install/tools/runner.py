@@ -10,6 +10,7 @@ cannot change what a probe or uv sees.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -92,6 +93,7 @@ def run(
     on_tick: Optional[Callable[[], None]] = None,
     own_group: bool = False,
     secret_stdout: bool = False,
+    cancel: Optional[threading.Event] = None,
 ) -> Completed:
     """Run argv to completion, reading its output as it comes; never raises for a failing child.
 
@@ -102,28 +104,33 @@ def run(
 
     A timeout gives returncode -9 and ``timed_out=True``; a missing executable
     gives returncode 127 with the reason on stderr. Ctrl-C ends the child too, and with
-    ``own_group`` everything the child started. With ``secret_stdout`` (a credential helper's
-    answer) the child's stdout is kept out of the log: only its stderr is logged.
+    ``own_group`` everything the child started; `cancel` (for a child another thread starts):
+    once end_own_groups set it, the child is not started. With ``secret_stdout`` (a credential
+    helper's answer) the child's stdout is kept out of the log: only its stderr is logged.
     """
     name = os.path.basename(str(argv[0]))
     log.debug("run: %s", " ".join(str(a) for a in argv))
-    try:
-        proc = subprocess.Popen(
-            [str(a) for a in argv],
-            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=child_environment(env, unset),
-            cwd=cwd,
-            # A probe gets its own process group, so a timeout ends what it started too;
-            # uv stays in ours, so a kill of the whole install reaches it.
-            start_new_session=own_group,
-            preexec_fn=_dies_with_us(),
-        )
-    except OSError as exc:
-        return Completed(tuple(argv), 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
-    if own_group:
-        with _own_groups_lock:
+    # A child in a group of its own is started and registered under the lock end_own_groups
+    # takes: it ends every child started before it, and no child is started after it.
+    with _own_groups_lock if own_group else contextlib.nullcontext():
+        if cancel is not None and cancel.is_set():
+            return Completed(tuple(argv), -9, "", f"{argv[0]} was not started: the run was interrupted")
+        try:
+            proc = subprocess.Popen(
+                [str(a) for a in argv],
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_environment(env, unset),
+                cwd=cwd,
+                # A probe gets its own process group, so a timeout ends what it started too;
+                # uv stays in ours, so a kill of the whole install reaches it.
+                start_new_session=own_group,
+                preexec_fn=_dies_with_us(),
+            )
+        except OSError as exc:
+            return Completed(tuple(argv), 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
+        if own_group:
             _own_groups.add(proc)
     try:
         return _follow(proc, argv, name, timeout, input_text, on_line, on_tick, own_group, secret_stdout)
@@ -132,11 +139,15 @@ def run(
             _own_groups.discard(proc)
 
 
-def end_own_groups() -> None:
-    """End every child started with own_group that still runs, with what it started. A Ctrl-C
-    reaches only the main thread, and a child in a group of its own gets no SIGINT: one that
-    another thread waits for (the doctor's probes run side by side) would run on to its end."""
+def end_own_groups(cancel: Optional[threading.Event] = None) -> None:
+    """End every child started with own_group that still runs, with what it started, and set
+    `cancel`, so that the other threads given it start none after. A Ctrl-C reaches only the
+    main thread, and a child in a group of its own gets no SIGINT (nor any child a SIGTERM to
+    the tool alone): one that another thread waits for (the doctor's probes run side by side)
+    would run on to its end."""
     with _own_groups_lock:
+        if cancel is not None:
+            cancel.set()
         running = list(_own_groups)
     for proc in running:
         _kill(proc, own_group=True)
