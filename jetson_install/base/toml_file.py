@@ -65,9 +65,11 @@ def _table_name(header: str) -> str:
 
 
 
-# -- the formats the data files' schemas name: packaging parses them, imported only when a file is checked
+# -- the formats the data files' schemas name: packaging parses them, imported only when a file is
+# checked; a string the file repeats (the Thor channels share their sets and builds) is parsed once
 
 
+@functools.lru_cache(maxsize=None)
 def _version(text: str) -> bool:
     from packaging.version import InvalidVersion, Version
     try:
@@ -77,6 +79,7 @@ def _version(text: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=None)
 def _specifier(text: str) -> bool:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     try:
@@ -91,6 +94,7 @@ def _pin(text: str) -> bool:
     return _specifier(text) if text[:1] in "<>=!~" else _version(text)
 
 
+@functools.lru_cache(maxsize=None)
 def _requirement(text: str) -> bool:
     from packaging.requirements import InvalidRequirement, Requirement
     try:
@@ -100,6 +104,7 @@ def _requirement(text: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=None)
 def _wheel_file(text: str) -> bool:
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
     try:

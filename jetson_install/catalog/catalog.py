@@ -10,12 +10,12 @@ reviewer can correct the data without reading this code.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -384,8 +384,10 @@ def _version_set(file: TomlData, at: Tuple[Key, ...], entry: Mapping[str, Any], 
     for package in VENDOR_PACKAGES:
         if package in entry:
             value = entry[package]
-            spec = value if value[:1] in "<>=!~" else f"=={value}"
-            if not prereleases and any(_pre_release(s.version) for s in SpecifierSet(spec) if s.operator == "=="):
+            ranged = value[:1] in "<>=!~"
+            spec = value if ranged else f"=={value}"
+            pinned = [s.version for s in SpecifierSet(spec) if s.operator == "=="] if ranged else [value]
+            if not prereleases and any(_pre_release(version) for version in pinned):
                 raise file.refuse(at, f"pins the pre-release {package}{spec}; a source whose builds are "
                                       "pre-releases says so with prereleases = true")
             specifiers[package] = spec
@@ -398,7 +400,8 @@ def _build(file: TomlData, at: Tuple[Key, ...], entry: Dict[str, Any]) -> KnownB
     sha256, prefix, cuda = entry.get("sha256"), entry.get("sha256_prefix"), entry.get("cuda")
     if sha256 is not None and prefix is not None:
         raise file.refuse(at, f"has {name}: give sha256 or sha256_prefix, not both")
-    if (cuda is not None) != (parse_wheel_filename(name)[0] == "torch"):
+    # The file name's first part is the distribution's (the schema checked it is a wheel's).
+    if (cuda is not None) != (canonicalize_name(name.split("-", 1)[0]) == "torch"):
         raise file.refuse(at, f"has {name}: a torch build gives cuda = \"MAJOR.MINOR\"; other builds give none")
     return KnownBuild(name, sha256, prefix, cuda)
 
@@ -408,7 +411,9 @@ def _companions(file: TomlData, at: Tuple[Key, ...], entry: Dict[str, Any],
     """The source's companions, and what each companion and apt package must provide."""
     companions, libraries = [], []
     for number, item in enumerate(entry.get("companions", ())):
-        name = canonicalize_name(Requirement(item["requirement"]).name)
+        # A requirement begins with its name (the schema checked it is one), up to the first
+        # character a name cannot have (https://peps.python.org/pep-0508/#names).
+        name = canonicalize_name(re.split(r"[^A-Za-z0-9._-]", item["requirement"].strip(), maxsplit=1)[0])
         if name in VENDOR_PACKAGES:
             raise file.refuse(at + ("companions", number), f"names the vendor package {name}; vendor packages "
                                                            "come only from the vendor source")
