@@ -157,13 +157,17 @@ def _table(value: Dict[str, Any], schema: Mapping[str, Any], path: Tuple[Key, ..
         if key in value and missing:
             found.append(Problem(path + (key,), "dependentRequired", schema, value[key], missing))
     names = schema.get("propertyNames")
+    if names is not None:
+        names = resolve(names, root)
+        for key in value:
+            named: List[Problem] = []
+            _own(key, names, path + (key,), formats, named)
+            found += [Problem(p.path, "propertyNames", p.schema, key) for p in named[:1]]
     properties = schema.get("properties", {})
     extra = schema.get("additionalProperties", True)
+    if isinstance(extra, dict):
+        extra = resolve(extra, root)
     for key, item in value.items():
-        if names is not None:
-            named: List[Problem] = []
-            _own(key, resolve(names, root), path + (key,), formats, named)
-            found += [Problem(p.path, "propertyNames", p.schema, key) for p in named[:1]]
         if key in properties:
             _walk(item, properties[key], path + (key,), root, formats, found)
         elif extra is False:
