@@ -17,7 +17,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.base import schema as schemas
 from jetson_install.base.errors import CatalogError
@@ -70,58 +70,31 @@ def _table_name(header: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _version(text: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _specifier(text: str) -> bool:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
-        return False
-    return True
-
-
-def _pin(text: str) -> bool:
-    """A version ("2.8.0", pinned as ==2.8.0) or a version specifier (">=0.46.1,<0.51")."""
-    return _specifier(text) if text[:1] in "<>=!~" else _version(text)
-
-
-@functools.lru_cache(maxsize=None)
-def _requirement(text: str) -> bool:
+def _parses(kind: str, text: str) -> bool:
+    """Whether packaging reads `text` as a `kind`: version, specifier, requirement or wheel."""
     from packaging.requirements import InvalidRequirement, Requirement
-    try:
-        Requirement(text)
-    except InvalidRequirement:
-        return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _wheel_file(text: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+
+    parse: Dict[str, Callable[[str], object]] = {"version": Version, "specifier": SpecifierSet,
+                                                 "requirement": Requirement, "wheel": parse_wheel_filename}
     try:
-        parse_wheel_filename(text)
-    except InvalidWheelFilename:
+        parse[kind](text)
+    except (InvalidVersion, InvalidSpecifier, InvalidRequirement, InvalidWheelFilename):
         return False
     return True
 
 
-#: The `format`s of the data files' schemas, by name.
+#: The `format`s of the data files' schemas, by name. A pin is a version ("2.8.0", pinned as
+#: ==2.8.0) or a version specifier (">=0.46.1,<0.51").
 FORMATS: schemas.Formats = {
-    "version": _version,
-    "version-specifier": _specifier,
-    "version-or-specifier": _pin,
-    "requirement": _requirement,
-    "wheel-file": _wheel_file,
-    "wheel-url": lambda text: _wheel_file(text.rsplit("/", 1)[-1]),
+    "version": lambda text: _parses("version", text),
+    "version-specifier": lambda text: _parses("specifier", text),
+    "version-or-specifier": lambda text: _parses("specifier" if text[:1] in "<>=!~" else "version", text),
+    "requirement": lambda text: _parses("requirement", text),
+    "wheel-file": lambda text: _parses("wheel", text),
+    "wheel-url": lambda text: _parses("wheel", text.rsplit("/", 1)[-1]),
 }
 
 
