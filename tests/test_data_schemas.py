@@ -201,6 +201,7 @@ def test_no_reader_reads_a_key_its_schema_does_not_declare(monkeypatch: pytest.M
         (PACKAGE / "planning" / "routes" / "preflight.schema.json", preflight._newest_default_index_cpu),
         (CONFIG_SCHEMA, lambda: settings.load_index_settings(None, "", None, "", False)),
     ]
+    assert {path for path, _ in readers} == set(DATA_SCHEMAS)  # a new data file's reader is traced too
     for schema_path, read in readers:
         seen.clear()
         read()
