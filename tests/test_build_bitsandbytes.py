@@ -22,7 +22,9 @@ import pytest
 from support import present
 from support.index_server import LoopbackIndex
 from support.lanes import lane_unavailable
+from support.manifests import assert_measured_from
 from support.planned import assert_ran_as_planned
+from support.wheels import sha256_file
 
 from jetson_install.tools import runner
 from jetson_install.planning import bitsandbytes_source as build
@@ -308,6 +310,11 @@ def test_the_install_builds_bitsandbytes_records_it_and_a_second_environment_reu
     record = json.loads((installer.venv / "jetson-install" / "vendor.json").read_text())
     assert record["built"]["bitsandbytes"]["capability"] == "87"  # the sample root's AGX Orin
     assert record["installed"]["bitsandbytes"]["version"] == "0.49.2"
+    # Its files' expected hashes come from the wheel built here, as the build recorded it.
+    built = Path(installer.env["XDG_CACHE_HOME"]) / "jetson-install" / "builds" / "bitsandbytes"
+    [wheel] = [path for path in built.rglob("bitsandbytes-*.whl")
+               if sha256_file(path) == record["built"]["bitsandbytes"]["sha256"]]
+    assert_measured_from(installer.venv, "bitsandbytes", wheel)
     assert "bitsandbytes==0.49.2" in (installer.venv / "jetson-install" / "constraints.txt").read_text()
     # The doctor checks a built bitsandbytes like a downloaded one, and its evidence says it was built.
     doctor = subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--venv", str(installer.venv),

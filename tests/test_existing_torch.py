@@ -89,6 +89,12 @@ def test_the_kept_torch_stays_and_everything_else_installs_around_it(image: Imag
     torch = kept["packages"]["torch"]
     assert (torch["version"], torch["cuda"], torch["location"]) == (KEPT_TORCH, "12.6", str(image.user_site))
     assert len(torch["record_sha256"]) == 64
+    # The tool downloaded no wheel of the kept stack: its manifest says so, for each, and why.
+    manifest = json.loads((state / "vendor-files.json").read_text())["distributions"]
+    assert sorted(manifest) == sorted(kept["packages"])
+    assert manifest["torch"] == {"version": KEPT_TORCH, "wheel": None, "wheel_sha256": None, "measured": False,
+                                 "reason": f"kept from {BASE_PYTHON}: not downloaded by jetson-install, so no wheel's "
+                                           "RECORD vouches for its files", "files": {}}
     evidence = json.loads((state / "evidence.json").read_text())
     assert evidence["status"] == "passed", [c for c in evidence["checks"] if c["status"] == "fail"]
 

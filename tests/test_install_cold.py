@@ -41,8 +41,8 @@ def test_cold_install_takes_vendor_builds_from_the_vendor_index_only(installer: 
     assert "obliteratus" not in vendor_index.requested_projects() + public_index.requested_projects()
     assert installer.python("import obliteratus.device as d; print(d.get_device('auto'))") == "cuda"
     assert "activate" in data and data["activate"] == f"source {installer.venv}/bin/activate"
-    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "target", "protect", "check",
-                                                "verify", "switch"]
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "fetch", "vendor", "target", "protect",
+                                                "check", "verify", "switch"]
     verify = next(step for step in data["steps"] if step["id"] == "verify")
     assert "GPU checks skipped: --no-verify" in verify["detail"]
     assert data["evidence"] == f"{installer.venv}/jetson-install/evidence.json"
@@ -133,10 +133,11 @@ def test_the_install_records_each_vendor_build_it_installed(installer: Installer
 
 
 @pytest.mark.slow
-def test_runtime_companions_come_from_the_default_index_by_both_commands_the_plan_shows(
+def test_runtime_companions_come_from_the_default_index_as_uv_resolves_them_and_the_tool_checks_them(
     tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], obliteratus_source: Path
 ) -> None:
     from support import build_wheel
+    from support.manifests import assert_measured_from
     from support.planned import assert_ran_as_planned, planned_commands
 
     companion = "nvidia-cuda-runtime-cu12"
@@ -152,17 +153,21 @@ def test_runtime_companions_come_from_the_default_index_by_both_commands_the_pla
     installer = Installer(tmp_path / "obl", env, vendor.url, public.url, obliteratus_source)
     code, data, stderr = installer.run()
     assert code == 0, stderr
-    assert "companions" in [s["id"] for s in data["steps"]]
     assert_ran_as_planned(data)
-    companions = next(step for step in data["plan_steps"] if step["id"] == "companions")
-    assert [command[:3] for command in companions["commands"]] == [["uv", "pip", "compile"], ["uv", "pip", "install"]]
+    # uv resolves them on the default index (each file's URL and sha256); the tool downloads and
+    # checks each, and the vendor step installs them beside the vendor builds, with no index.
+    fetch = next(step for step in data["plan_steps"] if step["id"] == "fetch")
+    [compile_] = fetch["commands"]
+    assert compile_[:3] == ["uv", "pip", "compile"] and compile_[-1].endswith("/jetson-install/companions.in")
     assert any("pip compile" in command for command in planned_commands(data))
+    assert companion in next(step for step in data["steps"] if step["id"] == "vendor")["detail"]
     assert installer.python("import nvidia_cuda_runtime_cu12 as m; print(m.__version__, m.__source_index__)") == "12.9.79 public"
     assert companion not in vendor.requested_projects()
     record = json.loads((installer.venv / "jetson-install" / "vendor.json").read_text())
     wheel = next(private_index_dirs.public.glob("nvidia_cuda_runtime_cu12-*.whl"))
     assert record["companions"] == [{"name": companion, "version": "12.9.79",
                                      "hashes": [__import__("hashlib").sha256(wheel.read_bytes()).hexdigest()]}]
+    assert_measured_from(installer.venv, companion, wheel)
     constraints = (installer.venv / "jetson-install" / "constraints.txt").read_text().split()
     assert f"{companion}==12.9.79" in constraints and f"torch=={VENDOR_TORCH}" in constraints
 

@@ -81,7 +81,7 @@ def test_a_slow_download_shows_progress_before_its_step_ends_and_the_json_counts
     assert code == 0, text
     target = next(step for step in data["plan_steps"] if step["id"] == "target")
     assert any(part.startswith("obliteratus @ ") for part in target["command"])
-    heading = next(n for n, (_, line) in enumerate(lines) if line.startswith("[4/8] target:"))
+    heading = next(n for n, (_, line) in enumerate(lines) if line.startswith("[5/9] target:"))
     end = next(n for n in range(heading, len(lines)) if re.match(r"      done in .*, [0-9.]+ MiB downloaded$", lines[n][1]))
     during = [(at, line) for at, line in lines[heading + 1:end] if "so far:" in line and f"downloading {BIG}" in line]
     assert during, text
@@ -89,6 +89,10 @@ def test_a_slow_download_shows_progress_before_its_step_ends_and_the_json_counts
     steps = {step["id"]: step for step in data["steps"]}
     # The announced size (uv rounds to 0.1 MiB); the small stub wheels go unannounced, so count 0.
     assert steps["target"]["downloaded_bytes"] == pytest.approx(wheel_size, rel=0.05)
+    # The vendor files are the tool's own downloads, each counted to the byte; the vendor step
+    # installs those files and downloads nothing.
+    fetched = {f["file"] for f in data["resolution"]["files"]}
+    assert steps["fetch"]["downloaded_bytes"] == sum((vendor_index.root / name).stat().st_size for name in fetched)
     assert steps["vendor"]["downloaded_bytes"] == 0
     assert steps["target"]["seconds"] >= SLOW_SECONDS * 0.9
     summary = next(line for _, line in lines if line.startswith("steps: "))
@@ -139,7 +143,7 @@ def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
     shown = seen.decode("utf-8", "replace")
     assert code == 0, shown
     assert json.loads(stdout)["status"] == "installed"
-    target = shown[shown.index("[4/8] target:"):shown.index("[5/8] protect:")]
+    target = shown[shown.index("[5/9] target:"):shown.index("[6/9] protect:")]
     redraws = re.findall(r"\r      ([^\r\n]*?)\x1b\[K", target)
     assert len(redraws) >= 3, target  # the clock ticks: the same line, drawn again and again
     assert all(len("      " + line) < COLUMNS for line in redraws)  # never wrapped: redrawn in place

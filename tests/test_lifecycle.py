@@ -202,6 +202,8 @@ def test_clean_removes_logs_build_cache_and_leftovers_and_says_how_much(tmp_path
     (logs / "notes.txt").write_text("mine\n")
     (cache / "builds" / "bitsandbytes" / "0.49.2-sm87").mkdir(parents=True)
     (cache / "builds" / "bitsandbytes" / "0.49.2-sm87" / "bnb.whl").write_bytes(b"w" * 50000)
+    (cache / "wheels" / ("a" * 64)).mkdir(parents=True)  # a vendor wheel the fetch step downloaded and checked
+    (cache / "wheels" / ("a" * 64) / "torch-2.8.0-cp310-cp310-linux_aarch64.whl").write_bytes(b"t" * 20000)
     (cache / "test-lanes").mkdir()
     (cache / "interpreters.json").write_text("{}\n")
     (cache / ".interpreters.json.4242").write_text("{")  # a write killed before its rename
@@ -222,6 +224,7 @@ def test_clean_removes_logs_build_cache_and_leftovers_and_says_how_much(tmp_path
     assert any(line.startswith("would remove ") and line.endswith(f"log: {logs / 'obliteratus-20261201-101010.log'}")
                for line in lines)
     assert any("bitsandbytes build cache: " + str(cache / "builds") in line for line in lines)
+    assert any(line.endswith("checked vendor wheels: " + str(cache / "wheels")) for line in lines)
     assert any(line.endswith("interpreter cache: " + str(cache / "interpreters.json")) for line in lines)
     assert f"unfinished environment: {killed}" in preview.stdout
     assert f"left      {logs / 'notes.txt'} (not made by jetson-install)" in lines
@@ -230,8 +233,9 @@ def test_clean_removes_logs_build_cache_and_leftovers_and_says_how_much(tmp_path
     result = run_cli("clean", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["total_bytes"] >= 55000 and len(data["removed"]) == 6
+    assert data["total_bytes"] >= 75000 and len(data["removed"]) == 7
     assert not (logs / "obliteratus-20261201-101010.log").exists() and not (cache / "builds").exists()
+    assert not (cache / "wheels").exists()
     assert not (cache / "interpreters.json").exists() and not (cache / ".interpreters.json.4242").exists()
     assert not killed.exists() and not (home.home / ".removing-env-20261201-000000-abcdef").exists()
     # A failed verify's evidence is kept on purpose (the install keeps the last five): not a leftover.

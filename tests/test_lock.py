@@ -23,6 +23,7 @@ from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
 from support.catalogs import stub_catalog_text
 from support import PROXY_VARIABLES
 from support.lanes import lane_unavailable
+from support.manifests import assert_measured_from
 from support.planned import assert_ran_as_planned
 from support.wheels import build_wheel
 
@@ -211,8 +212,13 @@ def test_a_lock_for_this_machine_installs_offline_from_its_wheelhouse(
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert_ran_as_planned(data)
-    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "lock", "protect", "check", "verify", "switch"]
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "fetch", "lock", "protect", "check", "verify",
+                                                "switch"]
     assert data["lock"]["file"] == f"{house.as_uri()}/lock.txt"
+    # The lock's hashes decide which wheel: its vendor files are read where the wheelhouse holds them.
+    for entry in lock.entries:
+        if entry.origin == "vendor":
+            assert_measured_from(venv, entry.name, house / "files" / entry.filename)
     assert data["installed"]["torch"].startswith("2.5.0a0")
     rerun = jetson_install(cli_env, *argv)
     assert rerun.returncode == 0 and json.loads(rerun.stdout)["status"] == "unchanged", rerun.stderr

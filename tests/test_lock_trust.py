@@ -284,10 +284,12 @@ def test_an_authenticated_mirror_serves_lock_wheelhouse_and_install_through_netr
         "(HTTP 401): check the credentials")
     public.credentials = "fleet:expired"
     vendor.credentials = "fleet:s3cret"
-    cold = dict(env, UV_CACHE_DIR=str(tmp_path / "cold-cache"))  # a runner that has not downloaded them yet
+    # A runner that has not downloaded them yet: neither uv's cache nor jetson-install's checked wheels.
+    cold = dict(env, UV_CACHE_DIR=str(tmp_path / "cold-cache"), XDG_CACHE_HOME=str(tmp_path / "cold-xdg"))
     again = _install(cold, tmp_path / "env2", "--lock", str(tmp_path / "here.lock"))
     error = json.loads(again.stdout)["error"]
-    assert again.returncode == 1 and "refused the request (HTTP 401): check the credentials" in error["message"]
+    assert again.returncode == 1 and error["step"] == "fetch", again.stderr
+    assert "was refused (HTTP 401): check the credentials" in error["message"]
     # --lock takes no URL: the fix is the netrc line for the host that refused, then this install.
     assert error["fix"] == ("give 127.0.0.1's user and token in ~/.netrc (machine 127.0.0.1 login USER password TOKEN; "
                             "never written elsewhere or shown), then run: jetson-install obliteratus --root "

@@ -30,8 +30,8 @@ def test_agx_orin_jp62_plan() -> None:
     assert data["python"] == "3.10"
     assert data["vendor_index"] == "https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/"
     assert data["pins"]["torch"] == "2.8.0"
-    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "vendor", "libraries", "target", "protect",
-                                                "check", "verify", "switch"]
+    assert [s["id"] for s in data["steps"]] == ["interpreter", "environment", "fetch", "vendor", "libraries", "target",
+                                                "protect", "check", "verify", "switch"]
     # Before the target: the loader must find the apt package's libcudss.so.0 (no command: in process).
     libraries = next(s for s in data["steps"] if s["id"] == "libraries")
     assert libraries["commands"] == [] and libraries["equivalent"][:3] == ["jetson-install", "doctor", "--venv"]
@@ -41,12 +41,16 @@ def test_agx_orin_jp62_plan() -> None:
     assert "obliteratus" not in [arg.split("[")[0] for arg in target if " @ " not in arg]
 
 
-def test_vendor_step_uses_only_the_vendor_index_without_dependencies() -> None:
+def test_the_vendor_step_installs_only_the_files_the_fetch_step_checked_without_dependencies() -> None:
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
-    vendor = next(s for s in data["steps"] if s["id"] == "vendor")["command"]
-    assert "--no-deps" in vendor
-    assert vendor[vendor.index("--default-index") + 1] == data["vendor_index"]
-    assert sorted(a for a in vendor if "==" in a) == sorted(f"{k}=={v}" for k, v in data["pins"].items())
+    steps = {s["id"]: s for s in data["steps"]}
+    # Before the index is read, the fetch step says what it will download and check, and runs nothing.
+    assert steps["fetch"]["commands"] == [] and steps["fetch"]["downloads"] == []
+    assert steps["fetch"]["title"].startswith("download the files the vendor index resolves to (`plan --resolve` "
+                                              "lists them)")
+    vendor = steps["vendor"]["command"]
+    assert {"--no-deps", "--no-index", "--require-hashes"} <= set(vendor) and "--default-index" not in vendor
+    assert vendor[-2:] == ["--requirements", f"{data['venv']}.d/<new>/jetson-install/fetched.txt"]
 
 
 def test_unsupported_jetpack5_exits_3_with_reason_and_remedy() -> None:
@@ -266,11 +270,12 @@ def test_thor_takes_official_cuda_13_builds_from_the_default_index(sample: str, 
     assert data["pins"] == {"torch": "2.13.0", "torchvision": "0.28.0"}
     assert "bitsandbytes>=0.48,<0.51" in data["constraints"] and data["caps"] == []
     assert data["fallback"] == "https://pypi.jetson-ai-lab.io/sbsa/cu130/+simple/"
-    vendor = next(s for s in data["steps"] if s["id"] == "vendor")["command"]
-    assert "--default-index" not in vendor and "torch==2.13.0" in vendor
+    [compile_] = next(s for s in data["steps"] if s["id"] == "fetch")["commands"]
+    assert "--default-index" not in compile_ and compile_[-1].endswith("/jetson-install/vendor.in")
     fallback = plan_json("--root", f"sample:{sample}", "--vendor-fallback")
-    assert fallback["companions"] == [] and "companions" in [s["id"] for s in fallback["steps"]]
-    companions = next(s for s in fallback["steps"] if s["id"] == "companions")["title"]
+    fetch = next(s for s in fallback["steps"] if s["id"] == "fetch")
+    assert fallback["companions"] == [] and fetch["commands"][0][-1].endswith("/jetson-install/companions.in")
+    companions = fetch["title"]
     # Each with the soname it must provide; cuDSS held below its 1.0, which ships only libcudss.so.1.
     assert ("nvpl-blas for libnvpl_blas_lp64_gomp.so.0, nvpl-lapack for libnvpl_lapack_lp64_gomp.so.0, "
             "nvidia-cudss-cu13<1 for libcudss.so.0") in companions
@@ -288,9 +293,11 @@ def test_jetpack_7_2_on_orin_is_experimental_with_the_sm87_build_and_its_cuda_12
     assert any("no Jetson bitsandbytes" in w for w in data["warnings"])
     assert any("bitsandbytes has no upstream sm_87 build" in w for w in data["warnings"])
     steps = [s["id"] for s in data["steps"]]
-    assert steps.index("vendor") < steps.index("companions") < steps.index("target")
-    compile_argv = next(s for s in data["steps"] if s["id"] == "companions")["command"]
-    assert "--generate-hashes" in compile_argv
+    assert steps.index("fetch") < steps.index("vendor") < steps.index("target")
+    # uv resolves the runtime wheels as pylock.toml (each file's URL and sha256), which the fetch step downloads.
+    [compile_argv] = next(s for s in data["steps"] if s["id"] == "fetch")["commands"]
+    assert compile_argv[compile_argv.index("--format") + 1] == "pylock.toml"
+    assert compile_argv[compile_argv.index("--output-file") + 1].endswith("/jetson-install/pylock.companions.toml")
     assert plan_json("--root", "sample:agx-orin-jp7.2.1", "--vendor-fallback")["vendor_index"] == "the default index"
 
 

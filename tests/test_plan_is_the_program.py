@@ -19,7 +19,8 @@ from support import VENDOR_PINS, isolated_env
 from support.installer import Installer
 from support.planned import assert_ran_as_planned, assert_vendor_set_pinned
 from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
-from support.wheels import build_wheel
+from support.manifests import assert_measured_from
+from support.wheels import build_wheel, sha256_file
 from support.stub_projects import IndexDirs
 from support.index_server import LoopbackIndex
 
@@ -42,34 +43,50 @@ def _commands(steps: List[Dict[str, Any]]) -> List[List[List[str]]]:
 
 
 @pytest.mark.slow
-def test_the_download_route_runs_its_plan_and_pins_the_whole_vendor_set(installer: Installer) -> None:
+def test_the_download_route_runs_its_plan_and_pins_the_whole_vendor_set(installer: Installer,
+                                                                        stub_index_dirs: IndexDirs) -> None:
     resolved = _plan(installer.argv(), installer.env, "--resolve")
     code, data, stderr = installer.run()
     assert code == 0, stderr
     assert_ran_as_planned(data)
+    # The fetch step lists each file it downloads, by its URL and sha256: every vendor file's
+    # expected hashes are the wheel's own RECORD, and the installed files are its bytes.
+    fetch = next(step for step in data["plan_steps"] if step["id"] == "fetch")
+    assert [d["url"].rsplit("/", 1)[-1] for d in fetch["downloads"]] == [
+        f["file"].replace("+", "%2B") for f in data["resolution"]["files"]]
+    for chosen in data["resolution"]["files"]:
+        assert_measured_from(installer.venv, chosen["name"], stub_index_dirs.vendor / chosen["file"])
     # What `plan --resolve` showed is what ran: the same steps and commands.
     assert _commands(resolved["steps"]) == _commands(data["plan_steps"])
     pins = assert_vendor_set_pinned(installer.venv, list(VENDOR_PINS))
     assert pins == VENDOR_PINS
 
 
-def test_thor_plans_bitsandbytes_in_its_vendor_step_with_and_without_resolving() -> None:
+def test_thor_plans_uv_resolving_its_set_in_the_fetch_step_with_and_without_resolving() -> None:
     # uv's own default index is never listed by the tool: `plan --resolve` takes the set as the
-    # catalog records it, and both leave the range to uv in the vendor step.
+    # catalog records it, and both have uv resolve it (bitsandbytes by its range) in the fetch
+    # step, whose files the tool then downloads and checks; the vendor step installs those alone.
     argv = [sys.executable, "-m", "jetson_install", "obliteratus", "--root", THOR, "--json"]
     env = isolated_env(Path("/nonexistent"), fast_fail=True)
     plain, resolved = _plan(argv, env), _plan(argv, env, "--resolve")
+    fetch = next(step for step in plain["steps"] if step["id"] == "fetch")
+    assert fetch["title"].startswith("resolve torch==2.13.0, torchvision==0.28.0, bitsandbytes>=0.48,<0.51 on the "
+                                     "default index") and fetch["downloads"] == []
+    [compile_] = fetch["commands"]
+    assert compile_[:3] == ["uv", "pip", "compile"] and "--no-deps" in compile_ and "pylock.toml" in compile_
     vendor = next(step for step in plain["steps"] if step["id"] == "vendor")
-    assert vendor["command"][-1] == "bitsandbytes>=0.48,<0.51" and vendor["command"][-3] == "torch==2.13.0"
+    assert vendor["command"][-1].endswith("/jetson-install/fetched.txt")
+    assert "--no-index" in vendor["command"] and "--require-hashes" in vendor["command"]
     assert _commands(plain["steps"]) == _commands(resolved["steps"])
     assert "bitsandbytes>=0.48,<0.51" in plain["constraints"]
 
 
 @pytest.mark.slow
-def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_checks_it(
+def test_thor_installs_the_files_uv_resolved_as_the_tool_checked_them_pins_them_and_the_doctor_checks_them(
         tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], obliteratus_source: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    # Thor's vendor set comes from uv's default index, which the tool never lists itself: its
-    # bitsandbytes range is resolved by uv in the vendor step and pinned once installed. Here
+    # Thor's vendor set comes from uv's default index, which the tool never lists itself: uv
+    # resolves it (bitsandbytes by its range) in the fetch step, the tool downloads and checks
+    # each file, and the vendor step installs those very files, pinned from then on. Here
     # the loopback index stands in for uv's default, read only by uv (the install runs
     # in-process, with the tool's own listing of it turned off).
     from jetson_install.planning import vendor_sources
@@ -85,7 +102,7 @@ def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_ch
     env = isolated_env(tmp_path, fast_fail=True)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(vendor_sources, "resolve", lambda source, where, python, glibc: vendor_sources.offline_resolution(source))
+    monkeypatch.setattr(vendor_sources, "resolve", lambda source, *_: vendor_sources.offline_resolution(source))
     venv = tmp_path / "obl"
     argv = ["obliteratus", "--root", THOR, "--venv", str(venv), "--python", sys.executable, "--default-index",
             public.url, "--source", str(obliteratus_source), "--no-verify", "--yes", "--json"]
@@ -95,13 +112,18 @@ def test_thor_installs_bitsandbytes_in_the_vendor_step_pins_it_and_the_doctor_ch
         assert exit.code == 0, capsys.readouterr().err  # noqa: PT017 - main may return or exit 0
     data = json.loads(capsys.readouterr().out)
     assert_ran_as_planned(data)
-    vendor = next(step for step in data["plan_steps"] if step["id"] == "vendor")
-    assert vendor["command"][-1] == "bitsandbytes>=0.48,<0.51"
     pins = assert_vendor_set_pinned(venv, ["torch", "torchvision", "bitsandbytes"])
     assert pins == {"torch": "2.13.0", "torchvision": "0.28.0", "bitsandbytes": "0.49.0"}
     assert data["installed"]["bitsandbytes"] == "0.49.0"
     record = json.loads((venv / "jetson-install" / "vendor.json").read_text())
     assert record["resolution"]["files"][-1]["version"] == "0.49.0" and "bitsandbytes" in record["installed"]
+    # Every vendor file is recorded as measured from the very wheel the tool downloaded: its sha256
+    # and its own RECORD, never the environment's (support.manifests).
+    for name in ("torch", "torchvision", "bitsandbytes"):
+        recorded = next(f for f in record["resolution"]["files"] if f["name"] == name)
+        wheel = public_dir / recorded["file"]
+        assert recorded["sha256"] == sha256_file(wheel)
+        assert_measured_from(venv, name, wheel)
     # Inside the environment, another bitsandbytes is refused, as for every pinned vendor build.
     refused = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--no-index",
                               "--dry-run", "bitsandbytes==0.46.1"], capture_output=True, text=True, env=env, timeout=120)

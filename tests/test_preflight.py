@@ -37,9 +37,13 @@ def test_preflight_plan_takes_cpu_builds_of_the_channel_torch_with_its_pins_and_
     assert data["constraints"] == jetson["constraints"]
     assert "bitsandbytes>=0.46.1,<0.51" in data["constraints"] and "numpy<2" in data["constraints"]
     assert data["requirement"].startswith("obliteratus[quantization] @ ")
+    # uv resolves the CPU builds on its default index; the tool downloads and checks those files,
+    # which alone the vendor step installs.
+    fetch = next(step for step in data["steps"] if step["id"] == "fetch")
+    assert fetch["title"].startswith("resolve torch==2.8.0, torchvision==0.23.0, torchaudio==2.8.0 on the default index")
+    assert "--default-index" not in fetch["commands"][0] and fetch["commands"][0][:3] == ["uv", "pip", "compile"]
     vendor = next(step for step in data["steps"] if step["id"] == "vendor")
-    assert "--default-index" not in vendor["command"] and "--no-index" not in vendor["command"]
-    assert vendor["command"][-3:] == ["torch==2.8.0", "torchvision==0.23.0", "torchaudio==2.8.0"]
+    assert "--no-index" in vendor["command"] and vendor["command"][-1].endswith("/jetson-install/fetched.txt")
     assert "not the Jetson GPU build" in vendor["title"]
     assert next(step for step in data["steps"] if step["id"] == "verify")["equivalent"][-1] == "--preflight"
     assert data["fallback"] is None and data["vendor_index_source"] == "--preflight (uv's default index)"
@@ -55,10 +59,12 @@ def test_preflight_of_a_newer_torch_takes_the_nearest_cpu_build_or_a_named_cpu_i
     assert "set       torch==2.10.0 (CPU builds for the preflight, in place of the channel's vendor set)" in text
     named = plan_json("--root", "sample:agx-thor-jp7.0", "--preflight", "--cpu-index", "https://cpu.example/whl/cpu")
     assert named["pins"]["torch"] == "2.13.0" and not [w for w in named["warnings"] if "CPU build" in w]
-    vendor = next(step for step in named["steps"] if step["id"] == "vendor")["command"]
-    assert vendor[vendor.index("--default-index") + 1] == "https://cpu.example/whl/cpu"
-    # bitsandbytes is not asked of the CPU index: the target step takes it from the default index.
-    assert not [arg for arg in vendor if arg.startswith("bitsandbytes")]
+    # The CPU index is read by the tool itself, and bitsandbytes is not asked of it: the target
+    # step takes it from the default index.
+    assert named["vendor_index"] == "https://cpu.example/whl/cpu"
+    assert named["policy"]["sets"] == [{"torch": "==2.13.0", "torchvision": "==0.28.0"}]
+    fetch = next(step for step in named["steps"] if step["id"] == "fetch")
+    assert fetch["commands"] == [] and "the files the vendor index resolves to" in fetch["title"]
     target = next(step for step in named["steps"] if step["id"] == "target")["command"]
     assert "--default-index" not in target
 

@@ -140,14 +140,14 @@ def test_text_without_a_urls_credentials_is_shown_unchanged(text: str) -> None:
 
 
 def test_uv_gets_credentials_from_its_environment_not_its_command_line() -> None:
-    argv = uv.vendor_install_argv("/py", f"https://alice:{SECRET}@mirror.example/simple", False, ["torch==2.8.0"])
+    argv = uv.target_install_argv("/py", ["torch==2.8.0"], "/c.txt", f"https://alice:{SECRET}@mirror.example/simple")
     assert SECRET not in " ".join(argv) and "alice" not in " ".join(argv)
     assert "private=https://mirror.example/simple" in argv
     index = f"https://alice:{SECRET}@mirror.example/simple"
     variables, removed = uv.environment_for([index], argv)
     assert variables["UV_INDEX_PRIVATE_USERNAME"] == "alice" and variables["UV_INDEX_PRIVATE_PASSWORD"] == SECRET
     assert "UV_INDEX_PRIVATE_PASSWORD" in removed  # never the caller's own
-    plain = uv.environment_for(["https://mirror.example/simple"], uv.vendor_install_argv("/py", "https://mirror.example/simple", False, []))[0]
+    plain = uv.environment_for(["https://mirror.example/simple"], uv.target_install_argv("/py", [], "/c.txt", "https://mirror.example/simple"))[0]
     assert "UV_INDEX_PRIVATE_USERNAME" not in plain
 
 
@@ -285,7 +285,10 @@ def test_a_git_token_index_credentials_reach_their_servers_and_no_command_line(
     # uv's own git fetched the repository by its bare URL, and the token reached the server.
     assert f"git fetch --force --update-head-ok {served.url('OBLITERATUS.git')} " in text
     assert any(allowed for _, allowed in served.seen)
-    assert "uv pip install" in text and "private=" + vendor.url in text
+    assert "uv pip install" in text and "private=" + public.url in text
+    # The vendor files came through the tool's own downloads, with the vendor index's credentials
+    # (the server refuses a request without them), never on a command line.
+    assert vendor.downloaded_files() and vendor.url not in text
 
 
 @pytest.mark.slow

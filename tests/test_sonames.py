@@ -275,7 +275,7 @@ def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_t
     assert code == 0, stderr
     assert_ran_as_planned(data)
     steps = [step["id"] for step in data["steps"]]
-    assert steps.index("companions") < steps.index("libraries") < steps.index("target")
+    assert steps.index("fetch") < steps.index("vendor") < steps.index("libraries") < steps.index("target")
     libraries_step = next(step for step in data["steps"] if step["id"] == "libraries")
     assert libraries_step["detail"].startswith("found libcudss.so.0 in nvidia/cu13/lib")
     assert installer.python("import nvidia_cudss_cu13 as m; print(m.__version__)") == "0.8.0.10"
@@ -285,7 +285,7 @@ def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_t
     before = os.readlink(installer.venv)
 
     # Asked by name alone, the companion resolves to the release that dropped the soname: the
-    # install stops after the companions step, before the target is installed or anything switched.
+    # install stops after the vendor step installed it, before the target is installed or anything switched.
     code, data, stderr = install("nvidia-cudss-cu13")
     assert code == 1 and "Traceback" not in stderr
     assert data["status"] == "failed" and data["error"]["step"] == "libraries"

@@ -24,7 +24,7 @@ from support.index_server import LoopbackIndex
 from jetson_install.planning import vendor_sources
 from jetson_install.tools import index
 from jetson_install.catalog.catalog import VendorSource, load_catalog
-from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy
+from jetson_install.catalog.identity import ChosenFile, IdentityMismatch, NothingInPolicy
 
 TOP = Path(__file__).resolve().parent.parent
 REAL = (TOP / "wheels-index.toml").read_text()
@@ -234,8 +234,10 @@ def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_d
     resolved = json.loads(run_cli(*args, "--resolve", env=env).stdout)
     assert set(served.requested_projects()) == {"torch", "torchvision", "torchaudio", "bitsandbytes"}
     assert resolved["resolution"]["reason"] == f"the preferred set torch=={VENDOR_TORCH} is listed"
-    vendor = next(s for s in resolved["steps"] if s["id"] == "vendor")["command"]
-    assert any(arg.startswith("torch @ ") and "#sha256=" in arg for arg in vendor)
+    # Resolved, the fetch step lists each file it downloads, with the sha256 it must have.
+    downloads = next(s for s in resolved["steps"] if s["id"] == "fetch")["downloads"]
+    torch = next(f for f in resolved["resolution"]["files"] if f["name"] == "torch")
+    assert {"url": torch["url"], "sha256": torch["sha256"]} in downloads and len(torch["sha256"]) == 64
     # What to run next is the install, which takes no --resolve.
     text = run_cli(*args[:-1], "--resolve", env=env).stdout
     assert text.strip().splitlines()[-1].endswith(f"jetson-install obliteratus --vendor-index {served.url}")
@@ -347,45 +349,36 @@ def test_an_environments_versions_are_its_metadata_headers_by_normalized_name(tm
                                                     "legacy": "0.3"}
 
 
-def _installed_wheel(environment: Path, name: str, version: str, tag: str) -> None:
-    """A dist-info as uv leaves it: the WHEEL file names the wheel's tag."""
-    dist_info = environment / "lib" / "python3.12" / "site-packages" / f"{name}-{version}.dist-info"
-    dist_info.mkdir(parents=True)
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (dist_info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
-    (dist_info / "RECORD").write_text(f"{name}-{version}.dist-info/RECORD,,\n")
-
-
-def test_thors_bitsandbytes_taken_by_range_is_recorded_as_the_catalogs_build_with_its_sha256(tmp_path: Path) -> None:
-    from jetson_install.envs.record import read_record, record_installed
-
+def test_thors_files_uv_resolved_are_recorded_as_the_catalogs_builds_by_file_and_sha256() -> None:
     source = load_catalog().channel("jp7-thor-cu130").primary
     assert source is not None and source.default_index
-    # uv's default index is not listed by the tool: bitsandbytes is left to uv within its range.
+    # uv's default index is not listed by the tool: uv resolves the set (bitsandbytes by its range).
     resolution = vendor_sources.offline_resolution(source)
-    assert resolution.file("bitsandbytes") is not None and not resolution.file("bitsandbytes").sha256  # type: ignore[union-attr]
-    _installed_wheel(tmp_path, "torch", "2.13.0", "cp312-cp312-manylinux_2_28_aarch64")
-    _installed_wheel(tmp_path, "bitsandbytes", "0.50.2", "py3-none-manylinux_2_24_aarch64")
-    record = record_installed(tmp_path, resolution, (), "jetson-install torch")
-    installed = {name: package.version for name, package in record.installed.items()}
-    tags = {name: package.tags for name, package in record.installed.items()}
-    record_installed(tmp_path, resolution.with_installed(installed, tags, source.builds), (), "jetson-install torch")
-    kept = read_record(tmp_path)
-    assert kept is not None
-    files = {chosen.name: chosen for chosen in kept.resolution.files}
+    assert not any(chosen.url for chosen in resolution.files)
     listed = {build.file: build.sha256 for build in source.builds}
-    bnb = "bitsandbytes-0.50.2-py3-none-manylinux_2_24_aarch64.whl"
-    assert (files["bitsandbytes"].file, files["bitsandbytes"].version) == (bnb, "0.50.2")
-    assert files["bitsandbytes"].sha256 == listed[bnb] and files["bitsandbytes"].known
-    torch = "torch-2.13.0-cp312-cp312-manylinux_2_28_aarch64.whl"
-    assert files["torch"].file == torch and files["torch"].sha256 == listed[torch]
+    torch, bnb = "torch-2.13.0-cp311-cp311-manylinux_2_28_aarch64.whl", "bitsandbytes-0.50.2-py3-none-manylinux_2_24_aarch64.whl"
+    by_uv = [ChosenFile("torch", "2.13.0", torch, f"https://files.example/{torch}", listed[torch], False),
+             ChosenFile("bitsandbytes", "0.50.2", bnb, f"https://files.example/{bnb}", listed[bnb], False)]
+    files = {chosen.name: chosen for chosen in resolution.with_resolved(by_uv, source.builds, "uv").files}
+    assert (files["torch"].file, files["torch"].sha256, files["torch"].known, files["torch"].cuda) == \
+        (torch, listed[torch], True, "13.0")
+    assert (files["bitsandbytes"].version, files["bitsandbytes"].url, files["bitsandbytes"].known) == \
+        ("0.50.2", f"https://files.example/{bnb}", True)
+    assert files["bitsandbytes"].specifier == ">=0.48,<0.51"
+    # The catalog's file name with another sha256 is another build: refused, naming both.
+    other = [ChosenFile("bitsandbytes", "0.50.2", bnb, f"https://files.example/{bnb}", "0" * 64, False)]
+    with pytest.raises(IdentityMismatch) as refused:
+        resolution.with_resolved(other, source.builds, "uv's resolution on the default index")
+    assert refused.value.message.startswith(f"uv's resolution on the default index gives {bnb} with sha256 {'0' * 64}, "
+                                            f"but wheels-index.toml records sha256 {listed[bnb]}")
 
 
-def test_a_build_the_catalog_does_not_list_stays_recorded_without_a_sha256(tmp_path: Path) -> None:
+def test_a_build_the_catalog_does_not_list_is_recorded_with_the_sha256_uv_resolved_it_with() -> None:
     source = load_catalog().channel("jp7-thor-cu130").primary
     assert source is not None
-    resolution = vendor_sources.offline_resolution(source).with_installed(
-        {"bitsandbytes": "0.49.0"}, {"bitsandbytes": ("py3-none-manylinux_2_24_aarch64",)}, source.builds)
+    bnb = "bitsandbytes-0.49.0-py3-none-manylinux_2_24_aarch64.whl"
+    resolution = vendor_sources.offline_resolution(source).with_resolved(
+        [ChosenFile("bitsandbytes", "0.49.0", bnb, f"https://files.example/{bnb}", "a" * 64, False)], source.builds, "uv")
     chosen = resolution.file("bitsandbytes")
     assert chosen is not None and chosen.version == "0.49.0"
-    assert (chosen.file, chosen.sha256, chosen.known) == ("", None, False)
+    assert (chosen.file, chosen.sha256, chosen.known) == (bnb, "a" * 64, False)

@@ -12,9 +12,14 @@ import re
 import stat
 import zipfile
 from pathlib import Path
-from typing import Dict
+from typing import Callable, Dict
 
 import pytest
+from support import isolated_env
+from support.catalogs import stub_catalog_text
+from support.index_server import LoopbackIndex
+from support.installer import Installer
+from support.stub_projects import IndexDirs
 from support.wheels import altered_wheel, build_wheel
 
 from jetson_install.envs.manifest import (
@@ -24,6 +29,8 @@ from jetson_install.envs.manifest import (
     unmeasured,
     write_manifest,
 )
+
+TOP = Path(__file__).resolve().parent.parent
 
 
 def _torch(folder: Path) -> Path:
@@ -116,3 +123,24 @@ def test_the_manifest_is_written_private_and_whole_and_grows_by_distribution(tmp
     assert read_manifest(environment) == {"torch": torch, "torch-vision": unmeasured(
         "torch-vision", "0.23.0", "kept from /usr/bin/python3.10")}
     assert not list(path.parent.glob(".*.tmp"))
+
+
+@pytest.mark.slow
+def test_an_install_refuses_a_vendor_wheel_whose_record_lies_before_anything_is_installed(
+        tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex],
+        obliteratus_source: Path) -> None:
+    # The index and the catalog agree on the file's sha256: only its own RECORD gives it away.
+    [torch] = private_index_dirs.vendor.glob("torch-*.whl")
+    altered_wheel(torch, torch.parent, members={"torch/cuda.py": b"def is_available():\n    return True\n"})
+    catalog = tmp_path / "wheels-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor))
+    env = dict(isolated_env(tmp_path, fast_fail=True), JETSON_INSTALL_WHEELS_INDEX=str(catalog))
+    vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public)
+    installer = Installer(tmp_path / "obl", env, vendor.url, public.url, obliteratus_source)
+    code, data, stderr = installer.run()
+    assert code == 1 and data["error"]["step"] == "fetch", stderr
+    assert data["error"]["message"].startswith(f"step 'fetch' failed: refusing {torch.name}: torch/cuda.py: its bytes "
+                                               "hash to sha256=")
+    assert [step["id"] for step in data["steps"]] == ["interpreter", "environment", "fetch"]
+    assert not installer.venv.exists()
+    assert not list((tmp_path / "obl.d").glob("env-*"))  # nothing was installed, nothing switched

@@ -14,7 +14,8 @@ For --venv DIR:
     DIR.d/failed-env-<id>-evidence.json   a discarded environment's doctor evidence
 
 Per user: the data folder's environments.txt (every DIR worked on) and envs/<target> (the
-default DIRs); the cache folder's builds/ (bitsandbytes built here); the log folder's logs.
+default DIRs); the cache folder's builds/ (bitsandbytes built here) and wheels/ (the vendor
+wheels downloaded and checked); the log folder's logs.
 
 A leaf module: it imports nothing of the project, so every stage may use it.
 """
@@ -25,7 +26,9 @@ from pathlib import Path
 
 __all__ = [
     "STATE_DIR", "STAGING", "CONSTRAINTS_FILE", "EVIDENCE_FILE", "PLAN_FILE", "COMPLETE_MARK", "RECORD_FILE", "MANIFEST_FILE",
-    "LOCK_FILE", "FETCHED_DIR", "REQUIREMENTS_FILE", "ADDED_FILE", "CHECK_COMMANDS_FILE", "COMPANIONS_INPUT", "COMPANIONS_FILE", "EXCLUDES_FILE", "ACTIVATE_FILE", "GIVEN_FILE",
+    "LOCK_FILE", "FETCHED_DIR", "REQUIREMENTS_FILE", "ADDED_FILE", "CHECK_COMMANDS_FILE", "COMPANIONS_INPUT",
+    "COMPANIONS_PYLOCK", "VENDOR_INPUT", "VENDOR_PYLOCK", "FETCHED_FILE", "WHEELS_CACHE_DIR", "EXCLUDES_FILE",
+    "ACTIVATE_FILE", "GIVEN_FILE",
     "GIVEN_WHEELS_DIR", "KEPT_RESOLUTION_FILE", "TO_INSTALL_FILE", "HOME_SUFFIX", "HOME_LOCK", "PREVIOUS_FILE",
     "FAILED_EVIDENCE", "REMOVING_PREFIX", "KNOWN_ENVIRONMENTS", "ENVIRONMENTS_DIR", "BUILD_CACHE_DIR",
     "INTERPRETER_CACHE", "CHECKED_FILE", "OWNER_MARK", "OWNER_MARK_PREFIX",
@@ -63,9 +66,17 @@ REQUIREMENTS_FILE = "requirements.txt"
 ADDED_FILE = "added.txt"
 #: --check-command's commands, one a line: the check step and the doctor run them; a re-run keeps them.
 CHECK_COMMANDS_FILE = "check-commands.txt"
-#: The companions asked for, and as the default index resolved them (with their hashes).
+#: The companions asked for, and as the default index resolved them: each file's URL and sha256
+#: (uv names its pylock output pylock.toml or pylock.NAME.toml).
 COMPANIONS_INPUT = "companions.in"
-COMPANIONS_FILE = "companions.txt"
+COMPANIONS_PYLOCK = "pylock.companions.toml"
+#: The vendor packages only uv can find (on its default index), asked for by version or range,
+#: and the files it resolved them to.
+VENDOR_INPUT = "vendor.in"
+VENDOR_PYLOCK = "pylock.vendor.toml"
+#: The files the fetch step downloaded and checked, each by its path in the per-user cache and
+#: its sha256: what the vendor (or lock) step installs, with no index.
+FETCHED_FILE = "fetched.txt"
 #: --use-existing-torch: the names uv must leave to the parent interpreter (UV_EXCLUDE),
 #: what was kept, the stand-in wheels handed to the resolver, and what is left to install.
 EXCLUDES_FILE = "excludes.txt"
@@ -98,6 +109,9 @@ KNOWN_ENVIRONMENTS = "environments.txt"
 ENVIRONMENTS_DIR = "envs"
 #: In the per-user cache folder: the bitsandbytes wheels built on this machine.
 BUILD_CACHE_DIR = "builds"
+#: In the per-user cache folder: the vendor wheels the fetch step downloaded and checked, by
+#: sha256 (wheels/<sha256>/<file>), so a later install of the same file downloads nothing.
+WHEELS_CACHE_DIR = "wheels"
 #: In the per-user cache folder: what each Python binary said it is, by its path, size and time.
 INTERPRETER_CACHE = "interpreters.json"
 

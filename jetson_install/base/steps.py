@@ -5,16 +5,17 @@ commands as they are written here, with the new environment's path put in for th
 placeholder (DIR.d/<new>) and each program name (uv, jetson-install, cmake) replaced by the
 binary found at run time. A step whose work is the tool's own (the verify step's doctor)
 runs in the install's process, starting only the commands it lists, and names the command
-a user can run later for the same result (`equivalent`). `plan` and `--dry-run` print the
+a user can run later for the same result (`equivalent`); one that downloads files itself (the
+fetch step) lists each, with the sha256 it must have (`downloads`). `plan` and `--dry-run` print the
 same steps.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["Step", "StepResult", "KINDS", "Command"]
+__all__ = ["Step", "StepResult", "KINDS", "Command", "Download"]
 
 Command = Tuple[str, ...]
 
@@ -22,19 +23,32 @@ Command = Tuple[str, ...]
 KINDS = (
     "interpreter",  # check the interpreter the install found; no command
     "venv",  # make the new environment
-    "vendor",  # install the vendor builds, then record what was installed
-    "companions",  # resolve the companions with their hashes, then install them
+    # download the vendor files (uv resolves those only it can list; a lock's from a registry: all its files, each
+    # blob by its sha256), check each against its sha256 and its own RECORD, keep their files' hashes
+    "fetch",
+    "vendor",  # install the checked vendor files (and companions), then record what was installed
     "source-build",  # build a package on this machine (or take it from the build cache), install it
     "libraries",  # the vendor builds' .so files find what the catalog records a provider for; no command
     "target",  # install the target under the environment's constraints
     "resolve-kept",  # resolve the target around a kept torch stack (--use-existing-torch)
-    "fetch",  # a lock's files from an OCI registry, each blob by its sha256 and checked; no command
     "lock",  # install exactly a lock's files
     "protect",  # keep the constraints in force after jetson-install exits; no command
     "check",  # uv pip check and the target's smoke command, side by side
     "doctor",  # the doctor on the new environment, in process (its probes are the commands), keeping its evidence
     "switch",  # point DIR at the new environment; no command
 )
+
+
+@dataclass(frozen=True)
+class Download:
+    """A file a step downloads in the tool's own process, and the sha256 it must have (None:
+    none is known before it is read; it is recorded as measured)."""
+
+    url: str
+    sha256: Optional[str]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"url": self.url, "sha256": self.sha256}
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,8 @@ class Step:
     #: The command that does this step's work where the executor does it in process: what a
     #: user runs later for the same result.
     equivalent: Command = ()
+    #: What the step downloads itself, in order, beside its commands (the fetch step).
+    downloads: Tuple[Download, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -59,11 +75,12 @@ class Step:
     def bound(self, placeholder: str, staging: str) -> "Step":
         """The step as it runs: the new environment's path in place of the placeholder."""
         commands = tuple(tuple(part.replace(placeholder, staging) for part in command) for command in self.commands)
-        return Step(self.id, self.kind, self.title, commands, self.equivalent)
+        return Step(self.id, self.kind, self.title, commands, self.equivalent, self.downloads)
 
     def to_json(self) -> Dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "title": self.title, "command": list(self.argv) or None,
-                "commands": [list(command) for command in self.commands], "equivalent": list(self.equivalent) or None}
+                "commands": [list(command) for command in self.commands], "equivalent": list(self.equivalent) or None,
+                "downloads": [download.to_json() for download in self.downloads]}
 
 
 @dataclass(frozen=True)

@@ -155,9 +155,7 @@ class ChosenFile:
     specifier: Optional[str] = None  # the set's range, for a package uv resolves in the vendor step
 
     def requirement(self) -> str:
-        """How the vendor step asks for it: by URL with its sha256, by version, or by range."""
-        if self.url:
-            return f"{self.name} @ {self.url}" + (f"#sha256={self.sha256}" if self.sha256 else "")
+        """How uv is asked for a file it resolves itself (one with no URL yet): by version, or by range."""
         if self.version:
             return f"{self.name}=={self.version}"
         return f"{self.name}{self.specifier or ''}"
@@ -189,21 +187,30 @@ class Resolution:
         """The exact versions: a range uv has yet to resolve has none."""
         return {chosen.name: chosen.version for chosen in self.files if chosen.version}
 
-    def with_installed(self, versions: Mapping[str, str], tags: Mapping[str, Sequence[str]] = {},
-                       builds: Sequence[KnownBuild] = ()) -> "Resolution":
-        """The resolution with the versions uv took for its ranges, once they are installed; a
-        file uv chose by name (the default index, which the tool does not list) that is one of
-        `builds` (the same name, version and wheel tags as the installed one's WHEEL file
-        gives, `tags`) is recorded as that build, with the sha256 the catalog lists for it."""
+    def with_resolved(self, resolved: Sequence[ChosenFile], builds: Sequence[KnownBuild], where: str) -> "Resolution":
+        """The resolution once uv has resolved the packages it was left (no URL yet: a source
+        the tool does not list, uv's default index): each one's version, file, URL and the
+        sha256 uv gives for it. A file `builds` lists must be that build (IdentityMismatch
+        naming both digests otherwise) and is recorded as known, with its CUDA; one it does not
+        list is recorded as unknown, with the sha256 the download is checked against."""
+        by_name = {canonicalize_name(chosen.name): chosen for chosen in resolved}
+        listed = {build.file: build for build in builds}
         files = []
         for chosen in self.files:
-            if not chosen.version and chosen.name in versions:
-                chosen = dataclasses.replace(chosen, version=versions[chosen.name])
-            build = None if chosen.file else _listed_build(chosen.name, chosen.version, tags.get(chosen.name, ()), builds)
-            if build is not None:
-                chosen = dataclasses.replace(chosen, file=build.file, sha256=build.sha256, known=True,
-                                             cuda=build.cuda or chosen.cuda)
-            files.append(chosen)
+            found = by_name.get(canonicalize_name(chosen.name))
+            if chosen.url or found is None:
+                files.append(chosen)
+                continue
+            build = listed.get(found.file)
+            if build is not None and not (found.sha256 and build.matches(found.sha256)):
+                raise IdentityMismatch(
+                    f"{where} gives {found.file} with sha256 {found.sha256}, but wheels-index.toml records "
+                    f"{build.digest} for that file: refusing a different build under a recorded name",
+                    fix="report it: the index serves another file under the recorded name; until it is resolved, "
+                        "install from the channel's fallback source (--vendor-fallback)")
+            files.append(dataclasses.replace(found, name=chosen.name, known=build is not None,
+                                             cuda=build.cuda if build is not None else None,
+                                             specifier=chosen.specifier))
         return dataclasses.replace(self, files=tuple(files))
 
     def file(self, name: str) -> Optional[ChosenFile]:
@@ -217,21 +224,6 @@ class Resolution:
     def from_json(cls, data: Mapping[str, Any]) -> "Resolution":
         return cls(str(data["source"]), str(data["set"]), tuple(ChosenFile.from_json(f) for f in data["files"]),
                    str(data.get("reason", "")), tuple(data.get("warnings", ())))
-
-
-def _listed_build(name: str, version: str, tags: Sequence[str], builds: Sequence[KnownBuild]) -> Optional[KnownBuild]:
-    """The build of `builds` that is the wheel `name` `version` with exactly these tags, if any."""
-    if not version or not tags:
-        return None
-    try:
-        wanted = (canonicalize_name(name), Version(version), frozenset(tags))
-    except InvalidVersion:
-        return None
-    for build in builds:
-        listed, listed_version, _, listed_tags = parse_wheel_filename(build.file)
-        if (listed, listed_version, frozenset(str(tag) for tag in listed_tags)) == wanted:
-            return build
-    return None
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,8 @@ def plan_text(plan: Plan) -> str:
     for number, step in enumerate(plan.steps, 1):
         lines.append(f"  {number}. {step.id:12} {step.title}")
         lines.extend(f"       $ {_shell_line(command)}" for command in step.commands)
+        lines.extend(f"       download {download.url} (sha256 {download.sha256 or 'measured as it is read'})"
+                     for download in step.downloads)
         if step.equivalent:
             lines.append(f"       (the doctor, in jetson-install's own process; the same later: "
                          f"{_shell_line(step.equivalent)})")

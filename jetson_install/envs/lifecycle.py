@@ -21,6 +21,7 @@ import platformdirs
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import (
     BUILD_CACHE_DIR,
+    WHEELS_CACHE_DIR,
     COMPLETE_MARK,
     EVIDENCE_FILE,
     FAILED_EVIDENCE,
@@ -251,7 +252,8 @@ class Cleaned:
 
 
 def clean(dry_run: bool, failed_evidence: bool = False) -> Cleaned:
-    """`clean`: the logs, the bitsandbytes build cache, the interpreters' versions kept and
+    """`clean`: the logs, the bitsandbytes build cache, the checked vendor wheels (a later install
+    downloads them again), the interpreters' versions kept and
     what killed runs left beside the environments, under the lock of every environment, so no
     run is using them meanwhile (a dry run removes nothing, so it takes no lock and leaves out
     a DIR an install holds). The environments in use and their previous ones are never
@@ -292,8 +294,12 @@ def clean(dry_run: bool, failed_evidence: bool = False) -> Cleaned:
             left += [str(path) for path in sorted(log_directory().iterdir()) if path not in logs]
         cache = Path(platformdirs.user_cache_dir("jetson-install"))
         for entry in sorted(cache.iterdir()) if cache.is_dir() else []:
-            if entry.name == BUILD_CACHE_DIR or entry.name.startswith(REMOVING_PREFIX):
+            if entry.name == BUILD_CACHE_DIR:
                 items.append(("bitsandbytes build cache", entry, partial(remove_tree, entry)))
+            elif entry.name == WHEELS_CACHE_DIR:
+                items.append(("checked vendor wheels", entry, partial(remove_tree, entry)))
+            elif entry.name.startswith(REMOVING_PREFIX):
+                items.append(("left by an interrupted clean", entry, partial(remove_tree, entry)))
             elif entry.name == INTERPRETER_CACHE or entry.name.startswith(f".{INTERPRETER_CACHE}."):
                 # (the second: one a kill left half-written, before its rename)
                 items.append(("interpreter cache", entry, partial(entry.unlink, missing_ok=True)))

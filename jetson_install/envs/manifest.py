@@ -27,16 +27,16 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Dict, Iterable, Mapping, Optional, Tuple
+from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from jetson_install.base.errors import JetsonInstallError
-from jetson_install.base.layout import MANIFEST_FILE, state_of
+from jetson_install.base.layout import FETCHED_FILE, MANIFEST_FILE, state_of
 from jetson_install.base.outputs import replace_file
 
 __all__ = ["FORMAT", "DistributionFiles", "WheelRefused", "read_wheel", "unmeasured", "write_manifest",
-           "read_manifest", "manifest_path", "file_sha256"]
+           "read_manifest", "manifest_path", "file_sha256", "write_fetched", "read_fetched"]
 
 FORMAT = 1
 # A wheel's RECORD (every file but itself, with its digest and size) and its .data folders:
@@ -266,3 +266,20 @@ def read_manifest(environment: Path) -> Optional[Dict[str, DistributionFiles]]:
         return found
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def write_fetched(environment: Path, fetched: Iterable[Tuple[str, Path, str]]) -> None:
+    """What the fetch step checked, as the next step installs it: (name, local path, sha256),
+    one `NAME @ FILE-URL --hash=sha256:HEX` line each."""
+    replace_file(state_of(environment) / FETCHED_FILE,
+                 "".join(f"{name} @ {path.as_uri()} --hash=sha256:{sha256}\n" for name, path, sha256 in fetched))
+
+
+def read_fetched(environment: Path) -> List[Tuple[str, str, str]]:
+    """(name, file URL, sha256) of each file the fetch step checked."""
+    found = []
+    for line in (state_of(environment) / FETCHED_FILE).read_text(encoding="utf-8").splitlines():
+        requirement, _, sha256 = line.partition(" --hash=sha256:")
+        name, _, url = requirement.partition(" @ ")
+        found.append((name, url, sha256))
+    return found

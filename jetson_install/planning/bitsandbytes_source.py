@@ -251,7 +251,7 @@ def cmake_options(capability: str, nvcc: str) -> Tuple[str, ...]:
 
 
 def install_argv(python: str, wheel: str) -> Tuple[str, ...]:
-    return tuple(uv.vendor_install_argv(python, None, True, [wheel]))
+    return tuple(uv.wheel_install_argv(python, wheel))
 
 
 def build_step(planned: PlannedBuild, python: str, default_index: Optional[str]) -> Step:

@@ -13,8 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from jetson_install.base.layout import FETCHED_DIR, STATE_DIR, staging_placeholder
-from jetson_install.base.oci_ref import is_oci
+from jetson_install.base.layout import staging_placeholder
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.steps import Step
 from jetson_install.board import apt
@@ -160,6 +159,16 @@ class Route:
         """What the route builds on this machine (--bitsandbytes build), if anything."""
         return None
 
+    def file_sources(self) -> Tuple[str, ...]:
+        """URLs, with their credentials, that the route's vendor files are served beside (a
+        served wheelhouse's): the fetch step gives a file on the same host their credentials."""
+        return ()
+
+    def unreachable_fix(self, plan: "Plan", rerun: "Rerun", file: str) -> str:
+        """The fix when a vendor file did not come (a file cut short, an HTTP error)."""
+        return (f"check that {plan.vendor_location} is reachable and carries {file}; or use another: "
+                f"{rerun.with_option(self.source_option, 'URL')}")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -200,23 +209,6 @@ class Plan:
     def staging(self) -> str:
         """How the steps name the environment they make."""
         return staging_placeholder(self.venv)
-
-    @property
-    def vendor_requirements(self) -> List[str]:
-        """What the vendor step asks for: the resolved files themselves (by URL, with their
-        sha256), else the chosen set's version policy."""
-        if self.resolution is None:
-            if self.vendor is not None and self.vendor.wheels:
-                return list(self.vendor.wheels)
-            return self.chosen_set.requirement_lines() if self.chosen_set else []
-        return [f"{chosen.name} @ file://{self.fetched_folder}/{chosen.file}#sha256={chosen.sha256}"
-                if is_oci(chosen.url) else chosen.requirement() for chosen in self.resolution.files]
-
-    @property
-    def fetched_folder(self) -> str:
-        """Where the vendor step puts the files an OCI registry serves (blobs by sha256, checked)
-        before uv installs them from there; uv cannot read a registry itself."""
-        return f"{self.staging}/{STATE_DIR}/{FETCHED_DIR}"
 
     @property
     def vendor_index(self) -> Optional[str]:

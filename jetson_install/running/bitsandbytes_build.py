@@ -27,6 +27,7 @@ from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.layout import BUILD_CACHE_DIR
 from jetson_install.base.steps import Step
 from jetson_install.envs.interpreters import inspect_interpreter
+from jetson_install.envs.manifest import WheelRefused, read_wheel, write_manifest
 from jetson_install.envs.record import record_built
 from jetson_install.envs.source_tree import BUILD_OUTPUTS
 from jetson_install.planning.bitsandbytes_source import (
@@ -140,8 +141,15 @@ def run_build_step(planned: PlannedBuild, step: Step, run: "Execution") -> str:
                            inspect_interpreter(run.python).abi_tag, jobs)
     cache = Path(platformdirs.user_cache_dir("jetson-install")) / BUILD_CACHE_DIR / "bitsandbytes"
     built = build_wheel(request, cache, run.progress, plan.settings.default_index.value, watch=run.current)
+    # Its files' expected hashes from the wheel built here (its sha256 as the build recorded it), never the environment.
+    try:
+        files = read_wheel(built.path, str(built.record["sha256"]), "the build record")
+    except WheelRefused as refused:
+        raise StepFailed("bitsandbytes", f"step 'bitsandbytes' failed: {refused.message}",
+                         f"remove {built.path.parent} to build it again, then run: {run.rerun}") from None
     run.run(install_argv(run.python, str(built.path)),
             f"the wheel {built.path} did not install; remove it to build it again, then run: {run.rerun}")
+    write_manifest(run.staging, [files])
     record_built(run.staging, "bitsandbytes", built.record)
     how = "from the build cache" if built.reused else f"built in {built.record['seconds']:.0f} s"
     return f"bitsandbytes {planned.version} for sm_{planned.capability}, {how} ({built.path.name})"

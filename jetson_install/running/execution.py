@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from jetson_install.base.errors import StepFailed
+from jetson_install.base.layout import VENDOR_PYLOCK
 from jetson_install.base.process import Completed
 from jetson_install.base.steps import Step, StepResult
 from jetson_install.planning.fixes import (
@@ -77,7 +78,9 @@ class Run(Execution):
         else:
             result = runner.run(command, timeout=3600, on_tick=self._current.tick if self._current else None)
         if program == uv.PROGRAM:
-            self.outcome(result, fix, _named_index(command))
+            # uv resolving the vendor set (the fetch step's) fails as asking the vendor source does: its fixes.
+            vendor = any(part.endswith(f"/{VENDOR_PYLOCK}") for part in command)
+            self.outcome(result, fix, _named_index(command), fixes_as="vendor" if vendor else None)
         return result
 
     # -- the run itself ----------------------------------------------------------------------------
@@ -111,9 +114,10 @@ class Run(Execution):
             self.results.append(StepResult(step.id, status, current.elapsed(), detail, current.downloaded_bytes))
             self.display.finish(current, status, detail)
 
-    def outcome(self, result: Completed, usual_fix: str, index: Optional[str] = None) -> None:
+    def outcome(self, result: Completed, usual_fix: str, index: Optional[str] = None,
+                fixes_as: Optional[str] = None) -> None:
         """Fail the step with uv's own reason and the fix for that cause; `usual_fix` is the
-        step's fix for a resolution conflict."""
+        step's fix for a resolution conflict, `fixes_as` the step whose fixes apply (its own)."""
         step_id = self.step_id
         self.warnings.extend(f"uv ({step_id}): {warning}" for warning in uv.warnings_in(result)
                              if f"uv ({step_id}): {warning}" not in self.warnings)
@@ -124,7 +128,7 @@ class Run(Execution):
                              f"check the network and the indexes, then run: {self.command}")
         failure = read_uv_failure(result.stderr)
         raise StepFailed(step_id, f"step '{step_id}' failed: {failure.summary}",
-                         fix_for_uv_failure(failure, self._context(step_id, index), usual_fix))
+                         fix_for_uv_failure(failure, self._context(fixes_as or step_id, index), usual_fix))
 
     def _context(self, step_id: str, index: Optional[str]) -> StepContext:
         plan = self.plan

@@ -5,29 +5,23 @@ returns the step's detail."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, Mapping, Sequence, Tuple
 
 from jetson_install.base.errors import JetsonInstallError, StepFailed
 from jetson_install.base.layout import (
     CHECKED_FILE,
-    FETCHED_DIR,
-    COMPANIONS_FILE,
-    COMPANIONS_INPUT,
     EVIDENCE_FILE,
     REQUIREMENTS_FILE,
     state_of,
 )
-from jetson_install.base.oci_ref import is_oci
 from jetson_install.base.redact import redact
 from jetson_install.base.steps import Step
 from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.board.apt import install_command
 from jetson_install.catalog.catalog import load_catalog
-from jetson_install.catalog.identity import Companion
 from jetson_install.doctor import GPU_FREE_CHECKS
 from jetson_install.doctor.additions import additions_imports
 from jetson_install.doctor.context import _last_json_object, uv_command
@@ -39,12 +33,11 @@ from jetson_install.envs.failed_evidence import fix_after_discard, kept_evidence
 from jetson_install.envs.interpreters import Interpreter, pip_check
 from jetson_install.envs.record import distributions_state, record_installed
 from jetson_install.envs.sonames import Missing, environment_libraries
-from jetson_install.planning import vendor_sources
-from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.routes.shared import target_lines
 from jetson_install.running.bitsandbytes_build import run_build_step
+from jetson_install.running.fetch import fetch, fetched_companions
 from jetson_install.running.execution import Run, StepHandler
-from jetson_install.tools import oci, runner
+from jetson_install.tools import runner
 
 __all__ = ["doctor", "shared_handlers"]
 
@@ -62,97 +55,21 @@ def shared_handlers(interpreter: Interpreter) -> Dict[str, StepHandler]:
                            f"(sudo apt-get install python{interpreter.abi}-venv), then run: {run.rerun}")
         return ""
 
-    return {"interpreter": found, "venv": venv, "vendor": _vendor, "companions": _companions,
+    return {"interpreter": found, "venv": venv, "fetch": fetch, "vendor": _vendor,
             "source-build": _source_build, "libraries": _libraries, "target": _target, "protect": _protect,
             "check": _check}
 
 
 def _vendor(step: Step, run: Run) -> str:
+    """The files the fetch step checked (the vendor builds, and the companions where the channel
+    names any), installed by their sha256 with no index, then recorded."""
     plan = run.plan
     assert plan.vendor is not None and plan.resolution is not None
-    pins = ", ".join(f"{name}=={version}" for name, version in plan.pins.items())
-    fix = (f"check that {plan.vendor.location} is reachable and carries {pins}; or use another: "
-           f"{run.rerun.with_option(plan.route.source_option, 'URL')}")
-    argv = step.argv
-    while True:
-        try:
-            _fetch_from_registries(plan, run)
-            run.run(argv, fix)
-            break
-        except StepFailed as failure:
-            plan = _from_next_source(plan, run, failure)
-            argv = next(planned for planned in plan.steps if planned.id == step.id).bound(plan.staging,
-                                                                                         str(run.staging)).argv
-    shutil.rmtree(state_of(run.staging) / FETCHED_DIR, ignore_errors=True)
-    assert plan.vendor is not None and plan.resolution is not None  # the next source's plan has both
-    record = record_installed(run.staging, plan.resolution, (), str(run.rerun))
-    # A range uv resolved (Thor's bitsandbytes from the default index) is pinned from here on, and a
-    # file it took by name that the catalog lists is recorded as that build, with its sha256.
-    resolution = plan.resolution.with_installed({name: package.version for name, package in record.installed.items()},
-                                                {name: package.tags for name, package in record.installed.items()},
-                                                plan.vendor.builds)
-    if resolution != plan.resolution:
-        record_installed(run.staging, resolution, (), str(run.rerun))
-        run.learned(resolved_plan(plan, resolution, plan.companions))
-    return ", ".join(f"{name} {package.version}" for name, package in record.installed.items())
-
-
-def _fetch_from_registries(plan: Plan, run: Run) -> None:
-    """The resolution's files an OCI registry serves, each blob by its sha256 (checked as it
-    arrives), into the folder the vendor step's requirements name; a registry that fails to
-    deliver them fails as a vendor index would, and the next source is asked."""
-    assert plan.resolution is not None
-    wanted = [chosen for chosen in plan.resolution.files if is_oci(chosen.url)]
-    if not wanted:
-        return
-    folder = state_of(run.staging) / FETCHED_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    for chosen in wanted:
-        run.progress(f"fetching {chosen.file} from {chosen.url}")
-        try:
-            oci.fetch_by_reference(chosen.url, folder / chosen.file, plan.settings.allow_insecure)
-        except oci.RegistryError as exc:
-            raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", exc.fix) from None
-
-
-def _from_next_source(plan: Plan, run: Run, failure: StepFailed) -> Plan:
-    """The plan with the same vendor files from the next source that serves them, when the one
-    the set came from failed to deliver them (a file cut short, an HTTP error); else `failure`,
-    naming each later source and what it answered."""
-    assert plan.vendor is not None and plan.resolution is not None
-    failed = plan.resolution.source
-    if not plan.vendor.mirrors:
-        raise failure
-    resolution, answers = vendor_sources.same_files_elsewhere(plan.vendor, plan.vendor_index, plan.resolution, failed,
-                                                              plan.settings.allow_insecure)
-    if resolution is None:
-        tried = f"; the other vendor sources: {'; '.join(answers)}" if answers else ""
-        raise StepFailed(failure.step, failure.message + tried, failure.fix)
-    for answer in answers:
-        run.progress(f"vendor source {answer}")
-    note = f"vendor source {failed} failed to deliver the files ({failure.message}); taking them from {resolution.source}"
-    run.progress(note)
-    run.warnings.append(note)
-    plan = resolved_plan(plan, resolution, plan.companions)
-    run.learned(plan)
-    return plan
-
-
-def _companions(step: Step, run: Run) -> str:
-    """The runtime wheels the vendor builds need, from the default index by name, hash-checked."""
-    plan = run.plan
-    assert plan.vendor is not None and plan.resolution is not None
-    state = state_of(run.staging)
-    state.mkdir(parents=True, exist_ok=True)
-    (state / COMPANIONS_INPUT).write_text("\n".join(plan.vendor.companions) + "\n")
-    fix = f"check that the default index carries {', '.join(plan.vendor.companions)}, then run: {run.rerun}"
-    compile_, install_ = step.commands
-    run.run(compile_, fix)
-    found = _compiled((state / COMPANIONS_FILE).read_text())
-    run.run(install_, fix)
-    record_installed(run.staging, plan.resolution, found, str(run.rerun))
-    run.learned(resolved_plan(plan, plan.resolution, [f"{c.name}=={c.version}" for c in found]))
-    return ", ".join(f"{c.name}=={c.version}" for c in found)
+    run.run(step.argv, f"the checked files did not install (see the message); run: {run.rerun}")
+    companions = fetched_companions(run.staging, plan)
+    record = record_installed(run.staging, plan.resolution, companions, str(run.rerun))
+    return ", ".join([f"{name} {package.version}" for name, package in record.installed.items()]
+                     + [f"{c.name} {c.version}" for c in companions])
 
 
 def _libraries(step: Step, run: Run) -> str:
@@ -325,16 +242,3 @@ def _source_build(step: Step, run: Run) -> str:
     planned = run.plan.route.planned_build()
     assert planned is not None
     return run_build_step(planned, step, run)
-
-
-def _compiled(text: str) -> List[Companion]:
-    """`name==version --hash=sha256:…` entries of a `uv pip compile --generate-hashes` output."""
-    companions: List[Companion] = []
-    for entry in text.replace("\\\n", " ").splitlines():
-        parts = entry.split()
-        if not parts or parts[0].startswith("#") or "==" not in parts[0]:
-            continue
-        name, version = parts[0].split("==", 1)
-        hashes = tuple(part.split(":", 1)[1] for part in parts[1:] if part.startswith("--hash=sha256:"))
-        companions.append(Companion(name, version, hashes))
-    return companions

@@ -31,7 +31,8 @@ __all__ = [
     "PROGRAM",
     "environment_for",
     "venv_argv",
-    "vendor_install_argv",
+    "wheel_install_argv",
+    "files_compile_argv",
     "target_install_argv",
     "pip_check_argv",
     "build_wheel_argv",
@@ -39,8 +40,6 @@ __all__ = [
     "no_deps_install_argv",
     "lock_compile_argv",
     "locked_install_argv",
-    "companions_compile_argv",
-    "companions_install_argv",
     "summarize_failure",
     "judge_unseen",
     "judge_sbsa_tags",
@@ -103,28 +102,19 @@ def venv_argv(python: str, path: str, default_index: Optional[str], system_site_
     return [PROGRAM, "venv", "--no-config", "--seed", *sees_parent, "--python", python, *_index_args(default_index), path]
 
 
-def vendor_install_argv(python: str, index: Optional[str], no_index: bool, requirements: Sequence[str]) -> List[str]:
-    """Vendor packages only, no dependencies: the vendor index is the only index and can
-    supply nothing else, even a package it carries (dependency confusion). A resolved build
-    is asked for by its URL with its sha256, so uv installs exactly that file or fails."""
-    argv = [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps"]
-    if no_index:
-        argv.append("--no-index")
-    else:
-        argv += _index_args(index)
-    return argv + list(requirements)
+def wheel_install_argv(python: str, wheel: str) -> List[str]:
+    """One wheel file, without dependencies and without an index (a bitsandbytes built here)."""
+    return [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps", "--no-index", wheel]
 
 
-def companions_compile_argv(python: str, requirements_file: str, output: str, default_index: Optional[str]) -> List[str]:
-    """Resolve the companions on the default index and write them with every file's sha256,
-    so they are installed hash-checked and recorded."""
-    return [PROGRAM, "pip", "compile", "--no-config", "--python", python, "--generate-hashes", "--no-header",
-            "--no-annotate", *_index_args(default_index), "--output-file", output, requirements_file]
-
-
-def companions_install_argv(python: str, compiled: str, default_index: Optional[str]) -> List[str]:
-    return [PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps", "--require-hashes",
-            *_index_args(default_index), "--requirement", compiled]
+def files_compile_argv(python: str, requirements_file: str, output: str, default_index: Optional[str],
+                       no_deps: bool) -> List[str]:
+    """What uv resolves `requirements_file` to on the default index for `python`, as PEP 751
+    pylock.toml: every file with its URL and sha256, for the fetch step to download and check
+    (`no_deps`: those packages alone)."""
+    return [PROGRAM, "pip", "compile", "--no-config", "--python", python, *(["--no-deps"] if no_deps else []),
+            "--format", "pylock.toml", "--no-header", *_index_args(default_index), "--output-file", output,
+            requirements_file]
 
 
 def target_install_argv(
@@ -168,7 +158,8 @@ def lock_compile_argv(requirements_file: str, constraints_file: Optional[str], i
 
 
 def locked_install_argv(python: str, lock_file: str) -> List[str]:
-    """Install exactly a lock: every file by its URL and hash, no index, nothing resolved."""
+    """Install exactly a lock (or the files the fetch step checked): every file by its URL and
+    hash, no index, nothing resolved."""
     return [
         PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps", "--require-hashes", "--no-index",
         "--requirements", lock_file,

@@ -16,7 +16,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from jetson_install.tools import runner
 from jetson_install.probes import SCRIPTS
 
-__all__ = ["host_programs", "planned_commands", "planned_probes", "logged_commands", "assert_ran_as_planned", "assert_vendor_set_pinned"]
+__all__ = ["host_programs", "planned_commands", "planned_probes", "logged_commands", "planned_downloads",
+           "logged_downloads", "assert_ran_as_planned", "assert_vendor_set_pinned"]
 
 
 #: What a source build's steps name by placeholder: its private work folder and its wheel.
@@ -71,6 +72,25 @@ def logged_commands(log: Path, programs: Optional[Mapping[str, str]] = None,
     return found
 
 
+def planned_downloads(result: Dict[str, Any]) -> Tuple[List[str], bool]:
+    """The files the plan lists for its steps to download themselves, in order; and whether a
+    step also has uv resolve files it then downloads (which the plan cannot list before)."""
+    steps = [step for step in result["plan_steps"] if step.get("downloads")
+             or (step["kind"] == "fetch" and step["commands"])]
+    return ([download["url"] for step in steps for download in step.get("downloads", [])],
+            any(step["commands"] for step in steps))
+
+
+def logged_downloads(log: Path) -> List[str]:
+    """The files the install's log says it fetched (downloaded, or read from the cache or where they are)."""
+    found = []
+    for line in log.read_text().splitlines():
+        _, marker, rest = line.partition(" DEBUG fetch: ")
+        if marker:
+            found.append(rest.split(" (sha256 ", 1)[0])
+    return found
+
+
 def _same(planned: str, ran: str) -> bool:
     """Equal, where a source build's placeholders stand for the paths it chose at run time."""
     pattern = re.escape(planned)
@@ -91,6 +111,14 @@ def assert_ran_as_planned(result: Dict[str, Any], programs: Optional[Mapping[str
     planned = planned_probes(result)
     logged = probe_commands(logged_commands(log or Path(result["log"]), started=(result["environment"] + "/",)))
     assert planned == logged, "\nplanned:\n  " + "\n  ".join(planned) + "\nran:\n  " + "\n  ".join(logged)
+    # The files the tool fetches itself: those the plan lists, in its order; more only where uv
+    # resolved them in the same step.
+    planned, resolved_by_uv = planned_downloads(result)
+    fetched = logged_downloads(log or Path(result["log"]))
+    remaining = iter(fetched)
+    in_order = all(any(url == ran for ran in remaining) for url in planned)
+    assert in_order and (resolved_by_uv or fetched == planned), \
+        "\nplanned downloads:\n  " + "\n  ".join(planned) + "\nfetched:\n  " + "\n  ".join(fetched)
 
 
 def assert_vendor_set_pinned(environment: Path, packages: List[str]) -> Dict[str, str]:

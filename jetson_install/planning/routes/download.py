@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install.base.errors import BadInput
-from jetson_install.base.layout import COMPANIONS_FILE, COMPANIONS_INPUT
+from jetson_install.base.layout import FETCHED_FILE
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.steps import Step
 from jetson_install.base.versions import satisfies
@@ -44,7 +44,7 @@ class DownloadRoute(Route):
     build: Optional[PlannedBuild] = None  # what that choice builds, for the plan's torch
 
     def steps(self, plan: Plan) -> Tuple[Step, ...]:
-        return vendor_steps(plan, self, "install the vendor builds from {location} only, without dependencies")
+        return vendor_steps(plan, self, "install the vendor builds from {location}, without dependencies")
 
     def complete(self, plan: Plan, chosen: Optional[VersionSet], resolution: Optional[Resolution]) -> Plan:
         return completed(plan, self, chosen, resolution, no_bitsandbytes_warning(plan))
@@ -253,19 +253,12 @@ def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpre
              + interpreter_note),
         shared.environment_step(plan, interpreter or f"python{abi}",
                                 f"create a new environment beside {plan.venv} (the current one stays in use)"),
-        Step("vendor", "vendor", vendor_title.format(location=vendor.location),
-             (tuple(uv.vendor_install_argv(python, plan.vendor_index, bool(vendor.wheels), plan.vendor_requirements)),)),
+        shared.fetch_step(plan),
+        Step("vendor", "vendor", vendor_title.format(location=vendor.location)
+             + (" and the runtime wheels they need" if vendor.companions else "")
+             + ": the files the fetch step checked, by their sha256, with no index",
+             (tuple(uv.locked_install_argv(python, f"{shared.state_of(plan)}/{FETCHED_FILE}")),)),
     ]
-    if vendor.companions:
-        state = shared.state_of(plan)
-        default_index = plan.settings.default_index.value
-        steps.append(Step(
-            "companions", "companions",
-            f"install the runtime wheels the vendor builds need ({', '.join(map(vendor.companion_shown, vendor.companions))})"
-            " from the default index, by name, recording their hashes",
-            (tuple(uv.companions_compile_argv(python, f"{state}/{COMPANIONS_INPUT}", f"{state}/{COMPANIONS_FILE}",
-                                              default_index)),
-             tuple(uv.companions_install_argv(python, f"{state}/{COMPANIONS_FILE}", default_index)))))
     if route.build is not None:
         from jetson_install.planning.bitsandbytes_source import build_step
 

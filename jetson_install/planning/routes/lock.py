@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
 from jetson_install.base.errors import BadInput, StepFailed
-from jetson_install.base.layout import FETCHED_DIR, LOCK_FILE, state_of
+from jetson_install.base.layout import FETCHED_DIR, LOCK_FILE, MANIFEST_FILE, TO_INSTALL_FILE, state_of
 from jetson_install.base.oci_ref import Reference, is_oci, parse_reference
 from jetson_install.base.outputs import read_regular_file, replace_file
 from jetson_install.base.redact import credentials, redact
@@ -37,6 +37,7 @@ from jetson_install.catalog.lock_file import (
     render_lock,
 )
 from jetson_install.envs.recorded import write_constraints
+from jetson_install.envs.manifest import WheelRefused, read_fetched, read_wheel, write_manifest
 from jetson_install.envs.record import record_installed
 from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
 from jetson_install.planning.routes import shared
@@ -119,13 +120,17 @@ class LockRoute(Route):
                 # The lock carries pip itself: the new environment asks no index for it.
                 steps.append(shared.environment_step(plan, plan.interpreter or f"python{plan.python_abi}", step.title,
                                                      seed=False))
+            elif step.kind == "fetch":
+                # The lock's own vendor files by its hashes (with a registry, all its files); the rest of
+                # it is installed as it names them.
+                steps.append(_fetch_step(plan, lock, lock.registry) if lock.registry is not None
+                             else shared.fetch_step(plan, companions=False))
             elif step.kind == "vendor":
-                if lock.registry is not None:
-                    steps.append(_fetch_step(plan, lock, lock.registry))
                 steps.append(Step("lock", "lock", f"install exactly the {len(lock.lock.entries)} files of "
-                                                  f"{lock.location}, each by its sha256, without an index",
+                                                  f"{lock.location}, each by its sha256, without an index (its "
+                                                  "vendor files as the fetch step checked them)",
                                   (tuple(uv.locked_install_argv(shared.python_of(plan),
-                                                                f"{shared.state_of(plan)}/{LOCK_FILE}")),)))
+                                                                f"{shared.state_of(plan)}/{TO_INSTALL_FILE}")),)))
             elif step.kind not in ("companions", "libraries", "target"):  # the lock installs them at once
                 steps.append(step)
         return tuple(steps)
@@ -158,7 +163,15 @@ class LockRoute(Route):
         return {**self.base.describe(), "lock": self.used.to_json()}
 
     def handlers(self) -> Mapping[str, Handler]:
-        return {**self.base.handlers(), "lock": _install_lock, "fetch": _fetch}
+        # From a registry the lock's own fetch step takes every file; else the shared one its vendor files.
+        return {**self.base.handlers(), "lock": _install_lock, **({"fetch": _fetch} if self.used.registry else {})}
+
+    def file_sources(self) -> Tuple[str, ...]:
+        # A served wheelhouse given with its credentials: its files' URLs carry them.
+        return tuple(entry.url for entry in self.used.lock.entries if credentials(entry.url))
+
+    def unreachable_fix(self, plan: Plan, rerun: "Rerun", file: str) -> str:
+        return _unreachable_fix(self.used, rerun)
 
 
 def with_lock(plan: Plan, lock: LockInUse) -> Plan:
@@ -315,7 +328,8 @@ def _fetch_step(plan: Plan, lock: LockInUse, registry: Reference) -> Step:
     files = len({entry.sha256 for entry in lock.lock.entries})
     return Step("fetch", "fetch", f"fetch the {files} files of {lock.location} from {registry}, each blob by the "
                                   f"sha256 the lock names and checked as it arrives, into "
-                                  f"{shared.state_of(plan)}/{FETCHED_DIR}/")
+                                  f"{shared.state_of(plan)}/{FETCHED_DIR}/; check each vendor wheel against its own "
+                                  f"RECORD and keep every file's sha256 in {MANIFEST_FILE}")
 
 
 #: Blobs fetched at once: a runner's link is used, and a site cache is asked for several files together.
@@ -375,6 +389,12 @@ def _fetch(step: Step, run: Execution) -> str:
             pool.shutdown(wait=True)
     except RegistryError as exc:
         raise StepFailed("fetch", exc.message, f"{exc.fix}; {fix}" if exc.fix else fix) from None
+    # The vendor files' expected hashes, from the wheels the lock's sha256 decided (envs/manifest.py).
+    try:
+        write_manifest(run.staging, [read_wheel(folder / entry.filename, entry.sha256, lock.location)
+                                     for entry in entries if entry.origin == "vendor"])
+    except WheelRefused as refused:
+        raise StepFailed("fetch", f"step 'fetch' failed: {refused.message}", refused.fix) from None
     return f"{len(entries)} files ({total} bytes) from {reference}, each sha256 checked"
 
 
@@ -387,16 +407,19 @@ def _install_lock(step: Step, run: Execution) -> str:
 
     # A mirror's credentials in its files' URLs stay readable by the user alone, as requirements.txt's do.
     mode = 0o600 if redact(lock.text) != lock.text else None
+    replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=mode)
     fetched = state_of(run.staging) / FETCHED_DIR
     if lock.registry is not None:
-        # uv installs the files the fetch step checked; the lock kept names them where the lock does.
-        replace_file(state_of(run.staging) / LOCK_FILE, render_lock(relocated(lock.lock, fetched.as_uri())), mode=mode)
+        # Every file of the lock from where the fetch step put it, each checked by the lock's sha256.
+        lines = [entry.line() for entry in relocated(lock.lock, fetched.as_uri()).entries]
     else:
-        replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=mode)
+        # Its vendor files from where the fetch step checked them (nothing downloaded twice), the rest by its URLs.
+        lines = [f"{name} @ {url} --hash=sha256:{sha256}" for name, url, sha256 in read_fetched(run.staging)]
+        lines += [entry.line() for entry in lock.lock.entries if entry.origin != "vendor"]
+    replace_file(state_of(run.staging) / TO_INSTALL_FILE, "".join(f"{line}\n" for line in lines), mode=mode)
     run.run(step.argv, _unreachable_fix(lock, run.rerun))
     if lock.registry is not None:
         shutil.rmtree(fetched)
-        replace_file(state_of(run.staging) / LOCK_FILE, lock.text, mode=mode)
     if run.plan.resolution is not None:
         record_installed(run.staging, run.plan.resolution, (), str(run.rerun))
     return f"{len(lock.lock.entries)} files from {lock.location} (sha256 {lock.sha256[:12]}…)"

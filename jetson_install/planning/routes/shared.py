@@ -8,15 +8,27 @@ from typing import List, Optional, Tuple
 
 from jetson_install.base import git_urls
 from jetson_install.tools import uv
-from jetson_install.base.layout import CONSTRAINTS_FILE, EVIDENCE_FILE, RECORD_FILE, REQUIREMENTS_FILE, STATE_DIR
+from jetson_install.base.layout import (
+    COMPANIONS_INPUT,
+    COMPANIONS_PYLOCK,
+    CONSTRAINTS_FILE,
+    EVIDENCE_FILE,
+    MANIFEST_FILE,
+    RECORD_FILE,
+    REQUIREMENTS_FILE,
+    STATE_DIR,
+    VENDOR_INPUT,
+    VENDOR_PYLOCK,
+)
 from jetson_install.planning.plan import Plan
 from jetson_install.probes import (
     BOARD_PTXAS, additions_command, assembler_command, check_command, integrity_command, probe_command,
 )
 from jetson_install.base.redact import credentials
-from jetson_install.base.steps import Step
+from jetson_install.base.steps import Download, Step
 
-__all__ = ["PROGRAM", "python_of", "state_of", "environment_step", "target_lines", "target_requirements", "target_step",
+__all__ = ["PROGRAM", "python_of", "state_of", "environment_step", "fetch_step", "left_to_uv", "target_lines",
+           "target_requirements", "target_step",
            "libraries_step",
            "protect_step", "ptxas_variable", "assembler_probe",
            "check_step", "additions_commands", "verify_step", "switch_step"]
@@ -38,6 +50,53 @@ def environment_step(plan: Plan, interpreter: str, title: str, system_site_packa
     return Step("environment", "venv", title,
                 (tuple(uv.venv_argv(interpreter, plan.staging, plan.settings.default_index.value,
                                     system_site_packages=system_site_packages, seed=seed)),))
+
+
+def left_to_uv(plan: Plan) -> List[str]:
+    """The vendor packages only uv can find the files of (a source the tool does not list: uv's
+    default index), as uv is asked for them: by version, or by range."""
+    vendor = plan.vendor
+    if plan.resolution is not None:
+        return [chosen.requirement() for chosen in plan.resolution.files if not chosen.url]
+    if vendor is None or vendor.index is not None or vendor.wheels or plan.chosen_set is None:
+        return []
+    return plan.chosen_set.requirement_lines()
+
+
+def fetch_step(plan: Plan, companions: bool = True) -> Step:
+    """Before anything is installed, every vendor file (and, with `companions`, the runtime wheels
+    the channel names) is downloaded into the per-user cache of checked wheels (or taken from
+    it), checked against its sha256 (the catalog's, the index's, the lock's, or the one uv
+    resolved it with) and against its own RECORD, and every file's sha256 kept in
+    vendor-files.json: the doctor's expected hashes come from the artifact, never from the
+    environment. What only uv can list is resolved by uv first, as pylock.toml (each file's URL
+    and sha256); the files a plan already knows are listed as its downloads."""
+    vendor = plan.vendor
+    assert vendor is not None
+    python, state, default_index = python_of(plan), state_of(plan), plan.settings.default_index.value
+    commands: List[Tuple[str, ...]] = []
+    said: List[str] = []
+    asked = left_to_uv(plan)
+    if asked:
+        commands.append(tuple(uv.files_compile_argv(python, f"{state}/{VENDOR_INPUT}", f"{state}/{VENDOR_PYLOCK}",
+                                                    default_index, no_deps=True)))
+        said.append(f"resolve {', '.join(asked)} on {vendor.location} (uv writes each file's URL and sha256)")
+    if companions and vendor.companions:
+        commands.append(tuple(uv.files_compile_argv(python, f"{state}/{COMPANIONS_INPUT}", f"{state}/{COMPANIONS_PYLOCK}",
+                                                    default_index, no_deps=False)))
+        said.append("resolve the runtime wheels the vendor builds need "
+                    f"({', '.join(map(vendor.companion_shown, vendor.companions))}) on the default index, by name")
+    if plan.resolution is not None:
+        downloads = tuple(Download(chosen.url, chosen.sha256) for chosen in plan.resolution.files if chosen.url)
+    else:
+        known = {build.file: build.sha256 for build in vendor.builds}
+        downloads = tuple(Download(url, known.get(url.rsplit("/", 1)[-1])) for url in vendor.wheels)
+    unlisted = plan.resolution is None and vendor.index is not None
+    files = ("the files the vendor index resolves to (`plan --resolve` lists them)" if unlisted
+             else "each file")
+    said.append(f"download {files} into the cache of checked wheels (or take it from there), check its sha256 "
+                f"and its own RECORD, and keep every file's sha256 in {MANIFEST_FILE}")
+    return Step("fetch", "fetch", "; ".join(said), tuple(commands), downloads=downloads)
 
 
 def target_lines(plan: Plan) -> List[str]:
