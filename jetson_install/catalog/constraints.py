@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Sequence
 from jetson_install.catalog.catalog import Catalog, Channel
 from jetson_install.base.errors import BadInput
 
-__all__ = ["constraint_lines", "render_channel_file", "expected_files", "write_files", "stale_files"]
+__all__ = ["constraint_lines", "channel_constraint_lines", "render_channel_file", "expected_files", "write_files",
+           "stale_files"]
 
 
 def constraint_lines(requirements: Sequence[str], numpy: Optional[str]) -> List[str]:
@@ -23,8 +24,18 @@ def constraint_lines(requirements: Sequence[str], numpy: Optional[str]) -> List[
     return sorted(lines)
 
 
-def render_channel_file(channel: Channel, caps: Sequence[str] = ()) -> str:
-    """`caps`: the companion caps of the target for this channel's preferred torch and Python."""
+def channel_constraint_lines(catalog: Catalog, channel: Channel) -> List[str]:
+    """What constraints/<channel>.txt holds: the preferred set's pins, NumPy's bound, and the
+    caps every target's companions need for the channel's torch and Python."""
+    source = channel.primary
+    assert source is not None
+    torch = source.preferred.pins.get("torch")
+    caps = sorted({cap for target in catalog.targets.values() for cap, _ in target.caps_for(torch, channel.python)})
+    return constraint_lines(source.preferred.requirement_lines() + caps, source.numpy)
+
+
+def render_channel_file(channel: Channel, lines: Sequence[str]) -> str:
+    """`lines`: the channel's constraints (`channel_constraint_lines`)."""
     source = channel.primary
     assert source is not None
     header = [
@@ -34,8 +45,7 @@ def render_channel_file(channel: Channel, caps: Sequence[str] = ()) -> str:
         "# Generated from wheels-index.toml by `jetson-install constraints --write`; do not edit by hand.",
         f"# Use: pip install -c constraints/{channel.id}.txt ...  or  UV_CONSTRAINT=constraints/{channel.id}.txt uv pip install ...",
     ]
-    lines = constraint_lines(source.preferred.requirement_lines() + list(caps), source.numpy)
-    return "\n".join(header + lines) + "\n"
+    return "\n".join(header + list(lines)) + "\n"
 
 
 def expected_files(catalog: Catalog) -> Dict[str, str]:
@@ -43,9 +53,7 @@ def expected_files(catalog: Catalog) -> Dict[str, str]:
     files = {}
     for channel in catalog.channels:
         if channel.installable and channel.primary is not None:
-            torch = channel.primary.preferred.pins.get("torch")
-            caps = [cap for target in catalog.targets.values() for cap, _ in target.caps_for(torch, channel.python)]
-            files[f"{channel.id}.txt"] = render_channel_file(channel, sorted(set(caps)))
+            files[f"{channel.id}.txt"] = render_channel_file(channel, channel_constraint_lines(catalog, channel))
     return files
 
 
