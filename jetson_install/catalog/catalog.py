@@ -215,16 +215,19 @@ class Catalog:
                 return channel
         raise KeyError(channel_id)
 
-    def left_out(self, target_id: str) -> Dict[str, str]:
+    def left_out(self, target_id: str, made: bool = True) -> Dict[str, str]:
         """The doctor checks that are other targets' own, each with why it does not apply to an
-        environment made for `target_id` (the doctor reports them so, never omits them)."""
+        environment made for `target_id` (the doctor reports them so, never omits them);
+        `made`: jetson-install made it (else it holds `target_id`'s project, or only the stack)."""
         target = self.targets[target_id]
         found: Dict[str, str] = {}
         for other in self.targets.values():
             for check in other.checks:
                 if check not in target.checks and check not in found:
                     found[check] = (f"{other.title}'s own check: this environment was made by "
-                                    f"`jetson-install {target_id}`, without {other.title}")
+                                    f"`jetson-install {target_id}`, without {other.title}" if made else
+                                    f"{other.title}'s own check: {other.title} is not installed in this environment, "
+                                    "which jetson-install did not make")
         return found
 
     def match(self, platform: Platform) -> ChannelMatch:

@@ -149,6 +149,32 @@ def constraints(write: bool, directory: str) -> None:
     click.echo("\n".join(constraint_files(directory, write)))
 
 
+@cli.command()
+@options.EXPORT
+def export(project_dir: str, uv: bool, channel_id: Optional[str], root: str, l4t: Optional[str], soc: Optional[str],
+           vendor_index: Optional[str], print_only: bool) -> None:
+    """Write a channel's protected stack into a uv project (pyproject.toml), for plain `uv sync` on a Jetson.
+
+    Changes only jetson-install's own lines in the file; a re-run replaces them. Refuses a
+    project whose own settings contradict them, naming the line.
+    """
+    from jetson_install.cli.commands.export import export_uv
+    from jetson_install.cli.render import export_lines, export_notes
+
+    if not uv:
+        raise BadInput("export needs the settings' kind: --uv (uv's, in pyproject.toml), the one there is",
+                       fix=f"jetson-install export --uv {project_dir}")
+    context = click.get_current_context()
+    source = context.get_parameter_source("root")
+    root_given = source is not None and source.name == "COMMANDLINE"
+    exported = export_uv(project_dir, channel_id, platform_options(root, l4t, soc), root_given,
+                         options.given(context, "vendor_index", vendor_index), print_only)
+    click.echo(exported.fragment, nl=False) if exported.fragment is not None else click.echo(
+        "\n".join(export_lines(exported)))
+    for note in export_notes(exported):
+        _note(note)
+
+
 def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optional[Addition] = None,
              context: Optional[click.Context] = None) -> None:
     """`rerun`: the command that runs, as typed (or as `add` made it); `added`: what `add` asked

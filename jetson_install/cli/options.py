@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_options", "install_options", "parsed", "typed",
            "QuietStream", "verbosity_options", "add_verbosity", "WithTargets",
-           "INSTALL", "PLAN", "DETECT", "CHANNELS", "CONSTRAINTS", "ADD", "LOCK", "WHEELHOUSE", "DOCTOR",
+           "INSTALL", "PLAN", "DETECT", "CHANNELS", "CONSTRAINTS", "EXPORT", "ADD", "LOCK", "WHEELHOUSE", "DOCTOR",
            "DOCKERFILE", "CONTAINER_ENTRYPOINT", "EVIDENCE_CHECK", "EVIDENCE_TABLE", "LABELS", "LIST", "ROLLBACK",
            "UNINSTALL", "CLEAN"]
 
@@ -230,6 +230,18 @@ LABELS = _stacked(
     with_options("venv", venv={"help": "The environment whose own evidence may grant `cuda` (default: the one a "
                                        "target's install made at its default location, OBLITERATUS' first)."}),
     with_options("max-age"), with_options("json", json={"help": "Print the labels as JSON."}),
+)
+#: `jetson-install export`.
+EXPORT = _stacked(
+    click.argument("project_dir", required=False, default=".", metavar="[PROJECT_DIR]"),
+    click.option("--uv", "uv", is_flag=True, help="Write the settings uv reads into PROJECT_DIR/pyproject.toml "
+                                                  "(default: the current folder), so that plain `uv sync` installs "
+                                                  "the channel's stack on a Jetson."),
+    click.option("--channel", "channel_id", metavar="ID", help="The channel's settings (`jetson-install channels` "
+                                                                "lists them); default: the board's, read from --root."),
+    _ROOT,
+    with_options("vendor-index"),
+    click.option("--print", "print_only", is_flag=True, help="Print the settings as TOML; change no file."),
 )
 LIST = with_options("json", json={"help": "Print the environments as JSON."})
 ROLLBACK = _stacked(_LIFECYCLE_VENV, with_options("json"))

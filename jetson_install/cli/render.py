@@ -22,12 +22,13 @@ if TYPE_CHECKING:
     from jetson_install.planning.plan import Plan
     from jetson_install.running.install import InstallResult
     from jetson_install.cli.commands.channels import SetReport
+    from jetson_install.cli.commands.export import Exported
 
 __all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "install_lines", "addition_line",
            "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",
            "channels_text", "channels_markdown", "channels_json", "check_lines", "check_json", "check_list",
            "check_list_json", "size_text", "environments_json", "environments_lines", "rollback_lines",
-           "uninstall_lines", "clean_lines"]
+           "uninstall_lines", "clean_lines", "export_lines", "export_notes"]
 
 
 def platform_summary(platform: Platform, typed: Rerun) -> str:
@@ -362,3 +363,42 @@ def clean_lines(result: Cleaned) -> List[str]:
                      f"{result.kept_evidence[0]} (remove them too: jetson-install clean --failed-evidence)")
     lines += [f"skipped   {venv} (an install is in progress there; run clean when it ends)" for venv in result.busy]
     return lines
+
+
+def export_lines(exported: Exported) -> List[str]:
+    """What `export --uv` wrote into the project, a setting a line."""
+    from jetson_install.catalog.uv_export import settings_lines
+
+    settings, edit, channel = exported.settings, exported.edit, exported.settings.channel
+    assert edit is not None
+    if not edit.changed:
+        head = f"{exported.path}: holds {channel.id}'s uv settings already; nothing changed"
+    elif edit.replaced and edit.replaced != channel.id:
+        head = f"{exported.path}: {channel.id}'s uv settings written in place of {edit.replaced}'s: {channel.title}"
+    else:
+        head = f"{exported.path}: {channel.id}'s uv settings written: {channel.title}"
+    lines = [head] + [f"  {line}" for line in settings_lines(settings)]
+    if edit.dev_kept:
+        lines.append('  [tool.uv] default-groups: "dev" too, which uv synced by default while default-groups was unset')
+    lines.append("next: uv lock, then on the board: uv sync && jetson-install doctor --venv .venv")
+    return lines
+
+
+def export_notes(exported: Exported) -> List[str]:
+    """What the settings cannot do, said where they are written or shown."""
+    from jetson_install.catalog.identity import VENDOR_PACKAGES
+
+    settings, channel = exported.settings, exported.settings.channel
+    notes = [f"the marker holds the settings to Jetsons, but PEP 508 markers tell neither the L4T release nor Orin "
+             f"from Thor on R39: every Jetson that syncs this project takes {channel.id}'s builds (the dependency "
+             f"group {settings.group} names the channel), and `jetson-install doctor --venv .venv` fails on a board "
+             "of another channel; one uv.lock holds one Jetson channel"]
+    missing = [name for name in VENDOR_PACKAGES if channel.primary and name not in channel.primary.preferred.specifiers]
+    if missing:
+        notes.append(f"{channel.id} has no {' or '.join(missing)} build: where the project asks for "
+                     f"{'them' if len(missing) > 1 else 'it'}, uv takes {'them' if len(missing) > 1 else 'it'} from "
+                     "the default index")
+    if exported.edit is not None and exported.edit.default_groups_made and not exported.edit.dev_kept:
+        notes.append("[tool.uv] default-groups now decides which groups `uv sync` installs: name a dev group there "
+                     "if you add one")
+    return notes

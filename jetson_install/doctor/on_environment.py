@@ -19,6 +19,7 @@ from jetson_install.envs.recorded import (
 )
 from jetson_install.base.outputs import write_output
 from jetson_install.base.redact import json_text
+from jetson_install.envs.record import installed_package
 from jetson_install.envs.source_identity import recorded_commit
 
 if TYPE_CHECKING:
@@ -45,12 +46,12 @@ def doctor_environment(python: str, platform: Optional["Platform"], channel: Opt
     environment = Path(python).parent.parent
     channel, vendor = recorded_doctor_inputs(environment, channel)
     recorded = recorded_plan(environment) or {}
-    target = recorded_target(recorded)
+    target = recorded_target(recorded, environment)
     report = run_doctor(DoctorRequest(
         python, platform, channel, vendor=vendor, only=tuple(only), strict=strict,
         source_commit=recorded_commit(recorded.get("source")), profile=profile_from_record(recorded, channel, preflight),
         install_command=install_command, platform_options=tuple(platform_options), target=target,
-        left_out=load_catalog().left_out(target), additions=recorded_additions(environment),
+        left_out=load_catalog().left_out(target, made=bool(recorded)), additions=recorded_additions(environment),
         check_commands=recorded_check_commands(environment)), progress)
     evidence = report.to_json()
     lock = recorded_lock(environment)
@@ -61,8 +62,16 @@ def doctor_environment(python: str, platform: Optional["Platform"], channel: Opt
     return DoctorRun(report, evidence)
 
 
-def recorded_target(recorded: Mapping[str, Any]) -> str:
+def recorded_target(recorded: Mapping[str, Any], environment: Path) -> str:
     """The target an environment was made for (its plan.json); OBLITERATUS for one made before
-    there were others, or not by jetson-install."""
+    there were others. One jetson-install did not make (a uv project's .venv, `export --uv`) is
+    judged as the target whose project is installed in it, else as the stack alone."""
+    catalog = load_catalog()
     target = recorded.get("target")
-    return target if isinstance(target, str) and target in load_catalog().targets else "obliteratus"
+    if isinstance(target, str) and target in catalog.targets:
+        return target
+    if recorded:
+        return "obliteratus"
+    targets = list(catalog.targets.values())
+    installed = [t.id for t in targets if t.distribution and installed_package(environment, t.distribution)]
+    return installed[0] if installed else next(t.id for t in targets if t.distribution is None)
