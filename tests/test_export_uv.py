@@ -60,7 +60,7 @@ def test_each_channel_fragment_is_its_constraints_file_held_to_jetsons(channel_i
     # constraint-dependencies are constraints/<channel>.txt's lines, each on Jetsons only.
     assert uv["constraint-dependencies"] == [f"{line} ; {BOARD_MARKER}" for line in channel_constraint_lines(catalog, channel)]
     listed = (TOP / "constraints" / f"{channel_id}.txt").read_text().splitlines()
-    assert [line.split(" ; ")[0] for line in uv["constraint-dependencies"]] == [l for l in listed if not l.startswith("#")]
+    assert [line.split(" ; ")[0] for line in uv["constraint-dependencies"]] == [kept for kept in listed if not kept.startswith("#")]
     source = channel.primary
     assert source is not None
     # The group installs the preferred set (and the runtime wheels its builds need), on Jetsons.
