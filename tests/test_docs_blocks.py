@@ -43,6 +43,10 @@ RUN_ELSEWHERE: Dict[str, str] = {
     "docs/fleets.md / Locks and wheelhouses#2": (
         "not run here: a lock is made for the board's architecture (aarch64), and an install here is for this "
         "machine's; tests/test_lock.py installs a lock (--lock, --wheelhouse) made for this machine"),
+    "docs/uv-projects.md / On the Jetson: sync, then prove it": (
+        "tests/test_export_uv_sync.py (its first test) runs both lines in the project, on a .venv whose interpreter "
+        "answers uv's markers as an Orin's: this machine is no Jetson, so a plain uv sync here takes the "
+        "workstation's torch"),
     "docs/fleets.md / Locks and wheelhouses#3": (
         "not run: it serves until Ctrl-C, to a HOST of the fleet's own; tests/test_wheelhouse_server.py serves one"),
 }
@@ -53,7 +57,7 @@ RUN_HERE = {
     "docs/install.md / The environments' lifecycle", "docs/fleets.md / Locks and wheelhouses",
     "README.md / For other projects", "README.md / For other projects#2",
     "docs/install.md / The stack for other projects, and adding to it later",
-    "docs/fleets.md / An authenticated mirror",
+    "docs/fleets.md / An authenticated mirror", "docs/uv-projects.md / On the workstation: write the settings, lock",
 }
 
 
@@ -310,3 +314,18 @@ def test_every_link_between_the_pages_resolves() -> None:
             if anchor and anchor[1:] not in headings:
                 broken.append(f"{path.name}: {file}{anchor}")
     assert not broken, broken
+
+
+def test_the_uv_project_block_writes_and_locks(board: Dict[str, str], tmp_path: Path) -> None:
+    project = tmp_path / "work" / "my-project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "my-project"\nversion = "0.1.0"\nrequires-python = ">=3.10"\ndependencies = ["torch>=2.0"]\n')
+    board = {**board, "PATH": f"{Path(find_uv()).parent}{os.pathsep}{board['PATH']}", "UV_PYTHON": sys.executable}
+    result = run_block(block("docs/uv-projects.md", "On the workstation: write the settings, lock"), board,
+                       tmp_path / "work")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("# jetson-install export --uv --channel jp6-cu126: ")
+    assert "\nmy-project/pyproject.toml: jp6-cu126's uv settings written: JetPack 6.1-6.2.x" in result.stdout
+    lock = (project / "uv.lock").read_text()
+    assert f'version = "2.8.0"\nsource = {{ registry = "{board["JETSON_INSTALL_VENDOR_INDEX"]}" }}' in lock

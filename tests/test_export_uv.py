@@ -354,3 +354,13 @@ def test_requirements_in_the_group_parse_and_name_the_stack() -> None:
     assert names == ["torch", "torchvision", "torchaudio", "bitsandbytes"]
     assert all(str(Requirement(line).marker) == str(Marker(BOARD_MARKER))
                for line in settings.requirements + settings.constraints)
+
+
+def test_the_maintainers_page_holds_each_channels_settings_as_the_command_prints_them() -> None:
+    catalog = load_catalog()
+    text = (TOP / "docs" / "uv-projects.md").read_text()
+    section = text.split("<!-- uv-fragments:start -->\n", 1)[1].split("<!-- uv-fragments:end -->", 1)[0]
+    expected = "\n".join(f"### `{channel_id}`\n\n```toml\n{fragment(uv_settings(catalog, catalog.channel(channel_id)))}```\n"
+                         for channel_id in INSTALLABLE)
+    assert section == expected, ("regenerate docs/uv-projects.md's section: each installable channel's "
+                                 "`jetson-install export --uv --channel ID --print`, under ### `ID`, fenced ```toml")
