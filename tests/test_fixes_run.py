@@ -193,7 +193,8 @@ def test_a_missing_torch_for_another_python_is_fixed_by_an_install_with_the_chan
     fix = checks["torch-import"]["fix"]
     python = "{}.{}.{}".format(*sys.version_info[:3])
     assert fix.startswith(f"channel jp6-cu126's vendor builds are for Python 3.10, this environment's is {python}: "
-                          "install them with Python 3.10: jetson-install obliteratus "
+                          # a venv jetson-install did not make, without OBLITERATUS: judged as the stack alone
+                          "install them with Python 3.10: jetson-install torch "
                           f"--venv {plain_venv}-jetson-install --root {SAMPLE}"), fix
     assert "uv pip install" not in fix  # the channel's builds would not install into this Python
     commands = printed_commands(fix)

@@ -162,7 +162,11 @@ def test_any_document_gains_exactly_the_items_and_loses_them_again(
     try:
         added = set_array_block(text, table, key, items, MARKS)
     except TomlEditError as refused:
-        assert "inline table" in str(refused)  # the one text it may refuse: a table written as one value
+        message = str(refused)
+    else:
+        message = ""
+    if message:
+        assert "inline table" in message  # the one text it may refuse: a table written as one value
         return
     values = [tomllib.loads(f"v = {item}")["v"] for item in items]
     assert tomllib.loads(added) == _with(before, table + (key,), values)
