@@ -19,8 +19,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-MARKS = Marks("# >>> mine: one >>>", "# >>> mine", "# <<< mine <<<")
-OTHER = Marks("# >>> mine: two >>>", "# >>> mine", "# <<< mine <<<")
+MARKS = Marks("# >>> mine: one >>>", "# >>> mine", "# <<< mine <<<", "# >>> mine: one, the key too >>>", ", the key too >>>")
+OTHER = Marks("# >>> mine: two >>>", "# >>> mine", "# <<< mine <<<", "# >>> mine: two, the key too >>>", ", the key too >>>")
 
 
 def test_items_go_between_marks_in_an_array_of_one_line_and_come_out_again() -> None:

@@ -35,11 +35,15 @@ class TomlEditError(ValueError):
 @dataclass(frozen=True)
 class Marks:
     """The comment lines around what an edit owns: `begin` is written whole, and a line is taken
-    for a begin or end mark when its comment starts with `begin_prefix` or is `end`."""
+    for a begin or end mark when its comment starts with `begin_prefix` or is `end`. `made` is
+    the begin line of an array whose key the edit made (it ends in `made_tail`): that key goes
+    when its last item does, where a key of the project's own stays, empty or not."""
 
     begin: str
     begin_prefix: str
     end: str
+    made: str = ""
+    made_tail: str = ""
 
 
 @dataclass(frozen=True)
@@ -360,8 +364,9 @@ def _indent_of(doc: TomlText, array: Value) -> str:
     return "    "
 
 
-def _block(marks: Marks, items: Sequence[str], indent: str) -> str:
-    return "".join(f"{indent}{line}\n" for line in [marks.begin] + [f"{item}," for item in items] + [marks.end])
+def _block(marks: Marks, items: Sequence[str], indent: str, made: bool = False) -> str:
+    begin = marks.made if made and marks.made else marks.begin
+    return "".join(f"{indent}{line}\n" for line in [begin] + [f"{item}," for item in items] + [marks.end])
 
 
 def array_block_lines(doc: TomlText, path: Tuple[str, ...], marks: Marks) -> Optional[str]:
@@ -385,17 +390,16 @@ def set_array_block(text: str, table: Tuple[str, ...], key: str, items: Sequence
     if statement is None:
         if not items:
             return text
-        return _insert_key(doc, table, key, "[\n" + _block(marks, items, "    ") + "]")
+        return _insert_key(doc, table, key, "[\n" + _block(marks, items, "    ", made=True) + "]")
     array = statement.value
     if array is None or array.kind != "array":
         raise TomlEditError(f"{key_text(path)} is not an array", doc.line(statement.start))
     found = doc.marks(marks, array.start, array.end)
     if found is not None:
         first, last = doc.whole_lines(*found)
-        new = text[:first] + (_block(marks, items, _indent_of(doc, array)) if items else "") + text[last:]
-        if not items:
-            return _drop_if_empty(new, path)
-        return new
+        made = bool(marks.made_tail) and text[found[0].start:found[0].end].rstrip().endswith(marks.made_tail)
+        new = text[:first] + (_block(marks, items, _indent_of(doc, array), made) if items else "") + text[last:]
+        return _drop_if_empty(new, path) if made and not items else new
     if not items:
         return text
     block = _block(marks, items, _indent_of(doc, array))

@@ -68,7 +68,8 @@ _PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 
 
 def _marks(channel_id: str) -> Marks:
-    return Marks(f"{_BEGIN}: {channel_id} (each run rewrites these lines) >>>", _BEGIN, _END)
+    return Marks(f"{_BEGIN}: {channel_id} (each run rewrites these lines) >>>", _BEGIN, _END,
+                 f"{_BEGIN}: {channel_id} (each run rewrites this key) >>>", "(each run rewrites this key) >>>")
 
 
 @dataclass(frozen=True)
@@ -428,16 +429,19 @@ def _apply(text: str, data: Mapping[str, Any], settings: UvSettings, previous_gr
             # uv syncs the dev group by default while default-groups is unset: naming it keeps that.
             text = text.replace("default-groups = [\n", 'default-groups = [\n    "dev",\n', 1)
     text = set_array_block(text, uv, "constraint-dependencies", [string(c) for c in settings.constraints], marks)
-    sources = dict(settings.sources)
+    sources, untouched = dict(settings.sources), text
     for name in VENDOR_PACKAGES:
         text = set_array_block(text, uv + ("sources",), name, [sources[name]] if name in sources else [], marks)
+    sourced = text != untouched
     if TomlText(text).key(uv + ("index",)) is None:
         text = set_region(text, _index_body(settings), marks)
     else:  # the project writes its indexes as `index = [...]` in [tool.uv]
         entry = (f"{{ name = {string(settings.group)}, url = {string(settings.index.value)}, explicit = true }}"
                  if settings.index is not None else None)
         text = set_array_block(text, uv, "index", [entry] if entry else [], marks)
-    return drop_empty_table(text, uv + ("sources",))
+    if sourced:  # a [tool.uv.sources] that held only the earlier channel's sources goes with them
+        text = drop_empty_table(text, uv + ("sources",))
+    return text
 
 
 def _default_all(data: Mapping[str, Any]) -> bool:
