@@ -204,3 +204,49 @@ def test_default_index_builds_are_held_by_version_and_the_lock_by_sha256(tmp_pat
     assert "hash mismatch" in synced.stderr.lower(), synced.stderr
     assert f"sha256:{locked}" in synced.stderr and f"sha256:{served}" in synced.stderr
     assert "torch" not in _installed(project / ".venv")
+
+
+def test_a_source_scoped_to_a_group_loses_its_marker_so_one_lock_holds_one_channel(tmp_path: Path, stand: Stand) -> None:
+    """Why export --uv writes one channel (docs/uv-projects.md, "What markers cannot tell
+    apart"): two channels as exclusive groups, each source scoped to its group and held to
+    Jetsons by the marker, and the workstation that syncs the default group takes that group's
+    vendor torch all the same (uv 0.13.9). Where this test fails, uv keeps the marker, and a
+    lock could hold a group per channel."""
+    board = "sys_platform == 'linux' and platform_machine == 'aarch64' and 'tegra' in platform_release"
+    project = tmp_path / "two-channels"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'''[project]
+name = "two-channels"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["torch>=2.0"]
+
+[dependency-groups]
+jetson-a = ["torch=={GATE_TORCH} ; {board}"]
+jetson-b = ["torch==2.6.0 ; {board}"]
+
+[tool.uv]
+default-groups = ["jetson-a"]
+conflicts = [[{{ group = "jetson-a" }}, {{ group = "jetson-b" }}]]
+
+[tool.uv.sources]
+torch = [
+    {{ index = "jetson-a", marker = "{board}", group = "jetson-a" }},
+    {{ index = "jetson-b", marker = "{board}", group = "jetson-b" }},
+]
+
+[[tool.uv.index]]
+name = "jetson-a"
+url = "{stand.vendor.url}"
+explicit = true
+
+[[tool.uv.index]]
+name = "jetson-b"
+url = "{stand.public.url}"
+explicit = true
+''')
+    locked = _uv(stand.env, project, "lock")
+    assert locked.returncode == 0, locked.stderr
+    workstation = _uv(stand.env, project, "sync", extra={"UV_PROJECT_ENVIRONMENT": str(tmp_path / "workstation")})
+    assert workstation.returncode == 0, workstation.stderr
+    assert _installed(tmp_path / "workstation")["torch"] == GATE_TORCH  # the vendor's, on a machine no marker named

@@ -21,7 +21,8 @@ for the uv this tool ships, 0.13):
 
 A source scoped to a group or an extra (`group = ...`) applies only to requirements of that
 group (https://github.com/astral-sh/uv/pull/9160); with uv 0.13.9 the project's own `torch`
-then resolved to that group's vendor build on the workstation too, marker or not. So one
+then resolved to that group's vendor build on the workstation too, marker or not
+(tests/test_export_uv_sync.py holds this). So one
 uv.lock holds one Jetson channel: markers tell a Jetson from any other machine, but neither the
 L4T release nor Orin from Thor on R39, and the exported group names the channel it is for.
 """
