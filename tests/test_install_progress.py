@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import pty
@@ -25,9 +26,12 @@ from support.stub_projects import make_obliteratus_source
 from support.installer import Installer
 from support.stub_projects import IndexDirs
 from support.index_server import LoopbackIndex
+from support.catalogs import stub_catalog_text
+from support.wheels import altered_wheel
 
 from jetson_install.tools.progress import format_bytes, format_seconds
 
+TOP = Path(__file__).resolve().parent.parent
 # Each test installs, with a download that takes SLOW_SECONDS.
 pytestmark = pytest.mark.slow
 
@@ -151,3 +155,36 @@ def test_on_a_terminal_the_step_has_one_live_line_redrawn_in_place(
     # Its outcome replaces the live line: cleared, then written once, on a line of its own.
     assert re.search(r"\r\x1b\[K      done in [^\r\n]*MiB downloaded\r\n$", target), target
     assert "so far:" not in shown  # no plain lines on a terminal
+
+
+def test_the_fetch_step_shows_a_slow_vendor_download_while_it_runs_and_counts_its_bytes(
+        tmp_path: Path, cli_env: Dict[str, str], private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex],
+        public_index: LoopbackIndex, obliteratus_source: Path) -> None:
+    # The vendor files are the tool's own downloads: a slow torch shows as uv's downloads do.
+    [torch] = private_index_dirs.vendor.glob("torch-*.whl")
+    blob = base64.b64encode(os.urandom(2_500_000)).decode()
+    altered_wheel(torch, torch.parent, members={"torch/blob.py": f"BLOB = {blob!r}\n".encode()},
+                  record=lambda text: text + f"torch/blob.py,sha256={_digest(blob)},{len(blob) + 10}\n")
+    catalog = tmp_path / "wheels-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor))
+    env = dict(cli_env, JETSON_INSTALL_PROGRESS_INTERVAL="0.5", JETSON_INSTALL_WHEELS_INDEX=str(catalog))
+    vendor = start_index(private_index_dirs.vendor, name="slow-vendor", slow={"torch": SLOW_SECONDS})
+    installer = Installer(tmp_path / "obl", env, vendor.url, public_index.url, obliteratus_source)
+    code, data, lines = run_reading_stderr(installer.argv(), env)
+    text = "\n".join(line for _, line in lines)
+    assert code == 0, text
+    heading = next(n for n, (_, line) in enumerate(lines) if re.match(r"\[3/[0-9]+\] fetch:", line))
+    end = next(n for n in range(heading, len(lines)) if re.match(r"      .*\(done in .*, [0-9.]+ MiB downloaded\)$",
+                                                                  lines[n][1]))
+    during = [(at, line) for at, line in lines[heading + 1:end] if "so far:" in line and f"downloading {torch.name}" in line]
+    assert during, text
+    assert lines[end][0] - during[0][0] >= 1.0, text  # printed while the download ran, not after it
+    fetched = {f["file"] for f in data["resolution"]["files"]}
+    steps = {step["id"]: step for step in data["steps"]}
+    assert steps["fetch"]["downloaded_bytes"] == sum((vendor.root / name).stat().st_size for name in fetched)
+    assert steps["fetch"]["seconds"] >= SLOW_SECONDS * 0.9
+
+
+def _digest(blob: str) -> str:
+    data = f"BLOB = {blob!r}\n".encode()
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

@@ -255,3 +255,23 @@ def test_a_truncated_vendor_file_is_seen_by_its_size(installer: Installer) -> No
     code, data, stderr = installer.run()
     assert code == 0 and data["status"] == "installed", stderr
     assert "torch/__init__.py has 0 bytes, not " in data["damaged"][0]
+
+
+def test_an_environment_without_its_vendor_files_hashes_is_made_again_from_the_checked_wheels(
+        installer: Installer, vendor_index: LoopbackIndex) -> None:
+    # As one made before the fetch step kept them: the strict doctor could prove nothing there.
+    assert installer.run()[0] == 0
+    before = os.readlink(installer.venv)
+    (installer.venv / "jetson-install" / "vendor-files.json").unlink()
+    args = [arg for arg in installer.args() if arg != "--yes"] + ["--dry-run"]
+    dry_run = json.loads(run_cli(*args, env=installer.env).stdout)
+    assert dry_run["would_change"] is True
+    assert dry_run["would_change_reason"] == (
+        f"{installer.venv.parent / before} has no record of its vendor files' expected hashes (vendor-files.json: made "
+        "by an older jetson-install); a new environment measures them from the wheels")
+    vendor_index.clear_requests()
+    code, data, stderr = installer.run()
+    assert code == 0 and data["status"] == "installed" and os.readlink(installer.venv) != before, stderr
+    assert (installer.venv / "jetson-install" / "vendor-files.json").is_file()
+    assert vendor_index.requests == []  # the recorded set, its files from the cache of checked wheels
+    assert installer.run()[1]["status"] == "unchanged"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -52,7 +53,7 @@ from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.routes.shared import left_to_uv
 from jetson_install.running.execution import Run
 from jetson_install.tools import index, oci
-from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event
+from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event, StepProgress
 
 __all__ = ["fetch", "fetched_companions", "wheels_cache"]
 
@@ -172,15 +173,15 @@ def _checked(chosen: ChosenFile, where: str, plan: Plan, run: Run) -> Tuple[str,
     # Downloaded under its own name (which the wheel's reader parses) in a folder of this run's.
     partial = cache / f".part-{os.getpid()}" / chosen.file
     partial.parent.mkdir(parents=True, exist_ok=True)
-    step = run.current
-    if step is not None:
-        step.event(Event(DOWNLOAD, chosen.file))
+    shown = _Shown(run.current, chosen.file)
     try:
         try:
             if is_oci(chosen.url):  # a registry's blob, by its digest (checked as it arrives)
+                shown(0, 0)
                 oci.fetch_by_reference(chosen.url, partial, plan.settings.allow_insecure)
             else:
-                index.fetch_file(_with_credentials(chosen.url, (*plan.indexes, *plan.route.file_sources())), partial)
+                index.fetch_file(_with_credentials(chosen.url, (*plan.indexes, *plan.route.file_sources())), partial,
+                                 shown)
         except oci.RegistryError as exc:
             raise StepFailed("fetch", f"step 'fetch' failed: {exc.message}",
                              exc.fix or plan.route.unreachable_fix(plan, run.rerun, chosen.file)) from None
@@ -196,10 +197,35 @@ def _checked(chosen: ChosenFile, where: str, plan: Plan, run: Run) -> Tuple[str,
         os.replace(partial, final)
     finally:
         shutil.rmtree(partial.parent, ignore_errors=True)
-    if step is not None:
-        step.event(Event(DOWNLOAD, chosen.file, final.stat().st_size))
-        step.event(Event(DOWNLOADED, chosen.file))
+    shown.done(final.stat().st_size)
     return chosen.name, final, files
+
+
+class _Shown:
+    """A download as the running step shows it: announced with the size its answer gives, the
+    clock ticking while it runs (a few times a second at most), counted once it is whole."""
+
+    def __init__(self, step: Optional[StepProgress], name: str) -> None:
+        self.step, self.name = step, name
+        self.announced: Optional[int] = None
+        self.ticked = 0.0
+
+    def __call__(self, received: int, total: int) -> None:
+        if self.step is None:
+            return
+        if self.announced is None:
+            self.announced = total
+            self.step.event(Event(DOWNLOAD, self.name, total))
+        elif time.monotonic() - self.ticked >= 0.25:
+            self.ticked = time.monotonic()
+            self.step.tick()
+
+    def done(self, size: int) -> None:
+        if self.step is None:
+            return
+        if not self.announced:  # no size announced: the bytes it came to
+            self.step.event(Event(DOWNLOAD, self.name, size))
+        self.step.event(Event(DOWNLOADED, self.name))
 
 
 def _read(path: Path, chosen: ChosenFile, where: str, fix: str, how: str) -> DistributionFiles:

@@ -3,8 +3,8 @@ install makes before its first step and `--dry-run --json` reports (`would_chang
 mode fleets use).
 
 An environment satisfies a plan while what it was made from (plan.json: the plan's fingerprint
-and its sources' identities) equals what the plan would make it from, its vendor packages are
-the recorded files and intact, the plan's pins are installed, and its dependencies are
+and its sources' identities) equals what the plan would make it from, it holds its vendor files'
+expected hashes (vendor-files.json), its vendor packages are the recorded files and intact, the plan's pins are installed, and its dependencies are
 consistent (`uv pip check`, not started again while checked.txt says nothing changed since it
 passed). The decision stops at the first difference and writes nothing.
 """
@@ -17,11 +17,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from packaging.version import Version
 
-from jetson_install.base.layout import CHECKED_FILE, state_of
+from jetson_install.base.layout import CHECKED_FILE, MANIFEST_FILE, state_of
 from jetson_install.base.redact import redact_data
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.recorded import recorded_plan
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter, pip_check, sees_parent_environment
+from jetson_install.envs.manifest import read_manifest
 from jetson_install.envs.record import EnvironmentRecord, distributions_state, installed_versions, read_record
 from jetson_install.envs.source_identity import Sources
 from jetson_install.planning.plan import Plan, resolved_plan
@@ -96,6 +97,11 @@ def decide(plan: Plan, current: Current, interpreter: Interpreter, sources: Sour
         return Decision(True, f"{where} was made from a different plan (channel, pins, source, indexes or interpreter)")
     if not sources.unchanged_since(current.sources):
         return Decision(True, f"the source changed since {where} was made")
+    if read_manifest(where) is None:
+        # What the doctor's proof compares the vendor files with: made by the fetch step since (an
+        # environment from before has none), and the same again from the files a new one takes.
+        return Decision(True, f"{where} has no record of its vendor files' expected hashes ({MANIFEST_FILE}: made by "
+                              "an older jetson-install); a new environment measures them from the wheels")
     not_held = Decision(True, f"{where} no longer holds the pinned vendor builds, or uv pip check fails there")
     if plan.resolution is not None:
         if current.record is None or current.record.resolution.files != plan.resolution.files:

@@ -14,7 +14,7 @@ import html.parser
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 import requests
@@ -202,8 +202,9 @@ RUN_AGAIN = "run the command again"
 _FILE_READ_TIMEOUT = 60.0
 
 
-def fetch_file(url: str, destination: Path) -> None:
-    """Write the file at `url` to `destination`, streamed (torch is 0.5-2 GB)."""
+def fetch_file(url: str, destination: Path, watch: Optional[Callable[[int, int], None]] = None) -> None:
+    """Write the file at `url` to `destination`, streamed (torch is 0.5-2 GB); `watch` hears
+    (bytes so far, the size the answer announced or 0) once it starts and after each piece."""
     if urlsplit(url).scheme == "file":
         try:
             shutil.copyfile(unquote(urlsplit(url).path), destination)
@@ -215,9 +216,16 @@ def fetch_file(url: str, destination: Path) -> None:
         with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT)) as response:
             if response.status_code != 200:
                 raise _failed(url, f"HTTP {response.status_code}")
+            size = response.headers.get("Content-Length", "")
+            total, received = int(size) if size.isdigit() else 0, 0
+            if watch is not None:
+                watch(0, total)
             with destination.open("wb") as stream:
                 for chunk in response.iter_content(chunk_size=1 << 20):
                     stream.write(chunk)
+                    received += len(chunk)
+                    if watch is not None:
+                        watch(received, total)
     except requests.RequestException as exc:
         raise _failed(url, type(exc).__name__) from None
 
