@@ -16,6 +16,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_CHECK_UNREACHABLE",
     "EXIT_CHECK_UNLISTED",
+    "EXIT_CHANGED",
     "EXIT_CLOSED_OUTPUT",
     "Stopped",
     "JetsonInstallError",
@@ -39,6 +40,10 @@ EXIT_UNSUPPORTED = 3
 EXIT_CHECK_UNREACHABLE = 4
 #: `channels --check`: the preferred set is there, but not one of its files is a build the catalog records.
 EXIT_CHECK_UNLISTED = 5
+#: --detailed-exitcode: the environment changed (with --dry-run: would change), as terraform's
+#: `plan -detailed-exitcode` says it with 2 (https://developer.hashicorp.com/terraform/cli/commands/plan#detailed-exitcode),
+#: which is bad input here.
+EXIT_CHANGED = 6
 #: Interrupted (Ctrl-C, SIGTERM or SIGHUP); the previous environment is kept.
 EXIT_INTERRUPTED = 130
 #: stdout or stderr was closed before all was written (`| head -1`, `2>&1 | head -2`): 128 + SIGPIPE,

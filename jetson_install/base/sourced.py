@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["Sourced"]
+__all__ = ["Sourced", "DEFAULT"]
 
 T = TypeVar("T")
+
+#: The source of a value that nothing gave: the tool's own default.
+DEFAULT = "default"
 
 
 @dataclass(frozen=True)

@@ -12,24 +12,33 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from jetson_install.base.errors import CatalogError
+from jetson_install.base.sourced import DEFAULT, Sourced
 from jetson_install.base.toml_file import load_toml
 
-__all__ = ["TARGET_NAME", "default_catalog_path", "target_summaries"]
+__all__ = ["TARGET_NAME", "CATALOG_VARIABLE", "catalog_file", "default_catalog_path", "target_summaries"]
+
+#: The variable that points the tool at another wheels-index.toml (docs/contributing.md).
+CATALOG_VARIABLE = "JETSON_INSTALL_WHEELS_INDEX"
 
 #: A target is a command: `jetson-install NAME`.
 TARGET_NAME = re.compile(r"[a-z][a-z0-9-]*")
 
 
 def default_catalog_path() -> Path:
-    override = os.environ.get("JETSON_INSTALL_WHEELS_INDEX")
+    return catalog_file().value
+
+
+def catalog_file() -> Sourced[Path]:
+    """The wheels-index.toml in use, and where that came from: the variable, or the tool's own."""
+    override = os.environ.get(CATALOG_VARIABLE)
     if override:
-        return Path(override)
+        return Sourced(Path(override), CATALOG_VARIABLE)
     # Inside the wheel the file sits beside this module; in a source checkout it is
     # at the top level, where reviewers find it.
     here = Path(__file__).resolve().parent
     for candidate in (here / "wheels-index.toml", here.parent.parent / "wheels-index.toml"):
         if candidate.is_file():
-            return candidate
+            return Sourced(candidate, DEFAULT)  # the tool's own
     raise CatalogError(f"wheels-index.toml is missing from {here}", fix="reinstall: pipx reinstall jetson-install")
 
 

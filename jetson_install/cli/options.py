@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_options", "install_options", "parsed", "typed",
            "QuietStream", "verbosity_options", "add_verbosity", "WithTargets",
-           "INSTALL", "PLAN", "DETECT", "CHANNELS", "CONSTRAINTS", "EXPORT", "ADD", "LOCK", "WHEELHOUSE", "DOCTOR",
+           "given_on_command_line", "WITH_PLAN", "INSTALL", "PLAN", "PLAN_ADD", "DETECT", "CHANNELS", "CONSTRAINTS", "EXPORT", "ADD", "LOCK",
+           "WHEELHOUSE", "DOCTOR",
            "DOCKERFILE", "CONTAINER_ENTRYPOINT", "EVIDENCE_CHECK", "EVIDENCE_TABLE", "LABELS", "LIST", "ROLLBACK",
            "UNINSTALL", "CLEAN"]
 
@@ -75,6 +76,12 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
     "yes": (("--yes", "-y"), dict(is_flag=True, help="Never prompt (prompts happen only on a terminal anyway).")),
     "max-age": (("--max-age",), dict(metavar="DAYS", type=click.FloatRange(min=0), help="Evidence older than this is "
                                      "stale (default: upstream's maximum_evidence_age_days, 30).")),
+    "plan-file": (("--plan", "plan_file"), dict(
+        metavar="FILE", help="Run exactly the plan `jetson-install plan ... --out FILE` saved, or refuse with the "
+                             "reason (another board, catalog, environment or source; a vendor set no longer served).")),
+    "detailed-exitcode": (("--detailed-exitcode",), dict(
+        is_flag=True, help="Exit 6 where the environment changed, or with --dry-run would change; 0 where nothing "
+                           "did or would (for Ansible's `changed` and scripts).")),
     "bitsandbytes": (("--bitsandbytes", "bitsandbytes"), dict(
         metavar="build[=VERSION|PATH]", help="Build bitsandbytes on this board for its GPU (where no Jetson build "
                                              "exists): the newest release this torch accepts, a release, or a local "
@@ -121,10 +128,15 @@ INSTALL = _stacked(
     click.option("--lock", "lock_file", metavar="FILE", help="Install exactly this lock (`jetson-install lock`)."),
     click.option("--wheelhouse", metavar="DIR|URL",
                  help="Install the lock of this wheelhouse from it, with no other network."),
+    with_options("plan-file", "detailed-exitcode"),
 )
+#: Beside --plan FILE: what only changes how the run is shown or confirmed (the rest is the plan's).
+WITH_PLAN = ("plan_file", "dry_run", "yes", "as_json", "detailed_exitcode")
+_OUT = click.option("--out", metavar="FILE", help="Also save the whole plan (its vendor set read as the install "
+                    "would: the environment's recorded one, else the index's) for `--plan FILE` to run exactly.")
+_RESOLVE = click.option("--resolve", is_flag=True, help="Read the vendor index and show the set an install would take.")
 #: `jetson-install plan TARGET`.
-PLAN = _stacked(with_options(*INSTALL_OPTIONS), click.option(
-    "--resolve", is_flag=True, help="Read the vendor index and show the set an install would take."))
+PLAN = _stacked(with_options(*INSTALL_OPTIONS), _RESOLVE, _OUT)
 DETECT = _stacked(_ROOT, with_options("json", json={"help": "Print one JSON object for scripts."}))
 CHANNELS = _stacked(
     click.argument("channel_id", required=False, metavar="[CHANNEL]"),
@@ -140,13 +152,19 @@ CHANNELS = _stacked(
 )
 CONSTRAINTS = _stacked(click.option("--write", is_flag=True, help="Rewrite the files from wheels-index.toml."),
                        click.option("--dir", "directory", default="constraints", show_default=True, metavar="DIR"))
+_ADD_VENV = with_options("venv", venv={"help": "The environment to add to (default: the one a target's install "
+                                                "made at its default location)."})
 ADD = _stacked(
-    click.argument("requirements", nargs=-1, metavar="REQUIREMENT..."),
-    with_options("venv", venv={"help": "The environment to add to (default: the one a target's install made at its "
-                                       "default location)."}),
+    click.argument("requirements", nargs=-1, metavar="REQUIREMENT..."), _ADD_VENV,
     with_options("dry-run", dry_run={"help": "Print the plan of the new environment and change nothing."}),
     with_options("yes"), with_options("json"), with_options("check-command"),
+    with_options("plan-file", plan_file={"help": "Run exactly the plan `jetson-install plan add ... --out FILE` "
+                                                 "saved (no REQUIREMENT then), or refuse with the reason."}),
+    with_options("detailed-exitcode"),
 )
+#: `jetson-install plan add`.
+PLAN_ADD = _stacked(click.argument("requirements", nargs=-1, metavar="REQUIREMENT..."), _ADD_VENV,
+                    with_options("check-command"), with_options("json"), _RESOLVE, _OUT)
 LOCK = _stacked(
     with_options("json", "vendor-fallback", "allow-insecure-index", "default-index", "vendor-index", "mirror", "ref",
                  "source",
@@ -266,6 +284,18 @@ def given(context: click.Context, name: str, value: Optional[str]) -> Sourced[Op
     if source is not None and source.name == "ENVIRONMENT":
         return Sourced(value, OPTIONS[flag[2:]][1]["envvar"])
     return Sourced(value, flag)
+
+
+def given_on_command_line(context: click.Context, keep: Sequence[str]) -> List[str]:
+    """The options typed on the command line in `context`, but those named in `keep` (by their
+    parameter names): each as the user wrote it (`--venv`)."""
+    typed = []
+    for parameter in context.command.params:
+        source = context.get_parameter_source(parameter.name) if parameter.name else None
+        if parameter.name in keep or source is None or source.name != "COMMANDLINE":
+            continue
+        typed.append(parameter.opts[0] if isinstance(parameter, click.Option) else parameter.human_readable_name)
+    return typed
 
 
 def platform_options(root: str, l4t: Optional[str], soc: Optional[str],

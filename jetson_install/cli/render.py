@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from jetson_install.fleet.lock import LockResult
     from jetson_install.planning.fixes import Rerun
     from jetson_install.planning.plan import Plan
+    from jetson_install.planning.plan_file import PlanFile
     from jetson_install.running.install import InstallResult
     from jetson_install.cli.commands.channels import SetReport
     from jetson_install.cli.commands.export import Exported
@@ -28,7 +29,7 @@ __all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "insta
            "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",
            "channels_text", "channels_markdown", "channels_json", "check_lines", "check_json", "check_list",
            "check_list_json", "size_text", "environments_json", "environments_lines", "rollback_lines",
-           "uninstall_lines", "clean_lines", "export_lines", "export_notes"]
+           "uninstall_lines", "clean_lines", "export_lines", "export_notes", "saved_plan_lines"]
 
 
 def platform_summary(platform: Platform, typed: Rerun) -> str:
@@ -402,3 +403,11 @@ def export_notes(exported: Exported) -> List[str]:
         notes.append("[tool.uv] default-groups now decides which groups `uv sync` installs: name a dev group there "
                      "if you add one")
     return notes
+
+
+def saved_plan_lines(saved: PlanFile, out: Path) -> List[str]:
+    """After `plan TARGET --out FILE`: where the plan is, what it would do, and how to apply it."""
+    changes = (f"it would change the environment: {saved.would_change_reason}" if saved.would_change
+               else f"it would change nothing: {saved.would_change_reason}")
+    apply = shlex.join(["jetson-install", saved.plan_command[saved.plan_command.index("plan") + 1], "--plan", str(out)])
+    return [f"plan saved to {out} ({changes})", f"next: apply exactly this plan: {apply}"]

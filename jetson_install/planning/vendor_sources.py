@@ -26,7 +26,8 @@ from jetson_install.catalog.identity import (
 from jetson_install.catalog.resolve import choose_set
 from jetson_install.tools.index import IndexRefused, IndexUnreachable, recorded_url, source_listings
 
-__all__ = ["ARCH", "resolve", "sources_in_order", "same_files_elsewhere", "recorded_only", "offline_resolution"]
+__all__ = ["ARCH", "resolve", "sources_in_order", "same_files_elsewhere", "no_longer_served", "recorded_only",
+           "offline_resolution"]
 
 #: The vendor builds are for Jetson boards, and a preflight runs only on aarch64 (preflight.require_aarch64).
 ARCH = "aarch64"
@@ -103,8 +104,7 @@ def same_files_elsewhere(source: VendorSource, index: Optional[str], resolution:
             continue
         files = []
         for chosen in resolution.files:
-            listed = next((item for item in listings.get(chosen.name, ()) if item.filename == chosen.file
-                           and chosen.sha256 and (item.sha256 or chosen.sha256) == chosen.sha256), None)
+            listed = _listed(chosen, listings.get(chosen.name, ())) if chosen.sha256 else None
             if listed is None:
                 break
             files.append(dataclasses.replace(chosen, url=listed.url))
@@ -113,6 +113,29 @@ def same_files_elsewhere(source: VendorSource, index: Optional[str], resolution:
             return dataclasses.replace(resolution, source=shown, files=tuple(files), reason=reason), tuple(answers)
         answers.append(f"{shown}: does not serve all of {', '.join(c.file for c in resolution.files)}")
     return None, tuple(answers)
+
+
+def no_longer_served(source: VendorSource, index: Optional[str], resolution: Resolution) -> Tuple[str, ...]:
+    """The files of `resolution` the source it was taken from no longer lists under their name
+    with their sha256 (a saved plan's set, before it is installed); none where every one is there,
+    where the set names no file (a range left to uv), or where that source does not answer (the
+    install then asks the sources after it)."""
+    by_shown = {recorded_url(where): where for where in sources_in_order(source, index)}
+    where = by_shown.get(resolution.source)
+    named = [chosen for chosen in resolution.files if chosen.url]
+    if where is None or not named:
+        return ()
+    try:
+        listings = source_listings(source, where)
+    except (IndexUnreachable, IndexRefused):
+        return ()
+    return tuple(chosen.file for chosen in named if _listed(chosen, listings.get(chosen.name, ())) is None)
+
+
+def _listed(chosen: ChosenFile, listed: Sequence[ListedFile]) -> Optional[ListedFile]:
+    """The listing of `chosen`'s file: its name, and its sha256 where both give one."""
+    return next((item for item in listed if item.filename == chosen.file
+                 and (not chosen.sha256 or (item.sha256 or chosen.sha256) == chosen.sha256)), None)
 
 
 def _choose(source: VendorSource, index: str, listings: Dict[str, List[ListedFile]], python: str, glibc: str,

@@ -70,12 +70,15 @@ class Decision:
 
 
 def known_set(plan: Plan, current: Optional[Current], upgrade: bool) -> Optional[KnownSet]:
-    """The plan with the vendor set no index is read for: the route's own files (a lock), none
-    at all (a kept stack), or the set `current` recorded while the vendor policy is unchanged
-    and no `upgrade` is asked for. None: the index decides."""
+    """The plan with the vendor set no index is read for: the route's own files (a lock), the
+    set the plan carries already (a saved plan's, `--plan FILE`), none at all (a kept stack),
+    or the set `current` recorded while the vendor policy is unchanged and no `upgrade` is asked
+    for. None: the index decides."""
     fixed = plan.route.fixed_resolution()
     if fixed is not None:
         return KnownSet(resolved_plan(plan, fixed))
+    if plan.resolution is not None:
+        return KnownSet(plan)
     if not plan.route.resolves() or plan.vendor is None:
         return KnownSet(plan)
     # The record keeps the policy redacted (record_plan), as the index URL in it may carry credentials.

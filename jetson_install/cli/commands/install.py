@@ -43,16 +43,17 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
     return plan
 
 
-def preview(plan: Plan, dry_run_asked: bool, as_json: bool, upgrade: bool = False
+def preview(plan: Plan, dry_run_asked: bool, decide: bool, upgrade: bool = False
             ) -> Tuple[Plan, Dict[str, Any], List[str]]:
     """What `--dry-run` (or an unsupported platform) shows instead of installing: the plan (as
-    JSON, with whether the install would change anything), with the vendor set the install
-    would take without an index (the recorded one, by hash), and the warnings of its checks."""
+    JSON; with `decide`, with whether the install would change anything), with the vendor set
+    the install would take without an index (the recorded one, by hash), and the warnings of
+    its checks."""
     if not (dry_run_asked and plan.supported):
         return plan, plan.to_json(), []
     plan, warnings = dry_run(as_it_would_run(plan, upgrade))
     data = plan.to_json()
-    if as_json:
+    if decide:
         data["would_change"], data["would_change_reason"] = would_change(plan)
     return plan, data, warnings
 

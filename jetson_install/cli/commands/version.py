@@ -5,26 +5,53 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
-from typing import List
+from pathlib import Path
+from typing import List, Optional
 
 from jetson_install import __version__
 from jetson_install.base.errors import JetsonInstallError
-from jetson_install.catalog.catalog_file import default_catalog_path
+from jetson_install.base.sourced import Sourced
+from jetson_install.catalog.catalog_file import catalog_file
 
-__all__ = ["version_lines"]
+__all__ = ["CatalogRevision", "catalog_revision", "version_lines"]
+
+
+@dataclass(frozen=True)
+class CatalogRevision:
+    """The catalog in use and its revision: its sha256 names it, whichever checkout or wheel it
+    came from (`--version` and a saved plan say it so)."""
+
+    file: Optional[Sourced[Path]]  # None: none found
+    sha256: Optional[str]  # None: it cannot be read (`problem` says why)
+    problem: str = ""
+
+    @property
+    def revision(self) -> str:
+        return f"sha256 {self.sha256[:12]}" if self.sha256 else f"unreadable ({self.problem})"
+
+
+def catalog_revision() -> CatalogRevision:
+    try:
+        found = catalog_file()
+    except JetsonInstallError as exc:
+        return CatalogRevision(None, None, str(exc))
+    try:
+        return CatalogRevision(found, hashlib.sha256(found.value.read_bytes()).hexdigest())
+    except OSError as exc:
+        return CatalogRevision(found, None, str(exc))
 
 
 def version_lines() -> List[str]:
-    """What a bug report needs: the tool, the catalog it reads (its sha256 names the revision,
-    whichever checkout or wheel it came from), the uv it runs and the Python it runs on."""
+    """What a bug report needs: the tool, the catalog it reads and its revision, the uv it runs
+    and the Python it runs on."""
     lines = [f"jetson-install {__version__}"]
-    try:
-        catalog = default_catalog_path()
-        digest = hashlib.sha256(catalog.read_bytes()).hexdigest()[:12]
-        lines.append(f"catalog: sha256 {digest} ({catalog})")
-    except (JetsonInstallError, OSError) as exc:
-        lines.append(f"catalog: unreadable ({exc})")
+    catalog = catalog_revision()
+    if catalog.file is not None and catalog.sha256 is not None:
+        lines.append(f"catalog: {catalog.revision} ({catalog.file.value})")
+    else:
+        lines.append(f"catalog: {catalog.revision}")
     # The uv distribution is the binary it ships, so its version is the binary's
     # (https://github.com/astral-sh/uv/blob/main/python/uv/_find_uv.py finds it among its files):
     # read from the metadata, neither the uv module nor the binary runs.
