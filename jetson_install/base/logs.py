@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 from typing import Any, List
 
-import platformdirs
-
 from jetson_install.base.redact import redact
+from jetson_install.base.user_dirs import log_dir
 
 __all__ = ["start_log", "show_log", "log_directory", "own_logs"]
 
@@ -21,7 +20,7 @@ _LOG_NAME = re.compile(r"^[a-z][a-z0-9-]*-\d{8}-\d{6}(-\d+)?\.log$")
 
 
 def log_directory() -> Path:
-    return Path(platformdirs.user_log_dir("jetson-install"))
+    return log_dir().value
 
 
 def own_logs() -> List[Path]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["Sourced", "DEFAULT"]
+__all__ = ["Sourced", "DEFAULT", "CONFIG_PREFIX"]
 
 T = TypeVar("T")
 
 #: The source of a value that nothing gave: the tool's own default.
 DEFAULT = "default"
+#: How a value from the configuration file names its source: "config FILE".
+CONFIG_PREFIX = "config "
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,18 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
-import platformdirs
-
 from jetson_install.base.errors import BadInput
 from jetson_install.base.oci_ref import is_loopback_host, is_oci, parse_reference
-from jetson_install.base.sourced import Sourced
+from jetson_install.base.sourced import CONFIG_PREFIX, Sourced
 from jetson_install.base.toml_file import TomlData
+from jetson_install.base.user_dirs import config_dir
 from jetson_install.catalog.lock_file import SIMPLE_DIR
 
-__all__ = ["IndexSettings", "config_path", "load_index_settings", "check_index_url", "wheelhouse_index"]
+__all__ = ["IndexSettings", "CONFIG_VARIABLE", "config_path", "config_file", "read_config", "load_index_settings",
+           "check_index_url", "wheelhouse_index", "wheelhouse_folder"]
+
+#: The variable that names a fleet's configuration file instead of the user's.
+CONFIG_VARIABLE = "JETSON_INSTALL_CONFIG"
 
 #: The configuration's settings and what each must be.
 CONFIG_SCHEMA = Path(__file__).with_name("config.schema.json")
@@ -36,7 +39,12 @@ class IndexSettings:
 
 
 def config_path() -> Path:
-    explicit = os.environ.get("JETSON_INSTALL_CONFIG")
+    return config_file().value
+
+
+def config_file() -> Sourced[Path]:
+    """The configuration file in use (it may not exist), and where its path came from."""
+    explicit = os.environ.get(CONFIG_VARIABLE)
     if explicit is not None:
         if not explicit.strip():
             # Set but empty: a fleet script's unset variable, not a wish for the public indexes.
@@ -48,12 +56,13 @@ def config_path() -> Path:
             what = "is not a file" if path.exists() else "no such file"
             raise BadInput(f"JETSON_INSTALL_CONFIG={explicit}: {what}",
                            fix="point JETSON_INSTALL_CONFIG at the fleet's config.toml, or unset it")
-        return path
+        return Sourced(path, CONFIG_VARIABLE)
+    folder = config_dir()
+    return Sourced(folder.value / "config.toml", folder.source)
 
-    return Path(platformdirs.user_config_dir("jetson-install")) / "config.toml"
 
-
-def _read_config(path: Path) -> Dict[str, Any]:
+def read_config(path: Path) -> Dict[str, Any]:
+    """The settings of the configuration file at `path`, validated; {} where there is none."""
     if not path.is_file():
         if path.exists() or path.is_symlink():
             raise BadInput(f"{path}: is not a file (the configuration must be a TOML file)",
@@ -74,13 +83,13 @@ def load_index_settings(
     """Merge the command line (or its environment variables) over the config file; `mirrors`
     (--mirror) come before the config file's, which are kept."""
     path = config_path()
-    config = _read_config(path)
+    config = read_config(path)
 
     def pick(given: Optional[str], given_source: str, key: str, fallback_source: str) -> Sourced[Optional[str]]:
         if given:
             return Sourced(given, given_source)
         if key in config:
-            return Sourced(config[key], f"config {path}")
+            return Sourced(config[key], f"{CONFIG_PREFIX}{path}")
         return Sourced(None, fallback_source)
 
     vendor = pick(vendor_index, vendor_index_source, "vendor_index", "wheels-index.toml")
@@ -91,9 +100,9 @@ def load_index_settings(
             where = option if setting.source == option else f"{option} (from {setting.source})"
             check_index_url(setting.value, where, insecure)
     sources = [Sourced(url, "--mirror") for url in mirrors]
-    sources += [Sourced(url, f"config {path} mirrors") for url in config.get("mirrors", ())]
+    sources += [Sourced(url, f"{CONFIG_PREFIX}{path} mirrors") for url in config.get("mirrors", ())]
     if "wheelhouse" in config:
-        sources.append(Sourced(wheelhouse_index(config["wheelhouse"]), f"config {path} wheelhouse"))
+        sources.append(Sourced(wheelhouse_index(config["wheelhouse"]), f"{CONFIG_PREFIX}{path} wheelhouse"))
     for mirror in sources:
         where = "--mirror" if mirror.source == "--mirror" else mirror.source
         if is_oci(mirror.value):
@@ -112,10 +121,17 @@ def wheelhouse_index(location: str) -> str:
     there as it is."""
     if is_oci(location):
         return location  # a registry's wheelhouse: its blobs, by the lock's sha256
-    parts = urlsplit(location)
-    if parts.scheme in ("http", "https", "file"):
+    folder = wheelhouse_folder(location)
+    if folder is None:
         return f"{location.rstrip('/')}/{SIMPLE_DIR}/"
-    return f"{Path(location).expanduser().absolute().as_uri()}/{SIMPLE_DIR}/"
+    return f"{folder.as_uri()}/{SIMPLE_DIR}/"
+
+
+def wheelhouse_folder(location: str) -> Optional[Path]:
+    """The folder on this machine a wheelhouse setting names; None for a URL or a registry."""
+    if is_oci(location) or urlsplit(location).scheme in ("http", "https", "file"):
+        return None
+    return Path(location).expanduser().absolute()
 
 
 def check_index_url(url: str, where: str, allow_insecure: bool) -> None:

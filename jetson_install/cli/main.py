@@ -527,6 +527,19 @@ def clean(dry_run: bool, failed_evidence: bool, as_json: bool) -> None:
     click.echo("\n".join(clean_lines(result)), err=as_json)
 
 
+@cli.command()
+@options.PATHS
+def paths(as_json: bool) -> None:
+    """The folders and files jetson-install uses, and where each came from (default, variable, configuration)."""
+    from jetson_install.cli.commands.paths import SCHEMA_VERSION
+    from jetson_install.cli.commands.paths import paths as find_paths
+    from jetson_install.cli.render import paths_lines
+
+    found = find_paths()
+    _print_json({"schema_version": SCHEMA_VERSION, "paths": [place.to_json() for place in found]}) if as_json \
+        else click.echo("\n".join(paths_lines(found)))
+
+
 add_verbosity(cli)
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_options", "install_options", "parsed", "typed",
            "QuietStream", "verbosity_options", "add_verbosity", "WithTargets",
-           "given_on_command_line", "WITH_PLAN", "INSTALL", "PLAN", "PLAN_ADD", "DETECT", "CHANNELS", "CONSTRAINTS", "EXPORT", "ADD", "LOCK",
+           "given_on_command_line", "WITH_PLAN", "INSTALL", "PLAN", "PLAN_ADD", "PATHS", "DETECT", "CHANNELS", "CONSTRAINTS", "EXPORT", "ADD", "LOCK",
            "WHEELHOUSE", "DOCTOR",
            "DOCKERFILE", "CONTAINER_ENTRYPOINT", "EVIDENCE_CHECK", "EVIDENCE_TABLE", "LABELS", "LIST", "ROLLBACK",
            "UNINSTALL", "CLEAN"]
@@ -262,6 +262,7 @@ EXPORT = _stacked(
     click.option("--print", "print_only", is_flag=True, help="Print the settings as TOML; change no file."),
 )
 LIST = with_options("json", json={"help": "Print the environments as JSON."})
+PATHS = with_options("json", json={"help": "Print the folders and files as JSON."})
 ROLLBACK = _stacked(_LIFECYCLE_VENV, with_options("json"))
 UNINSTALL = _stacked(_LIFECYCLE_VENV, with_options("yes"), with_options("json"))
 CLEAN = _stacked(with_options("dry-run", dry_run={"help": "Show what would be removed, and its size; remove nothing."}),

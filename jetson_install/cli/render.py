@@ -16,6 +16,7 @@ from jetson_install.tools.progress import steps_summary
 
 if TYPE_CHECKING:
     from jetson_install.catalog.catalog import Catalog, Channel
+    from jetson_install.cli.commands.paths import Place
     from jetson_install.envs.lifecycle import Cleaned, EnvironmentView, Listed, RolledBack, Uninstalled
     from jetson_install.fleet.lock import LockResult
     from jetson_install.planning.fixes import Rerun
@@ -29,7 +30,7 @@ __all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "insta
            "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",
            "channels_text", "channels_markdown", "channels_json", "check_lines", "check_json", "check_list",
            "check_list_json", "size_text", "environments_json", "environments_lines", "rollback_lines",
-           "uninstall_lines", "clean_lines", "export_lines", "export_notes", "saved_plan_lines"]
+           "uninstall_lines", "clean_lines", "export_lines", "export_notes", "saved_plan_lines", "paths_lines"]
 
 
 def platform_summary(platform: Platform, typed: Rerun) -> str:
@@ -411,3 +412,18 @@ def saved_plan_lines(saved: PlanFile, out: Path) -> List[str]:
                else f"it would change nothing: {saved.would_change_reason}")
     apply = shlex.join(["jetson-install", saved.plan_command[saved.plan_command.index("plan") + 1], "--plan", str(out)])
     return [f"plan saved to {out} ({changes})", f"next: apply exactly this plan: {apply}"]
+
+
+def paths_lines(places: Sequence[Place]) -> List[str]:
+    """`paths`: each folder or file, where it is, and what gave it."""
+    width = max(len(place.name) for place in places)
+    lines = []
+    for place in places:
+        where = str(place.path) if place.path is not None else "-"
+        if place.detail:
+            where += f", {place.detail}" if place.path is not None else f" ({place.detail})"
+        if place.path is not None and not place.exists:
+            where += " (not there yet)"
+        given = {"default": "default", "configuration": place.source}.get(place.kind, f"${place.source}")
+        lines.append(f"{place.name:<{width}}  {where}  [{given}]")
+    return lines

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
-import platformdirs
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import INTERPRETER_CACHE
 from jetson_install.base.process import Completed
+from jetson_install.base.user_dirs import cache_dir
 from jetson_install.envs.stack import STACK_PACKAGES, ExistingStack, StackPackage
 from jetson_install.probes import probe_command
 from jetson_install.tools import uv
@@ -107,7 +107,7 @@ def _binary_key(path: str) -> Optional[List[Any]]:
 
 
 def _interpreter_cache() -> Path:
-    return Path(platformdirs.user_cache_dir("jetson-install")) / INTERPRETER_CACHE
+    return cache_dir().value / INTERPRETER_CACHE
 
 
 def _cached_interpreters() -> Dict[str, Dict[str, Any]]:

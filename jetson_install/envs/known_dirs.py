@@ -8,16 +8,20 @@ import os
 from pathlib import Path
 from typing import Dict, List
 
-import platformdirs
-
 from jetson_install.base.layout import ENVIRONMENTS_DIR, HOME_SUFFIX, KNOWN_ENVIRONMENTS
+from jetson_install.base.user_dirs import data_dir
 
-__all__ = ["default_environments", "known_environments", "remember"]
+__all__ = ["default_environments", "known_environments_file", "known_environments", "remember"]
 
 
 def default_environments() -> Path:
     """Where each target's default DIR is (envs/<target>), in the user's data folder."""
-    return Path(platformdirs.user_data_dir("jetson-install")) / ENVIRONMENTS_DIR
+    return data_dir().value / ENVIRONMENTS_DIR
+
+
+def known_environments_file() -> Path:
+    """The list each run's lock adds its DIR to, in the user's data folder."""
+    return data_dir().value / KNOWN_ENVIRONMENTS
 
 
 def known_environments() -> List[Path]:
@@ -28,7 +32,7 @@ def known_environments() -> List[Path]:
     found = sorted(path for path in envs.glob("[!.]*") if not path.name.endswith(HOME_SUFFIX))
     found += sorted(path.with_name(path.name[:-len(HOME_SUFFIX)]) for path in envs.glob(f"[!.]*{HOME_SUFFIX}"))
     with contextlib.suppress(OSError):
-        found += [Path(line) for line in (envs.parent / KNOWN_ENVIRONMENTS).read_text().splitlines() if line.strip()]
+        found += [Path(line) for line in known_environments_file().read_text().splitlines() if line.strip()]
     unique: Dict[Path, None] = {}
     for path in found:
         unique.setdefault(path, None)
@@ -38,12 +42,12 @@ def known_environments() -> List[Path]:
 def remember(link: Path) -> None:
     """Add DIR to the user's list of what jetson-install worked on. Appended, never rewritten,
     so two runs at once cannot lose each other's line; `list` leaves out what is gone."""
-    data = Path(platformdirs.user_data_dir("jetson-install"))
+    listed = known_environments_file()
     path = link.absolute()
     if path in known_environments():
         return
-    data.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(data / KNOWN_ENVIRONMENTS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    listed.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(listed, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(descriptor, f"{path}\n".encode())
     finally:

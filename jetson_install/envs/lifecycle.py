@@ -16,7 +16,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import platformdirs
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import (
@@ -31,6 +30,7 @@ from jetson_install.base.layout import (
     STATE_DIR,
 )
 from jetson_install.base.logs import log_directory, own_logs
+from jetson_install.base.user_dirs import cache_dir
 from jetson_install.envs.disk import disk_usage, remove_tree
 from jetson_install.envs.home import EnvironmentHome, linked_home
 from jetson_install.envs.known_dirs import default_environments, known_environments
@@ -292,7 +292,7 @@ def clean(dry_run: bool, failed_evidence: bool = False) -> Cleaned:
         items += [("log", path, partial(path.unlink, missing_ok=True)) for path in logs]
         if log_directory().is_dir():
             left += [str(path) for path in sorted(log_directory().iterdir()) if path not in logs]
-        cache = Path(platformdirs.user_cache_dir("jetson-install"))
+        cache = cache_dir().value
         for entry in sorted(cache.iterdir()) if cache.is_dir() else []:
             if entry.name == BUILD_CACHE_DIR:
                 items.append(("bitsandbytes build cache", entry, partial(remove_tree, entry)))

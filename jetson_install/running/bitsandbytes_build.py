@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
-import platformdirs
 
 from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.layout import BUILD_CACHE_DIR
 from jetson_install.base.steps import Step
+from jetson_install.base.user_dirs import cache_dir
 from jetson_install.envs.interpreters import inspect_interpreter
 from jetson_install.envs.manifest import WheelRefused, read_wheel, write_manifest
 from jetson_install.envs.record import record_built
@@ -139,7 +139,7 @@ def run_build_step(planned: PlannedBuild, step: Step, run: "Execution") -> str:
     # channel's (--python) makes another wheel.
     request = BuildRequest(planned.source, planned.capability, toolchain, run.python,
                            inspect_interpreter(run.python).abi_tag, jobs)
-    cache = Path(platformdirs.user_cache_dir("jetson-install")) / BUILD_CACHE_DIR / "bitsandbytes"
+    cache = cache_dir().value / BUILD_CACHE_DIR / "bitsandbytes"
     built = build_wheel(request, cache, run.progress, plan.settings.default_index.value, watch=run.current)
     # Its files' expected hashes from the wheel built here (its sha256 as the build recorded it), never the environment.
     try:

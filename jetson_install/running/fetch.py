@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import platformdirs
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from jetson_install.base.errors import StepFailed
@@ -38,6 +37,7 @@ from jetson_install.base.redact import credentials, redact
 from jetson_install.base.steps import Step
 from jetson_install.base.tags import wheel_rank, wheel_tags
 from jetson_install.base.toml_file import load_toml
+from jetson_install.base.user_dirs import cache_dir
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.identity import ChosenFile, Companion, IdentityMismatch, Resolution
 from jetson_install.envs.manifest import (
@@ -61,7 +61,7 @@ log = logging.getLogger("jetson_install")
 
 
 def wheels_cache() -> Path:
-    return Path(platformdirs.user_cache_dir("jetson-install")) / WHEELS_CACHE_DIR
+    return cache_dir().value / WHEELS_CACHE_DIR
 
 
 def fetch(step: Step, run: Run) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "files_compile_argv",
     "target_install_argv",
     "pip_check_argv",
+    "cache_dir_argv",
     "build_wheel_argv",
     "compile_argv",
     "no_deps_install_argv",
@@ -168,6 +169,13 @@ def locked_install_argv(python: str, lock_file: str) -> List[str]:
 
 def pip_check_argv(python: str) -> List[str]:
     return [PROGRAM, "pip", "check", "--no-config", "--python", python]
+
+
+def cache_dir_argv() -> List[str]:
+    """Where the tool's uv keeps its cache: read without uv's configuration files, as every run
+    of it is ($UV_CACHE_DIR, else the XDG cache folder's uv/:
+    https://docs.astral.sh/uv/reference/storage/#cache-directory)."""
+    return [PROGRAM, "cache", "dir", "--no-config"]
 
 
 def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool) -> List[str]:

@@ -15,13 +15,13 @@ from jetson_install.base.errors import JetsonInstallError
 from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.catalog_file import catalog_file
 
-__all__ = ["CatalogRevision", "catalog_revision", "version_lines"]
+__all__ = ["CatalogRevision", "catalog_revision", "BundledUv", "bundled_uv", "UV_MISSING", "version_lines"]
 
 
 @dataclass(frozen=True)
 class CatalogRevision:
     """The catalog in use and its revision: its sha256 names it, whichever checkout or wheel it
-    came from (`--version` and a saved plan say it so)."""
+    came from (`--version`, `paths` and a saved plan say it so)."""
 
     file: Optional[Sourced[Path]]  # None: none found
     sha256: Optional[str]  # None: it cannot be read (`problem` says why)
@@ -52,16 +52,31 @@ def version_lines() -> List[str]:
         lines.append(f"catalog: {catalog.revision} ({catalog.file.value})")
     else:
         lines.append(f"catalog: {catalog.revision}")
+    uv = bundled_uv()
+    lines.append(f"uv: {uv.version} ({uv.binary or 'its binary is not listed'})" if uv is not None else
+                 f"uv: {UV_MISSING}")
+    lines.append(f"python: {sys.version.split()[0]} ({sys.executable})")
+    return lines
+
+
+#: What is said where the uv package is not installed beside the tool.
+UV_MISSING = "not installed beside jetson-install (reinstall: pipx reinstall jetson-install)"
+
+
+@dataclass(frozen=True)
+class BundledUv:
+    version: str
+    binary: Optional[str]  # None: its files do not list it
+
+
+def bundled_uv() -> Optional[BundledUv]:
+    """The uv installed beside the tool, which it runs (`--version` and `paths` name it); None where there is none."""
     # The uv distribution is the binary it ships, so its version is the binary's
     # (https://github.com/astral-sh/uv/blob/main/python/uv/_find_uv.py finds it among its files):
     # read from the metadata, neither the uv module nor the binary runs.
     try:
         uv = distribution("uv")
     except PackageNotFoundError:
-        lines.append("uv: not installed beside jetson-install (reinstall: pipx reinstall jetson-install)")
-    else:
-        binary = next((uv.locate_file(f) for f in uv.files or () if f.name == "uv"), None)
-        where = os.path.normpath(str(binary)) if binary is not None else "its binary is not listed"
-        lines.append(f"uv: {uv.version} ({where})")
-    lines.append(f"python: {sys.version.split()[0]} ({sys.executable})")
-    return lines
+        return None
+    binary = next((uv.locate_file(f) for f in uv.files or () if f.name == "uv"), None)
+    return BundledUv(uv.version, os.path.normpath(str(binary)) if binary is not None else None)
