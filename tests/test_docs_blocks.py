@@ -57,7 +57,7 @@ RUN_HERE = {
     "docs/install.md / The environments' lifecycle", "docs/fleets.md / Locks and wheelhouses",
     "README.md / For other projects", "README.md / For other projects#2",
     "docs/install.md / The stack for other projects, and adding to it later",
-    "docs/fleets.md / An authenticated mirror", "docs/uv-projects.md / On the workstation: write the settings, lock",
+    "docs/fleets.md / An authenticated mirror", "docs/uv-projects.md / On the workstation: write the settings, lock", "README.md / Install#3",
 }
 
 
@@ -329,3 +329,21 @@ def test_the_uv_project_block_writes_and_locks(board: Dict[str, str], tmp_path: 
     assert "\nmy-project/pyproject.toml: jp6-cu126's uv settings written: JetPack 6.1-6.2.x" in result.stdout
     lock = (project / "uv.lock").read_text()
     assert f'version = "2.8.0"\nsource = {{ registry = "{board["JETSON_INSTALL_VENDOR_INDEX"]}" }}' in lock
+
+
+def test_the_completion_block_sets_up_each_shell(tmp_path: Path) -> None:
+    """README's Install: each shell's line, run as written in a HOME of the test's own; bash then
+    has the completion when it starts (tests/test_completion.py completes with it at a terminal)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**{key: value for key, value in os.environ.items() if not key.startswith("XDG_")}, "HOME": str(home),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    result = run_block(block("README.md", "Install", 2), env, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (home / ".zshrc").read_text() == 'eval "$(_JETSON_INSTALL_COMPLETE=zsh_source jetson-install)"\n'
+    fish = (home / ".config" / "fish" / "completions" / "jetson-install.fish").read_text()
+    assert "complete " in fish and "_JETSON_INSTALL_COMPLETE=fish_complete" in fish
+    loaded = subprocess.run(["bash", "-i", "-c", "complete -p jetson-install"], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert loaded.stdout.strip() == "complete -o nosort -F _jetson_install_completion jetson-install", loaded.stderr
+

@@ -136,10 +136,11 @@ class Stderr(RedactingStream):
         logging.getLogger("jetson_install").warning("stderr was closed: going on without it")
 
 
-def run_command(group: click.Group, args: List[str]) -> int:
-    """Run the command line `args` names; every failure becomes one line (or the help) and its exit code."""
+def run_command(group: click.Group, args: List[str], completing: bool = False) -> int:
+    """Run the command line `args` names; every failure becomes one line (or the help) and its exit
+    code. `completing`: a shell asks for completions (click answers them, given no arguments)."""
     as_json = "--json" in args
-    if not args:
+    if not args and not completing:
         # `jetson-install` alone: the help, not an error line; exit 2 all the same, so a script
         # whose command word came out empty does not pass (with every click version).
         click.echo(group.get_help(click.Context(group, info_name="jetson-install")))

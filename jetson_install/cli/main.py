@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from jetson_install.planning.plan import Plan
     from jetson_install.planning.plan_file import PlanFile
 
+#: What click reads to complete a command line instead of running it (`_{PROG_NAME}_COMPLETE`,
+#: https://click.palletsprojects.com/en/stable/shell-completion/); cli/completion.py answers it.
+COMPLETE_VARIABLE = "_JETSON_INSTALL_COMPLETE"
+
 
 def _print_json(data: Any) -> None:
     click.echo(json_text(data), nl=False)
@@ -553,10 +557,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     stderr = Stderr(sys.stderr)
     sys.stdout, sys.stderr = Stdout(sys.stdout), stderr
     handlers = stop_like_ctrl_c()
+    completing = COMPLETE_VARIABLE in os.environ
+    if completing:
+        from jetson_install.cli.completion import register
+
+        register()
     code: Any
     try:
         try:
-            code = run_command(cli, args)
+            code = run_command(cli, args, completing)
         except SystemExit as exc:  # a command's own exit status (sys.exit in cli/)
             code = exc.code
         sys.stdout.flush()  # here, not at exit, so a closed stdout is caught below

@@ -14,9 +14,13 @@ import click
 
 from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.base.sourced import Sourced
+from jetson_install.board.samples import PREFIX as SAMPLE_PREFIX
+from jetson_install.board.samples import sample_names
 from jetson_install.catalog.catalog_file import target_summaries
 
 if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
     from jetson_install.cli.commands.given import InstallOptions, PlatformOptions
     from jetson_install.planning.fixes import Rerun
 
@@ -29,9 +33,24 @@ __all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_opti
 
 ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
 
+
+def _complete_root(context: click.Context, parameter: click.Parameter, incomplete: str) -> List[CompletionItem]:
+    """--root's completions: the sample roots (`sample:NAME`), and folders."""
+    # click imports its completion module only when completing (click/core.py), and so does this.
+    from click.shell_completion import CompletionItem
+
+    samples = [CompletionItem(SAMPLE_PREFIX + name) for name in sample_names()
+               if (SAMPLE_PREFIX + name).startswith(incomplete)]
+    if incomplete.startswith(SAMPLE_PREFIX):
+        return samples
+    # Folders first: click's bash script offers them only where no sample matches.
+    return [CompletionItem(incomplete, type="dir"), *samples]
+
+
 # Each option once: what it is called, and how click takes it; commands name the ones they take.
 OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
-    "root": (("--root",), dict(default="/", envvar="JETSON_INSTALL_ROOT", metavar="DIR", help=ROOT_HELP)),
+    "root": (("--root",), dict(default="/", envvar="JETSON_INSTALL_ROOT", metavar="DIR", help=ROOT_HELP,
+                               shell_complete=_complete_root)),
     "l4t": (("--l4t", "l4t"), dict(metavar="VERSION", envvar="JETSON_L4T_VERSION",
                                    help="Use this L4T release (e.g. 36.4.3) instead of what the root's files say "
                                         "(for containers whose release file is empty or missing).")),
