@@ -7,23 +7,36 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse
 
+__all__ = ["FROM_CHECKOUT", "Installed", "installed_from", "running_install", "upgrade_command",
+           "running_upgrade_command"]
+
 #: README's checkout route ("Install"), for a tool that runs from a source tree no installer recorded.
 FROM_CHECKOUT = "git -C jetson-install pull && pipx install --force ./jetson-install"
 
 
-def upgrade_command(direct_url: Optional[str], manager: str = "pipx") -> str:
-    """The upgrade for an install whose direct_url.json holds this text, made by `manager`
+@dataclass(frozen=True)
+class Installed:
+    """Where the running tool came from, and the command that upgrades it."""
+
+    kind: str  # "index", "archive" (a wheel, an archive or a git URL), "checkout", "editable", "source tree"
+    checkout: Optional[Path]  # the checkout a "checkout" or "editable" install was made from
+    upgrade: str
+
+
+def installed_from(direct_url: Optional[str], manager: str = "pipx") -> Installed:
+    """How a tool whose dist-info's direct_url.json holds this text was installed, by `manager`
     ("pipx", or "uv tool" for `uv tool install`); None: the dist-info has no such file, so an
     installer took the package from an index (PEP 610 records every other source), and an
     upgrade asks that index again."""
     if direct_url is None:
-        return f"{manager} upgrade jetson-install"
-    from_index = f"{manager} install --force jetson-install"
+        return Installed("index", None, f"{manager} upgrade jetson-install")
+    from_index = Installed("archive", None, f"{manager} install --force jetson-install")
     try:
         record = json.loads(direct_url)
     except ValueError:
@@ -33,20 +46,33 @@ def upgrade_command(direct_url: Optional[str], manager: str = "pipx") -> str:
         # A wheel or archive (README's `pipx install dist/jetson_install-*.whl`), a git URL, or a
         # record this version cannot read: none names where a newer one is, the index does.
         return from_index
-    checkout = shlex.quote(unquote(urlparse(url).path))
+    path = unquote(urlparse(url).path)
+    checkout = shlex.quote(path)
     dir_info = record["dir_info"]
     if isinstance(dir_info, dict) and dir_info.get("editable") is True:
-        return f"git -C {checkout} pull"  # the environment imports the checkout itself
-    return f"git -C {checkout} pull && {manager} install --force {checkout}"
+        return Installed("editable", Path(path), f"git -C {checkout} pull")  # the environment imports the checkout
+    return Installed("checkout", Path(path), f"git -C {checkout} pull && {manager} install --force {checkout}")
+
+
+def upgrade_command(direct_url: Optional[str], manager: str = "pipx") -> str:
+    """The upgrade for an install whose direct_url.json holds this text (see installed_from)."""
+    return installed_from(direct_url, manager).upgrade
+
+
+def running_install() -> Installed:
+    """How the jetson-install that runs now was installed."""
+    try:
+        installed = distribution("jetson-install")
+    except PackageNotFoundError:
+        # Run from a source tree (PYTHONPATH, `python -m` in a checkout): README's checkout route.
+        tree = Path(__file__).resolve().parents[2]
+        return Installed("source tree", tree if (tree / ".git").exists() else None, FROM_CHECKOUT)
+    # `uv tool install` leaves its receipt in the tool's environment
+    # (uv-receipt.toml: https://github.com/astral-sh/uv/blob/main/crates/uv-tool/src/lib.rs); pipx's have none.
+    manager = "uv tool" if (Path(sys.prefix) / "uv-receipt.toml").is_file() else "pipx"
+    return installed_from(installed.read_text("direct_url.json"), manager)
 
 
 def running_upgrade_command() -> str:
     """The upgrade for the jetson-install that runs now."""
-    try:
-        installed = distribution("jetson-install")
-    except PackageNotFoundError:
-        return FROM_CHECKOUT
-    # `uv tool install` leaves its receipt in the tool's environment
-    # (uv-receipt.toml: https://github.com/astral-sh/uv/blob/main/crates/uv-tool/src/lib.rs); pipx's have none.
-    manager = "uv tool" if (Path(sys.prefix) / "uv-receipt.toml").is_file() else "pipx"
-    return upgrade_command(installed.read_text("direct_url.json"), manager)
+    return running_install().upgrade

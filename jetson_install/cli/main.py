@@ -544,6 +544,22 @@ def paths(as_json: bool) -> None:
         else click.echo("\n".join(paths_lines(found)))
 
 
+@cli.command()
+@options.OUTDATED
+def outdated(venvs: Tuple[str, ...], default_index: Optional[str], as_json: bool) -> None:
+    """What is newer than each environment has (the catalog's preferred set, its source's newer
+    tag) and than this jetson-install, with the command that upgrades each; read-only.
+
+    Exits 0 for the report of every environment; with DIRs named, 1 where one is outdated, else
+    4 where what one has could not be compared (a remote did not answer)."""
+    from jetson_install.cli.commands.outdated import outdated as find_outdated
+    from jetson_install.cli.render import outdated_lines
+
+    found = find_outdated(venvs, options.given(click.get_current_context(), "default_index", default_index))
+    _print_json(found.to_json()) if as_json else click.echo("\n".join(outdated_lines(found)))
+    _exit_if(found.exit_code)
+
+
 add_verbosity(cli)
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_options", "install_options", "parsed", "typed",
            "QuietStream", "verbosity_options", "add_verbosity", "WithTargets",
-           "given_on_command_line", "WITH_PLAN", "INSTALL", "PLAN", "PLAN_ADD", "PATHS", "DETECT", "CHANNELS", "CONSTRAINTS", "EXPORT", "ADD", "LOCK",
+           "given_on_command_line", "WITH_PLAN", "INSTALL", "PLAN", "PLAN_ADD", "PATHS", "OUTDATED", "DETECT", "CHANNELS", "CONSTRAINTS", "EXPORT", "ADD", "LOCK",
            "WHEELHOUSE", "DOCTOR",
            "DOCKERFILE", "CONTAINER_ENTRYPOINT", "EVIDENCE_CHECK", "EVIDENCE_TABLE", "LABELS", "LIST", "ROLLBACK",
            "UNINSTALL", "CLEAN"]
@@ -282,6 +282,10 @@ EXPORT = _stacked(
 )
 LIST = with_options("json", json={"help": "Print the environments as JSON."})
 PATHS = with_options("json", json={"help": "Print the folders and files as JSON."})
+OUTDATED = _stacked(click.argument("venvs", nargs=-1, metavar="[DIR]..."),
+                    with_options("default-index", default_index={"help": "Ask this index for a newer jetson-install "
+                                                                         "(default: uv's own)."}),
+                    with_options("json", json={"help": "Print what is newer as JSON."}))
 ROLLBACK = _stacked(_LIFECYCLE_VENV, with_options("json"))
 UNINSTALL = _stacked(_LIFECYCLE_VENV, with_options("yes"), with_options("json"))
 CLEAN = _stacked(with_options("dry-run", dry_run={"help": "Show what would be removed, and its size; remove nothing."}),

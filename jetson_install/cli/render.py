@@ -16,6 +16,7 @@ from jetson_install.tools.progress import steps_summary
 
 if TYPE_CHECKING:
     from jetson_install.catalog.catalog import Catalog, Channel
+    from jetson_install.cli.commands.outdated import Outdated
     from jetson_install.cli.commands.paths import Place
     from jetson_install.envs.lifecycle import Cleaned, EnvironmentView, Listed, RolledBack, Uninstalled
     from jetson_install.fleet.lock import LockResult
@@ -30,7 +31,8 @@ __all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "insta
            "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",
            "channels_text", "channels_markdown", "channels_json", "check_lines", "check_json", "check_list",
            "check_list_json", "size_text", "environments_json", "environments_lines", "rollback_lines",
-           "uninstall_lines", "clean_lines", "export_lines", "export_notes", "saved_plan_lines", "paths_lines"]
+           "uninstall_lines", "clean_lines", "export_lines", "export_notes", "saved_plan_lines", "paths_lines",
+           "outdated_lines"]
 
 
 def platform_summary(platform: Platform, typed: Rerun) -> str:
@@ -426,4 +428,29 @@ def paths_lines(places: Sequence[Place]) -> List[str]:
             where += " (not there yet)"
         given = {"default": "default", "configuration": place.source}.get(place.kind, f"${place.source}")
         lines.append(f"{place.name:<{width}}  {where}  [{given}]")
+    return lines
+
+
+def outdated_lines(found: Outdated) -> List[str]:
+    """`outdated`: what is newer for each environment, and the command that upgrades it."""
+    lines = []
+    for news in found.environments:
+        made = ", ".join(part for part in (news.target, news.channel) if part)
+        head = f"{news.venv}" + (f" ({made})" if made else "")
+        if not news.found:
+            lines.append(f"{head}: up to date")
+            continue
+        lines.append(f"{head}:")
+        lines += [f"  {item.what} {item.installed} -> {item.newer} ({item.where}); upgrade: {item.upgrade}"
+                  for item in news.newer]
+        lines += [f"  {item.what}: not known: {item.why}" for item in news.unread]
+    if not found.environments:
+        lines.append("no environment made by jetson-install (see: jetson-install list)")
+    newer, unread = found.tool_newer, found.tool_unread
+    if newer is not None:
+        lines.append(f"jetson-install {newer.installed} -> {newer.newer} ({newer.where}); upgrade: {newer.upgrade}")
+    elif unread is not None:
+        lines.append(f"jetson-install {__version__}: not known: {unread.why}")
+    elif not found.named:
+        lines.append(f"jetson-install {__version__}: up to date")
     return lines

@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from jetson_install.base.git_urls import credential_environment, without_credentials
 from jetson_install.base.process import Completed
 
-__all__ = ["clone_argv", "clone", "checkout", "head_commit", "changes", "remote_refs", "file_at"]
+__all__ = ["clone_argv", "clone", "checkout", "head_commit", "changes", "remote_refs", "remote_tags", "upstream",
+           "upstream_commit", "contains", "file_at"]
 
 def _run(argv: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = None) -> Completed:
     # Here, not at the top: planning imports this module for the command lines it shows, and a
@@ -66,6 +67,34 @@ def remote_refs(url: str, ref: str) -> Optional[List[Tuple[str, str]]]:
         return None
     return [(commit, name) for commit, _, name in (line.partition("\t") for line in result.stdout.splitlines())
             if name]
+
+
+def remote_tags(url: str, timeout: float) -> Completed:
+    """`git ls-remote --tags --refs`: each tag of the repository at `url`, one `COMMIT\trefs/tags/NAME` a line."""
+    return _run(["ls-remote", "--tags", "--refs", "--", without_credentials(url)], timeout, credential_environment([url]))
+
+
+def upstream(directory: Path) -> Optional[Tuple[str, str]]:
+    """(remote, branch) the checkout's branch follows (`@{upstream}`), or None where it follows none."""
+    result = _run(["-C", str(directory), "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}"], 60)
+    remote, _, branch = result.stdout.strip().partition("/")
+    return (remote, branch) if result.ok and branch else None
+
+
+def upstream_commit(directory: Path, remote: str, branch: str, timeout: float) -> Completed:
+    """`git ls-remote REMOTE refs/heads/BRANCH` in the checkout: the commit the remote's branch is at now,
+    asked of the remote, with nothing fetched into the checkout."""
+    return _run(["-C", str(directory), "ls-remote", "--", remote, f"refs/heads/{branch}"], timeout)
+
+
+def contains(directory: Path, commit: str) -> Optional[bool]:
+    """Whether the checkout's HEAD already has `commit` in its history; None where git does not
+    know the commit (it was never fetched here) or cannot say."""
+    known = _run(["-C", str(directory), "cat-file", "-e", f"{commit}^{{commit}}"], 60)
+    if not known.ok:
+        return None
+    result = _run(["-C", str(directory), "merge-base", "--is-ancestor", commit, "HEAD"], 60)
+    return {0: True, 1: False}.get(result.returncode)
 
 
 def file_at(directory: Path, ref: str, path: str) -> Optional[str]:

@@ -264,7 +264,7 @@ def uv_binary() -> str:
 
 def run_uv(argv: Sequence[str], *, timeout: Optional[float] = 3600, indexes: Sequence[str] = (),
            sources: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
-           watch: Optional["StepProgress"] = None) -> Completed:
+           watch: Optional["StepProgress"] = None, input_text: Optional[str] = None) -> Completed:
     """Run an argv uv.py built, with the uv binary jetson-install ships; `indexes` are the URLs
     (with any credentials) the argv may name, `sources` the requirements (with any credentials)
     whose git URLs it names without them; `watch` (the running step) hears of each download
@@ -281,4 +281,4 @@ def run_uv(argv: Sequence[str], *, timeout: Optional[float] = 3600, indexes: Seq
                 watch.event(event)
 
     return run([uv_binary(), *argv[1:]], timeout=timeout, env=overrides, unset=unset, on_line=on_line,
-               on_tick=on_tick)
+               on_tick=on_tick, input_text=input_text)

@@ -36,6 +36,7 @@ __all__ = [
     "target_install_argv",
     "pip_check_argv",
     "cache_dir_argv",
+    "newest_release_argv",
     "build_wheel_argv",
     "compile_argv",
     "no_deps_install_argv",
@@ -169,6 +170,13 @@ def locked_install_argv(python: str, lock_file: str) -> List[str]:
 
 def pip_check_argv(python: str) -> List[str]:
     return [PROGRAM, "pip", "check", "--no-config", "--python", python]
+
+
+def newest_release_argv(python_version: str, default_index: Optional[str]) -> List[str]:
+    """The newest release of the requirements on stdin that `python_version` can install, as
+    `NAME==VERSION` lines, from the default index (uv's own, or the one given), nothing installed."""
+    return [PROGRAM, "pip", "compile", "--no-config", "--no-deps", "--no-header", "--no-annotate", "--quiet",
+            "--python-version", python_version, *_index_args(default_index), "-"]
 
 
 def cache_dir_argv() -> List[str]:
