@@ -1,5 +1,6 @@
 """What a shared object is called and what it needs, read from its own bytes: DT_SONAME,
-DT_NEEDED and DT_RUNPATH (or DT_RPATH) of a 64-bit little-endian ELF file.
+DT_NEEDED and DT_RUNPATH (or DT_RPATH) of a 64-bit little-endian ELF file; and where a named
+section lies in it (`.nv_fatbin`, the GPU code base/fatbin.py reads).
 
 Only the ELF header, the program headers, the dynamic segment and its string table are read
 (seek and read, standard library only), so a 1 GB libtorch_cuda.so costs a few kilobytes. The
@@ -18,7 +19,10 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from jetson_install.base.errors import ElfError
 
-__all__ = ["Dynamic", "read_dynamic", "dynamic_of"]
+__all__ = ["Dynamic", "Reader", "read_dynamic", "dynamic_of", "dynamic_from", "file_reader", "memory_reader", "find_section"]
+
+#: Reads `size` bytes at `offset` of one file, or raises ElfError (cut short, unreadable).
+Reader = Callable[[int, int], bytes]
 
 _MAGIC = b"\x7fELF"
 _CLASS_64, _DATA_LITTLE = 2, 1
@@ -31,6 +35,11 @@ _DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_SONAME, _DT_RPATH, _DT_RUNPATH 
 _PN_XNUM = 0xFFFF
 _SH_INFO = struct.Struct("<I")
 _SH_INFO_OFFSET = 44  # sh_name, sh_type (4 each), sh_flags, sh_addr, sh_offset, sh_size (8 each), sh_link (4)
+_SECTION = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
+#: e_shstrndx's escape: the real index is in section header 0's sh_link; e_shnum 0 with a table:
+#: the real count is in its sh_size (gABI, "Sections").
+_SHN_XINDEX = 0xFFFF
+_SHT_NOBITS = 8  # a section that occupies no bytes of the file (.bss)
 
 
 @dataclass(frozen=True)
@@ -46,13 +55,18 @@ class Dynamic:
 
 def read_dynamic(data: bytes, name: str = "the data") -> Dynamic:
     """The dynamic section of an ELF image held in memory; `name` is how errors call it."""
+    return _parse(memory_reader(data, name), name)
+
+
+def memory_reader(data: bytes, name: str) -> Reader:
+    """`at` over an ELF image held in memory."""
     def at(offset: int, size: int) -> bytes:
         if offset < 0 or size < 0 or offset + size > len(data):
             raise ElfError(f"{name}: is cut short or points outside itself (wants bytes {offset}-{offset + size}, "
                            f"has {len(data)})")
         return data[offset:offset + size]
 
-    return _parse(at, name)
+    return at
 
 
 def dynamic_of(path: Path) -> Dynamic:
@@ -65,7 +79,45 @@ def dynamic_of(path: Path) -> Dynamic:
         raise ElfError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
-def _file_reader(handle: BinaryIO, size: int, name: str) -> Callable[[int, int], bytes]:
+def dynamic_from(at: Reader, name: str) -> Dynamic:
+    """The dynamic section of an ELF image read through `at` (a wheel's member, read as it streams)."""
+    return _parse(at, name)
+
+
+def file_reader(handle: BinaryIO, size: int, name: str) -> Reader:
+    """`at` over an open file of `size` bytes; `name` is how errors call it."""
+    return _file_reader(handle, size, name)
+
+
+def find_section(at: Reader, name: str, section: str) -> Optional[Tuple[int, int]]:
+    """(file offset, size) of the section called `section`; None where the file has none, or
+    no section headers at all (a stripped-down image: the loader never needs them)."""
+    _check_ident(at, name)
+    header = _HEADER.unpack(at(0, _HEADER.size))
+    shoff, shentsize, shnum, shstrndx = header[6], header[11], header[12], header[13]
+    if shoff == 0:
+        return None
+    if shentsize < _SECTION.size:
+        raise ElfError(f"{name}: has section headers of {shentsize} bytes, fewer than a 64-bit one's {_SECTION.size}")
+    first = _SECTION.unpack(at(shoff, _SECTION.size))
+    if shnum == 0:
+        shnum = first[5]
+    if shstrndx == _SHN_XINDEX:
+        shstrndx = first[6]
+    if shstrndx >= shnum:
+        raise ElfError(f"{name}: names section {shstrndx} for the section names, past its {shnum} sections")
+    table = at(shoff, shnum * shentsize)
+    names = _SECTION.unpack_from(table, shstrndx * shentsize)
+    strings = at(names[4], names[5])
+    wanted = section.encode()
+    for number in range(shnum):
+        sh_name, sh_type, _, _, sh_offset, sh_size, _, _, _, _ = _SECTION.unpack_from(table, number * shentsize)
+        if strings[sh_name:sh_name + len(wanted) + 1] == wanted + b"\0" and sh_type != _SHT_NOBITS:
+            return sh_offset, sh_size
+    return None
+
+
+def _file_reader(handle: BinaryIO, size: int, name: str) -> Reader:
     def at(offset: int, length: int) -> bytes:
         # Checked against the file's size first: a corrupt header must not make read() allocate gigabytes.
         if offset < 0 or length < 0 or offset + length > size:
@@ -80,7 +132,7 @@ def _file_reader(handle: BinaryIO, size: int, name: str) -> Callable[[int, int],
     return at
 
 
-def _check_ident(at: Callable[[int, int], bytes], name: str) -> None:
+def _check_ident(at: Reader, name: str) -> None:
     """Refuse anything but a 64-bit little-endian ELF file, saying what it is."""
     try:
         ident = at(0, 16)
@@ -96,7 +148,7 @@ def _check_ident(at: Callable[[int, int], bytes], name: str) -> None:
                        "only 64-bit little-endian shared objects are read")
 
 
-def _segments(at: Callable[[int, int], bytes], name: str) -> Tuple[List[Tuple[int, int, int]], Optional[Tuple[int, int]]]:
+def _segments(at: Reader, name: str) -> Tuple[List[Tuple[int, int, int]], Optional[Tuple[int, int]]]:
     """The loadable segments as (vaddr, filesz, offset), and the dynamic one as (offset, filesz)."""
     header = _HEADER.unpack(at(0, _HEADER.size))
     phoff, shoff, phentsize, phnum = header[5], header[6], header[9], header[10]
@@ -116,7 +168,7 @@ def _segments(at: Callable[[int, int], bytes], name: str) -> Tuple[List[Tuple[in
     return loads, dynamic
 
 
-def _parse(at: Callable[[int, int], bytes], name: str) -> Dynamic:
+def _parse(at: Reader, name: str) -> Dynamic:
     _check_ident(at, name)
     loads, dynamic = _segments(at, name)
     if dynamic is None:
