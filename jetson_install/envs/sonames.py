@@ -30,7 +30,7 @@ from jetson_install.base.errors import ElfError
 from jetson_install.catalog.catalog import NeededLibrary, VendorSource
 from jetson_install.catalog.identity import VENDOR_PACKAGES
 
-__all__ = ["Missing", "LibraryReport", "vendor_libraries", "environment_libraries", "site_packages_of"]
+__all__ = ["Missing", "LibraryReport", "vendor_libraries", "environment_libraries", "site_packages_of", "search_folders"]
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
 #: bitsandbytes ships one library per CUDA release and loads only the one for torch's CUDA,
@@ -295,3 +295,10 @@ def _conf_folders(root: Path, conf: str, seen: Set[str]) -> List[str]:
             continue
         folders += [word for word in words if word.startswith("/")]
     return folders
+
+
+# --------------------------------------------------------------------------- for inspect
+
+def search_folders(site_dirs: Sequence[Path], root: Path, arch: Optional[str]) -> List[Path]:
+    """The folders vendor_libraries looks in, in its order: the environment's, then the board's."""
+    return [folder.path for folder in _environment_folders(site_dirs, _distributions(site_dirs)) + _board_folders(root, arch)]
