@@ -1,6 +1,8 @@
-"""Small ELF shared objects for the tests: built by gcc where it is there (real files), or
-written byte by byte (a minimal 64-bit little-endian image with a dynamic segment: its
-DT_SONAME, DT_NEEDED and DT_RUNPATH), which the stub wheels carry as their vendor libraries."""
+"""Small ELF shared objects for the tests: built by gcc (or nvcc, with GPU code) where it is
+there (real files), or written byte by byte (a minimal 64-bit little-endian image with a
+dynamic segment: its DT_SONAME, DT_NEEDED and DT_RUNPATH; and, where asked, section headers
+and a `.nv_fatbin` of the fat binaries `fat_binary` writes), which the stub wheels carry as
+their vendor libraries."""
 
 from __future__ import annotations
 
@@ -8,21 +10,60 @@ import shutil
 import struct
 import subprocess
 from pathlib import Path
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
 
 from .lanes import in_ci
 
 import pytest
 
-__all__ = ["shared_object", "gcc_shared_object"]
+__all__ = ["shared_object", "gcc_shared_object", "nvcc_shared_object", "Code", "fat_binary"]
 
 _AARCH64 = 183  # e_machine of the gABI's registry; the reader does not look at it
 _BASE = 0x10000  # the loaded segment's address: DT_STRTAB is an address, not a file offset
 
 
-def shared_object(soname: Optional[str], needed: Sequence[str] = (), runpath: Sequence[str] = ()) -> bytes:
+@dataclass(frozen=True)
+class Code:
+    """One entry of a fat binary as nvcc writes it: SASS or PTX for `arch` (87), `variant` "a"
+    or "f", a PTX ISA version, a payload compressed (flag only: the reader never opens it)."""
+
+    kind: str  # "sass", "ptx"
+    arch: int
+    variant: str = ""
+    ptx_version: Tuple[int, int] = (9, 0)
+    compression: Optional[str] = None  # "lz4", "zstd"
+    payload: bytes = b"\x7fELF payload"
+
+
+def fat_binary(*containers: Sequence[Code], padding: int = 40) -> bytes:
+    """A `.nv_fatbin` section: each container a 16-byte header and its entries (a 64-byte
+    header and the payload, 8-byte aligned), `padding` zeros between containers, as the linker
+    leaves them (the layout of base/fatbin.py's sources)."""
+    section = bytearray()
+    for number, entries in enumerate(containers):
+        if number:
+            section.extend(bytes(padding))
+        body = bytearray()
+        for code in entries:
+            payload = code.payload + bytes(-len(code.payload) % 8)
+            flags = 0x11 | {"lz4": 0x2000, "zstd": 0x8000, None: 0}[code.compression]
+            flags |= {"a": 0x100000, "f": 0x200000, "": 0}[code.variant]
+            major, minor = code.ptx_version if code.kind == "ptx" else (1, 8)
+            body += struct.pack("<HHIQIIHHIIIQQQ", 1 if code.kind == "ptx" else 2, 0x101, 64, len(payload),
+                                len(code.payload) if code.compression else 0, 0, minor, major, code.arch, 0, 0,
+                                flags, 0, len(code.payload) * 3 if code.compression else 0)
+            body += payload
+        section += struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+    return bytes(section)
+
+
+def shared_object(soname: Optional[str], needed: Sequence[str] = (), runpath: Sequence[str] = (),
+                  fatbin: Optional[bytes] = None) -> bytes:
     """An ELF64 little-endian ET_DYN image whose dynamic segment names `soname`, `needed` and
-    `runpath` (joined by ':'), through one PT_LOAD covering the file and one PT_DYNAMIC."""
+    `runpath` (joined by ':'), through one PT_LOAD covering the file and one PT_DYNAMIC; with
+    `fatbin`, section headers too (.dynstr, .dynamic, .nv_fatbin, .shstrtab), the fat binary
+    after the dynamic section and the section table at the end, where linkers put them."""
     strings = bytearray(b"\0")
 
     def add(text: str) -> int:
@@ -50,6 +91,33 @@ def shared_object(soname: Optional[str], needed: Sequence[str] = (), runpath: Se
     image = bytearray(header + load + dyn + strings)
     image.extend(bytes(dynamic - len(image)))
     image.extend(dynamic_bytes)
+    if fatbin is None:
+        return bytes(image)
+    return _with_sections(image, strtab, len(strings), dynamic, len(dynamic_bytes), fatbin)
+
+
+def _with_sections(image: bytearray, strtab: int, strsz: int, dynamic: int, dynsz: int, fatbin: bytes) -> bytes:
+    image.extend(bytes(-len(image) % 8))
+    fat_at = len(image)
+    image.extend(fatbin)
+    names = b"\0.dynstr\0.dynamic\0.nv_fatbin\0.shstrtab\0"
+    names_at = len(image)
+    image.extend(names)
+    image.extend(bytes(-len(image) % 8))
+    shoff = len(image)
+
+    def section(name: bytes, kind: int, offset: int, size: int) -> bytes:
+        return struct.pack("<IIQQQQIIQQ", names.index(b"\0" + name + b"\0") + 1, kind, 2, _BASE + offset, offset,
+                           size, 0, 0, 8, 0)
+
+    image.extend(bytes(64))  # section 0, SHT_NULL
+    image.extend(section(b".dynstr", 3, strtab, strsz))
+    image.extend(section(b".dynamic", 6, dynamic, dynsz))
+    image.extend(section(b".nv_fatbin", 1, fat_at, len(fatbin)))
+    image.extend(section(b".shstrtab", 3, names_at, len(names)))
+    struct.pack_into("<Q", image, 40, shoff)  # e_shoff
+    struct.pack_into("<HHH", image, 58, 64, 5, 4)  # e_shentsize, e_shnum, e_shstrndx
+    struct.pack_into("<QQ", image, 64 + 32, len(image), len(image))  # the PT_LOAD covers the file
     return bytes(image)
 
 
@@ -74,5 +142,24 @@ def gcc_shared_object(folder: Path, file: str, soname: Optional[str], needed: Se
     argv.append("-Wl,--no-as-needed")
     for library in needed:
         argv += [f"-L{library.parent}", f"-l:{library.name}"]
+    subprocess.run(argv, check=True, capture_output=True)
+    return folder / file
+
+
+def nvcc_shared_object(folder: Path, file: str, gencode: Sequence[str], extra: Sequence[str] = ()) -> Path:
+    """A real shared object with GPU code, built by nvcc for each `-gencode` given ("arch=compute_80,code=sm_80").
+    Skips the test with one line where nvcc is missing, and fails under CI."""
+    nvcc = shutil.which("nvcc") or next((str(path) for path in [Path("/usr/local/cuda/bin/nvcc")] if path.is_file()), None)
+    if nvcc is None:
+        message = "nvcc is not installed: the fat binary tests build real CUDA libraries with it (the CUDA toolkit)"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    source = folder / f"{file}.cu"
+    source.write_text("__global__ void add(float *x, float y) { x[threadIdx.x] += y; }\n"
+                      "extern \"C\" void launch(float *x) { add<<<1, 32>>>(x, 1.0f); }\n")
+    argv = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(folder / file), str(source), *extra]
+    for code in gencode:
+        argv += ["-gencode", code]
     subprocess.run(argv, check=True, capture_output=True)
     return folder / file
