@@ -22,6 +22,7 @@ from support.doctor_env import make_env, run
 from support.index_server import LoopbackIndex
 from support.planned import assert_ran_as_planned
 from support.stub_projects import IndexDirs
+from support.elf_files import Code, fat_binary, shared_object
 from support.wheels import build_wheel
 
 from jetson_install.probes import additions_command
@@ -99,6 +100,36 @@ def test_the_doctor_fails_an_addition_that_cannot_load_a_library_naming_the_apt_
     assert project["missing_library"] == {"file": "libGL.so.1", "provided_by": "apt: libgl1"}
 
 
+def _gpu_addition(python: str, *codes: Code) -> None:
+    """An added project whose extension module carries GPU code for `codes` only."""
+    (site,) = Path(python).parent.parent.glob("lib/python*/site-packages")
+    _dist(site, "gpu-addon", "1.0", {"gpu_addon/__init__.py": "", "gpu_addon/_C.so": ""}, top_level="gpu_addon\n")
+    (site / "gpu_addon" / "_C.so").write_bytes(shared_object("_C.so", fatbin=fat_binary(list(codes))))
+
+
+def test_the_doctor_fails_an_addition_whose_gpu_code_cannot_run_here_and_records_each_file(tmp_path: Path) -> None:
+    python = make_env(tmp_path / "env")
+    _gpu_addition(python, Code("sass", 90), Code("sass", 110))
+    report = run(python, additions=("gpu-addon",))
+    check = report.check("additions")
+    assert check.status == "fail"
+    assert check.detail == ("gpu_addon/_C.so: cannot run here (no sm_87 code and no PTX: CUDA will report 'no kernel "
+                            "image is available for execution on the device' at the first kernel)")
+    assert check.fix is not None and check.fix.startswith("add a build with code for this GPU, or leave it out, then run: ")
+    (recorded,) = report.to_json()["additions"]["gpu_code"]
+    assert (recorded["file"], recorded["distribution"], recorded["sass"]) == ("gpu_addon/_C.so", "gpu-addon", ["sm_90", "sm_110"])
+    assert recorded["verdict"]["verdict"] == "cannot run here"
+
+
+def test_the_doctor_passes_code_that_runs_by_the_rule_and_says_so(tmp_path: Path) -> None:
+    python = make_env(tmp_path / "env")
+    _gpu_addition(python, Code("sass", 80))
+    check = run(python, additions=("gpu-addon",)).check("additions")
+    assert check.status == "ok"
+    assert "GPU code: 1 files read, 1 by CUDA's compatibility rule only (gpu_addon/_C.so: runs by CUDA's compatibility " \
+           "rule, not yet shown on this board (sm_80 SASS on sm_87, unproven on tegra CUDA" in check.detail
+
+
 def test_the_doctor_runs_the_check_commands_and_records_them(tmp_path: Path) -> None:
     python = make_env(tmp_path / "env")
     passing, failing = "python -c 'import sys'", f"python -c \"raise ImportError('{NO_LIBGL}')\""
@@ -120,6 +151,10 @@ def stack(tmp_path: Path, private_index_dirs: IndexDirs, start_index: Any) -> Tu
     public_dir = private_index_dirs.public
     build_wheel(public_dir, "needs-gl", "8.3.0", requires=("torch>=1.8.0",), init_body=NEEDS_GL, source_index="public")
     build_wheel(public_dir, "imports-fine", "1.0", requires=("torch>=1.8.0",), source_index="public")
+    for name, arch in (("gpu-sm90", 90), ("gpu-sm80", 80)):
+        module = name.replace("-", "_")
+        build_wheel(public_dir, name, "1.0", requires=("torch>=1.8.0",), source_index="public",
+                    modules={f"{module}/_C.so": shared_object("_C.so", fatbin=fat_binary([Code("sass", arch)]))})
     catalog = tmp_path / "wheels-index.toml"
     catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor))
     vendor: LoopbackIndex = start_index(private_index_dirs.vendor, name="vendor")
@@ -147,6 +182,28 @@ def test_an_addition_missing_a_system_library_fails_the_check_step_with_its_apt_
         f"step 'check' failed: needs-gl: import needs_gl failed: ImportError: {NO_LIBGL} (libGL.so.1 is in apt: libgl1)")
     assert data["error"]["fix"].startswith("sudo apt-get install libgl1, then run: jetson-install torch ")
     assert not venv.exists()  # never "installed" with an addition that does not import
+
+
+@pytest.mark.slow
+def test_an_addition_whose_gpu_code_cannot_run_here_fails_the_check_step_before_the_switch(
+        tmp_path: Path, stack: Tuple[Dict[str, str], str, str]) -> None:
+    venv = tmp_path / "stack"
+    code, data, stderr = _install(venv, stack, "--with", "gpu-sm90")
+    assert code == 1, stderr
+    assert data["error"]["step"] == "check"
+    assert data["error"]["message"].startswith(
+        "step 'check' failed: gpu-sm90: gpu_sm90/_C.so: cannot run here (no sm_87 code and no PTX: CUDA will report "
+        "'no kernel image is available for execution on the device' at the first kernel)")
+    assert data["error"]["fix"].startswith("add a build of gpu-sm90 with code for this GPU (sm_87 SASS, or PTX its "
+                                           "driver compiles")
+    assert not venv.exists()
+    # sm_80 SASS on the Orin: the compatibility rule, unproven on JetPack 6: installed, with a warning.
+    code, data, stderr = _install(venv, stack, "--with", "gpu-sm80")
+    assert code == 0, stderr
+    assert any(warning.startswith("gpu-sm80: gpu_sm80/_C.so: runs by CUDA's compatibility rule, not yet shown on this "
+                                  "board (sm_80 SASS on sm_87, unproven on tegra CUDA") for warning in data["warnings"])
+    check = next(step for step in data["steps"] if step["id"] == "check")
+    assert "GPU code of gpu-sm80: 1 file read, 1 by CUDA's compatibility rule only" in check["detail"]
 
 
 @pytest.mark.slow

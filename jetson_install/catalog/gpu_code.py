@@ -16,13 +16,16 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.base.fatbin import Container, Entry
 from jetson_install.base.toml_file import TomlData
 
+if TYPE_CHECKING:
+    from jetson_install.board.platform import Platform
+
 __all__ = ["RULES_FILE", "Status", "Rule", "Rules", "Board", "CodeVerdict", "load_rules", "judge",
-           "RUNS", "BY_RULE", "CANNOT_RUN", "NO_GPU_CODE", "NOT_JUDGED"]
+           "RUNS", "BY_RULE", "CANNOT_RUN", "NO_GPU_CODE", "NOT_LOADED"]
 
 RULES_FILE = Path(__file__).with_name("gpu-code-rules.toml")
 USERSPACES = ("tegra", "sbsa")
@@ -34,7 +37,7 @@ RUNS = "runs"
 BY_RULE = "runs by CUDA's compatibility rule, not yet shown on this board"
 CANNOT_RUN = "cannot run here"
 NO_GPU_CODE = "no GPU code"
-NOT_JUDGED = "not judged"
+NOT_LOADED = "not loaded here"
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,10 @@ class Board:
     @property
     def name(self) -> str:
         return f"sm_{self.arch}"
+
+    @classmethod
+    def for_platform(cls, platform: Optional["Platform"]) -> Optional["Board"]:
+        return cls.of(platform.compute_capability, platform.kind, platform.cuda) if platform is not None else None
 
     @classmethod
     def of(cls, compute_capability: Optional[str], userspace: Optional[str], cuda: Optional[str]) -> Optional["Board"]:

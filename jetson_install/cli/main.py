@@ -98,6 +98,21 @@ def detect(root: str, l4t: Optional[str], soc: Optional[str], as_json: bool) -> 
 
 
 @cli.command()
+@options.INSPECT
+def inspect(subject: str, root: str, l4t: Optional[str], soc: Optional[str], as_json: bool) -> None:
+    """Read a wheel's (or a library's) GPU code and libraries: can it run on this board?
+
+    Nothing is installed or loaded: each shared object's SASS architectures and PTX, what it
+    needs, and a verdict for the board's GPU. Exit 1 when a file cannot run here.
+    """
+    from jetson_install.cli.commands.inspect import inspect_subject, inspection_lines
+
+    inspection = inspect_subject(subject, platform_options(root, l4t, soc))
+    _print_json(inspection.to_json()) if as_json else click.echo("\n".join(inspection_lines(inspection)))
+    _exit_if(0 if inspection.ok else EXIT_FAILED)
+
+
+@cli.command()
 def samples() -> None:
     """List the sample roots usable as --root sample:NAME."""
     from jetson_install.board.samples import sample_names

@@ -260,6 +260,10 @@ EVIDENCE_CHECK = _stacked(
                       "--no-verify, a run without --strict); its line says what it lacks."),
 )
 EVIDENCE_TABLE = _stacked(click.argument("files", nargs=-1, required=True, metavar="FILE..."), with_options("max-age"))
+INSPECT = _stacked(
+    click.argument("subject", metavar="WHEEL|FILE|REQUIREMENT"),
+    _ROOT, with_options("json", json={"help": "Print the inspection as one JSON object."}),
+)
 LABELS = _stacked(
     _ROOT,
     click.option("--evidence", "evidence_file", metavar="FILE",

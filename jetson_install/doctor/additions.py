@@ -13,6 +13,7 @@ from jetson_install.base.process import Completed
 from jetson_install.doctor.context import Context, ProbeOutcome, _last_json_object, uv_command
 from jetson_install.doctor.missing_libraries import MissingLibrary, missing_library
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
+from jetson_install.envs.gpu_inspect import Inspection, inspect_added
 
 __all__ = ["AdditionImport", "additions_imports", "check_additions", "additions_evidence"]
 
@@ -73,6 +74,7 @@ def check_additions(ctx: Context) -> Verdict:
     if not ctx.additions_requested and not ctx.check_commands:
         return NOT_APPLICABLE, "nothing was added to the stack (--with, add) and no --check-command given", None
     found: List[str] = []
+    imports: Union[List[AdditionImport], str] = []
     if ctx.additions_requested:
         imports = additions_imports(ctx.additions)
         if isinstance(imports, str):
@@ -81,6 +83,13 @@ def check_additions(ctx: Context) -> Verdict:
             if entry.error is not None:
                 return _failed(ctx, entry.describe(), entry.error)
             found.append(entry.describe())
+    gpu = _gpu_code(ctx, imports) if ctx.additions_requested and not isinstance(imports, str) else None
+    if gpu is not None and (gpu.cannot_run or gpu.unreadable):
+        return FAIL, (gpu.cannot_run + gpu.unreadable)[0].describe(), \
+            f"add a build with code for this GPU, or leave it out, then run: {_again(ctx)}"
+    if gpu is not None and gpu.gpu_files:
+        found.append(f"GPU code: {len(gpu.gpu_files)} files read, {len(gpu.by_rule)} by CUDA's compatibility rule only"
+                     + "".join(f" ({report.describe()})" for report in gpu.by_rule[:1]))
     for shown, done in ctx.check_commands:
         if not done.ok:
             return _failed(ctx, f"--check-command {shown} -> {done.last_stderr_line() or f'exit {done.returncode}'}",
@@ -89,11 +98,23 @@ def check_additions(ctx: Context) -> Verdict:
     return OK, "; ".join(found), None
 
 
+def _again(ctx: Context) -> str:
+    # An install verifying its new environment runs again; a made one is checked again.
+    return ctx.install_command or f"jetson-install doctor --venv {shlex.quote(str(ctx.made_here() or ctx.environment))}"
+
+
+def _gpu_code(ctx: Context, imports: List[AdditionImport]) -> Optional[Inspection]:
+    """What the added projects' shared objects carry for this GPU (envs/gpu_inspect.py)."""
+    names = sorted({entry.distribution for entry in imports if entry.distribution})
+    if not names or ctx.platform is None:
+        return None
+    return inspect_added(list(ctx.site_packages), names, ctx.platform, ctx.channel)
+
+
 def _failed(ctx: Context, detail: str, error: str) -> Verdict:
     cuda = ctx.platform.cuda if ctx.platform is not None else None
     missing = missing_library(error, cuda, ctx.python, uv_command())
-    # An install verifying its new environment runs again; a made one is checked again.
-    again = ctx.install_command or f"jetson-install doctor --venv {shlex.quote(str(ctx.made_here() or ctx.environment))}"
+    again = _again(ctx)
     if missing is None:
         return FAIL, detail, f"fix the cause above, then run: {again}"
     provider = f" ({missing.file} is in {missing.provided_by})" if missing.provided_by else ""
@@ -117,5 +138,8 @@ def additions_evidence(ctx: Context) -> Dict[str, Any]:
     commands = [{"command": shown, "exit_code": done.returncode, "passed": done.ok,
                  "last_line": None if done.ok else (done.last_stderr_line() or None)}
                 for shown, done in ctx.check_commands]
-    return {"projects": projects, "check_commands": commands}
+    gpu = _gpu_code(ctx, imports) if not isinstance(imports, str) else None
+    return {"projects": projects, "check_commands": commands,
+            "gpu_code": [report.to_json() for report in gpu.files if report.gpu_code or report.error or report.missing]
+            if gpu is not None else []}
 

@@ -19,7 +19,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from packaging.utils import canonicalize_name
 
@@ -27,10 +27,14 @@ from jetson_install.base.elf import Dynamic, Reader, dynamic_from, file_reader, 
 from jetson_install.base.errors import BadInput, ElfError
 from jetson_install.base.fatbin import SECTION, Container, read_fatbin
 from jetson_install.catalog.catalog import VendorSource
-from jetson_install.catalog.gpu_code import BY_RULE, CANNOT_RUN, Board, CodeVerdict, Rules, judge
-from jetson_install.envs.sonames import DRIVER, search_folders
+from jetson_install.catalog.gpu_code import BY_RULE, CANNOT_RUN, NOT_LOADED, Board, CodeVerdict, Rules, judge, load_rules
+from jetson_install.envs.sonames import BITSANDBYTES_VARIANT, DRIVER, search_folders
 
-__all__ = ["FileReport", "Inspection", "MissingLibrary", "inspect_path", "inspect_distributions",
+if TYPE_CHECKING:
+    from jetson_install.board.platform import Platform
+    from jetson_install.catalog.catalog import Channel
+
+__all__ = ["FileReport", "Inspection", "MissingLibrary", "inspect_path", "inspect_distributions", "inspect_added",
            "MAX_MEMBER", "MAX_MEMBERS", "MAX_READ"]
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
@@ -73,6 +77,18 @@ class FileReport:
     @property
     def gpu_code(self) -> bool:
         return bool(self.sass or self.ptx)
+
+    def describe(self) -> str:
+        """"torch/lib/x.so: runs (sm_110 SASS)", or why it cannot be read."""
+        if self.error:
+            return f"{self.path}: {self.error}"
+        said = f"{self.path}: {self.verdict.verdict} ({self.verdict.reason})" if self.verdict else self.path
+        if self.verdict and self.verdict.uncovered and self.verdict.verdict != CANNOT_RUN:
+            said += (f"; {self.verdict.uncovered} of its {self.verdict.containers} fat binaries hold no code for "
+                     "this GPU (kernels for other GPUs, picked by architecture)")
+        if self.missing:
+            said += f"; needs {', '.join(item.describe() for item in self.missing)}, found nowhere searched"
+        return said
 
     def to_json(self) -> Dict[str, Any]:
         return {"file": self.path, "distribution": self.distribution, "sass": list(self.sass),
@@ -161,12 +177,23 @@ def inspect_distributions(site_dirs: Sequence[Path], names: Sequence[str], board
     files: List[Tuple[Path, str, Optional[str]]] = []
     for site in site_dirs:
         for dist_info in sorted(site.glob("*.dist-info")):
-            name = canonicalize_name(dist_info.name[: -len(".dist-info")].partition("-")[0])
+            # NAME-VERSION.dist-info: the version holds no dash (the binary distribution format's escaping).
+            name = canonicalize_name(dist_info.name[: -len(".dist-info")].rpartition("-")[0])
             if name not in wanted:
                 continue
             for relative in _recorded(dist_info):
                 files.append((site / relative, relative, str(name)))
     return _inspect_files(files[:MAX_FILES], ", ".join(sorted(wanted)), context)
+
+
+def inspect_added(site_dirs: Sequence[Path], names: Sequence[str], platform: Optional["Platform"],
+                  channel: Optional["Channel"]) -> Inspection:
+    """inspect_distributions for what --with or `add` put in an environment, judged for the
+    platform's board with its channel's recorded providers."""
+    return inspect_distributions(site_dirs, names, Board.for_platform(platform), load_rules(),
+                                 channel.sources if channel is not None else (),
+                                 Path(platform.root) if platform is not None else Path("/"),
+                                 platform.arch if platform is not None else None)
 
 
 def _recorded(dist_info: Path) -> List[str]:
@@ -239,10 +266,22 @@ def _report(shown: str, dynamic: Dynamic, containers: Sequence[Container], conte
                         for entry in entries if entry.kind == "ptx"}, key=_arch_order))
     compressed = tuple(sorted({entry.compression for entry in entries if entry.compression}))
     verdict = judge(containers, context.board, context.rules) if context.board and entries else None
-    missing = tuple(_missing(soname, context) for soname in dynamic.needed
+    if verdict is not None and context.board is not None and not _loaded(shown, context.board):
+        verdict = CodeVerdict(NOT_LOADED, f"bitsandbytes loads only its library for the board's CUDA "
+                                          f"(libbitsandbytes_cuda{''.join(map(str, context.board.cuda or ()))}.so)")
+    loaded = verdict is None or verdict.verdict != NOT_LOADED
+    missing = tuple(_missing(soname, context) for soname in dynamic.needed if loaded
                     if soname not in DRIVER and not soname.startswith("ld-linux")
                     and not own(soname) and not _on(soname, context.folders))
     return FileReport(shown, sass, ptx, compressed, dynamic.needed, missing, verdict, distribution=distribution)
+
+
+def _loaded(shown: str, board: Board) -> bool:
+    """False for a bitsandbytes library for another CUDA release than the board's: bitsandbytes
+    never loads it there."""
+    variant = BITSANDBYTES_VARIANT.search(shown)
+    return variant is None or variant.group(1) != "cuda" or board.cuda is None \
+        or variant.group(2) == "".join(map(str, board.cuda))
 
 
 def _arch_order(name: str) -> Tuple[int, str]:

@@ -30,7 +30,8 @@ from jetson_install.base.errors import ElfError
 from jetson_install.catalog.catalog import NeededLibrary, VendorSource
 from jetson_install.catalog.identity import VENDOR_PACKAGES
 
-__all__ = ["Missing", "LibraryReport", "vendor_libraries", "environment_libraries", "site_packages_of", "search_folders"]
+__all__ = ["Missing", "LibraryReport", "vendor_libraries", "environment_libraries", "site_packages_of", "search_folders",
+           "BITSANDBYTES_VARIANT"]
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
 #: bitsandbytes ships one library per CUDA release and loads only the one for torch's CUDA,
@@ -302,3 +303,7 @@ def _conf_folders(root: Path, conf: str, seen: Set[str]) -> List[str]:
 def search_folders(site_dirs: Sequence[Path], root: Path, arch: Optional[str]) -> List[Path]:
     """The folders vendor_libraries looks in, in its order: the environment's, then the board's."""
     return [folder.path for folder in _environment_folders(site_dirs, _distributions(site_dirs)) + _board_folders(root, arch)]
+
+
+#: bitsandbytes' per-CUDA library names (above), for inspect: a board loads only its CUDA's.
+BITSANDBYTES_VARIANT = _BNB_VARIANT

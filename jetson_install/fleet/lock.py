@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from jetson_install.planning.plan import Plan
 
 __all__ = ["pick_file", "entries_from_pylock", "LockTarget", "lock_target", "no_build_for_the_boards_python",
-           "make_lock", "LockResult", "tool_entries"]
+           "make_lock", "LockResult", "tool_entries", "requirement_files"]
 
 def pick_file(package: Mapping[str, Any], accepted: Optional[Sequence["Tag"]]) -> Optional[Tuple[str, str, bool]]:
     """(url, sha256, is_sdist) of the file a pylock.toml package entry installs from: the
@@ -412,6 +412,23 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
         raise StepFailed(f"resolve ({origin})", f"resolving from the {origin} index ({where}) failed: "
                                                 f"{failure.summary}", fix)
     return entries_from_pylock(output, origin, target.accepted, skip)
+
+
+def requirement_files(requirement: str, constraints: Sequence[str], default_index: Optional[str], target: LockTarget,
+                      work: Path) -> List[Path]:
+    """The file `requirement` itself installs from (not its dependencies) as uv resolves it for
+    the board of `target` from the default index under `constraints`, downloaded into `work`
+    and checked against the sha256 uv's resolution names: what `inspect REQUIREMENT` reads."""
+    files = []
+    for entry in _resolve(work, "default", [requirement], constraints, default_index, target, no_deps=True):
+        destination = work / entry.filename
+        fetch_file(entry.url, destination)
+        if file_sha256(destination) != entry.sha256:
+            raise StepFailed("download", f"{redact(entry.url)} does not have the sha256 uv's resolution names "
+                                         f"({entry.sha256})", "run the command again; if it says so again, the index "
+                                                              "serves another file than it lists")
+        files.append(destination)
+    return files
 
 
 def _build_target(requirement: TargetRequirement, default_index: Optional[str], work: Path) -> Tuple[Path, Optional[str]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from jetson_install.base.errors import JetsonInstallError, StepFailed
 from jetson_install.base.layout import (
@@ -23,7 +23,7 @@ from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.board.apt import install_command
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.doctor import GPU_FREE_CHECKS
-from jetson_install.doctor.additions import additions_imports
+from jetson_install.doctor.additions import AdditionImport, additions_imports
 from jetson_install.doctor.context import _last_json_object, uv_command
 from jetson_install.doctor.missing_libraries import missing_library
 from jetson_install.doctor.on_environment import doctor_environment
@@ -32,7 +32,8 @@ from jetson_install.envs.recorded import write_additions, write_check_commands, 
 from jetson_install.envs.failed_evidence import fix_after_discard, kept_evidence
 from jetson_install.envs.interpreters import Interpreter, pip_check
 from jetson_install.envs.record import distributions_state, record_installed
-from jetson_install.envs.sonames import Missing, environment_libraries
+from jetson_install.envs.gpu_inspect import inspect_added
+from jetson_install.envs.sonames import Missing, environment_libraries, site_packages_of
 from jetson_install.planning.routes.shared import target_lines
 from jetson_install.running.bitsandbytes_build import run_build_step
 from jetson_install.running.fetch import fetch, fetched_companions
@@ -190,7 +191,30 @@ def _check_additions(run: Run, command: Sequence[str]) -> str:
                else f"fix the cause above, then run: {run.rerun}")
         raise StepFailed("check", f"step 'check' failed: {entry.requirement}: {what} failed: {entry.error}{provider}",
                          fix)
-    return "; ".join(entry.describe() for entry in imports)
+    return "; ".join([entry.describe() for entry in imports] + _check_gpu_code(run, imports))
+
+
+def _check_gpu_code(run: Run, imports: Sequence[AdditionImport]) -> List[str]:
+    """What the added projects' shared objects carry for this GPU, read before the switch: code
+    that cannot run here fails the step, naming the file and why; code that runs only by CUDA's
+    compatibility rule is a warning the install and its evidence carry."""
+    added = {entry.distribution: entry.requirement for entry in imports if entry.distribution}
+    if not added or run.plan.platform is None:
+        return []
+    inspection = inspect_added(site_packages_of(run.staging), sorted(added), run.plan.platform, run.plan.channel)
+    if inspection.cannot_run or inspection.unreadable:
+        report = (inspection.cannot_run + inspection.unreadable)[0]
+        requirement = added.get(report.distribution or "", report.distribution or "it")
+        raise StepFailed("check", f"step 'check' failed: {requirement}: {report.describe()}",
+                         f"add a build of {requirement} with code for this GPU "
+                         f"({inspection.board.name if inspection.board else 'its architecture'} SASS, or PTX its driver "
+                         f"compiles: one built on the board from source has it), or leave {requirement} out; "
+                         "the environment in use is unchanged")
+    for report in inspection.by_rule:
+        run.warnings.append(f"{report.distribution}: {report.describe()}")
+    gpu = inspection.gpu_files
+    return [f"GPU code of {', '.join(sorted(added))}: {len(gpu)} file{'s' if len(gpu) != 1 else ''} read, "
+            f"{len(inspection.by_rule)} by CUDA's compatibility rule only"] if gpu else []
 
 
 def _check_command(run: Run, command: Sequence[str], shown: str) -> str:

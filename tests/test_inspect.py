@@ -1,0 +1,138 @@
+"""`jetson-install inspect`: a wheel's (a file's, a folder's) GPU code and libraries read without
+installing, with a verdict for the board the root names; hostile wheels (a truncated library, a
+huge member, a zip bomb, a corrupt fat binary) each one line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Dict
+
+import pytest
+from support.cli import run_cli
+from support.elf_files import Code, fat_binary, shared_object
+
+from jetson_install.catalog.gpu_code import RUNS, Board, load_rules
+from jetson_install.envs import gpu_inspect
+from jetson_install.envs.gpu_inspect import inspect_path
+
+ORIN = "sample:agx-orin-64gb-jp6.2"  # sm_87, tegra CUDA 12.6
+THOR = "sample:agx-thor-jp7.0"  # sm_110, sbsa CUDA 13.0
+
+
+def wheel(folder: Path, members: Dict[str, bytes], name: str = "addon-1.0-cp312-cp312-linux_aarch64.whl") -> Path:
+    path = folder / name
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in members.items():
+            archive.writestr(member, data)
+        archive.writestr("addon-1.0.dist-info/RECORD", "")
+    return path
+
+
+def _addon(folder: Path) -> Path:
+    return wheel(folder, {
+        "addon/_C.so": shared_object("_C.so", ["libc10.so", "libcudart.so.13", "libaddon_dep.so.1"],
+                                     fatbin=fat_binary([Code("sass", 80), Code("sass", 90, compression="zstd")],
+                                                       [Code("sass", 110, compression="zstd")])),
+        "addon.libs/libaddon_dep.so.1": shared_object("libaddon_dep.so.1"),
+        "addon/_cpu.so": shared_object("_cpu.so"),
+        "addon/__init__.py": b"",
+    })
+
+
+def test_a_wheel_with_code_for_the_board_runs_and_its_own_libraries_are_found(tmp_path: Path) -> None:
+    result = run_cli("inspect", str(_addon(tmp_path)), "--root", THOR, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["board"] == {"arch": "sm_110", "userspace": "sbsa", "cuda": "13.0"}
+    assert (data["elf_files"], data["gpu_files"], data["cannot_run"]) == (3, 1, 0)
+    report = next(item for item in data["files"] if item["file"] == "addon/_C.so")
+    assert report["sass"] == ["sm_80", "sm_90", "sm_110"] and report["ptx"] == [] and report["compressed"] == ["zstd"]
+    assert report["verdict"]["verdict"] == RUNS and report["verdict"]["reason"] == "sm_110 SASS"
+    assert report["verdict"]["containers_without_code_here"] == 1  # its first container: sm_80 and sm_90 only
+    missing = [item["soname"] for item in report["missing_libraries"]]
+    assert "libaddon_dep.so.1" not in missing  # in the wheel's own .libs
+    assert {"soname": "libc10.so", "provider": "the channel's torch"} in report["missing_libraries"]
+
+
+def test_a_wheel_without_the_boards_code_cannot_run_and_exits_1_naming_the_file(tmp_path: Path) -> None:
+    path = wheel(tmp_path, {"addon/_C.so": shared_object("_C.so", fatbin=fat_binary([Code("sass", 80), Code("sass", 90)]))})
+    result = run_cli("inspect", str(path), "--root", THOR)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{path} for sm_110 (sbsa CUDA 13.0): 1 shared object, 1 with GPU code"
+    assert lines[1] == "  cannot run here addon/_C.so: SASS sm_80 sm_90; PTX none"
+    assert lines[2].strip() == ("no sm_110 code and no PTX: CUDA will report 'no kernel image is available for "
+                                "execution on the device' at the first kernel")
+
+
+def test_on_an_orin_sm_80_code_runs_by_the_rule_unproven_with_the_sources_listed_once(tmp_path: Path) -> None:
+    result = run_cli("inspect", str(_addon(tmp_path)), "--root", ORIN)
+    assert result.returncode == 0, result.stderr
+    assert "  by the rule     addon/_C.so: SASS sm_80 sm_90 sm_110; PTX none; compressed (zstd)" in result.stdout
+    assert "sm_80 SASS on sm_87, unproven on tegra CUDA: the sources disagree" in result.stdout
+    assert result.stdout.count("against: https://github.com/jax-ml/jax/pull/40492") == 1
+
+
+def test_a_wheel_with_no_gpu_code_says_so_in_one_line(tmp_path: Path) -> None:
+    path = wheel(tmp_path, {"plain/_speedups.so": shared_object("_speedups.so"), "plain/x.py": b""})
+    result = run_cli("inspect", str(path), "--root", THOR)
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[1:] == ["  no CUDA kernels in any of them"]
+    pure = wheel(tmp_path, {"pure/__init__.py": b""}, "pure-1.0-py3-none-any.whl")
+    assert run_cli("inspect", str(pure), "--root", THOR).stdout.splitlines()[1] == \
+        "  no shared objects: nothing here runs on the GPU by itself"
+
+
+def test_off_a_jetson_the_code_is_listed_not_judged(tmp_path: Path) -> None:
+    result = run_cli("inspect", str(_addon(tmp_path)), "--root", str(tmp_path), "--json")
+    data = json.loads(result.stdout)
+    assert result.returncode == 0 and data["board"] is None
+    assert data["notes"][0].startswith("this root is not a Jetson with a known GPU: the code is listed, not judged")
+
+
+def test_a_shared_object_and_a_folder_are_read_too(tmp_path: Path) -> None:
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    (folder / "libk.so").write_bytes(shared_object("libk.so", fatbin=fat_binary([Code("ptx", 80, ptx_version=(9, 0))])))
+    (folder / "README").write_text("not a library")
+    single = run_cli("inspect", str(folder / "libk.so"), "--root", ORIN)
+    assert single.returncode == 1  # its PTX is ISA 9.0, which JetPack 6's CUDA 12.6 driver cannot compile
+    assert "its PTX (ISA 9.0) needs a CUDA 13.0 driver, this board's is 12.6" in single.stdout
+    whole = run_cli("inspect", str(folder), "--root", THOR)
+    assert whole.returncode == 0 and "  by the rule     libk.so: SASS none; PTX compute_80 (PTX ISA 9.0)" in whole.stdout
+
+
+@pytest.mark.parametrize(("members", "said"), [
+    ({"a/_C.so": shared_object("_C.so", fatbin=fat_binary([Code("sass", 110)]))[:300]}, "is cut short or points outside itself"),
+    ({"a/_C.so": shared_object("_C.so", fatbin=b"\x02" * 64)}, "its .nv_fatbin holds no fat binary at byte 0"),
+])
+def test_a_broken_library_in_a_wheel_is_one_line_and_exit_1(tmp_path: Path, members: Dict[str, bytes], said: str) -> None:
+    result = run_cli("inspect", str(wheel(tmp_path, members)), "--root", THOR)
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
+    assert f"  unreadable      a/_C.so: {said}" in result.stdout.splitlines()[1]
+
+
+def test_a_zip_bomb_and_an_oversized_member_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A library whose section table sits past 64 MB of zeros that compress to almost nothing: the
+    # member is read forward once to its end, within the bound on its declared size.
+    image = bytearray(shared_object("libbomb.so"))
+    bomb = bytes(image) + bytes(64 << 20)
+    path = wheel(tmp_path, {"b/libbomb.so": bomb, "b/libhuge.so": b"\x7fELF" + bytes(1 << 20)})
+    assert path.stat().st_size < 1 << 20
+    monkeypatch.setattr(gpu_inspect, "MAX_MEMBER", 32 << 20)
+    inspection = inspect_path(path, Board(110, "sbsa", (13, 0)), load_rules(), (), Path("/"), "aarch64")
+    errors = {report.path: report.error for report in inspection.files}
+    assert errors["b/libbomb.so"] == f"is {len(bomb)} bytes, more than any library ({32 << 20}): not read"
+    assert errors["b/libhuge.so"] is not None and "is a 32-bit" not in errors["b/libhuge.so"]
+    assert not inspection.ok
+
+
+def test_a_path_that_is_no_file_and_no_requirement_is_one_line_with_the_fix(tmp_path: Path) -> None:
+    result = run_cli("inspect", str(tmp_path / "absent.whl"), "--root", THOR)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == f"error: {tmp_path / 'absent.whl'}: no such wheel, file or folder, nor a requirement"
+    off_board = run_cli("inspect", "flash-attn==2.8.3", "--root", str(tmp_path))
+    assert off_board.returncode == 2
+    assert "a requirement is downloaded for a board's channel, which this root has none of" in off_board.stderr
