@@ -43,7 +43,7 @@ def test_everything_working_passes_and_records_the_evidence(tmp_path: Path, clea
     assert report.exit_code == 0
     evidence = report.to_json()
     assert evidence["status"] == "passed"
-    assert evidence["additions"] == {"projects": [], "check_commands": []}
+    assert evidence["additions"] == {"projects": [], "check_commands": [], "gpu_code": []}
     assert evidence["platform"] == {
         "l4t": "36.4.3", "jetpack": "6.2", "arch": "aarch64", "python": evidence["platform"]["python"], "kind": "tegra",
         "channel": "jp6-cu126", "board": "NVIDIA Jetson Orin Nano Developer Kit",
