@@ -28,8 +28,8 @@ __all__ = ["RULES_FILE", "Status", "Rule", "Rules", "Board", "CodeVerdict", "loa
            "RUNS", "BY_RULE", "CANNOT_RUN", "NO_GPU_CODE", "NOT_LOADED"]
 
 RULES_FILE = Path(__file__).with_name("gpu-code-rules.toml")
+RULES_SCHEMA = Path(__file__).with_name("gpu-code-rules.schema.json")
 USERSPACES = ("tegra", "sbsa")
-STATUSES = ("holds", "unproven", "fails")
 #: The ways code reaches a GPU that the judge tells apart; the file says whether each holds.
 RULE_IDS = ("sass-exact", "sass-lower-minor", "ptx-jit")
 
@@ -119,69 +119,38 @@ def _version(text: Optional[str]) -> Optional[Tuple[int, int]]:
 
 @functools.lru_cache(maxsize=None)
 def load_rules(path: Path = RULES_FILE) -> Rules:
-    """gpu-code-rules.toml read and checked; a mistake is one CatalogError naming its line."""
-    file = TomlData(path, "jetson-install inspect FILE")
-    file.unknown("top level", file.data, ("rule", "ptx_isa"), "a table of gpu-code-rules.toml")
-    entries = file.data.get("rule")
-    if not isinstance(entries, list) or not entries:
-        raise file.fail("top level", "rule", "is required: [[rule]] tables")
+    """gpu-code-rules.toml read and checked (its schema, then what a schema cannot say: each
+    status has the sources it needs, each rule is given once); a mistake is one CatalogError
+    naming its line."""
+    file = TomlData(path, "jetson-install inspect FILE", RULES_SCHEMA)
     rules: Dict[str, Rule] = {}
-    for number, entry in enumerate(entries):
-        start = file.header("rule", number)
-        rule = _rule(file, entry, start, number)
-        if rule.id in rules:
-            raise file.fail(f"rule {rule.id!r}", "id", "is given twice", start)
-        rules[rule.id] = rule
+    for number, entry in enumerate(file.data["rule"]):
+        if entry["id"] in rules:
+            raise file.refuse(("rule", number, "id"), "is given twice")
+        statuses = {userspace: _status(file, number, userspace, entry[userspace]) for userspace in USERSPACES}
+        rules[entry["id"]] = Rule(entry["id"], entry["says"], statuses)
     missing = [name for name in RULE_IDS if name not in rules]
     if missing:
-        raise file.fail("top level", "rule", f"lacks the rules {', '.join(missing)}")
-    return Rules(rules, _ptx_isa(file))
+        raise file.refuse(("rule",), f"lacks the rules {', '.join(missing)}")
+    return Rules(rules, {_isa(key): _isa(value) for key, value in file.data["ptx_isa"].items()})
 
 
-def _rule(file: TomlData, entry: Any, start: int, number: int) -> Rule:
-    where = f"rule {number + 1}"
-    entry = file.table(where, entry, "rule", start)
-    file.unknown(where, entry, ("id", "says") + USERSPACES, "a key of a rule", start)
-    rule_id = file.string(where, entry, "id", start)
-    if rule_id not in RULE_IDS:
-        raise file.fail(where, "id", f"has {rule_id!r}; it must be one of {', '.join(RULE_IDS)}", start)
-    where = f"rule {rule_id!r}"
-    says = file.string(where, entry, "says", start)
-    statuses = {}
-    for userspace in USERSPACES:
-        sub = file.header(f"rule.{userspace}", number)
-        table = file.table(where, entry.get(userspace), userspace, start)
-        statuses[userspace] = _status(file, f"{where}, {userspace}", table, sub)
-    return Rule(rule_id, says, statuses)
-
-
-def _status(file: TomlData, where: str, table: Dict[str, Any], start: int) -> Status:
-    file.unknown(where, table, ("status", "for", "against"), "a key of a rule's status", start)
-    status = file.string(where, table, "status", start, pattern="|".join(STATUSES), shape=" or ".join(STATUSES))
-    lists = {}
-    for key in ("for", "against"):
-        value = table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(item, str) and item.startswith("https://") for item in value):
-            raise file.fail(where, key, 'must be a list of public sources, "https://...: what it says"', start)
-        lists[key] = tuple(value)
+def _status(file: TomlData, number: int, userspace: str, table: Mapping[str, Any]) -> Status:
+    """A status has sources `for` where it holds, both ways where it is unproven (the sources
+    disagree), `against` where it fails."""
+    supporting, against = tuple(table.get("for", ())), tuple(table.get("against", ()))
+    status = table["status"]
     needs = {"holds": (True, False), "unproven": (True, True), "fails": (None, True)}[status]
-    for key, wanted in zip(("for", "against"), needs):
-        if wanted is not None and bool(lists[key]) != wanted:
-            said = "needs" if wanted else "must not have"
-            raise file.fail(where, key, f"{said} sources where the status is {status!r}", start)
-    return Status(status, lists["for"], lists["against"])
+    for key, given, wanted in (("for", supporting, needs[0]), ("against", against, needs[1])):
+        if wanted is not None and bool(given) != wanted:
+            raise file.refuse(("rule", number, userspace, key if key in table else "status"),
+                              f"{'needs' if wanted else 'must not have'} '{key}' sources where the status is {status!r}")
+    return Status(status, supporting, against)
 
 
-def _ptx_isa(file: TomlData) -> Dict[Tuple[int, int], Tuple[int, int]]:
-    start = file.header("ptx_isa")
-    table = file.table("top level", file.data.get("ptx_isa"), "ptx_isa")
-    found = {}
-    for key, value in table.items():
-        isa, cuda = _version(key), _version(value if isinstance(value, str) else None)
-        if isa is None or cuda is None:
-            raise file.fail("ptx_isa", key, 'must be "PTX ISA" = "CUDA release", like "9.0" = "13.0"', start)
-        found[isa] = cuda
-    return found
+def _isa(text: str) -> Tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
 
 
 # --------------------------------------------------------------------------- the judge
