@@ -30,6 +30,7 @@ SHIPPED = [
     (PACKAGE / "board" / "platform-data.toml", PACKAGE / "board" / "platform-data.schema.json"),
     (PACKAGE / "planning" / "bitsandbytes-releases.toml", PACKAGE / "planning" / "bitsandbytes-releases.schema.json"),
     (PACKAGE / "planning" / "routes" / "preflight.toml", PACKAGE / "planning" / "routes" / "preflight.schema.json"),
+    (PACKAGE / "catalog" / "gpu-code-rules.toml", PACKAGE / "catalog" / "gpu-code-rules.schema.json"),
 ]
 CONFIG_SCHEMA = PACKAGE / "catalog" / "config.schema.json"
 
