@@ -226,7 +226,7 @@ def _inspect_files(files: Sequence[Tuple[Path, str, Optional[str]]], subject: st
             with open(path, "rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
                 at = file_reader(handle, size, shown)
-                if at(0, 4) != b"\x7fELF" if size >= 4 else True:
+                if size < 4 or at(0, 4) != b"\x7fELF":
                     other += 1
                     continue
                 elf += 1
@@ -326,7 +326,7 @@ def _inspect_wheel(path: Path, context: _Context) -> Inspection:
                 continue
             reader = _Member(archive, member)
             try:
-                if reader.at(0, 4) != b"\x7fELF" if member.file_size >= 4 else True:
+                if member.file_size < 4 or reader.at(0, 4) != b"\x7fELF":
                     other += 1
                     continue
                 elf += 1
