@@ -184,7 +184,7 @@ def _declared(document: Dict[str, Any], path: Tuple[str, ...]) -> bool:
 
 def test_no_reader_reads_a_key_its_schema_does_not_declare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from jetson_install.board import platform_data
-    from jetson_install.catalog import catalog, settings
+    from jetson_install.catalog import catalog, gpu_code, settings
     from jetson_install.planning import bitsandbytes_source
     from jetson_install.planning.routes import preflight
 
@@ -201,6 +201,7 @@ def test_no_reader_reads_a_key_its_schema_does_not_declare(monkeypatch: pytest.M
         (PACKAGE / "planning" / "bitsandbytes-releases.schema.json", bitsandbytes_source.load_releases),
         (PACKAGE / "planning" / "routes" / "preflight.schema.json", preflight._newest_default_index_cpu),
         (CONFIG_SCHEMA, lambda: settings.load_index_settings(None, "", None, "", False)),
+        (PACKAGE / "catalog" / "gpu-code-rules.schema.json", lambda: gpu_code.load_rules.__wrapped__(gpu_code.RULES_FILE)),
     ]
     assert {path for path, _ in readers} == set(DATA_SCHEMAS)  # a new data file's reader is traced too
     for schema_path, read in readers:
