@@ -14,8 +14,6 @@ import click
 
 from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.base.sourced import Sourced
-from jetson_install.board.samples import PREFIX as SAMPLE_PREFIX
-from jetson_install.board.samples import sample_names
 from jetson_install.catalog.catalog_file import target_summaries
 
 if TYPE_CHECKING:
@@ -36,8 +34,12 @@ ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetso
 
 def _complete_root(context: click.Context, parameter: click.Parameter, incomplete: str) -> List[CompletionItem]:
     """--root's completions: the sample roots (`sample:NAME`), and folders."""
-    # click imports its completion module only when completing (click/core.py), and so does this.
+    # Only a shell's completion request runs this: click imports its completion module then
+    # (click/core.py), and so does this, with the samples' (`--help` and `--version` load neither).
     from click.shell_completion import CompletionItem
+
+    from jetson_install.board.samples import PREFIX as SAMPLE_PREFIX
+    from jetson_install.board.samples import sample_names
 
     samples = [CompletionItem(SAMPLE_PREFIX + name) for name in sample_names()
                if (SAMPLE_PREFIX + name).startswith(incomplete)]
