@@ -47,6 +47,12 @@ RUN_ELSEWHERE: Dict[str, str] = {
         "tests/test_export_uv_sync.py (its first test) runs both lines in the project, on a .venv whose interpreter "
         "answers uv's markers as an Orin's: this machine is no Jetson, so a plain uv sync here takes the "
         "workstation's torch"),
+    "docs/fleets.md / nginx, or any static web server": (
+        "tests/test_fleet.py::test_nginx_serves_a_wheelhouse_with_the_documented_server_block_and_runners_install_from_it "
+        "(lane: Debian's nginx on loopback with this page's server block, a runner with its own lock)"),
+    "docs/fleets.md / An OCI registry": (
+        "tests/test_registry_lane.py (lane: Debian's docker-registry on loopback; push, then install by tag with the "
+        "lock and by digest alone)"),
     "docs/fleets.md / Locks and wheelhouses#3": (
         "not run: it serves until Ctrl-C, to a HOST of the fleet's own; tests/test_wheelhouse_server.py serves one"),
 }
@@ -347,3 +353,11 @@ def test_the_completion_block_sets_up_each_shell(tmp_path: Path) -> None:
                             env=env, timeout=120)
     assert loaded.stdout.strip() == "complete -o nosort -F _jetson_install_completion jetson-install", loaded.stderr
 
+
+def test_the_roles_server_block_is_the_documented_one() -> None:
+    template = (TOP / "examples" / "ansible" / "roles" / "jetson_install" / "templates" / "wheelhouse-nginx.conf.j2").read_text()
+    from support.engines import documented_server_block
+
+    documented = documented_server_block()
+    assert template.replace("{{ jetson_install_wheelhouse_listen }}", "8000").replace(
+        "{{ jetson_install_wheelhouse_nginx }}", "/srv/wheelhouse") == documented

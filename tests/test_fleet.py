@@ -27,7 +27,10 @@ import pytest
 from support import isolated_env
 from support.gate_stubs import make_gate_catalog, make_gate_vendor_index
 from support.index_server import LoopbackIndex
+from support.engines import Nginx, free_port
 from support.lanes import lane_unavailable
+
+from jetson_install.catalog.lock_file import parse_lock
 
 pytestmark = pytest.mark.lane
 
@@ -367,6 +370,101 @@ def test_ansible_play_fails_with_the_tools_fix_when_an_index_is_down(fleet: Flee
     assert "--vendor-index URL" in result.stdout  # the tool's own fix line, verbatim
     print(next(line for line in result.stdout.splitlines() if "| fix: " in line))
     assert not Path(str(fleet["venv"])).exists()
+
+
+# --------------------------------------------------------------------------- a wheelhouse served by nginx
+
+
+def _locked_house(fleet: Fleet, tmp_path: Path, board: Path) -> Tuple[Path, Path]:
+    """A lock for this machine's interpreter (on a board of its architecture) and its wheelhouse."""
+    lock, house = tmp_path / "here.lock", tmp_path / "house"
+    options = [option for option in fleet["options"] if option != "--python" and option != sys.executable]
+    made = subprocess.run([sys.executable, "-m", "jetson_install", "lock", "--root", str(board), "--python", sys.executable,
+                           *options, "--output", str(lock)], capture_output=True, text=True, env=fleet["env"], timeout=600)
+    assert made.returncode == 0, made.stderr
+    filled = subprocess.run([sys.executable, "-m", "jetson_install", "wheelhouse", str(house), "--lock", str(lock)],
+                            capture_output=True, text=True, env=fleet["env"], timeout=600)
+    assert filled.returncode == 0, filled.stderr
+    return lock, house
+
+
+def _runner(fleet: Fleet, venv: Path, lock: Path, url: str) -> "subprocess.CompletedProcess[str]":
+    """A runner with its own copy of the lock, taking only the files from `url`; no index answers it."""
+    return subprocess.run([sys.executable, "-m", "jetson_install", "obliteratus", "--root", ORIN_ROOT, "--venv", str(venv),
+                           "--python", sys.executable, "--vendor-index", "http://127.0.0.1:9/simple", "--default-index",
+                           "http://127.0.0.1:9/simple", "--lock", str(lock), "--wheelhouse", url, "--no-verify", "--yes",
+                           "--json"], capture_output=True, text=True, env=fleet["env"], timeout=600)
+
+
+def _status(url: str, method: str = "GET") -> int:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_nginx_serves_a_wheelhouse_with_the_documented_server_block_and_runners_install_from_it(
+        fleet: Fleet, tmp_path: Path, board_here: Path) -> None:
+    lock, house = _locked_house(fleet, tmp_path, board_here)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the wheelhouse's\n")
+    (house / "files" / "secret.whl").symlink_to(outside)
+    (house / "files" / ".hidden.whl").write_text("a dotfile\n")
+    (house / "notes.txt").write_text("beside the wheelhouse's folders\n")
+    nginx = Nginx(house, tmp_path / "nginx")
+    try:
+        result = _runner(fleet, tmp_path / "runner", lock, nginx.url)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["installed"]["torch"]
+        entries = parse_lock(lock.read_text(), "lock").entries
+        fetched = [entry for entry in nginx.served() if entry["path"].startswith("/files/") and entry["status"] in ("200", "206")]
+        assert {entry["path"].rsplit("/", 1)[1] for entry in fetched} >= {entry.filename for entry in entries
+                                                                           if entry.origin != "built"}
+        # What the server block refuses: a link, a dotfile, the rest of the folder, a listing, a write.
+        assert _status(f"{nginx.url}files/secret.whl") == 403  # disable_symlinks
+        assert _status(f"{nginx.url}files/.hidden.whl") == 404
+        assert _status(f"{nginx.url}notes.txt") == 404
+        assert _status(f"{nginx.url}files/") == 403  # autoindex off: no listing
+        assert _status(f"{nginx.url}lock.txt", "PUT") == 403 and _status(f"{nginx.url}lock.txt", "HEAD") == 200
+        assert _status(f"{nginx.url}simple/") == 200
+    finally:
+        nginx.stop()
+    print(f"\nnginx served {len(fetched)} file requests to one runner")
+
+
+def test_ansible_role_serves_a_wheelhouse_with_nginx_on_one_variable(fleet: Fleet, tmp_path: Path, board_here: Path) -> None:
+    lock, house = _locked_house(fleet, tmp_path, board_here)
+    port = free_port()
+    site = tmp_path / "site" / "jetson-install-wheelhouse.conf"
+    site.parent.mkdir()
+    served = {"jetson_install_wheelhouse_nginx": str(house), "jetson_install_wheelhouse_listen": f"127.0.0.1:{port}",
+              # Not the system's nginx: the lane starts its own on the file the role writes.
+              "jetson_install_nginx_site": str(site), "jetson_install_nginx_system": False}
+    check, counts, _ = _playbook(fleet, tmp_path, "--check", **served)
+    assert counts.get("failed") == 0 and counts["changed"] == 1 and not site.exists(), check.stdout[-3000:]
+    first, counts, _ = _playbook(fleet, tmp_path, "-v", **served)
+    assert counts.get("failed") == 0 and counts["changed"] == 1, first.stdout[-3000:]
+    assert f"jetson-install obliteratus --lock FILE --wheelhouse http://localhost:{port}/" in first.stdout
+    assert not Path(str(fleet["venv"])).exists()  # the wheelhouse's host is not provisioned as a Jetson
+    again, counts, _ = _playbook(fleet, tmp_path, **served)
+    assert counts.get("failed") == 0 and counts["changed"] == 0, again.stdout[-3000:]
+    template = (EXAMPLES / "ansible" / "roles" / "jetson_install" / "templates" / "wheelhouse-nginx.conf.j2").read_text()
+    assert site.read_text() == template.replace("{{ jetson_install_wheelhouse_listen }}", f"127.0.0.1:{port}").replace(
+        "{{ jetson_install_wheelhouse_nginx }}", str(house))
+    nginx = Nginx(house, tmp_path / "nginx", site=site, port=port)
+    try:
+        result = _runner(fleet, tmp_path / "runner", lock, f"http://127.0.0.1:{port}/")
+        assert result.returncode == 0, result.stderr
+    finally:
+        nginx.stop()
+    empty = tmp_path / "not-a-wheelhouse"
+    empty.mkdir()
+    refused, counts, _ = _playbook(fleet, tmp_path, **dict(served, jetson_install_wheelhouse_nginx=str(empty)))
+    assert counts.get("failed") == 1 and f"{empty} is not a wheelhouse (it has no lock.txt) | fix: " in refused.stdout
 
 
 # --------------------------------------------------------------------------- the gate's workflow and policy
