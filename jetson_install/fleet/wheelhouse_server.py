@@ -52,8 +52,10 @@ __all__ = ["WheelhouseServer", "open_server", "serving_lines", "serving_url", "I
 
 # uv downloads up to 50 files at once (DEFAULT_DOWNLOADS in astral-sh/uv
 # crates/uv-configuration/src/concurrency.rs); socketserver's queue is 5
-# (request_queue_size in cpython Lib/socketserver.py). Room for two runners at once.
-_LISTEN_QUEUE = 128
+# (request_queue_size in cpython Lib/socketserver.py). Room for twenty runners' connections
+# waiting past the bound (Linux caps it at net.core.somaxconn, 4096 since 5.4); a queue too
+# short drops the SYNs past it, which clients retry only after a second or more.
+_LISTEN_QUEUE = 1024
 #: Seconds a connection may stay silent before it is closed. A runner's uv closes its
 #: connections when it exits; one that neither asks nor leaves holds a thread until then.
 IDLE_TIMEOUT = 30.0
