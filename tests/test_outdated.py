@@ -138,11 +138,16 @@ def test_a_newer_commit_on_the_branch_the_checkout_follows(tmp_path: Path, monke
     _git("-C", str(checkout), "add", "-A")
     _git("-C", str(checkout), "commit", "-qm", "one")
     _git("-C", str(checkout), "push", "-q", "origin", "HEAD:main")
-    _git("-C", str(checkout), "branch", "-q", "--set-upstream-to=origin/main")
     upgrade = f"git -C {checkout} pull && pipx install --force {checkout}"
     monkeypatch.setattr("jetson_install.cli.commands.outdated.running_install",
                         lambda: Installed("checkout", checkout, upgrade))
     env = isolated_env(tmp_path)
+    # A branch that follows none: nothing to compare with, and said so (never "up to date").
+    _git("-C", str(checkout), "branch", "-q", "--unset-upstream")
+    assert _outdated(env).stdout.splitlines()[-1] == (f"jetson-install 0.1.0: not known: the checkout it was installed "
+                                                      f"from, {checkout}, follows no remote branch: nothing says "
+                                                      "what is newer")
+    _git("-C", str(checkout), "branch", "-q", "--set-upstream-to=origin/main")
     assert _outdated(env).stdout.splitlines()[-1] == "jetson-install 0.1.0: up to date"
     other = tmp_path / "other"
     _git("clone", "-q", str(origin), str(other))

@@ -260,7 +260,8 @@ def _tool(default_index: Sourced[Optional[str]]) -> Found:
     if installed.checkout is not None:
         return _checkout(installed.checkout, installed.upgrade)
     if installed.kind == "source tree":
-        return None  # no checkout and no installer: nothing to compare against
+        return Unread("jetson-install", "it runs from a source tree that no installer recorded and no git checkout "
+                                        "holds: nothing says what is newer")
     try:
         settings = load_index_settings(None, "", default_index.value, default_index.source, False)
     except JetsonInstallError as exc:
@@ -285,7 +286,8 @@ def _checkout(checkout: Path, upgrade: str) -> Found:
     """Newer commits on the branch the checkout the tool was installed from follows."""
     followed = git.upstream(checkout)
     if followed is None:
-        return None  # a branch that follows none: the user's own to move
+        return Unread("jetson-install", f"the checkout it was installed from, {shlex.quote(str(checkout))}, follows "
+                                        "no remote branch: nothing says what is newer")
     remote, branch = followed
     answer = git.upstream_commit(checkout, remote, branch, NETWORK_TIMEOUT)
     commit = answer.stdout.split("\t", 1)[0].strip() if answer.ok else ""
