@@ -47,6 +47,20 @@ def test_bad_roots_give_one_line_and_exit_code(board: str, code: int, fragment: 
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_detect_warns_on_stderr_and_stdout_keeps_the_summary(as_json: bool) -> None:
+    """`detect --root R 2>/dev/null` shows the platform alone; the warning reaches the terminal."""
+    result = run_cli("detect", "--root", str(BOARDS / "release-not-utf8-dpkg-r36.4.3"), *(["--json"] if as_json else []))
+    assert result.returncode == 0, result.stderr
+    warning = "etc/nv_tegra_release is not text; L4T taken from var/lib/dpkg/status"
+    assert result.stderr.splitlines() == [f"warning: {warning}"]
+    if as_json:
+        assert json.loads(result.stdout)["warnings"] == [warning]
+    else:
+        assert "warning" not in result.stdout
+        assert result.stdout.splitlines()[-1].startswith("next: see what an install would do: jetson-install plan")
+
+
 def test_l4t_from_environment_is_named_as_source(tmp_path: Path) -> None:
     import os
 

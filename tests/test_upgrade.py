@@ -76,7 +76,7 @@ def test_detect_names_the_running_tools_upgrade_for_an_unknown_release() -> None
     result = run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2", "--l4t", "40.1.0")
     assert result.returncode == 0, result.stderr
     assert (f"warning: L4T R40 is not known to this jetson-install; JetPack unknown "
-            f"(upgrade: {running_upgrade_command()})") in result.stdout
+            f"(upgrade: {running_upgrade_command()})") in result.stderr
 
 
 @pytest.mark.parametrize(("direct_url", "expected"), [

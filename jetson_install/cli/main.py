@@ -95,6 +95,7 @@ def detect(root: str, l4t: Optional[str], soc: Optional[str], as_json: bool) -> 
 
     platform = detect_platform(platform_options(root, l4t, soc))
     _print_json(platform.to_json()) if as_json else click.echo(platform_summary(platform, options.typed()))
+    click.echo("".join(f"warning: {warning}\n" for warning in platform.warnings), err=True, nl=False)
 
 
 @cli.command()

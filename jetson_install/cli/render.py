@@ -36,7 +36,8 @@ __all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "insta
 
 
 def platform_summary(platform: Platform, typed: Rerun) -> str:
-    """`detect`: the platform, where each fact was read, and what to run next."""
+    """`detect`: the platform, where each fact was read, and what to run next (its warnings go
+    to stderr, as every command's do: `main.detect` prints them there)."""
     name = platform.module or platform.model or "Jetson (module unknown)"
     soc = platform.soc or "SoC unknown"
     if platform.family and platform.compute_capability:
@@ -53,7 +54,6 @@ def platform_summary(platform: Platform, typed: Rerun) -> str:
         lines.append(f"  model    {platform.model}")
     if platform.kernel:
         lines.append(f"  kernel   {platform.kernel}")
-    lines.extend(f"warning: {warning}" for warning in platform.warnings)
     lines.append(f"next: see what an install would do: {typed.replaced('detect', ('plan', 'obliteratus'))}")
     return "\n".join(lines)
 
