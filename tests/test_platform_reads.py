@@ -168,3 +168,16 @@ def test_an_unreadable_release_file_is_named_as_unreadable_not_absent() -> None:
                          "--l4t 36.4.3 (or JETSON_L4T_VERSION=36.4.3)")
     # The fix's other half, as printed: the release given, the same root reads.
     assert fixed.returncode == 0, fixed.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as another user")
+def test_an_unreadable_release_file_with_a_fallback_warns_once() -> None:
+    top, root = _sample_root_nobody_reads()
+    (root / "etc" / "nv_tegra_release").chmod(0o000)
+    try:
+        result = run_cli("detect", "--root", str(root), user=True)
+    finally:
+        shutil.rmtree(top)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "warning: etc/nv_tegra_release cannot be read (Permission denied); L4T taken from var/lib/dpkg/status"]

@@ -75,12 +75,11 @@ class RootFacts:
 
 
 class _Root:
-    """Reads files below one directory; a missing or unreadable file is None (an unreadable
-    one is also named in `warnings`)."""
+    """Reads files below one directory; a missing or unreadable file is None (why an unreadable
+    one could not be read is kept in `errors`, in the order they were read)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.warnings: List[str] = []
         self.errors: Dict[str, str] = {}  # why each file that exists could not be read
 
     def resolve(self, relative: str) -> Optional[Path]:
@@ -128,7 +127,12 @@ class _Root:
     def _unreadable(self, relative: str, error: OSError) -> None:
         if error.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
             self.errors[relative] = error.strerror or str(error)
-            self.warnings.append(f"{relative} cannot be read ({error.strerror}); treated as missing")
+
+    def unreadable(self, *said_elsewhere: str) -> Tuple[str, ...]:
+        """A warning for each file that exists but could not be read, but those whose problem a
+        warning of their own states (the release file's: `platform._decide_l4t`)."""
+        return tuple(f"{relative} cannot be read ({why}); treated as missing"
+                     for relative, why in self.errors.items() if relative not in said_elsewhere)
 
 
 def read_root_file(root: Path, relative: str, limit: int = SMALL_FILE_BYTES) -> Optional[bytes]:
@@ -186,7 +190,7 @@ def read_facts(root: Path) -> RootFacts:
         kernel=kernel,
         kernel_arch=kernel_arch,
         uname_machine=os.uname().machine if root.resolve() == Path("/") else None,
-        unreadable=tuple(files.warnings),
+        unreadable=files.unreadable(RELEASE_FILE),
     )
 
 
