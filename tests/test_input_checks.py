@@ -57,7 +57,7 @@ def test_a_dry_run_changes_nothing_where_it_checks(tmp_path: Path) -> None:
     ("v0.1.3 ; python_version < '3'", "contains ' ', which no git ref name has"),
     ("", "is empty"),
     ("a..b", "is not a valid git ref name"),
-    ("--upload-pack=x", "is not a valid git ref name"),
+    ("--upload-pack=x", "--ref '--upload-pack=x': --upload-pack is an option, not --ref's value"),
     ("v1@{0}", "contains '@'"),
 ])
 def test_a_ref_that_is_not_a_git_ref_name_is_refused_in_plan_and_dry_run(ref: str, fragment: str, tmp_path: Path) -> None:
@@ -98,6 +98,28 @@ def test_a_release_without_its_patch_is_completed_and_says_so() -> None:
 def test_an_empty_or_multi_line_venv_is_refused(venv: str, fragment: str) -> None:
     assert fragment in one_error(cli("plan", "obliteratus", "--root", SAMPLE, "--venv", venv))
     assert fragment in one_error(cli("doctor", "--root", SAMPLE, "--venv", venv))
+
+
+def test_a_value_that_is_an_option_is_refused_and_nothing_is_made(tmp_path: Path) -> None:
+    """`--venv --yes` made ./--yes and ./--yes.d/: the value forgotten, click took the next word."""
+    result = cli("obliteratus", "--root", SAMPLE, "--venv", "--yes", "--python", sys.executable, "--dry-run",
+                 cwd=str(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "error: --venv '--yes': --yes is an option, not --venv's value",
+        "  fix: give --venv its DIR before the next option (one whose name starts with '-' as ./--yes: "
+        "--venv ./--yes)"]
+    assert list(tmp_path.iterdir()) == []
+    for command in (("doctor", "--venv", "-q"), ("rollback", "--venv", "--json"), ("uninstall", "--venv", "--yes"),
+                    ("add", "x", "--venv", "--dry-run"), ("labels", "--evidence", "--json"),
+                    ("lock", "--output", "--json"), ("torch", "--with", "--yes", "--dry-run")):
+        assert "is an option, not" in one_error(cli(*command, cwd=str(tmp_path))), command
+    assert list(tmp_path.iterdir()) == []
+    # The fix as printed: a folder whose name starts with '-' is given as ./--yes.
+    fixed = cli("obliteratus", "--root", SAMPLE, "--venv", "./--yes", "--python", sys.executable, "--dry-run",
+                "--json", cwd=str(tmp_path))
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads(fixed.stdout)["venv"] == str(tmp_path / "--yes")
 
 
 def test_an_empty_config_variable_is_refused_not_ignored() -> None:

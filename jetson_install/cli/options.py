@@ -7,6 +7,7 @@ fixes) is imported where it is used: `--help` loads none of it (see cli/main.py)
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -28,6 +29,39 @@ __all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_opti
            "WHEELHOUSE", "DOCTOR",
            "DOCKERFILE", "CONTAINER_ENTRYPOINT", "EVIDENCE_CHECK", "EVIDENCE_TABLE", "LABELS", "LIST", "ROLLBACK",
            "UNINSTALL", "CLEAN"]
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+#: A word click would take as an option's value although it is an option (`--yes`, `-q`); a
+#: number (`-1`) and `-` (stdin) are values.
+_OPTION_LIKE = re.compile(r"-[-A-Za-z]")
+
+
+class _Option(click.Option):
+    """An option whose value, when typed, is never another option: click takes the next word
+    whatever it is, so `--venv --yes` made ./--yes and ./--yes.d/ (issue 41); as uv (clap)
+    does, such a value is refused, and a path that starts with '-' is given as ./-NAME."""
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        if not self.is_flag and not self.count and \
+                ctx.get_parameter_source(self.name or "") == click.core.ParameterSource.COMMANDLINE:
+            for one in value if self.multiple else (value,):
+                if isinstance(one, str) and _OPTION_LIKE.match(one):
+                    raise BadInput(f"{self.opts[0]} {one!r}: {one.split('=', 1)[0]} is an option, not "
+                                   f"{self.opts[0]}'s value", fix=self._value_fix(one))
+        return super().process_value(ctx, value)
+
+    def _value_fix(self, given: str) -> str:
+        name, metavar = self.opts[0], self.metavar or "VALUE"
+        fix = f"give {name} its {metavar} before the next option"
+        if any(word in metavar for word in ("DIR", "PATH", "FILE")):
+            fix += f" (one whose name starts with '-' as ./{given}: {name} ./{given})"
+        return fix
+
+
+def _option(*declarations: str, **settings: Any) -> Decorator:
+    return click.option(*declarations, cls=_Option, **settings)
+
 
 ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
 
@@ -115,15 +149,12 @@ INSTALL_OPTIONS = ("json", "no-verify", "cpu-index", "preflight", "with", "check
                    "default-index", "vendor-index", "mirror", "python", "use-existing-torch", "venv", "bitsandbytes", "l4t", "soc", "root")
 
 
-Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
-
-
 def with_options(*names: str, **changed: Dict[str, Any]) -> Decorator:
     """The options `names` from the table; `changed` replaces some of one's settings."""
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         for name in names:
             declarations, settings = OPTIONS[name]
-            command = click.option(*declarations, **{**settings, **changed.get(name.replace("-", "_"), {})})(command)
+            command = _option(*declarations, **{**settings, **changed.get(name.replace("-", "_"), {})})(command)
         return command
     return decorate
 
@@ -144,35 +175,35 @@ _LIFECYCLE_VENV = with_options("venv", venv={"help": "The environment's location
 #: `jetson-install TARGET`.
 INSTALL = _stacked(
     with_options(*INSTALL_OPTIONS), with_options("dry-run"),
-    click.option("--upgrade", is_flag=True, help="Read the vendor index again instead of reusing the recorded set."),
+    _option("--upgrade", is_flag=True, help="Read the vendor index again instead of reusing the recorded set."),
     with_options("yes"),
-    click.option("--lock", "lock_file", metavar="FILE", help="Install exactly this lock (`jetson-install lock`)."),
-    click.option("--wheelhouse", metavar="DIR|URL",
+    _option("--lock", "lock_file", metavar="FILE", help="Install exactly this lock (`jetson-install lock`)."),
+    _option("--wheelhouse", metavar="DIR|URL",
                  help="Install the lock of this wheelhouse from it, with no other network."),
     with_options("plan-file", "detailed-exitcode"),
 )
 #: Beside --plan FILE: what only changes how the run is shown or confirmed (the rest is the plan's).
 WITH_PLAN = ("plan_file", "dry_run", "yes", "as_json", "detailed_exitcode")
-_OUT = click.option("--out", metavar="FILE", help="Also save the whole plan (its vendor set read as the install "
+_OUT = _option("--out", metavar="FILE", help="Also save the whole plan (its vendor set read as the install "
                     "would: the environment's recorded one, else the index's) for `--plan FILE` to run exactly.")
-_RESOLVE = click.option("--resolve", is_flag=True, help="Read the vendor index and show the set an install would take.")
+_RESOLVE = _option("--resolve", is_flag=True, help="Read the vendor index and show the set an install would take.")
 #: `jetson-install plan TARGET`.
 PLAN = _stacked(with_options(*INSTALL_OPTIONS), _RESOLVE, _OUT)
 DETECT = _stacked(_ROOT, with_options("json", json={"help": "Print one JSON object for scripts."}))
 CHANNELS = _stacked(
     click.argument("channel_id", required=False, metavar="[CHANNEL]"),
     with_options("json", json={"help": "Print the channels as JSON."}),
-    click.option("--markdown", is_flag=True, help="Print the support table that README.md carries."),
-    click.option("--check", is_flag=True, help="Read each channel's index: preferred set present, hashes unchanged, "
+    _option("--markdown", is_flag=True, help="Print the support table that README.md carries."),
+    _option("--check", is_flag=True, help="Read each channel's index: preferred set present, hashes unchanged, "
                                                "newer sets."),
-    click.option("--vendor-index", metavar="URL",
+    _option("--vendor-index", metavar="URL",
                  help="With --check: read this mirror instead of the channel's index."),
     with_options("mirror", "default-index", mirror={"help": "With --check: also check this mirror of each channel's "
                                                              "first source, on its own; repeatable."},
                  default_index={"help": "With --check: read the sources on uv's default index here."}),
 )
-CONSTRAINTS = _stacked(click.option("--write", is_flag=True, help="Rewrite the files from wheels-index.toml."),
-                       click.option("--dir", "directory", default="constraints", show_default=True, metavar="DIR"))
+CONSTRAINTS = _stacked(_option("--write", is_flag=True, help="Rewrite the files from wheels-index.toml."),
+                       _option("--dir", "directory", default="constraints", show_default=True, metavar="DIR"))
 _ADD_VENV = with_options("venv", venv={"help": "The environment to add to (default: the one a target's install "
                                                 "made at its default location)."})
 ADD = _stacked(
@@ -193,28 +224,28 @@ LOCK = _stacked(
                  python={"help": "Lock for this interpreter on this machine (of the board's architecture) "
                                  "instead of the board's platform."},
                  vendor_fallback={"help": "Lock the channel's documented fallback vendor source."}),
-    click.option("--python-version", metavar="X.Y", help="Lock for the board's platform with this Python (a board whose "
+    _option("--python-version", metavar="X.Y", help="Lock for the board's platform with this Python (a board whose "
                  "Python is not the channel's; its install then takes --python /usr/bin/pythonX.Y)."),
-    click.option("--output", "-o", metavar="FILE",
+    _option("--output", "-o", metavar="FILE",
                  help="Write the lock here (default: TARGET.lock); a target built from its source goes beside it."),
     with_options("with"),
     click.argument("target", required=False, default="obliteratus", metavar="[TARGET]"),
 )
 WHEELHOUSE = _stacked(
     click.argument("directory", metavar="DIR"),
-    click.option("--lock", "lock_file", default="obliteratus.lock", show_default=True, metavar="FILE",
+    _option("--lock", "lock_file", default="obliteratus.lock", show_default=True, metavar="FILE",
                  help="The lock whose files to download."),
-    click.option("--serve", is_flag=True,
+    _option("--serve", is_flag=True,
                  help="Then serve DIR over HTTP until Ctrl-C, to a few boards on a trusted network (without --lock: "
                       "DIR as it is). A fleet's server is nginx (docs/fleets.md) or a registry: --push."),
-    click.option("--push", metavar="oci://HOST[:PORT]/REPOSITORY:TAG",
+    _option("--push", metavar="oci://HOST[:PORT]/REPOSITORY:TAG",
                  help="Then push DIR to this OCI registry as one artifact, each file a blob by its sha256 (without "
                       "--lock: DIR as it is); the registry's credentials come from docker login or ~/.netrc."),
-    click.option("--bind", default="0.0.0.0", show_default=True, metavar="ADDRESS",
+    _option("--bind", default="0.0.0.0", show_default=True, metavar="ADDRESS",
                  help="The address --serve listens on."),
-    click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+    _option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
                  help="The port --serve listens on."),
-    click.option("--tool-wheel", metavar="FILE", help="Also carry jetson-install (this wheel of it) and its own "
+    _option("--tool-wheel", metavar="FILE", help="Also carry jetson-install (this wheel of it) and its own "
                  "dependencies for the lock's board, to install the tool there with no network."),
     with_options("default-index", default_index={"help": "With --tool-wheel: resolve the tool's dependencies here "
                                                          "(default: uv's own index)."}),
@@ -231,23 +262,23 @@ DOCTOR = _stacked(
                                        "default location, OBLITERATUS' first)."}),
     with_options("python", python={"help": "Check this interpreter instead of an environment."}),
     with_options("json", json={"help": "Print the evidence JSON on stdout."}),
-    click.option("--evidence", metavar="FILE", help="Also write the evidence JSON to FILE."),
-    click.option("--check", "only", metavar="ID", multiple=True,
+    _option("--evidence", metavar="FILE", help="Also write the evidence JSON to FILE."),
+    _option("--check", "only", metavar="ID", multiple=True,
                  help="Run only this check (and what it needs); repeatable."),
-    click.option("--no-gpu", is_flag=True,
+    _option("--no-gpu", is_flag=True,
                  help="Run only the checks that need no GPU (what an install runs with --no-verify)."),
-    click.option("--list-checks", is_flag=True, help="List the check ids and exit."),
-    click.option("--strict", is_flag=True, help="The gate: every check that applies must run and pass; a skip fails."),
+    _option("--list-checks", is_flag=True, help="List the check ids and exit."),
+    _option("--strict", is_flag=True, help="The gate: every check that applies must run and pass; a skip fails."),
     with_options("preflight", preflight={"help": "Expect CPU builds (an environment made with --preflight is checked "
                                                  "so anyway)."}),
-    click.option("--gate-evidence", metavar="FILE",
+    _option("--gate-evidence", metavar="FILE",
                  help="Also write the jetson-runtime gate record (upstream's shape) to FILE; implies --strict."),
 )
 DOCKERFILE = _stacked(
     _ROOT,
-    click.option("--base", metavar="IMAGE",
+    _option("--base", metavar="IMAGE",
                  help="Build on this image (default: the first one known to match the channel)."),
-    click.option("--output", metavar="FILE", help="Write the Dockerfile here (default: standard output)."),
+    _option("--output", metavar="FILE", help="Write the Dockerfile here (default: standard output)."),
 )
 CONTAINER_ENTRYPOINT = _stacked(
     with_options("venv", venv={"required": True, "help": "The environment the image was built with."}),
@@ -255,9 +286,9 @@ CONTAINER_ENTRYPOINT = _stacked(
 )
 EVIDENCE_CHECK = _stacked(
     click.argument("files", nargs=-1, required=True, metavar="FILE..."), with_options("max-age"),
-    click.option("--require", "requirements", metavar="KEY=VALUE", multiple=True,
+    _option("--require", "requirements", metavar="KEY=VALUE", multiple=True,
                  help="A dotted path into the evidence and its required value, e.g. platform.channel=jp6-cu126."),
-    click.option("--partial", is_flag=True,
+    _option("--partial", is_flag=True,
                  help="Also accept evidence that passed without proving CUDA (a --check or --no-gpu run, an install's "
                       "--no-verify, a run without --strict); its line says what it lacks."),
 )
@@ -268,7 +299,7 @@ INSPECT = _stacked(
 )
 LABELS = _stacked(
     _ROOT,
-    click.option("--evidence", "evidence_file", metavar="FILE",
+    _option("--evidence", "evidence_file", metavar="FILE",
                  help="Doctor evidence that may grant `cuda` (default: the environment's own)."),
     with_options("venv", venv={"help": "The environment whose own evidence may grant `cuda` (default: the one a "
                                        "target's install made at its default location, OBLITERATUS' first)."}),
@@ -277,14 +308,14 @@ LABELS = _stacked(
 #: `jetson-install export`.
 EXPORT = _stacked(
     click.argument("project_dir", required=False, default=".", metavar="[PROJECT_DIR]"),
-    click.option("--uv", "uv", is_flag=True, help="Write the settings uv reads into PROJECT_DIR/pyproject.toml "
+    _option("--uv", "uv", is_flag=True, help="Write the settings uv reads into PROJECT_DIR/pyproject.toml "
                                                   "(default: the current folder), so that plain `uv sync` installs "
                                                   "the channel's stack on a Jetson."),
-    click.option("--channel", "channel_id", metavar="ID", help="The channel's settings (`jetson-install channels` "
+    _option("--channel", "channel_id", metavar="ID", help="The channel's settings (`jetson-install channels` "
                                                                 "lists them); default: the board's, read from --root."),
     _ROOT,
     with_options("vendor-index"),
-    click.option("--print", "print_only", is_flag=True, help="Print the settings as TOML; change no file."),
+    _option("--print", "print_only", is_flag=True, help="Print the settings as TOML; change no file."),
 )
 LIST = with_options("json", json={"help": "Print the environments as JSON."})
 PATHS = with_options("json", json={"help": "Print the folders and files as JSON."})
@@ -295,7 +326,7 @@ OUTDATED = _stacked(click.argument("venvs", nargs=-1, metavar="[DIR]..."),
 ROLLBACK = _stacked(_LIFECYCLE_VENV, with_options("json"))
 UNINSTALL = _stacked(_LIFECYCLE_VENV, with_options("yes"), with_options("json"))
 CLEAN = _stacked(with_options("dry-run", dry_run={"help": "Show what would be removed, and its size; remove nothing."}),
-                 click.option("--failed-evidence", is_flag=True,
+                 _option("--failed-evidence", is_flag=True,
                               help="Also remove the doctor evidence kept of failed verifies (kept by default)."),
                  with_options("json"))
 
