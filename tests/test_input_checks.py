@@ -200,3 +200,28 @@ def test_a_usage_error_is_one_line_with_the_commands_help() -> None:
     negative = cli("evidence", "check", "evidence.json", "--max-age", "-1")
     assert negative.returncode == 2 and negative.stderr.startswith("error: Invalid value for '--max-age'")
 
+
+
+@pytest.mark.parametrize(("command", "option", "url"), [
+    (("obliteratus",), "--source", "notaurl://x"),
+    (("obliteratus",), "--source", "git+ftp://host/repo"),
+    (("torch",), "--with", "git+notaurl://x"),
+    (("torch",), "--with", "ftp://host/pkg-1.0-py3-none-any.whl"),
+])
+def test_a_url_uv_does_not_install_from_is_refused_before_the_plan(command: Tuple[str, ...], option: str, url: str,
+                                                                  tmp_path: Path) -> None:
+    """Refused at step `target` in uv's words before; now with the other URLs, before anything runs."""
+    dry_run = (*command, "--dry-run", "--venv", str(tmp_path / "env"), "--python", sys.executable)
+    for words in (("plan", *command), dry_run):
+        stderr = one_error(cli(*words, "--root", SAMPLE, option, url))
+        assert stderr.splitlines()[0].startswith(f"error: {option} {url}: not a URL uv installs from"), stderr
+    if option == "--source":
+        fix = stderr.splitlines()[1]
+        assert fix == ("  fix: give the repository's URL, e.g. --source https://github.com/elder-plinius/OBLITERATUS, "
+                       "or a checkout's folder")
+        fixed = cli("plan", "obliteratus", "--root", SAMPLE, "--source", fix.split("--source ")[1].split(",")[0],
+                    "--json")
+        assert fixed.returncode == 0, fixed.stderr
+        assert json.loads(fixed.stdout)["requirement"].startswith(
+            "obliteratus[quantization] @ git+https://github.com/elder-plinius/OBLITERATUS")
+    assert list(tmp_path.iterdir()) == []

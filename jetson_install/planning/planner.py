@@ -33,6 +33,21 @@ from jetson_install.tools import git
 __all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_commands", "check_git_ref"]
 
 _ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
+# What uv installs a direct reference from: a git repository over https, http, ssh or file (uv
+# 0.13 refuses any other with "Unsupported Git URL scheme ... expected one of `https:`, `ssh:`,
+# or `file:`", and takes http too), an archive over https, http or file
+# (https://docs.astral.sh/uv/pip/compatibility/ and uv's own parse of `NAME @ URL`).
+_GIT_SCHEMES = ("https", "http", "ssh", "file")
+_ARCHIVE_SCHEMES = ("https", "http", "file")
+
+
+def _uv_installs_from(url: str) -> bool:
+    """Whether uv can install from `url` (a `git+` URL or an archive's), by its scheme: an
+    unknown one is refused before the plan, not at the target step in uv's words."""
+    scheme = url.split("://", 1)[0].lower()
+    if scheme.startswith("git+"):
+        return scheme[len("git+"):] in _GIT_SCHEMES
+    return scheme in _ARCHIVE_SCHEMES
 # git check-ref-format's rules (https://git-scm.com/docs/git-check-ref-format), plus '@' and
 # '#', which split a direct reference's URL, and a leading '-', which git would take as an option.
 _REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\@#]")
@@ -71,7 +86,12 @@ def target_requirement(target: Target, source: Optional[str], ref: Optional[str]
     if source is None:
         return TargetRequirement(name, (), f"git+{target.git}@{ref or target.ref}")
     if "://" in source:
-        if source.endswith(_ARCHIVE_SUFFIXES):
+        archive = source.endswith(_ARCHIVE_SUFFIXES)
+        if not _uv_installs_from(source if archive or source.startswith("git+") else f"git+{source}"):
+            raise BadInput(f"--source {source}: not a URL uv installs from (a git repository over https, http, ssh "
+                           "or file, or an archive)",
+                           fix=f"give the repository's URL, e.g. --source {target.git}, or a checkout's folder")
+        if archive:
             if ref:
                 raise BadInput(f"--ref {ref}: a ref needs a git source, and {source} is an archive",
                                fix="drop --ref, or pass the repository URL as --source")
@@ -151,7 +171,7 @@ def additions(requirements: Sequence[str]) -> Tuple[str, ...]:
                                fix="give a project folder, a package name (e.g. --with transformers) or a git URL")
             value = str(path)
         elif "://" in value and " @ " not in value:
-            if not value.startswith(("git+", "https://", "http://", "file://")):
+            if not _uv_installs_from(value):
                 raise BadInput(f"--with {text}: not a URL uv installs from",
                                fix="give a git URL as git+https://HOST/OWNER/REPO@REF, or a package name")
         else:
