@@ -22,6 +22,7 @@ import pytest
 from support.cli import run_cli
 
 from jetson_install import __version__
+from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.catalog.catalog_file import default_catalog_path
 from jetson_install.tools.runner import uv_binary
 from support.installer import Installer
@@ -54,6 +55,7 @@ def test_the_version_says_what_a_bug_report_needs() -> None:
         f"catalog: sha256 {hashlib.sha256(catalog.read_bytes()).hexdigest()[:12]} ({catalog})",
         f"uv: {uv_says[1]} ({os.path.normpath(uv_binary())})",
         f"python: {sys.version.split()[0]} ({sys.executable})",
+        f"upgrade: {running_upgrade_command()}",
     ]
 
 

@@ -94,3 +94,23 @@ def test_a_tool_uv_installed_is_upgraded_by_uv(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
     monkeypatch.setattr(sys, "prefix", str(tmp_path))
     assert running_upgrade_command() == expected
+
+
+@pytest.mark.parametrize(("direct_url", "receipt", "expected"), [
+    (None, False, "pipx upgrade jetson-install"),
+    (None, True, "uv tool upgrade jetson-install"),
+    (json.dumps({"url": "file:///srv/jetson-install", "dir_info": {"editable": True}}), False,
+     "git -C /srv/jetson-install pull"),
+])
+def test_the_version_ends_with_the_upgrade_the_readme_promises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               direct_url: Optional[str], receipt: bool,
+                                                               expected: str) -> None:
+    """README's "Install": `--version` names the tool ... an upgrade hint follows the way it was installed."""
+    _dist_info(tmp_path / "site", direct_url)
+    if receipt:
+        (tmp_path / "uv-receipt.toml").write_text('[tool]\nrequirements = [{ name = "jetson-install" }]\n')
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), *sys.path])
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    result = run_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == f"upgrade: {expected}"

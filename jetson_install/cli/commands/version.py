@@ -13,6 +13,7 @@ from typing import List, Optional
 from jetson_install import __version__
 from jetson_install.base.errors import JetsonInstallError
 from jetson_install.base.sourced import Sourced
+from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.catalog.catalog_file import catalog_file
 
 __all__ = ["CatalogRevision", "catalog_revision", "BundledUv", "bundled_uv", "UV_MISSING", "version_lines"]
@@ -45,7 +46,8 @@ def catalog_revision() -> CatalogRevision:
 
 def version_lines() -> List[str]:
     """What a bug report needs: the tool, the catalog it reads and its revision, the uv it runs
-    and the Python it runs on."""
+    and the Python it runs on; and how to get a newer one, as the way it was installed gets it
+    (README's "Install")."""
     lines = [f"jetson-install {__version__}"]
     catalog = catalog_revision()
     if catalog.file is not None and catalog.sha256 is not None:
@@ -56,6 +58,7 @@ def version_lines() -> List[str]:
     lines.append(f"uv: {uv.version} ({uv.binary or 'its binary is not listed'})" if uv is not None else
                  f"uv: {UV_MISSING}")
     lines.append(f"python: {sys.version.split()[0]} ({sys.executable})")
+    lines.append(f"upgrade: {running_upgrade_command()}")
     return lines
 
 
