@@ -171,6 +171,25 @@ def test_support_table_counts_fresh_passing_evidence_only(gate_runs: Dict[str, A
     assert lines[6].startswith(f"- `{stale}`: stale") and lines[7].startswith(f"- `{failed}`: status failed")
 
 
+def test_support_table_lists_a_file_that_is_no_evidence_and_tabulates_the_rest(
+        gate_runs: Dict[str, Any], cli_env: Dict[str, str], tmp_path: Path) -> None:
+    """`evidence table evidence/*.json` with a stray file among them: exit 2 and no table before."""
+    fresh = str(gate_runs["working"]["evidence"])
+    (tmp_path / "list.json").write_text("[1, 2]\n")
+    (tmp_path / "notes.json").write_text("{not json")
+    result = jetson_install(cli_env, "evidence", "table", fresh, str(tmp_path / "list.json"), str(tmp_path / "notes.json"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[2].startswith("| NVIDIA Jetson AGX Orin Developer Kit | JetPack 6.2 / L4T 36.4.3 | jp6-cu126 |")
+    assert lines[3:] == ["", "Not counted (stale, failed, not strict, incomplete or invalid):", "",
+                         f"- `{tmp_path / 'list.json'}`: not evidence: not an evidence object",
+                         f"- `{tmp_path / 'notes.json'}`: not evidence: not JSON (Expecting property name enclosed "
+                         "in double quotes: line 1 column 2 (char 1))"]
+    # A path that cannot be read at all is still a mistake in the command line.
+    missing = jetson_install(cli_env, "evidence", "table", fresh, str(tmp_path / "missing.json"))
+    assert missing.returncode == 2 and "cannot read it (No such file or directory)" in missing.stderr
+
+
 def test_labels_follow_the_convention_and_cuda_needs_fresh_passing_evidence(
         gate_runs: Dict[str, Any], cli_env: Dict[str, str], tmp_path: Path) -> None:
     base = "self-hosted,linux,ARM64,jetson,orin,jp6.2,l4t-36.4,sm87"
@@ -415,12 +434,16 @@ def test_hostile_evidence_is_one_line_and_exit_2(cli_env: Dict[str, str], tmp_pa
         handle.truncate(64 * 2**20)
     for path, why in ((deep, "not JSON (nested too deeply)"), (nested, "nested more than 32 levels deep"),
                       (fifo, "not a regular file"), (huge, "over 4 MiB"), (tmp_path, "not a regular file")):
-        for command in (("evidence", "check"), ("evidence", "table"), ("labels", "--root", ORIN_ROOT, "--evidence")):
+        for command in (("evidence", "check"), ("labels", "--root", ORIN_ROOT, "--evidence")):
             result = jetson_install(cli_env, *command, str(path))
             assert result.returncode == 2, (command, path, result.stderr)
             assert result.stderr.splitlines()[0] == f"error: {path}: {why}" or \
                 result.stderr.splitlines()[0].startswith(f"error: {path}: {why}"), result.stderr
             assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 2  # error and fix
+        # The table lists such a file apart, as it lists stale or failed evidence.
+        table = jetson_install(cli_env, "evidence", "table", str(path))
+        assert table.returncode == 0 and table.stderr == "", table.stderr
+        assert table.stdout.splitlines()[-1].startswith(f"- `{path}`: not evidence: {why}"), table.stdout
 
 
 def test_a_broken_default_evidence_still_gives_the_labels(cli_env: Dict[str, str], tmp_path: Path) -> None:

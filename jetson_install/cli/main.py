@@ -452,10 +452,10 @@ def evidence_check(files: Tuple[str, ...], max_age: Optional[float], requirement
 @options.EVIDENCE_TABLE
 def evidence_table(files: Tuple[str, ...], max_age: Optional[float]) -> None:
     """The Markdown support table from fresh passing evidence; stale or failed listed apart."""
-    from jetson_install.cli.commands.doctor import judged
+    from jetson_install.cli.commands.doctor import tabulated
     from jetson_install.fleet.evidence import support_table
 
-    click.echo(support_table(judged(files, max_age)))
+    click.echo(support_table(tabulated(files, max_age)))
 
 
 @cli.command()

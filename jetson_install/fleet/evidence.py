@@ -29,6 +29,7 @@ __all__ = [
     "GATE_ID",
     "Verdict",
     "not_proven",
+    "NotEvidence",
     "load",
     "contradiction",
     "proven_here",
@@ -77,26 +78,36 @@ def _too_deep(data: Any) -> bool:
     return False
 
 
+class NotEvidence(BadInput):
+    """A file that was read but holds no evidence (not a regular file, far too large, not JSON,
+    not an object, nested too deep): a folder's stray file, which a table lists apart."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}", fix=_FROM_DOCTOR)
+        self.problem = problem
+
+
 def load(path: str) -> Dict[str, Any]:
-    """The evidence in ``path``; BadInput when it cannot be read (missing, not a regular
-    file, over MAX_EVIDENCE_BYTES) or is not a JSON object of sane depth."""
+    """The evidence in ``path``; BadInput when it cannot be read (missing, unreadable),
+    NotEvidence when it is not a regular file, over MAX_EVIDENCE_BYTES or not a JSON object
+    of sane depth."""
     try:
         raw = read_regular_file(path, MAX_EVIDENCE_BYTES + 1)
     except OSError as exc:
         raise BadInput(f"{path}: cannot read it ({exc.strerror})", fix=_FROM_DOCTOR) from None
     if raw is None:
-        raise BadInput(f"{path}: not a regular file", fix=_FROM_DOCTOR)
+        raise NotEvidence(path, "not a regular file")
     if len(raw) > MAX_EVIDENCE_BYTES:
-        raise BadInput(f"{path}: over {MAX_EVIDENCE_BYTES // 2**20} MiB, far larger than evidence is", fix=_FROM_DOCTOR)
+        raise NotEvidence(path, f"over {MAX_EVIDENCE_BYTES // 2**20} MiB, far larger than evidence is")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise BadInput(f"{path}: not JSON ({detail})", fix=_FROM_DOCTOR) from None
+        raise NotEvidence(path, f"not JSON ({detail})") from None
     if not isinstance(data, dict):
-        raise BadInput(f"{path}: not an evidence object", fix=_FROM_DOCTOR)
+        raise NotEvidence(path, "not an evidence object")
     if _too_deep(data):
-        raise BadInput(f"{path}: nested more than {MAX_DEPTH} levels deep, which evidence never is", fix=_FROM_DOCTOR)
+        raise NotEvidence(path, f"nested more than {MAX_DEPTH} levels deep, which evidence never is")
     return data
 
 

@@ -16,11 +16,11 @@ from jetson_install.cli.commands.platform import detect_platform, platform_and_c
 from jetson_install.doctor import GPU_FREE_CHECKS
 from jetson_install.doctor.on_environment import DoctorRun, doctor_environment
 from jetson_install.fleet.evidence import (
-    DEFAULT_MAX_AGE_DAYS, Verdict, gate_record_text, judge, load, parse_requirement,
+    DEFAULT_MAX_AGE_DAYS, NotEvidence, Verdict, gate_record_text, judge, load, parse_requirement,
 )
 from jetson_install.fleet.labels import RunnerLabels, runner_labels
 
-__all__ = ["doctor_interpreter", "doctor", "judged", "labels"]
+__all__ = ["doctor_interpreter", "doctor", "judged", "tabulated", "labels"]
 
 
 def doctor_interpreter(venv: Optional[str], python: Optional[str]) -> Tuple[str, Optional[str]]:
@@ -66,6 +66,22 @@ def judged(files: Sequence[str], max_age: Optional[float], requirements: Sequenc
     loaded = [(path, load(path)) for path in files]
     age = DEFAULT_MAX_AGE_DAYS if max_age is None else max_age
     return [judge(path, data, max_age_days=age, requirements=wanted, partial=partial) for path, data in loaded]
+
+
+def tabulated(files: Sequence[str], max_age: Optional[float]) -> List[Verdict]:
+    """`evidence table`'s verdicts: as `judged`'s, but a file that holds no evidence (a stray
+    file in the folder the table is made from) is one not counted, with its reason, instead of
+    no table at all; a file that cannot be read at all is still bad input."""
+    age = DEFAULT_MAX_AGE_DAYS if max_age is None else max_age
+    verdicts = []
+    for path in files:
+        try:
+            data = load(path)
+        except NotEvidence as exc:
+            verdicts.append(Verdict(path, False, f"not evidence: {exc.problem}", {}))
+            continue
+        verdicts.append(judge(path, data, max_age_days=age))
+    return verdicts
 
 
 def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Optional[float],
