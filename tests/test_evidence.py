@@ -369,7 +369,9 @@ def test_cuda_and_memory_need_evidence_from_this_very_board(gate_runs: Dict[str,
                                                                       "compute capability 11.0")):
         other = _edited(source, tmp_path / f"{field}.json", lambda data, field=field, value=value: data["platform"].update({field: value}))
         assert f"evidence is for {words}, this is" in _cuda(cli_env, other)["cuda_reason"]
-    measured = _edited(source, tmp_path / "measured.json", lambda data: data["torch"].update(capability="8.6"))
+    # (with the arch list the doctor would have passed cuda-arch on there, so nothing contradicts it)
+    measured = _edited(source, tmp_path / "measured.json",
+                       lambda data: data["torch"].update(capability="8.6", arch_list=["sm_86"]))
     assert "evidence is for measured compute capability 8.6" in _cuda(cli_env, measured)["cuda_reason"]
 
 
@@ -418,6 +420,55 @@ def test_cuda_needs_the_vendor_files_hashed_and_no_foreign_hook(gate_runs: Dict[
     check = jetson_install(cli_env, "evidence", "check", old)
     assert check.returncode == 1 and check.stdout.startswith(f"{old}: FAIL: incomplete: startup-hooks, vendor-files "
                                                              "did not run")
+
+
+def test_evidence_whose_sections_contradict_its_ok_checks_proves_nothing(
+        gate_runs: Dict[str, Any], cli_env: Dict[str, str], tmp_path: Path) -> None:
+    """Each edit of a strict pass's evidence was accepted before as 'passed strict' with `cuda`."""
+    source = gate_runs["working"]["evidence"]
+
+    def recorded(data: Dict[str, Any], torch: str = "2.8.0") -> None:
+        data["environment"]["vendor_builds"] = {"torch": "2.8.0", "bitsandbytes": "0.46.1"}
+        data["torch"]["version"] = torch
+
+    # What an installed environment records, with the torch it recorded: still proof.
+    same = _edited(source, tmp_path / "recorded.json", recorded)
+    assert jetson_install(cli_env, "evidence", "check", same).returncode == 0
+    assert _cuda(cli_env, same)["cuda"] is True
+    edits = {
+        "cuda-null": (lambda data: data["torch"].update(cuda=None),
+                      "status passed contradicts torch.cuda: null while torch-build is ok"),
+        "arch-list": (lambda data: data["torch"].update(arch_list=[]),
+                      "status passed contradicts torch.arch_list: no sm_87 kernels or usable PTX in an empty arch "
+                      "list while cuda-arch is ok"),
+        "device-cpu": (lambda data: data["runtime"].update(obliteratus_device="cpu"),
+                       "status passed contradicts runtime.obliteratus_device: 'cpu' while obliteratus is ok"),
+        "other-torch": (lambda data: recorded(data, torch="2.9.0"),
+                        "status passed contradicts torch.version: 2.9.0, while the environment recorded the vendor "
+                        "build torch 2.8.0"),
+        "partial": (lambda data: data.update(status="partial-passed"),
+                    "strict status partial-passed: a strict run is a run of every check, which passes as 'passed'"),
+        "partial-not-strict": (lambda data: data.update(status="partial-passed", strict=False),
+                               "status partial-passed: only the doctor's full run passes as 'passed'; make it with "
+                               "jetson-install doctor --strict --evidence FILE"),
+    }
+    for name, (edit, reason) in edits.items():
+        edited = _edited(source, tmp_path / f"{name}.json", edit)
+        check = jetson_install(cli_env, "evidence", "check", edited)
+        assert (check.returncode, check.stdout) == (1, f"{edited}: FAIL: {reason}\n"), name
+        labels = _cuda(cli_env, edited)
+        assert (labels["cuda"], labels["cuda_reason"].split(": ", 1)[1]) == (False, reason), name
+        assert "cuda" not in labels["labels"]
+    # The same key twice: Python's json reads the last one, other readers the first.
+    text = source.read_text()
+    assert text.count('"status": "passed"') == 1
+    twice = tmp_path / "twice.json"
+    twice.write_text(text.replace('"status": "passed"', '"status": "failed", "status": "passed"'))
+    check = jetson_install(cli_env, "evidence", "check", str(twice))
+    assert check.returncode == 2 and check.stderr.splitlines()[0] == (
+        f"error: {twice}: the key 'status' is given twice in one object, and JSON readers differ on which one counts")
+    refused = jetson_install(cli_env, "labels", "--root", ORIN_ROOT, "--evidence", str(twice))
+    assert refused.returncode == 2 and ",cuda" not in refused.stdout
 
 
 def test_hostile_evidence_is_one_line_and_exit_2(cli_env: Dict[str, str], tmp_path: Path) -> None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import datetime
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from packaging.version import InvalidVersion, Version
 
 from jetson_install.base import schema
 from jetson_install.base.errors import BadInput
 from jetson_install.base.outputs import read_regular_file
 from jetson_install.base.redact import redact_data
-from jetson_install.doctor import CHECKS
+from jetson_install.doctor import CHECKS, arch_support
 from jetson_install.doctor.checks_kernels import KERNEL_CHECKS
 
 if TYPE_CHECKING:
@@ -78,6 +80,24 @@ def _too_deep(data: Any) -> bool:
     return False
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _one_value_a_key(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    """A JSON object whose keys are each given once: `"status": "failed", ..., "status":
+    "passed"` is the last for Python's json and the first for some other readers (RFC 8259,
+    section 4: names "SHOULD be unique"), so evidence that says both says nothing."""
+    data: Dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKey(key)
+        data[key] = value
+    return data
+
+
 class NotEvidence(BadInput):
     """A file that was read but holds no evidence (not a regular file, far too large, not JSON,
     not an object, nested too deep): a folder's stray file, which a table lists apart."""
@@ -100,7 +120,10 @@ def load(path: str) -> Dict[str, Any]:
     if len(raw) > MAX_EVIDENCE_BYTES:
         raise NotEvidence(path, f"over {MAX_EVIDENCE_BYTES // 2**20} MiB, far larger than evidence is")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), object_pairs_hook=_one_value_a_key)
+    except _DuplicateKey as exc:
+        raise NotEvidence(path, f"the key {exc.key!r} is given twice in one object, and JSON readers differ on "
+                                "which one counts") from None
     except (ValueError, RecursionError) as exc:
         detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise NotEvidence(path, f"not JSON ({detail})") from None
@@ -165,6 +188,8 @@ def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
         return f"status {status} contradicts its profile {profile}"
     if not checks:
         return f"status {status} with no checks"
+    if evidence["strict"] and status == "partial-passed":
+        return f"strict status {status}: a strict run is a run of every check, which passes as 'passed'"
     failed = [check["id"] for check in checks if check["required"] and check["status"] == "fail"]
     if failed:
         return f"status {status} contradicts its checks: {', '.join(failed)} failed"
@@ -182,12 +207,63 @@ def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
     bnb = evidence["bitsandbytes"]["kernel_test"]
     if bnb == "failed" or (by_id.get("bnb-kernels") == "ok" and bnb != "passed"):
         return f"status {status} contradicts bitsandbytes.kernel_test: {bnb}"
+    said = _section_contradiction(evidence, {check_id for check_id, result in by_id.items() if result == "ok"})
+    if said is not None:
+        return f"status {status} contradicts {said}"
     integrity = evidence.get("integrity") or {}
     if integrity.get("result") == "failed":
         return f"status {status} contradicts integrity.result: failed"
     if evidence["strict"] and _foreign_hooks(integrity):
         return f"strict status {status} contradicts integrity.hooks: {_foreign_hooks(integrity)[0]} is foreign"
     return None
+
+
+# What each ok check says its section holds (doctor/checks_*.py), for a Jetson run: a value
+# edited after the doctor wrote the evidence (or written by something else) shows here.
+_OK_NEEDS = {
+    "torch-build": (("torch", "version"), ("torch", "cuda")),
+    "cuda-available": (("torch", "cuda"), ("torch", "device_name"), ("torch", "capability"),
+                       ("torch", "total_memory_bytes")),
+    "bnb-library": (("bitsandbytes", "version"),),
+}
+
+
+def _section_contradiction(evidence: Mapping[str, Any], ok: Set[str]) -> Optional[str]:
+    """Where the sections say what an ok check could not have passed on: a null it needs, an
+    arch list without code for the device, OBLITERATUS on another device, a torch or
+    bitsandbytes other than the build the environment recorded; else None."""
+    if evidence.get("profile", "jetson") != "jetson":
+        return None  # the preflight's CPU run: no CUDA is claimed
+    for check_id, needed in _OK_NEEDS.items():
+        for section, key in needed:
+            if check_id in ok and (evidence.get(section) or {}).get(key) is None:
+                return f"{section}.{key}: null while {check_id} is ok"
+    torch, runtime = evidence.get("torch") or {}, evidence.get("runtime") or {}
+    if "cuda-arch" in ok:
+        capability = str(torch.get("capability") or "0.0").split(".")
+        supported, detail = arch_support((int(capability[0]), int(capability[1])), torch.get("arch_list") or [],
+                                         (evidence.get("platform") or {}).get("kind") == "tegra")
+        if not supported:
+            return f"torch.arch_list: {detail} while cuda-arch is ok"
+    for check_id in ("obliteratus", "jetson-contract"):
+        if check_id in ok and runtime.get("obliteratus_device") != "cuda":
+            return f"runtime.obliteratus_device: {runtime.get('obliteratus_device')!r} while {check_id} is ok"
+    if "jetson-contract" in ok and runtime.get("jetson_contract") != "passed":
+        return f"runtime.jetson_contract: {runtime.get('jetson_contract')} while jetson-contract is ok"
+    recorded = (evidence.get("environment") or {}).get("vendor_builds") or {}
+    for package in ("torch", "bitsandbytes"):
+        version = (evidence.get(package) or {}).get("version")
+        if package in recorded and version is not None and not _same_version(version, recorded[package]):
+            return (f"{package}.version: {version}, while the environment recorded the vendor build "
+                    f"{package} {recorded[package]}")
+    return None
+
+
+def _same_version(one: str, other: str) -> bool:
+    try:
+        return Version(one) == Version(other)
+    except InvalidVersion:
+        return one == other
 
 
 def _foreign_hooks(integrity: Mapping[str, Any]) -> List[str]:
@@ -209,6 +285,9 @@ def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
     if missing:
         return (f"incomplete: {', '.join(missing)} did not run (a --check or --no-gpu run, or the install's "
                 f"--no-verify checks); make it with jetson-install doctor --strict --evidence FILE")
+    if evidence["status"] != "passed":
+        return (f"status {evidence['status']}: only the doctor's full run passes as 'passed'; make it with "
+                "jetson-install doctor --strict --evidence FILE")
     unproven = [check_id for check_id in CUDA_CHECKS if by_id[check_id]["status"] != "ok"]
     kernels = evidence["torch"]["kernels"]
     unproven += [f"torch.kernels.{kernel}" for kernel in ("matmul", "conv2d") if kernels.get(kernel) != "passed"]
