@@ -215,6 +215,35 @@ def test_labels_refuse_cuda_for_evidence_from_another_release(gate_runs: Dict[st
     assert "evidence is for L4T 36.4.3, this is L4T 36.4.4" in result.stderr
 
 
+def test_labels_refuse_a_soc_the_device_tree_contradicts(cli_env: Dict[str, str], tmp_path: Path) -> None:
+    """On a root whose device tree says Orin, `--soc tegra264` gave Thor labels without a word."""
+    orin = "sample:agx-orin-jp7.2.1"
+    for given, fix in ((("--soc", "tegra264"), f"drop --soc: jetson-install labels --root {orin}"),
+                       ((), "unset JETSON_INSTALL_SOC")):
+        env = dict(cli_env, JETSON_INSTALL_SOC="tegra264") if not given else cli_env
+        result = jetson_install(env, "labels", "--root", orin, *given)
+        named = given[0] if given else "JETSON_INSTALL_SOC"
+        assert (result.returncode, result.stdout) == (2, ""), result.stderr
+        assert result.stderr.splitlines() == [
+            f"error: labels: {named} tegra264 contradicts the device tree, which names tegra234 "
+            "(proc/device-tree/compatible); a runner's labels name the hardware it is", f"  fix: {fix}"]
+    fixed = jetson_install(cli_env, "labels", "--root", orin)  # the first fix, as printed
+    assert f"jetson-install labels --root {orin}".split()[1:] == list(fixed.args[1:])
+    assert fixed.returncode == 0 and fixed.stdout.startswith("self-hosted,linux,ARM64,jetson,orin,jp7.2.1,"), fixed.stderr
+    # Where the device tree cannot be read (a container), --soc is what names the SoC.
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "nv_tegra_release").write_text("# R39 (release), REVISION: 2.1, GCID: 0, BOARD: generic, "
+                                                  "EABI: aarch64, DATE: Thu Jan 1 00:00:00 UTC 2026\n")
+    thor = jetson_install(cli_env, "labels", "--root", str(root), "--soc", "tegra264")
+    assert thor.returncode == 0 and ",thor,jp7.2.1," in thor.stdout, thor.stderr
+    # Its other warnings are detect's, on stderr.
+    unknown = jetson_install(cli_env, "labels", "--root", str(TOP / "tests" / "resources" / "boards" /
+                                                             "unknown-point-r36.4.9"))
+    assert unknown.stderr.splitlines()[0] == ("warning: L4T 36.4.9 is not in the release table; JetPack 6.x assumed "
+                                              "from R36")
+
+
 def test_memory_class_from_the_roots_meminfo(cli_env: Dict[str, str], tmp_path: Path) -> None:
     import shutil
 

@@ -61,6 +61,9 @@ class Platform:
     arch: Optional[str]
     sources: Mapping[str, str] = field(default_factory=dict)
     warnings: Tuple[str, ...] = ()
+    # The SoC the device tree names, whatever --soc said (None: it names none): `labels` claims
+    # the hardware, and refuses a --soc that contradicts it.
+    soc_read: Optional[str] = None
 
     @property
     def board_root(self) -> Optional[str]:
@@ -171,6 +174,7 @@ def decide(facts: RootFacts, overrides: Overrides, data: PlatformData,
         arch=arch,
         sources=sources,
         warnings=(*warnings, *facts.unreadable),
+        soc_read=_soc(facts.compatible, data),
     )
 
 

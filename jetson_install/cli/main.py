@@ -474,7 +474,8 @@ def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Opt
     else:
         environment, note = default_environment("labels") if evidence_file is None else (None, None)
         _note(note)
-    result = runner_labels(platform_options(root, l4t, soc), evidence_file, max_age, environment)
+    result = runner_labels(platform_options(root, l4t, soc), evidence_file, max_age, environment, options.typed())
+    click.echo("".join(f"warning: {warning}\n" for warning in result.warnings), err=True, nl=False)
     if as_json:
         _print_json(result.to_json())
         return

@@ -28,6 +28,7 @@ _MEMTOTAL = re.compile(r"^MemTotal:\s+(\d+)\s*kB", re.MULTILINE)
 class RunnerLabels:
     labels: Tuple[str, ...]
     cuda_reason: str  # why `cuda` is there, or is not
+    warnings: Tuple[str, ...] = ()  # the platform's, as `detect` gives them (on stderr, not in the JSON)
 
     def to_json(self) -> Dict[str, Any]:
         return {"labels": list(self.labels), "cuda": "cuda" in self.labels, "cuda_reason": self.cuda_reason}
@@ -81,5 +82,5 @@ def runner_labels(platform: Platform, verdict: Optional[Verdict]) -> RunnerLabel
     if unproven is None:
         assert verdict is not None
         labels.append("cuda")
-        return RunnerLabels(tuple(labels), f"{verdict.path}: {verdict.reason}")
-    return RunnerLabels(tuple(labels), unproven)
+        return RunnerLabels(tuple(labels), f"{verdict.path}: {verdict.reason}", platform.warnings)
+    return RunnerLabels(tuple(labels), unproven, platform.warnings)

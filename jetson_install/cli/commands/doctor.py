@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
 from jetson_install.base.outputs import check_output_directory, write_output
+from jetson_install.board.root_facts import COMPATIBLE
 from jetson_install.cli.commands.given import PlatformOptions, given_platform, venv_path
 from jetson_install.cli.commands.lifecycle import default_environment, default_venv
 from jetson_install.cli.commands.platform import detect_platform, platform_and_channel
@@ -19,6 +20,9 @@ from jetson_install.fleet.evidence import (
     DEFAULT_MAX_AGE_DAYS, NotEvidence, Verdict, gate_record_text, judge, load, parse_requirement,
 )
 from jetson_install.fleet.labels import RunnerLabels, runner_labels
+
+if TYPE_CHECKING:
+    from jetson_install.planning.fixes import Rerun
 
 __all__ = ["doctor_interpreter", "doctor", "judged", "tabulated", "labels"]
 
@@ -85,10 +89,16 @@ def tabulated(files: Sequence[str], max_age: Optional[float]) -> List[Verdict]:
 
 
 def labels(options: PlatformOptions, evidence_file: Optional[str], max_age: Optional[float],
-           environment: Optional[Path] = None) -> RunnerLabels:
+           environment: Optional[Path], typed: Rerun) -> RunnerLabels:
     """The runner labels for this board; `cuda` only with evidence that proves it (by default
-    that of `environment`, the default one that exists)."""
+    that of `environment`, the default one that exists). Labels name the hardware a job lands
+    on: a --soc the device tree contradicts is refused (`detect` and a plan only warn)."""
     platform = detect_platform(options)
+    soc = options.soc
+    if soc.value is not None and platform.soc_read is not None and platform.soc_read != platform.soc:
+        fix = f"drop --soc: {typed.without('--soc')}" if soc.source == "--soc" else f"unset {soc.source}"
+        raise BadInput(f"labels: {soc.source} {platform.soc} contradicts the device tree, which names "
+                       f"{platform.soc_read} ({COMPATIBLE}); a runner's labels name the hardware it is", fix=fix)
     if evidence_file is not None:
         return runner_labels(platform, judged((evidence_file,), max_age)[0])
     own = (environment or default_venv("obliteratus")) / STATE_DIR / EVIDENCE_FILE
