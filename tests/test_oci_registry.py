@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, Iterator, List
 
 import pytest
-from support import isolated_env
+from support import VENDOR_PINS, isolated_env
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.index_server import LoopbackIndex
@@ -357,6 +357,34 @@ def test_a_registry_mirror_that_lacks_the_builds_or_is_down_is_passed_over_with_
     said = "\n".join(resolution.warnings)
     assert f"vendor source {dead} passed over: did not answer (connection refused)" in said, said
     assert f"vendor source {empty} passed over: no complete set within policy" in said, said
+
+
+def test_channels_check_says_changed_for_a_registry_whose_manifest_names_a_recorded_file_with_another_digest(
+        registry: StubRegistry, stub_index_dirs: IndexDirs, tmp_path: Path,
+        start_index: Callable[..., LoopbackIndex]) -> None:
+    """A tag whose manifest titles the recorded torch wheel with another blob: counted missing before."""
+    from jetson_install.tools.oci import Layer, wheelhouse_manifest
+
+    env = _runner_env(tmp_path / "runner", stub_index_dirs.vendor)
+    good = start_index(stub_index_dirs.vendor, name="good")
+    wheels = {path.name: path.read_bytes() for path in stub_index_dirs.vendor.glob("*.whl")}
+    torch = next(name for name in wheels if name.startswith("torch-2.5.0a0"))
+    recorded = hashlib.sha256(wheels[torch]).hexdigest()
+    wheels[torch] = wheels[torch] + b"another build"
+    blobs = {name: ("sha256:" + hashlib.sha256(data).hexdigest(), data) for name, data in wheels.items()}
+    registry.blobs["mirror/jp6"] = dict(blobs.values())
+    registry.manifests["mirror/jp6"] = {"v1": wheelhouse_manifest(
+        [Layer(name, digest, len(data)) for name, (digest, data) in sorted(blobs.items())])}
+    mirror = registry.reference("mirror/jp6", "v1")
+    result = run_cli("channels", "--check", "jp6-cu126", "--vendor-index", good.url, "--mirror", mirror, "--json",
+                     env=env)
+    assert result.returncode == 1, result.stderr
+    reports = {report["index"]: report for report in json.loads(result.stdout)}
+    assert (reports[good.url]["status"], reports[mirror]["status"]) == ("ok", "changed")
+    assert reports[mirror]["lines"] == [
+        f"preferred set torch=={VENDOR_PINS['torch']}: {mirror} serves {torch} with sha256 "
+        f"{blobs[torch][0][len('sha256:'):]}, but wheels-index.toml records sha256 {recorded} for that file: "
+        "refusing a different build under a recorded name"]
 
 
 @pytest.mark.slow

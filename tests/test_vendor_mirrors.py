@@ -323,6 +323,37 @@ def test_channels_check_gives_each_mirror_its_own_status(tmp_path: Path, vendor_
     assert f"jp6-cu126       unreachable {REFUSED}   (mirror of {good.url})" in text.stdout
 
 
+def test_channels_check_says_changed_for_a_mirror_whatever_python_its_changed_build_is_for(
+        tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
+    """A mirror of the Python 3.12 builds, one served with another sha256 under its recorded name:
+    the check of every source ended in that one error before ('a changed line for that mirror, as
+    docs/fleets.md says')."""
+    for name in ("torch", "torchvision", "torchaudio"):  # the preferred set for CPython 3.12 too
+        build_wheel(vendor_dir, name, VENDOR_PINS[name], tag="cp312-cp312-linux_aarch64")
+    env = cli_env(tmp_path, vendor_dir)  # records every file's sha256, the 3.12 builds too
+    good = start_index(vendor_dir, name="good")
+    only_312 = tmp_path / "only-312"
+    only_312.mkdir()
+    for path in vendor_dir.glob("*.whl"):
+        if "cp312" in path.name or path.name.startswith("bitsandbytes"):
+            shutil.copyfile(path, only_312 / path.name)
+    torch = wheel_filename("torch", VENDOR_PINS["torch"]).replace("py3-none-any", "cp312-cp312-linux_aarch64")
+    rebuilt = build_wheel(tmp_path / "other", "torch", VENDOR_PINS["torch"], tag="cp312-cp312-linux_aarch64",
+                          summary="another build")
+    shutil.copyfile(rebuilt, only_312 / torch)
+    changed = start_index(only_312, name="changed")
+    result = run_cli("channels", "--check", "jp6-cu126", "--vendor-index", good.url, "--mirror", changed.url, env=env)
+    assert result.returncode == 1 and result.stderr == "", result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["jp6-cu126", "ok", good.url]
+    assert lines[2].split()[:3] == ["jp6-cu126", "changed", changed.url]
+    assert lines[3].strip() == (
+        f"preferred set torch=={VENDOR_TORCH}: missing for Python 3.10 (the index does not list all of it); for Python "
+        f"3.12: {changed.url} serves {torch} with sha256 {file_sha256(only_312 / torch)}, but wheels-index.toml "
+        f"records sha256 {file_sha256(vendor_dir / torch)} for that file: refusing a different build under a "
+        "recorded name")
+
+
 def test_channels_check_reads_a_thor_channels_primary_source_on_the_default_index(
         tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex]) -> None:
     """Thor's first source is uv's default index: read where one is named, and said when not."""

@@ -132,14 +132,29 @@ def recorded_listings(reference: Reference, builds: Mapping[str, List[Tuple[str,
     or digest, its manifest says which it holds (one request); without, each blob is asked for
     (HEAD). Nothing here trusts a name: a blob is the build only by its digest."""
     registry = Registry(reference, plain_http_allowed)
-    held = registry.manifest(reference).by_digest() if reference.manifest_reference else None
-    def holds(sha256: str) -> bool:
-        if held is not None:
-            return f"sha256:{sha256}" in held
-        return registry.blob_size(reference, f"sha256:{sha256}") is not None
+    manifest = registry.manifest(reference) if reference.manifest_reference else None
+    held = manifest.by_digest() if manifest is not None else None
+    # A manifest that titles a recorded file with another digest serves another build under
+    # its name: listed with the digest it has, so that the reader refuses it as changed, as it
+    # refuses an index's (catalog/resolve.complete_set), instead of counting it missing.
+    titled = {layer.title: layer.digest for layer in manifest.layers} if manifest is not None else {}
 
-    return {project: [ListedFile(file, blob_reference(reference, sha256), sha256) for file, sha256 in files
-                      if holds(sha256)] for project, files in builds.items()}
+    def served(file: str, sha256: str) -> Optional[str]:
+        if held is not None:
+            return sha256 if f"sha256:{sha256}" in held else _hex(titled.get(file))
+        return sha256 if registry.blob_size(reference, f"sha256:{sha256}") is not None else None
+
+    listings: Dict[str, List[ListedFile]] = {}
+    for project, files in builds.items():
+        found = [(file, served(file, sha256)) for file, sha256 in files]
+        listings[project] = [ListedFile(file, blob_reference(reference, digest), digest) for file, digest in found
+                             if digest is not None]
+    return listings
+
+
+def _hex(digest: Optional[str]) -> Optional[str]:
+    """A layer's `sha256:HEX` digest as the hex a listing carries; None for none, or another algorithm."""
+    return digest[len("sha256:"):] if digest is not None and digest.startswith("sha256:") else None
 
 
 def fetch_by_reference(blob: str, destination: Path, plain_http_allowed: bool) -> int:

@@ -166,8 +166,15 @@ def check_source(channel_id: str, source: VendorSource, index: Optional[str], py
     if preferred is None:
         status = "missing"
         line = f"preferred set {source.preferred.name}: missing for Python {python} (the index does not list all of it)"
-        others = [other for other in served_pythons(listings) if other != python and complete_set(
-            where, source.preferred, source.prereleases, known, listings, wheel_tags(other, ARCH, glibc))]
+        others = []
+        for other in served_pythons(listings):
+            try:
+                if other != python and complete_set(where, source.preferred, source.prereleases, known, listings,
+                                                    wheel_tags(other, ARCH, glibc)):
+                    others.append(other)
+            except IdentityMismatch as exc:  # a changed build is the finding, whichever Python it is for
+                return SetReport(channel_id, where, "changed", (f"{line}; for Python {other}: {exc.message}",),
+                                 mirror_of)
         if others:
             line += (f"; it has the set for Python {', '.join(others)}, which an install with that interpreter "
                      "takes (--python)")
