@@ -28,8 +28,9 @@ THOR_DEVICE = {"capability": [11, 0], "arch_list": ["sm_110"], "device_name": "N
 
 
 def thor(root: Path) -> Platform:
+    """A Thor whose own programs are `root`'s: the stand-in board's ptxas (detection gives this machine's root)."""
     return dataclasses.replace(ORIN, root=str(root), family="Thor", soc="tegra264", compute_capability="11.0",
-                               kind="sbsa")
+                               kind="sbsa", programs_root=str(root))
 
 
 def board_root(tmp_path: Path, assembles: bool) -> Path:
@@ -182,6 +183,39 @@ def test_a_check_the_channel_does_not_require_neither_gates_nor_contradicts_the_
     assert gate_record(evidence, 0, "local")["counts"] == {"tests": 1, "failures": 0, "errors": 0, "skipped": 0}
     required = dict(evidence, checks=[checks[0], dict(checks[1], required=True)])
     assert contradiction(required) == "status passed contradicts its checks: compile failed"
+
+
+def test_a_root_given_is_read_never_run_only_this_machines_assembler_runs(tmp_path: Path) -> None:
+    """`doctor --root DIR` and an install's plan with `--root DIR` ran DIR/usr/local/cuda/bin/ptxas here."""
+    import shutil
+
+    from support.cli import run_cli
+
+    from jetson_install.board.samples import SAMPLES_DIR
+
+    root = tmp_path / "copied-root"
+    shutil.copytree(SAMPLES_DIR / "agx-thor-jp7.0", root)
+    ran = tmp_path / "ran"
+    planted = root / "usr/local/cuda/bin/ptxas"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(f"#!/bin/sh\necho \"$@\" >> {ran}\nexit 0\n")
+    planted.chmod(0o755)
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE)
+    doctor = run_cli("doctor", "--root", str(root), "--python", python, "--check", "compile", "--json")
+    assert not ran.exists(), ran.read_text()
+    compiled = json.loads(doctor.stdout)["torch"]["compile"]
+    assert compiled["assembler"].endswith("/triton/backends/nvidia/bin/ptxas-blackwell"), compiled
+    planned = run_cli("plan", "obliteratus", "--root", str(root), "--venv", str(tmp_path / "obl"), "--json")
+    assert planned.returncode == 0, planned.stderr
+    steps = {step["id"]: step for step in json.loads(planned.stdout)["steps"]}
+    (probe,) = steps["protect"]["commands"]
+    assert probe[2:] == ["--capability", "110", "--candidate", "/usr/local/cuda/bin/ptxas"]
+    assert not [word for step in steps.values() for command in step["commands"] for word in command
+                if str(word).startswith(f"{root}/")]
+    help_text = " ".join(run_cli("doctor", "--help").stdout.split())
+    assert ("--root DIR Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`); "
+            "its files are read, never run: the board's programs that run (its CUDA's ptxas) are this "
+            "machine's.") in help_text
 
 
 def test_the_plan_of_a_thor_says_where_the_install_would_point_triton(tmp_path: Path) -> None:

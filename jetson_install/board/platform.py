@@ -32,7 +32,6 @@ from jetson_install.board.root_facts import (
     read_facts,
     read_root_file,
 )
-from jetson_install.board.samples import SAMPLES_DIR
 
 # read_root_file is the reader's, named here too for fleet/container.py, which reads the release file as detect does.
 __all__ = ["Platform", "Overrides", "detect", "decide", "read_root_file", "SCHEMA_VERSION"]
@@ -65,14 +64,16 @@ class Platform:
     # the hardware, and refuses a --soc that contradicts it.
     soc_read: Optional[str] = None
 
+    # Where the board's own programs (its CUDA's ptxas) are run from: this machine's root,
+    # whatever --root names. A root's files are read, never run: a copied, captured or hostile
+    # root's ptxas would run here with this user's rights, and a sample root holds release
+    # files only.
+    programs_root: str = "/"
+
     @property
     def board_root(self) -> Optional[str]:
-        """Where the board's own programs (its CUDA's ptxas) are, off a Jetson none: its root;
-        a shipped sample root holds release files only and stands for a board the install runs
-        on, so this machine's."""
-        if not self.jetson:
-            return None
-        return "/" if Path(self.root).parent == SAMPLES_DIR else self.root
+        """Where the board's own programs (its CUDA's ptxas) are; off a Jetson, none."""
+        return self.programs_root if self.jetson else None
 
     def to_json(self) -> Dict[str, Any]:
         return {

@@ -63,7 +63,8 @@ def _option(*declarations: str, **settings: Any) -> Decorator:
     return click.option(*declarations, cls=_Option, **settings)
 
 
-ROOT_HELP = "Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`)."
+ROOT_HELP = ("Read the platform from DIR instead of / (or sample:NAME, see `jetson-install samples`); its files are "
+             "read, never run: the board's programs that run (its CUDA's ptxas) are this machine's.")
 
 
 def _complete_root(context: click.Context, parameter: click.Parameter, incomplete: str) -> List[CompletionItem]:
