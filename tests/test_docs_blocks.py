@@ -53,6 +53,10 @@ RUN_ELSEWHERE: Dict[str, str] = {
     "docs/fleets.md / An OCI registry": (
         "tests/test_registry_lane.py (lane: Debian's docker-registry on loopback; push, then install by tag with the "
         "lock and by digest alone)"),
+    "docs/install.md / How the vendor torch stays in place": (
+        "tests/test_constraints.py, test_uv_without_activating_is_held_only_by_the_documented_c_form: as written, "
+        "on ~/obl made and protected as an install leaves it, with stub wheels for torch and a dependency that "
+        "asks for another"),
     "docs/fleets.md / Locks and wheelhouses#3": (
         "not run: it serves until Ctrl-C, to a HOST of the fleet's own; tests/test_wheelhouse_server.py serves one"),
 }
