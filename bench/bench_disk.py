@@ -21,6 +21,8 @@ Run by hand from the repository root: .venv/bin/python bench/bench_disk.py [--to
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import os
 import shutil
 import subprocess
@@ -65,8 +67,11 @@ def with_native_files(stub: Path, real: Path) -> None:
         added = []
         for item in source.infolist():
             if item.filename.startswith(NATIVE) and not item.is_dir():
-                out.writestr(item.filename, source.read(item))
-                added.append(f"{item.filename},,\n")
+                data = source.read(item)
+                out.writestr(item.filename, data)
+                # Every file of a wheel but its RECORD is listed with its digest, or the install refuses it.
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                added.append(f"{item.filename},sha256={digest},{len(data)}\n")
         out.writestr(record_name, record + "".join(added))
     bigger.replace(stub)
 

@@ -27,6 +27,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from support.arm64_root import SAMPLE, TOOL, InRoot, arm64_root
 from support.lanes import lane_unavailable
+from support.manifests import assert_measured_from
 from support.planned import assert_ran_as_planned
 from support.stub_projects import make_obliteratus_source
 
@@ -153,6 +154,16 @@ def test_preflight_install_with_real_aarch64_wheels(arm64: Arm64Root) -> None:
     assert evidence["profile"] == "preflight" and evidence["status"] == "preflight-passed"
     assert evidence["platform"]["arch"] == "aarch64"
     assert evidence["torch"]["cuda"] is None
+    # uv resolved the CPU set on its default index (pylock.toml: each file's URL and sha256); the
+    # tool downloaded and checked each wheel, and kept every file's sha256 from the wheel itself.
+    environment = arm64.root / os.readlink(arm64.root / ENV.lstrip("/")).lstrip("/")
+    record = json.loads((environment / "jetson-install" / "vendor.json").read_text())
+    manifest = json.loads((environment / "jetson-install" / "vendor-files.json").read_text())["distributions"]
+    assert sorted(manifest) == sorted(record["installed"])
+    cache = arm64.root / "root" / ".cache" / "jetson-install" / "wheels"
+    for chosen in record["resolution"]["files"]:
+        assert chosen["url"] and len(chosen["sha256"]) == 64, chosen
+        assert_measured_from(environment, chosen["name"], cache / chosen["sha256"] / chosen["file"])
 
 
 def test_a_second_run_changes_nothing(arm64: Arm64Root) -> None:

@@ -42,6 +42,7 @@ import pytest
 from support.arm64_root import InRoot, arm64_root
 from support.index_server import LoopbackIndex
 from support.lanes import lane_unavailable
+from support.manifests import assert_measured_from
 from support.stub_projects import make_obliteratus_source
 
 from jetson_install.catalog.catalog import VendorSource, load_catalog
@@ -178,6 +179,11 @@ def test_the_real_cuda13_stack_installs_and_is_recorded_by_hash(thor: ThorRoot) 
                        ("bitsandbytes", "bitsandbytes-0.50.2-py3-none-manylinux_2_24_aarch64.whl")):
         assert files[name]["file"] == file
         assert files[name]["sha256"] == known[file] and files[name]["known"] is True, files[name]
+        # Its files' expected hashes are measured from the very wheel the tool downloaded and checked
+        # (the lane's folder holds its bytes): its sha256 and its own RECORD, never the environment's.
+        assert_measured_from(environment, name, wheels_folder() / file)
+    manifest = json.loads((environment / "jetson-install" / "vendor-files.json").read_text())["distributions"]
+    assert sorted(manifest) == sorted(vendor["installed"]) and all(entry["measured"] for entry in manifest.values())
     # bitsandbytes' CUDA 13 library is what torch 2.13.0+cu130 makes it load on a Thor.
     (site_packages,) = environment.glob("lib/python3.11/site-packages")
     assert (site_packages / "bitsandbytes" / "libbitsandbytes_cuda130.so").is_file()

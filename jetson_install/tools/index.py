@@ -11,10 +11,11 @@ to reuse, or with --upgrade) and `channels --check` come here; `plan` stays offl
 from __future__ import annotations
 
 import html.parser
+import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 import requests
@@ -26,7 +27,7 @@ from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
 from jetson_install.catalog.catalog import VendorSource
 from jetson_install.catalog.identity import ListedFile
 
-__all__ = ["CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "source_listings",
+__all__ = ["trusted_certificates", "CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "source_listings",
            "recorded_url", "fetch_file", "fetch_text", "RUN_AGAIN"]
 
 #: Seconds to open a connection to an index, and to wait for each read from it: an index
@@ -57,7 +58,7 @@ def project_files(index: str, project: str) -> List[ListedFile]:
 
     try:
         response = requests.get(url, headers={"Accept": f"{_PEP691}, text/html;q=0.1"},
-                                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+                                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), verify=trusted_certificates())
     except requests.RequestException as exc:
         raise _unreachable(index, _why(exc)) from None
     if response.status_code == 404:
@@ -74,6 +75,18 @@ def project_files(index: str, project: str) -> List[ListedFile]:
             raise _unreachable(index, "a listing that is not whole JSON") from None
         return _from_json(data, response.url)
     return _from_html(response.text, response.url)
+
+
+def trusted_certificates() -> Union[bool, str]:
+    """The certificate authorities the tool's own requests trust: requests' variables
+    (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE), else those uv reads (SSL_CERT_FILE, SSL_CERT_DIR:
+    https://docs.astral.sh/uv/concepts/authentication/certificates/), so an index that uv reaches
+    through a proxy's own authority is reached here too; else requests' own bundle."""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
+        value = os.environ.get(name)
+        if value:
+            return value
+    return True
 
 
 def _unreachable(index: str, why: str) -> IndexUnreachable:
@@ -213,7 +226,8 @@ def fetch_file(url: str, destination: Path, watch: Optional[Callable[[int, int],
         return
 
     try:
-        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT)) as response:
+        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT),
+                          verify=trusted_certificates()) as response:
             if response.status_code != 200:
                 raise _failed(url, f"HTTP {response.status_code}")
             size = response.headers.get("Content-Length", "")
@@ -240,7 +254,7 @@ def fetch_text(url: str) -> str:
             raise _failed(url, exc.strerror or str(exc)) from None
 
     try:
-        response = requests.get(url, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT))
+        response = requests.get(url, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT), verify=trusted_certificates())
     except requests.RequestException as exc:
         raise _failed(url, type(exc).__name__) from None
     if response.status_code != 200:

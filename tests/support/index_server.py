@@ -138,6 +138,7 @@ class LoopbackIndex(object):
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._requests: List[str] = []
+        self._bytes_sent = 0
         self._cache: Dict[str, _FileInfo] = {}
         self._fail_countdown: Optional[int] = None
         self._fail_mode = "503"
@@ -200,9 +201,19 @@ class LoopbackIndex(object):
         with self._lock:
             return list(self._requests)
 
+    @property
+    def bytes_sent(self) -> int:
+        """Bytes of every answer's body sent whole since the last clear_requests (bench/bench_fetch.py)."""
+        return self._bytes_sent
+
+    def _sent(self, size: int) -> None:
+        with self._lock:
+            self._bytes_sent += size
+
     def clear_requests(self) -> None:
         with self._lock:
             del self._requests[:]
+            self._bytes_sent = 0
 
     def requested_projects(self) -> List[str]:
         """Normalized names whose /simple/<name>/ page was asked for, in first-request order."""
@@ -484,6 +495,7 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(pace / 20)
             else:
                 self.wfile.write(data)
+            self.index._sent(len(data))
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client (an installer a test just killed) went away
 
