@@ -105,7 +105,9 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
         (staging / STATE_DIR).mkdir(parents=True)
         home.record_plan(staging, plan_fingerprint(run.plan, interpreter))
         home.mark_complete(staging)
-        return home.switch_to(staging)
+        replaced = home.switch_to(staging)
+        home.prune(keep=[staging, replaced])  # as the switch step does, after its rename
+        return replaced
 
     def fake_resolve(plan: Plan, current: Optional[Current], upgrade: bool, run: Run,
                      interpreter: Interpreter) -> Plan:  # the preferred set, without reading the index

@@ -275,3 +275,21 @@ def test_an_environment_without_its_vendor_files_hashes_is_made_again_from_the_c
     assert (installer.venv / "jetson-install" / "vendor-files.json").is_file()
     assert vendor_index.requests == []  # the recorded set, its files from the cache of checked wheels
     assert installer.run()[1]["status"] == "unchanged"
+
+
+def test_the_oldest_kept_environment_is_removed_inside_the_switch_step(installer: Installer) -> None:
+    """From the third changed re-run on, the environment before the previous one was removed after
+    the switch, outside every step and silently (seconds for a real torch); it is now the switch
+    step's, and said."""
+    environments = []
+    for extra in ((), ("--check-command", "python -c 'print(1)'"), ("--check-command", "python -c 'print(2)'")):
+        code, data, stderr = installer.run(extra=extra)
+        assert code == 0 and data["status"] == "installed", stderr
+        environments.append(Path(data["environment"]).name)
+    switch = next(step for step in data["steps"] if step["id"] == "switch")
+    assert switch["detail"].endswith(f"; removed the older {environments[0]}"), switch
+    planned = next(step for step in data["plan_steps"] if step["id"] == "switch")
+    assert planned["title"].endswith("in one atomic rename, keeping the one it replaces for rollback and removing "
+                                     "older ones")
+    assert f"removed the older {environments[0]}" in stderr
+    assert sorted(path.name for path in Path(f"{installer.venv}.d").glob("env-*")) == sorted(environments[1:])

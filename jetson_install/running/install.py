@@ -236,9 +236,9 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: Run, interpreter: In
     staging = home.new_environment_path()
     sources.read_local()  # a local tree is read before building writes into it
     try:
-        previous = _execute(home, staging, interpreter, sources, run, reading)
-        # From here on the new environment is the user's; nothing may remove it.
-        home.prune(keep=[staging, previous])
+        _execute(home, staging, interpreter, sources, run, reading)
+        # From here on the new environment is the user's; nothing may remove it (the switch
+        # step removed the older ones).
         installed = {**run.plan.route.kept(), **installed_versions(staging)}
     except StepFailed as failure:
         kept = discard(home, staging, str(run.command))
@@ -286,7 +286,14 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, sou
     def switch(step: Step, execution: Run) -> str:
         home.mark_complete(staging)
         previous.append(home.switch_to(staging))
-        return f"{home.link} -> {staging}" + (f" (previous kept at {previous[0]})" if previous[0] else "")
+        said = f"{home.link} -> {staging}" + (f" (previous kept at {previous[0]})" if previous[0] else "")
+        # The environments older than the one replaced go here, inside the step the user watches:
+        # removing one takes seconds. Each is renamed away first, so a kill leaves a .removing-*
+        # folder the next run removes, never the new or the previous environment.
+        kept = {path.resolve() for path in (staging, previous[0]) if path is not None}
+        older = [path.name for path in home.environments() if path.resolve() not in kept]
+        home.prune(keep=[staging, previous[0]])
+        return said + (f"; removed the older {', '.join(older)}" if older else "")
 
     handlers.update({"doctor": record_and_doctor, "switch": switch})
     for number in range(len(run.plan.steps)):

@@ -221,4 +221,5 @@ def verify_step(plan: Plan, title: str) -> Step:
 
 
 def switch_step(plan: Plan) -> Step:
-    return Step("switch", "switch", f"switch {plan.venv} to the new environment in one atomic rename")
+    return Step("switch", "switch", f"switch {plan.venv} to the new environment in one atomic rename, keeping the "
+                                    "one it replaces for rollback and removing older ones")
