@@ -254,8 +254,8 @@ def _fake_environment(tmp_path: Path, command: List[str], cwd: Optional[Path] = 
     ("masked", ["accelerate"], "the command that made {venv} gave an index's credentials in a URL, which are not "
      "recorded", "run it again with the additions, the credentials in place of ****: jetson-install torch "
      "--vendor-index 'https://alice:****@mirror.example/simple' --with accelerate"),
-    ("bad", ["not a requirement!"], "--with 'not a requirement!' is not a requirement",
-     "give a package name with an optional version"),
+    ("bad", ["not a requirement!"], "jetson-install add 'not a requirement!' is not a requirement",
+     "give a package name with an optional version, e.g. jetson-install add"),
 ])
 def test_add_refuses_in_one_line_with_the_fix(case: str, argv: List[str], message: str, fix: str,
                                               tmp_path: Path) -> None:

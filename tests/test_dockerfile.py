@@ -140,6 +140,22 @@ def test_the_entrypoint_refuses_another_host_with_one_line_and_starts_nothing(tm
     assert (start_files / "start-status").read_text() == "refused\n"
 
 
+def test_the_entrypoint_takes_q_and_v_after_its_name_and_leaves_its_commands_own(tmp_path: Path,
+                                                                                 start_files: Path) -> None:
+    """README: every command takes -q or -v before or after its name; the entrypoint refused them."""
+    marker = tmp_path / "started"
+    host = dict(BUILT_FOR_ORIN, JETSON_INSTALL_HOST_L4T="35.4.1")
+    plain = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "--", "touch", str(marker), env=host)
+    for flags in (("-q",), ("-v",)):
+        given = cli("container-entrypoint", *flags, "--venv", str(tmp_path / "none"), "--", "touch", str(marker),
+                    env=host)
+        assert given.returncode == plain.returncode == 3, given.stderr
+        assert given.stderr.splitlines()[0] == plain.stderr.splitlines()[0]
+    # After COMMAND's first word, -q and -v are COMMAND's: the host check still refuses before it.
+    after = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "touch", "-v", str(marker), env=host)
+    assert after.returncode == 3 and not marker.exists()
+
+
 BUILT_FOR_THOR = {"JETSON_INSTALL_IMAGE_L4T_MAJOR": "39", "JETSON_INSTALL_IMAGE_CAPABILITY": "11.0",
                   "JETSON_INSTALL_IMAGE_CHANNEL": "jp7.2-thor", "JETSON_INSTALL_IMAGE_SOC": "tegra264"}
 
@@ -322,7 +338,8 @@ def test_the_entrypoint_refuses_an_unknown_option_and_a_host_outside_its_image_w
         tmp_path: Path, start_files: Path) -> None:
     bogus = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "--bogus", env=BUILT_FOR_ORIN)
     assert bogus.returncode == 2
-    assert bogus.stderr.splitlines()[0] == "error: No such option '--bogus'."
+    # (click's suggestion, as for every command: it takes -v/--verbose before its COMMAND too)
+    assert bogus.stderr.splitlines()[0] == "error: No such option '--bogus'. Did you mean '--verbose'?"
     # COMMAND is what follows `--`, or the first word that is no option, with its own options.
     marker = tmp_path / "started"
     outside = cli("container-entrypoint", "--venv", str(tmp_path / "none"), "touch", str(marker))

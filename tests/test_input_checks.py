@@ -225,3 +225,14 @@ def test_a_url_uv_does_not_install_from_is_refused_before_the_plan(command: Tupl
         assert json.loads(fixed.stdout)["requirement"].startswith(
             "obliteratus[quantization] @ git+https://github.com/elder-plinius/OBLITERATUS")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_add_names_its_own_argument_and_fix_for_a_requirement_it_cannot_read(tmp_path: Path) -> None:
+    """`add 'not a req!!'` called its argument --with, and its fix used --with, which add does not take."""
+    stderr = one_error(cli("add", "not a req!!", "--dry-run", cwd=str(tmp_path)))
+    assert stderr.splitlines()[0].startswith("error: jetson-install add 'not a req!!' is not a requirement: ")
+    assert stderr.splitlines()[1] == ("  fix: give a package name with an optional version, e.g. jetson-install add "
+                                      "'transformers>=4.40'")
+    folder = one_error(cli("add", "./nothing", "--dry-run", cwd=str(tmp_path))).splitlines()
+    assert folder == ["error: jetson-install add ./nothing: no Python project there (no pyproject.toml or setup.py)",
+                      "  fix: give a project folder, a package name (e.g. jetson-install add transformers) or a git URL"]

@@ -445,15 +445,16 @@ def verbosity_options() -> List[click.Parameter]:
 
 
 def add_verbosity(group: click.Group) -> None:
-    """Every command takes -q and -v, declared here once; not the image's entrypoint, whose
-    arguments after its own are the command it starts. (A target's commands get them when
-    they are made.)"""
+    """Every command takes -q and -v, declared here once; the image's entrypoint too, before
+    its COMMAND (it parses no option after the first word that is none, nor after `--`, so a
+    COMMAND's own -q or -v stays the COMMAND's). (A target's commands get them when they are
+    made.)"""
     options = verbosity_options()
     group.params.extend(options)
     for command in group.commands.values():
         if isinstance(command, click.Group):
             add_verbosity(command)
-        elif command.name != "container-entrypoint":
+        else:
             command.params.extend(options)
 
 

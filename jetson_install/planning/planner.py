@@ -157,9 +157,11 @@ def _listed_extra(text: Optional[str], extra: str) -> Optional[str]:
     return extra if not isinstance(extras, dict) or extra in extras else None
 
 
-def additions(requirements: Sequence[str]) -> Tuple[str, ...]:
+def additions(requirements: Sequence[str], given_as: str = "--with") -> Tuple[str, ...]:
     """--with's requirements as uv takes them: a name with its version and extras, a URL, or a
-    local project (made absolute, so a re-run from elsewhere means the same folder)."""
+    local project (made absolute, so a re-run from elsewhere means the same folder). `given_as`:
+    how the user gave them, which a refusal and its fix name (`--with`, or `add`'s arguments
+    as `jetson-install add`)."""
     found: List[str] = []
     for text in requirements:
         value = text.strip()
@@ -167,20 +169,20 @@ def additions(requirements: Sequence[str]) -> Tuple[str, ...]:
         if local:
             path = Path(value).expanduser().resolve()
             if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
-                raise BadInput(f"--with {text}: no Python project there (no pyproject.toml or setup.py)",
-                               fix="give a project folder, a package name (e.g. --with transformers) or a git URL")
+                raise BadInput(f"{given_as} {text}: no Python project there (no pyproject.toml or setup.py)",
+                               fix=f"give a project folder, a package name (e.g. {given_as} transformers) or a git URL")
             value = str(path)
         elif "://" in value and " @ " not in value:
             if not _uv_installs_from(value):
-                raise BadInput(f"--with {text}: not a URL uv installs from",
+                raise BadInput(f"{given_as} {text}: not a URL uv installs from",
                                fix="give a git URL as git+https://HOST/OWNER/REPO@REF, or a package name")
         else:
             try:
                 Requirement(value)
             except InvalidRequirement as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else "not PEP 508"
-                raise BadInput(f"--with {text!r} is not a requirement: {reason}",
-                               fix="give a package name with an optional version, e.g. --with 'transformers>=4.40'"
+                raise BadInput(f"{given_as} {text!r} is not a requirement: {reason}",
+                               fix=f"give a package name with an optional version, e.g. {given_as} 'transformers>=4.40'"
                                ) from None
         if value and value not in found:
             found.append(value)

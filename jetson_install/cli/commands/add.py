@@ -80,7 +80,7 @@ def addition(venv: Optional[str], requirements: Sequence[str], flags: Sequence[s
     exists), with `requirements` added; refused, in one line with the fix, where there is none."""
     if not requirements:
         raise BadInput("add: no REQUIREMENT given", fix=f"name what to add, e.g.: {Rerun(rerun.argv + ('transformers',))}")
-    new = additions(requirements)
+    new = additions(requirements, given_as="jetson-install add")
     with_new = tuple(word for requirement in new for word in ("--with", requirement))
     if venv is None:
         link = default_environment("add")[0]
