@@ -480,4 +480,6 @@ def test_filling_a_wheelhouse_prints_the_fleet_route(house: Path) -> None:
                               "lock": str(house / "lock.txt")})
     assert lines[2] == (f"  serve to a fleet: any static web server (nginx: docs/fleets.md) serves {house} as it is, "
                         f"or push it to a registry (jetson-install wheelhouse {house} --push oci://HOST/REPOSITORY:TAG);"
-                        f" then on each runner: jetson-install torch --lock {house}/lock.txt --wheelhouse http://HOST/")
+                        f" then on each runner, with its own copy of {house}/lock.txt (the hashes come from it, so "
+                        f"copy it as you trust it): jetson-install torch --lock {house}/lock.txt --wheelhouse "
+                        "http://HOST/")

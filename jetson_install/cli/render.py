@@ -248,7 +248,8 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
             # installs several times slower (the README's benchmarks); --serve has neither cost.
             f"  serve to a fleet: any static web server (nginx: docs/fleets.md) serves {shlex.quote(where)} as it is, "
             f"or push it to a registry (jetson-install wheelhouse {shlex.quote(where)} --push "
-            "oci://HOST/REPOSITORY:TAG); then on each runner: "
+            f"oci://HOST/REPOSITORY:TAG); then on each runner, with its own copy of {result['lock']} (the hashes "
+            "come from it, so copy it as you trust it): "
             + runner_command(target, result["lock"], "http://HOST/")] + (
         [f"  the tool itself ({result['tool']['files']} files), offline on the board: {result['tool']['install']}"]
         if result.get("tool") else [])
