@@ -93,6 +93,26 @@ def test_list_rollback_undo_and_uninstall_an_installed_environment(installer: In
     assert listed.stdout.startswith("no environments made by jetson-install for this user")
 
 
+@pytest.mark.slow
+def test_list_says_the_cuda_of_the_torch_there_now_not_the_one_recorded(installer: Installer, tmp_path: Path) -> None:
+    """After a `+cpu` torch replaced the vendor build, `list` said "(CUDA 12.6)" beside it."""
+    import subprocess
+
+    from support import build_wheel, find_uv
+
+    code, _, stderr = installer.run()
+    assert code == 0, stderr
+    cpu = build_wheel(tmp_path / "cpu", "torch", "2.9.0+cpu", modules={"torch/version.py": "cuda = None\n"})
+    replaced = subprocess.run([find_uv(), "pip", "install", "--python", str(installer.venv / "bin" / "python"),
+                               "--no-deps", "--offline", str(cpu)], capture_output=True, text=True, env=installer.env,
+                              timeout=300)
+    assert replaced.returncode == 0, replaced.stderr
+    listed = run_cli("list", env=installer.env)
+    assert listed.returncode == 0, listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if "torch " in line)
+    assert "torch 2.9.0+cpu   doctor" in line and "CUDA" not in line, line
+
+
 def test_what_the_tool_did_not_make_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     mine = tmp_path / "myenv"
     (mine / "bin").mkdir(parents=True)

@@ -101,8 +101,11 @@ def _view(environment: Path) -> EnvironmentView:
         made = None
     plan = recorded_plan(environment) or {}
     record = read_record(environment)
+    changed = tuple(record.differences(environment)) if record is not None else ()
     version = installed_versions(environment).get("torch")
-    cuda = record.torch_cuda if record is not None else installed_torch_cuda(environment)
+    # The torch there now says its CUDA (a replaced +cpu build says none); what the install
+    # recorded stands in only while its builds are unchanged.
+    cuda = installed_torch_cuda(environment) or (record.torch_cuda if record is not None and not changed else None)
     torch = f"{version} (CUDA {cuda})" if version and cuda else version
     doctor = doctor_at = None
     try:
@@ -114,8 +117,7 @@ def _view(environment: Path) -> EnvironmentView:
     target = plan.get("target")
     return EnvironmentView(str(environment), made, plan.get("channel"), plan.get("requirement"), torch, doctor,
                            doctor_at, disk_usage(environment), target if isinstance(target, str) else None,
-                           recorded_additions(environment),
-                           tuple(record.differences(environment)) if record is not None else ())
+                           recorded_additions(environment), changed)
 
 
 def list_environments() -> List[Listed]:
