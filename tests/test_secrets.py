@@ -366,3 +366,36 @@ def test_git_gets_each_repository_its_own_credentials_after_the_callers_own_sett
 def test_uv_gets_a_git_requirement_without_its_credentials(line: str, given: str) -> None:
     assert git_urls.requirement_without_credentials(line) == given
     assert git_urls.without_credentials(f"https://{GIT_TOKEN}@git.example/r.git") == "https://git.example/r.git"
+
+
+def test_the_additions_probe_gets_no_credentials_of_any_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--with http://alice:PW@host/.../pkg.whl`: `ps` showed the password on the additions probe's
+    command line at the install's check step and at every doctor run; the probe fetches nothing."""
+    from support.doctor_env import make_env
+
+    from jetson_install.base.layout import ADDED_FILE, STATE_DIR
+    from jetson_install.probes import additions_command
+
+    added = [f"http://alice:{SECRET}@127.0.0.1:9/files/pkg-1.0-py3-none-any.whl",
+             f"mine @ https://{TOKEN}@mirror.example/files/mine-2.0.tar.gz",
+             f"git+https://{TOKEN}@git.example/owner/repo@v1"]
+    assert additions_command("/env/bin/python", added)[2:] == (
+        "http://127.0.0.1:9/files/pkg-1.0-py3-none-any.whl", "mine @ https://mirror.example/files/mine-2.0.tar.gz",
+        "git+https://git.example/owner/repo@v1")
+    # The doctor on an environment that recorded them: every command line it starts.
+    python = make_env(tmp_path / "env")
+    (tmp_path / "env" / STATE_DIR).mkdir(exist_ok=True)
+    (tmp_path / "env" / STATE_DIR / ADDED_FILE).write_text("".join(f"{line}\n" for line in added))
+    started: List[List[str]] = []
+    real = subprocess.Popen
+
+    def recording(args: Any, *rest: Any, **options: Any) -> Any:
+        started.append([str(word) for word in args])
+        return real(args, *rest, **options)
+
+    monkeypatch.setattr(subprocess, "Popen", recording)
+    result = run_cli("doctor", "--root", SAMPLE, "--venv", str(tmp_path / "env"), "--check", "additions",
+                     env=isolated_env(tmp_path))
+    probes = [argv for argv in started if any(word.endswith("additions_probe.py") for word in argv)]
+    assert probes, (result.stdout, result.stderr, started)
+    assert not [argv for argv in started if SECRET in " ".join(argv) or TOKEN in " ".join(argv)]

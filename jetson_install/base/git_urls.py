@@ -20,7 +20,8 @@ from urllib.parse import urlsplit
 
 from jetson_install.base.redact import Credentials, credentials
 
-__all__ = ["split_git_url", "without_credentials", "requirement_without_credentials", "credential_environment"]
+__all__ = ["split_git_url", "without_credentials", "requirement_without_credentials", "requirement_for_a_probe",
+           "credential_environment"]
 
 _USERNAME = "JETSON_INSTALL_GIT_USERNAME"
 _PASSWORD = "JETSON_INSTALL_GIT_PASSWORD"
@@ -64,6 +65,19 @@ def requirement_without_credentials(requirement: str) -> str:
     itself, with the credentials in it (and off its command line: shared.target_requirements)."""
     name, at, url = requirement.rpartition(" @ ")
     return f"{name}{at}{without_credentials(url)}" if url.startswith("git+") else requirement
+
+
+def requirement_for_a_probe(requirement: str) -> str:
+    """A requirement with its URL's credentials taken out, a git URL's or an archive's, for a
+    process that fetches nothing: the additions probe finds the installed project by the URL's
+    host and path, so a password never reaches its command line (`ps`, the log) at the install
+    or at any doctor run."""
+    name, at, url = requirement.rpartition(" @ ")
+    plain = url[len("git+"):] if url.startswith("git+") else url
+    secret = credentials(plain) if "://" in plain else None
+    if secret is None:
+        return requirement
+    return f"{name}{at}{url[:len(url) - len(plain)]}{secret.url}"
 
 
 def credential_environment(urls: Sequence[str], inherited: Mapping[str, str] = os.environ) -> Dict[str, str]:

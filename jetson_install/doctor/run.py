@@ -66,7 +66,6 @@ from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
 from jetson_install.envs.activation import activate_variables
 from jetson_install.envs.record import record_path
-from jetson_install.base.git_urls import requirement_without_credentials
 from jetson_install.doctor.additions import additions_evidence, check_additions
 from jetson_install.probes import additions_command, assembler_command, check_command, integrity_command
 
@@ -265,8 +264,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
             pip_future = pool.submit(_safe_pip_check, interpreter) if "uv" in probes_needed else None
             added_future = (
                 pool.submit(_run_probe, interpreter, "additions", request.timeout, progress,
-                            additions_command(interpreter, [requirement_without_credentials(line)
-                                                            for line in request.additions]),
+                            additions_command(interpreter, request.additions),
                             cancel=interrupted)
                 if "additions" in probes_needed and request.additions
                 else None

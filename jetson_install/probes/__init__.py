@@ -11,6 +11,8 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Optional, Sequence, Tuple
 
+from jetson_install.base.git_urls import requirement_for_a_probe
+
 __all__ = ["SCRIPTS", "BOARD_PTXAS", "probe_command", "integrity_command", "additions_command", "check_command",
            "assembler_command"]
 
@@ -37,8 +39,9 @@ def integrity_command(python: str, record: Optional[str], hash_files: bool) -> T
 
 def additions_command(python: str, requirements: Sequence[str]) -> Tuple[str, ...]:
     """The additions probe in the environment of `python`: each of `requirements` (what --with
-    and `add` gave uv, without credentials) found and its top-level modules imported."""
-    return (*probe_command(python, "additions"), *requirements)
+    and `add` gave uv) found and its top-level modules imported; given without the credentials
+    of any URL, which it fetches nothing with."""
+    return (*probe_command(python, "additions"), *(requirement_for_a_probe(line) for line in requirements))
 
 
 def check_command(python: str, command: str) -> Tuple[str, ...]:

@@ -187,8 +187,7 @@ def additions_commands(plan: Plan, python: str) -> List[Tuple[str, ...]]:
     standing for the environment's interpreter: what the check step and the doctor run."""
     commands: List[Tuple[str, ...]] = []
     if plan.additions:
-        commands.append(additions_command(python, [git_urls.requirement_without_credentials(line)
-                                                   for line in plan.additions]))
+        commands.append(additions_command(python, plan.additions))
     commands += [check_command(python, command) for command in plan.check_commands]
     return commands
 
