@@ -383,7 +383,7 @@ def test_the_additions_probe_gets_no_credentials_of_any_url(tmp_path: Path, monk
         "http://127.0.0.1:9/files/pkg-1.0-py3-none-any.whl", "mine @ https://mirror.example/files/mine-2.0.tar.gz",
         "git+https://git.example/owner/repo@v1")
     # The doctor on an environment that recorded them: every command line it starts.
-    python = make_env(tmp_path / "env")
+    make_env(tmp_path / "env")
     (tmp_path / "env" / STATE_DIR).mkdir(exist_ok=True)
     (tmp_path / "env" / STATE_DIR / ADDED_FILE).write_text("".join(f"{line}\n" for line in added))
     started: List[List[str]] = []
@@ -399,3 +399,36 @@ def test_the_additions_probe_gets_no_credentials_of_any_url(tmp_path: Path, monk
     probes = [argv for argv in started if any(word.endswith("additions_probe.py") for word in argv)]
     assert probes, (result.stdout, result.stderr, started)
     assert not [argv for argv in started if SECRET in " ".join(argv) or TOKEN in " ".join(argv)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given", ["--mirror", "configuration"])
+def test_a_mirror_with_credentials_serves_a_dead_vendor_indexs_builds_and_no_command_line_holds_them(
+        given: str, tmp_path: Path, commands: Path, stub_index_dirs: IndexDirs, obliteratus_source: Path,
+        start_index: Callable[..., LoopbackIndex]) -> None:
+    """The set was read from an authenticated mirror, then every download was refused (HTTP 401)
+    with a fix saying to put the credentials in the URL they were already in; and the vendor
+    step named the source passed over."""
+    mirror = start_index(stub_index_dirs.vendor, name="mirror", credentials=f"alice:{SECRET}")
+    public = start_index(stub_index_dirs.public, name="public")
+    env = logged_env(tmp_path, stub_index_dirs.vendor)
+    with_secret = mirror.url.replace("http://", f"http://alice:{SECRET}@")
+    extra: List[str] = []
+    if given == "--mirror":
+        extra = ["--mirror", with_secret]
+    else:
+        (tmp_path / "config.toml").write_text(f'mirrors = ["{with_secret}"]\n')
+        env["JETSON_INSTALL_CONFIG"] = str(tmp_path / "config.toml")
+    dead = "http://127.0.0.1:9/simple"  # the discard port: nothing listens there
+    result = run_cli("obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "obl"), "--python", sys.executable,
+                     "--vendor-index", dead, "--default-index", public.url, *extra, "--source", str(obliteratus_source),
+                     "--no-verify", "--yes", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["resolution"]["source"] == mirror.url
+    assert sorted(mirror.downloaded_files()) == sorted(file["file"] for file in data["resolution"]["files"])
+    vendor_step = next(step for step in data["plan_steps"] if step["id"] == "vendor")
+    assert vendor_step["title"].startswith(f"install the vendor builds from {data['resolution']['source']}, ")
+    assert f"vendor source {dead} passed over: did not answer (connection refused)" in result.stderr
+    assert SECRET not in result.stdout + result.stderr + Path(data["log"]).read_text()
+    assert_no_secret_in(commands, SECRET)

@@ -254,7 +254,10 @@ def vendor_steps(plan: Plan, route: "DownloadRoute", vendor_title: str, interpre
         shared.environment_step(plan, interpreter or f"python{abi}",
                                 f"create a new environment beside {plan.venv} (the current one stays in use)"),
         shared.fetch_step(plan),
-        Step("vendor", "vendor", vendor_title.format(location=vendor.location)
+        # The source the set came from: a mirror or registry the vendor index was passed over for
+        # is where the files are, and the step names it (the passed-over one is in the warnings).
+        Step("vendor", "vendor", vendor_title.format(location=plan.resolution.source if plan.resolution is not None
+                                                     else vendor.location)
              + (" and the runtime wheels they need" if vendor.companions else "")
              + ": the files the fetch step checked, by their sha256, with no index",
              (tuple(uv.locked_install_argv(python, f"{shared.state_of(plan)}/{FETCHED_FILE}")),)),
