@@ -300,6 +300,26 @@ def test_a_vendor_file_cut_short_is_taken_from_the_next_source_and_a_rerun_reads
     assert vendor_index.requests == [] and mirror.requests == [] and public_index.requests == []
 
 
+def test_a_source_that_redirects_to_another_host_is_passed_over_with_where_it_led(
+        tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex],
+        raw_server: Callable[..., RawServer]) -> None:
+    """A loopback source redirecting elsewhere was followed, and its dead target read as the
+    source's own "connection refused"; a redirect off a loopback (or https) source is not followed."""
+    elsewhere = "http://127.0.0.2:9/simple/torch/"  # another host (and nothing listens there)
+    redirecting = raw_server(reply=f"HTTP/1.1 302 Found\r\nLocation: {elsewhere}\r\nContent-Length: 0\r\n"
+                                   "Connection: close\r\n\r\n".encode())
+    mirror = start_index(vendor_dir, name="mirror")
+    resolution = resolve(source_for(tmp_path, vendor_dir, redirecting.url, mirror.url))
+    assert resolution.source == mirror.url
+    assert (f"vendor source {redirecting.url} passed over: did not answer (it redirected to another host, "
+            f"{elsewhere}, which is not followed)") in resolution.warnings[0], resolution.warnings
+    with pytest.raises(StepFailed) as failed:
+        index.fetch_file(f"{redirecting.url}/torch.whl", tmp_path / "torch.whl")
+    assert failed.value.message == (f"could not fetch {redirecting.url}/torch.whl (it redirected to another host, "
+                                    f"{elsewhere}, which is not followed)")
+    assert not (tmp_path / "torch.whl").exists()
+
+
 def test_channels_check_gives_each_mirror_its_own_status(tmp_path: Path, vendor_dir: Path,
                                                          start_index: Callable[..., LoopbackIndex]) -> None:
     env = cli_env(tmp_path, vendor_dir)  # records the hashes before torchvision changes on one mirror

@@ -57,8 +57,8 @@ def project_files(index: str, project: str) -> List[ListedFile]:
         return _local_project(url)
 
     try:
-        response = requests.get(url, headers={"Accept": f"{_PEP691}, text/html;q=0.1"},
-                                timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), verify=trusted_certificates())
+        response = _get(url, headers={"Accept": f"{_PEP691}, text/html;q=0.1"}, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                    verify=trusted_certificates())
     except requests.RequestException as exc:
         raise _unreachable(index, _why(exc)) from None
     if response.status_code == 404:
@@ -96,12 +96,49 @@ def _unreachable(index: str, why: str) -> IndexUnreachable:
     )
 
 
-def _why(exc: Exception) -> str:
-    """What went wrong reaching an index, as it happened: a wait is named only when there was one."""
+class _Redirected(requests.RequestException):
+    """A redirect not followed: it would leave what the source guarantees (https, or its own host)."""
+
+
+#: How many redirects are followed for one request (requests' own limit is 30).
+_MAX_REDIRECTS = 10
+
+
+def _get(url: str, **options: Any) -> requests.Response:
+    """requests.get, following a redirect only where it keeps what the source guarantees: an
+    https source's to https, a plain-http source's (loopback, or allowed insecure) to its own
+    host. One off it is not followed and says where it led: followed, a loopback index could
+    send the install to any host, an https one to plain http, and a dead target read as the
+    source's "connection refused". A URL's credentials go with a redirect on its own host only."""
+    secret = credentials(url)
+    for _ in range(_MAX_REDIRECTS + 1):
+        response = requests.get(url, allow_redirects=False, **options)
+        if not response.is_redirect:
+            return response
+        target = urljoin(url, response.headers.get("Location", ""))
+        response.close()
+        here, there = urlsplit(url), urlsplit(target)
+        same_host = (there.scheme, there.hostname, there.port) == (here.scheme, here.hostname, here.port)
+        if not same_host and (here.scheme != "https" or there.scheme != "https"):
+            off = "to plain http" if here.scheme == "https" else "to another host"
+            raise _Redirected(f"it redirected {off}, {redact(target)}, which is not followed")
+        if same_host and secret is not None and credentials(target) is None:
+            userinfo = here.netloc.rpartition("@")[0]
+            target = target.replace(f"{there.scheme}://", f"{there.scheme}://{userinfo}@", 1)
+        url = target
+    raise _Redirected(f"more than {_MAX_REDIRECTS} redirects")
+
+
+def _why(exc: Exception, read_timeout: Optional[float] = None) -> str:
+    """What went wrong reaching an index (or fetching a file, whose reads wait `read_timeout`),
+    as it happened: a wait is named only when there was one."""
+    if isinstance(exc, _Redirected):
+        return str(exc)
     if isinstance(exc, requests.ConnectTimeout):
         return f"no connection within {CONNECT_TIMEOUT:g} s"
-    if isinstance(exc, requests.ReadTimeout):
-        return f"no answer within {READ_TIMEOUT:g} s"
+    if isinstance(exc, requests.ReadTimeout) or (isinstance(exc, requests.ConnectionError)
+                                                 and "Read timed out" in str(exc)):
+        return f"no answer within {read_timeout or READ_TIMEOUT:g} s"
     text = str(exc)
     if isinstance(exc, requests.ConnectionError) and any(
             sign in text for sign in ("NameResolutionError", "Name or service not known", "nodename nor servname",
@@ -226,8 +263,8 @@ def fetch_file(url: str, destination: Path, watch: Optional[Callable[[int, int],
         return
 
     try:
-        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT),
-                          verify=trusted_certificates()) as response:
+        with _get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT),
+                  verify=trusted_certificates()) as response:
             if response.status_code != 200:
                 raise _failed(url, f"HTTP {response.status_code}")
             size = response.headers.get("Content-Length", "")
@@ -241,7 +278,7 @@ def fetch_file(url: str, destination: Path, watch: Optional[Callable[[int, int],
                     if watch is not None:
                         watch(received, total)
     except requests.RequestException as exc:
-        raise _failed(url, type(exc).__name__) from None
+        raise _failed(url, _why(exc, _FILE_READ_TIMEOUT)) from None
 
 
 def fetch_text(url: str) -> str:
@@ -254,9 +291,9 @@ def fetch_text(url: str) -> str:
             raise _failed(url, exc.strerror or str(exc)) from None
 
     try:
-        response = requests.get(url, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT), verify=trusted_certificates())
+        response = _get(url, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT), verify=trusted_certificates())
     except requests.RequestException as exc:
-        raise _failed(url, type(exc).__name__) from None
+        raise _failed(url, _why(exc, _FILE_READ_TIMEOUT)) from None
     if response.status_code != 200:
         raise _failed(url, f"HTTP {response.status_code}")
     return response.text
