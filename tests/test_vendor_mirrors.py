@@ -413,6 +413,30 @@ def test_a_wheelhouse_takes_a_vendor_file_its_lock_url_does_not_deliver_from_a_m
     assert good.downloaded_files() == [torch.name]
 
 
+def test_a_wheelhouse_asks_a_stalling_mirror_once_and_says_so(
+        tmp_path: Path, vendor_dir: Path, start_index: Callable[..., LoopbackIndex],
+        raw_server: Callable[..., RawServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind a mirror that stalls, `wheelhouse --lock` waited out the read timeout for each file,
+    silently, before the next mirror; the stalling one is now passed over after its first wait."""
+    monkeypatch.setattr(index, "READ_TIMEOUT", 0.5)
+    stalling = raw_server(silent=True)
+    good = start_index(vendor_dir, name="good")
+    entries = tuple(Locked(name, VENDOR_PINS[name], f"{REFUSED.rsplit('/', 1)[0]}/files/{path.name}",
+                           file_sha256(path), "vendor")
+                    for name in ("torch", "torchvision", "torchaudio")
+                    for path in [vendor_dir / wheel_filename(name, VENDOR_PINS[name])])
+    lock = Lock("jp6-cu126", "3.10", "aarch64", "native", "none", None, "test", entries)
+    result = fill_wheelhouse(lock, tmp_path / "wheelhouse", mirrors=(stalling.url, good.url))
+    assert sorted(good.downloaded_files()) == sorted(entry.filename for entry in entries)
+    assert len(stalling.held) == 1  # asked for the first file's listing only
+    said = (f"{stalling.url} passed over for the rest of the run: the vendor index {stalling.url} did not answer "
+            "(no answer within 0.5 s)")
+    assert result["warnings"] == [said]
+    from jetson_install.cli.render import wheelhouse_lines
+
+    assert wheelhouse_lines(result)[0] == f"warning: {said}"
+
+
 def test_plan_resolve_with_every_source_down_names_each_and_prints_whole_commands(
         tmp_path: Path, vendor_dir: Path, raw_server: Callable[..., RawServer]) -> None:
     unavailable = raw_server(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")

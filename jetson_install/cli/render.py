@@ -242,7 +242,8 @@ def lock_lines(result: LockResult) -> List[str]:
 
 def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
     where, target = result["directory"], result.get("target", "obliteratus")
-    return [f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
+    return [f"warning: {warning}" for warning in result.get("warnings", ())] + [
+            f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
             f"  install offline: jetson-install {target} --wheelhouse {shlex.quote(where)}",
             # Not `python3 -m http.server`: a connection per request and no ranges make a fleet's
             # installs several times slower (the README's benchmarks); --serve has neither cost.

@@ -24,7 +24,7 @@ from jetson_install.catalog.lock_file import (
     render_lock,
 )
 from jetson_install.base.oci_ref import is_oci, parse_reference
-from jetson_install.tools.index import IndexRefused, IndexUnreachable, fetch_file, project_files
+from jetson_install.tools.index import IndexRefused, IndexUnreachable, Stalled, fetch_file, project_files
 from jetson_install.tools.oci import RegistryError, blob_reference, fetch_by_reference
 
 __all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
@@ -73,6 +73,9 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = (),
     files.mkdir(parents=True, exist_ok=True)
     _confined(directory, files)
     fetched = 0
+    # A source that stalled or did not answer once is not asked again in this run: behind a
+    # mirror that stalls, each file would wait out the read timeout before the next source.
+    passed_over: Dict[str, str] = {}
     for entry in _unique(list(lock.entries) + list(tool)):
         problem = file_name_problem(entry)
         if problem is not None:  # parse_lock refuses these; a Lock made otherwise is held to it too
@@ -81,7 +84,7 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = (),
         if path.is_file() and not path.is_symlink() and file_sha256(path) == entry.sha256:
             continue
         partial = path.with_name(path.name + ".part")
-        _download(entry, partial, mirrors if entry.origin == "vendor" else (), allow_insecure)
+        _download(entry, partial, mirrors if entry.origin == "vendor" else (), allow_insecure, passed_over)
         partial.replace(path)
         fetched += path.stat().st_size
     for relative, text in wheelhouse_pages(lock, tool).items():
@@ -93,16 +96,24 @@ def fill_wheelhouse(lock: Lock, directory: Path, tool: Sequence[Locked] = (),
     return {"schema_version": 1, "command": "wheelhouse", "directory": str(directory), "files": len(lock.entries),
             "downloaded_bytes": fetched, "index": (directory / SIMPLE_DIR).as_uri(),
             "lock": str(directory / WHEELHOUSE_LOCK), "target": lock.target,
+            "warnings": [f"{source} passed over for the rest of the run: {why}" for source, why in passed_over.items()],
             "tool": {"files": len(tool), "install": tool_install_command(directory)} if tool else None}
 
 
-def _download(entry: Locked, partial: Path, mirrors: Sequence[str], allow_insecure: bool = False) -> None:
+def _download(entry: Locked, partial: Path, mirrors: Sequence[str], allow_insecure: bool = False,
+              passed_over: Optional[Dict[str, str]] = None) -> None:
     """`entry`'s file into `partial`, from its URL or else the first of `mirrors` that serves
     the same file name with the lock's sha256 (a vendor index that is down, or lost it); an OCI
-    registry is asked for the blob of that sha256, whatever name it would give it."""
+    registry is asked for the blob of that sha256, whatever name it would give it. A mirror
+    that does not answer, or a source that stalls, joins `passed_over` (source -> why), which
+    later files skip."""
     tried: List[str] = []
     first: Optional[StepFailed] = None
+    passed_over = {} if passed_over is None else passed_over
     for source in (None, *mirrors):
+        if source is not None and source in passed_over:
+            tried.append(f"{source}: passed over ({passed_over[source]})")
+            continue
         if source is not None and is_oci(source):
             partial.unlink(missing_ok=True)
             blob = blob_reference(parse_reference(source, "--mirror"), entry.sha256)
@@ -121,6 +132,8 @@ def _download(entry: Locked, partial: Path, mirrors: Sequence[str], allow_insecu
                 (listed.url for listed in project_files(source, entry.name) if listed.filename == entry.filename), None)
         except (IndexUnreachable, IndexRefused) as exc:
             tried.append(f"{source}: {exc.message}")
+            if isinstance(exc, IndexUnreachable) and source is not None:
+                passed_over[source] = exc.message
             continue
         if url is None:
             tried.append(f"{source}: does not list {entry.filename}")
@@ -133,6 +146,8 @@ def _download(entry: Locked, partial: Path, mirrors: Sequence[str], allow_insecu
             partial.unlink(missing_ok=True)
             first = first or failure
             tried.append(failure.message)
+            if isinstance(failure, Stalled) and source is not None:
+                passed_over[source] = failure.message
             continue
         except BaseException:
             # An interrupted download leaves nothing half written; the files already complete

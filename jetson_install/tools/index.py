@@ -299,6 +299,11 @@ def fetch_text(url: str) -> str:
     return response.text
 
 
+class Stalled(StepFailed):
+    """A file's source stopped answering (no connection, or no byte within the read timeout):
+    one that stalls for one file is passed over for the rest of the run."""
+
+
 def _failed(url: str, why: str) -> StepFailed:
     if why in (f"HTTP {code}" for code in _REFUSED):
         # The file's URL comes from a lock (or a wheelhouse the lock names): there is no URL
@@ -307,5 +312,6 @@ def _failed(url: str, why: str) -> StepFailed:
         return StepFailed("download", f"{redact(url)} was refused ({why}): check the credentials",
                           f"give {host}'s user and token in ~/.netrc (machine {host} login USER password TOKEN; "
                           f"never written elsewhere or shown), then {RUN_AGAIN}")
-    return StepFailed("download", f"could not fetch {redact(url)} ({why})",
-                      f"check that the index or wheelhouse answers, then {RUN_AGAIN}")
+    kind = Stalled if why.startswith(("no answer within", "no connection within")) else StepFailed
+    return kind("download", f"could not fetch {redact(url)} ({why})",
+                f"check that the index or wheelhouse answers, then {RUN_AGAIN}")
