@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from jetson_install import doctor
+from jetson_install.doctor.checks_integrity import FROM_RECORD
 from jetson_install.envs import interpreters
 from jetson_install.tools import runner
 from jetson_install.catalog.catalog import Channel, VendorSource
@@ -494,9 +495,15 @@ def test_real_cpu_torch_is_reported_cpu_only() -> None:
     evidence = report.to_json()
     assert evidence["torch"]["cuda"] is None and evidence["torch"]["version"].endswith("+cpu")
     assert evidence["bitsandbytes"]["backend"] == "CPU"
-    # The real wheel's RECORD holds for every file; pip's setuptools left its known .pth.
-    assert report.check("vendor-files").status == "ok"
-    assert report.check("startup-hooks").detail.endswith("harmless: setuptools' distutils-precedence.pth")
+    # The real wheel's RECORD holds for every file (the environment has no manifest: pip made it).
+    assert report.check("vendor-files").status == "ok" and FROM_RECORD in report.check("vendor-files").detail
+    # Every file that ran in the sealed proof is its distribution's: torch's and what it imports.
+    loaded = report.check("loaded-files")
+    assert loaded.status == "ok" and "numpy " in loaded.detail and "typing-extensions 1 (its RECORD)" in loaded.detail
+    assert evidence["integrity"]["ran"]["distributions"]["torch"]["files"] > 500
+    # pip's setuptools left its .pth, which changes nothing torch reports: known by what it does.
+    assert report.check("startup-hooks").detail.endswith("with its start-up hooks: distutils-precedence.pth "
+                                                         "(installed by setuptools)")
 
 
 def test_example_evidence_in_docs_matches_the_schema() -> None:

@@ -71,7 +71,7 @@ def test_the_activate_scripts_fix_makes_the_compiled_function_run(tmp_path: Path
     python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE)
     board = str(board_root(tmp_path, assembles=True) / "usr/local/cuda/bin/ptxas")
     environment = tmp_path / "env"
-    (environment / "jetson-install").mkdir()
+    (environment / "jetson-install").mkdir(exist_ok=True)
     protect(environment, (), {"TRITON_PTXAS_BLACKWELL_PATH": board})
     assert activate_variables(environment)["TRITON_PTXAS_BLACKWELL_PATH"] == board
     # A shell that activates the environment has it; deactivating takes it away again.
@@ -254,7 +254,7 @@ def test_the_protect_step_points_triton_at_the_boards_assembler(tmp_path: Path, 
     from jetson_install.tools import runner
 
     def protected(environment: Path, python: str, root: Path) -> Tuple[str, List[str]]:
-        (environment / "jetson-install").mkdir()
+        (environment / "jetson-install").mkdir(exist_ok=True)
         step = Step("protect", "protect", "keep the constraints", (assembler_command(python, "11.0", str(root)),))
         warnings: List[str] = []
         fake = SimpleNamespace(run=lambda command, fix: runner.run(command, timeout=120), warnings=warnings,

@@ -16,7 +16,8 @@ import jsonschema
 import pytest
 from support import isolated_env
 from support.cli import CliResult, run_cli
-from support.doctor_env import HOST_PYTHON, make_env
+from support.doctor_env import HOST_PYTHON, make_env, write_vendor_manifest
+from support.stub_stack import write_record
 
 from jetson_install import doctor
 from jetson_install.fleet.evidence import schema_errors
@@ -48,7 +49,9 @@ def complete_env(root: Path, **changes: Any) -> str:
     python = make_env(root, **changes)
     for dist_info in root.glob("lib/python*/site-packages/*.dist-info"):
         (dist_info / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        (dist_info / "RECORD").write_text("")
+        name = dist_info.name.split("-")[0]
+        write_record(dist_info, (name, "doctor_stub_scenario.py") if name == "torch" else (name,))
+    write_vendor_manifest(root, ["torch", "bitsandbytes"])
     return python
 
 
@@ -295,7 +298,7 @@ def test_evidence_names_the_commit_a_checkout_source_was_installed_from(
     python = complete_env(tmp_path / "env")
     commit = "0123456789abcdef0123456789abcdef01234567"
     state = tmp_path / "env" / STATE_DIR
-    state.mkdir()
+    state.mkdir(exist_ok=True)  # the manifest is there already
 
     def commit_for(changes: str) -> Any:
         (state / "plan.json").write_text(json.dumps(

@@ -64,7 +64,7 @@ def test_list_rollback_undo_and_uninstall_an_installed_environment(installer: In
     assert lines[0] == venv
     assert lines[1].startswith(f"  current   {Path(second).name}   made 20") and lines[1].endswith("iB")
     # The install's --no-verify ran only the checks that need no GPU: its doctor says so.
-    assert f"channel jp6-cu126   torch {VENDOR_TORCH} (CUDA 12.6)   doctor partial-passed, 7 checks " in lines[2]
+    assert f"channel jp6-cu126   torch {VENDOR_TORCH} (CUDA 12.6)   doctor partial-passed, 8 checks " in lines[2]
     assert any(line.startswith(f"  previous  {Path(first).name}") for line in lines)
     assert f"roll back to it: jetson-install rollback --venv {venv}" in listed.stdout
     data = json.loads(run_cli("list", "--json", env=installer.env).stdout)["environments"]

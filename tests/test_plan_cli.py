@@ -68,23 +68,31 @@ def test_no_verify_keeps_only_the_checks_that_need_no_gpu() -> None:
     assert verify["kind"] == "doctor" and verify["equivalent"][:2] == ["jetson-install", "doctor"]
     assert verify["equivalent"][-1] == "--no-gpu"
     assert "no GPU needed" in verify["title"]
-    # The doctor runs in the install's process: what it starts is the torch probe and the
-    # integrity probe (isolated from the environment's start-up hooks, comparing sizes).
+    # The doctor runs in the install's process: what it starts is the torch probe, sealed (in a
+    # fresh pycache folder it makes when it starts) and as the environment starts, and the
+    # integrity probe (isolated from the environment's start-up hooks, comparing sizes, judging
+    # what ran in the sealed probe, which it reads on its stdin).
     python = f"{data['venv']}.d/<new>/bin/python"
-    assert verify["commands"] == [[python, verify["commands"][0][1]], [
-        python, "-I", "-S", str(Path(verify["commands"][0][1]).with_name("integrity_probe.py")),
-        "--record", f"{data['venv']}.d/<new>/jetson-install/vendor.json"]]
-    assert Path(verify["commands"][0][1]).name == "torch_probe.py"
+    probes = Path(verify["commands"][0][5]).parent
+    state = f"{data['venv']}.d/<new>/jetson-install"
+    assert verify["commands"] == [
+        [python, "-I", "-S", "-X", "pycache_prefix=<pycache>", str(probes / "launch.py"), "--sealed",
+         str(probes / "torch_probe.py")],
+        [python, str(probes / "launch.py"), str(probes / "torch_probe.py")],
+        [python, "-I", "-S", str(probes / "integrity_probe.py"), "--record", f"{state}/vendor.json",
+         "--manifest", f"{state}/vendor-files.json", "--ran", "-"]]
 
 
 def test_the_verify_step_lists_what_its_doctor_starts_and_the_doctor_command_to_run_later() -> None:
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
     verify = next(s for s in data["steps"] if s["id"] == "verify")
     python = f"{data['venv']}.d/<new>/bin/python"
-    assert [command[0] for command in verify["commands"][:3]] == [python, python, python]
-    scripts = [Path(word).name for command in verify["commands"][:3] for word in command if word.endswith("_probe.py")]
-    assert scripts == ["torch_probe.py", "integrity_probe.py", "bnb_probe.py"]
-    assert verify["commands"][3][:3] == ["uv", "pip", "check"]
+    assert [command[0] for command in verify["commands"][:5]] == [python] * 5
+    scripts = [Path(word).name for command in verify["commands"][:5] for word in command if word.endswith("_probe.py")]
+    # The probes that decide `cuda` sealed, then as started; the integrity probe between.
+    assert scripts == ["torch_probe.py", "torch_probe.py", "integrity_probe.py", "bnb_probe.py", "bnb_probe.py"]
+    assert ["--sealed" in command for command in verify["commands"][:5]] == [True, False, False, True, False]
+    assert verify["commands"][5][:3] == ["uv", "pip", "check"]
     assert verify["equivalent"] == ["jetson-install", "doctor", "--venv", data["venv"], "--evidence",
                                     f"{data['venv']}/jetson-install/evidence.json", "--root",
                                     "sample:agx-orin-64gb-jp6.2"]

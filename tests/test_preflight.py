@@ -115,6 +115,7 @@ def test_preflight_doctor_expects_cpu_and_its_pass_is_not_a_jetson_pass(tmp_path
     statuses = {check.id: check.status for check in report.checks}
     assert statuses == {
         "platform": "ok", "python-abi": "ok", "libraries": "ok", "startup-hooks": "ok", "vendor-files": "ok",
+        "loaded-files": "ok",
         "torch-import": "ok", "torch-build": "ok", "cuda-available": "not_applicable", "cuda-arch": "not_applicable",
         "cuda-matmul": "not_applicable",
         "cuda-conv2d": "not_applicable", "cuda-bf16": "not_applicable",

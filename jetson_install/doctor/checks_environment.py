@@ -10,7 +10,7 @@ from jetson_install.tools.uv import accepted_note
 
 
 def check_obliteratus(ctx: Context) -> Verdict:
-    section = ctx.torch.section("obliteratus")
+    section = ctx.target_probe.section("obliteratus")
     install = ctx.reinstall_command()
     if section is None:
         return FAIL, ctx.torch.failure(), install

@@ -22,14 +22,14 @@ def check_jetson_contract(ctx: Context) -> Verdict:
     if not raw["on_cuda"] or not raw["finite"]:
         problem = "left cuda" if not raw["on_cuda"] else "gave non-finite numbers"
         return FAIL, f"{what} {problem}", ctx.torch_install_fix()
-    obliteratus = ctx.torch.section("obliteratus") or {}
+    obliteratus = ctx.target_probe.section("obliteratus") or {}
     if obliteratus.get("is_cuda") is False:
         return FAIL, "obliteratus.device.is_cuda() is False", "make torch see the GPU first (see the cuda-available check)"
     return OK, f"get_device('auto') == 'cuda'; {what} is finite", None
 
 
 def check_transformers_torch(ctx: Context) -> Verdict:
-    section = ctx.torch.section("transformers")
+    section = ctx.target_probe.section("transformers")
     if section is None:
         return FAIL, ctx.torch.failure(), ctx.reinstall
     if not section["installed"]:

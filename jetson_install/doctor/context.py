@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shlex
+import shutil
+import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
 
@@ -20,7 +23,7 @@ from jetson_install.board.platform_data import platform_data
 from jetson_install.doctor.profiles import JETSON, Profile
 from jetson_install.envs.record import read_record
 from jetson_install.envs.sonames import site_packages_of
-from jetson_install.probes import probe_command
+from jetson_install.probes import probe_command, sealed_command, started_command
 from jetson_install.tools import runner
 
 if TYPE_CHECKING:
@@ -46,6 +49,9 @@ class ProbeOutcome:
     name: str
     data: Mapping[str, Any]
     completed: Optional[runner.Completed]  # None: the probe was not needed for the selected checks
+    # The launcher's account of every file that ran in it (probes/launch.py), for the probes
+    # that decide `cuda`; empty where it never got that far.
+    files: Mapping[str, Any] = field(default_factory=dict)
 
     def section(self, key: str) -> Optional[Mapping[str, Any]]:
         """A section the probe finished writing, or None when it never got there or died in it."""
@@ -130,15 +136,42 @@ def _run_probe(python: str, name: str, timeout: float,
                progress: Optional[Callable[[str], None]] = None,
                command: Optional[Sequence[str]] = None,
                env: Optional[Mapping[str, str]] = None,
-               cancel: Optional[threading.Event] = None) -> ProbeOutcome:
+               cancel: Optional[threading.Event] = None, input_text: Optional[str] = None) -> ProbeOutcome:
     """`command`: the probe's own command line, where it takes arguments (the integrity
     probe's); `env`: what the environment's activate scripts export that the probe must see;
-    `cancel`: set when the run is interrupted (runner.end_own_groups), the probe is not started."""
+    `cancel`: set when the run is interrupted (runner.end_own_groups), the probe is not started;
+    `input_text`: what it reads on its stdin (the integrity probe: what ran in the sealed proof)."""
     watch = _ProbeWatch(name, python, progress) if progress is not None else None
-    completed = runner.run(command or probe_command(python, name), timeout=timeout, env=env,
+    completed = runner.run(command or probe_command(python, name), timeout=timeout, env=env, input_text=input_text,
                            on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
                            own_group=True, cancel=cancel)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
+
+
+def _run_sealed(python: str, name: str, timeout: float, progress: Optional[Callable[[str], None]] = None,
+                env: Optional[Mapping[str, str]] = None, cancel: Optional[threading.Event] = None) -> ProbeOutcome:
+    """`name` sealed (probes.sealed_command), with no PYTHON* variable and a fresh, empty
+    pycache folder of its own, removed afterwards with what the proof compiled there."""
+    watch = _ProbeWatch(name, python, progress) if progress is not None else None
+    pycache = tempfile.mkdtemp(prefix="jetson-install-proof-")
+    try:
+        completed = runner.run(sealed_command(python, name, pycache), timeout=timeout, env=env,
+                               unset=[variable for variable in os.environ if variable.startswith("PYTHON")]
+                               + ["PYTHONIOENCODING"],
+                               on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
+                               own_group=True, cancel=cancel)
+    finally:
+        shutil.rmtree(pycache, ignore_errors=True)
+    return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed,
+                        _last_json_object(completed.stdout, "files"))
+
+
+def _run_started(python: str, name: str, timeout: float, env: Optional[Mapping[str, str]] = None,
+                 cancel: Optional[threading.Event] = None) -> ProbeOutcome:
+    """`name` as the user's python starts it (probes.started_command), after the sealed run."""
+    completed = runner.run(started_command(python, name), timeout=timeout, env=env, own_group=True, cancel=cancel)
+    return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed,
+                        _last_json_object(completed.stdout, "files"))
 
 
 def _last_json_object(stdout: str, probe: str) -> Dict[str, Any]:
@@ -189,8 +222,8 @@ class Context:
     platform: Optional["Platform"]
     channel: Optional["Channel"]
     vendor: Optional["VendorSource"]  # what the install took; None: the channel's first source
-    torch: ProbeOutcome
-    bnb: ProbeOutcome
+    torch: ProbeOutcome  # sealed: the proof
+    bnb: ProbeOutcome  # sealed: the proof
     pip_check: Optional[runner.Completed]
     source_commit: Optional[str] = None  # OBLITERATUS' commit, as the install recorded its source
     # How to make this environment again: the install's own command line while an install
@@ -200,9 +233,11 @@ class Context:
     # The doctor's own --root/--l4t as the user gave them: an install a fix prints reads the same board.
     platform_options: Tuple[str, ...] = ()
     target: str = "obliteratus"  # the command that made the environment, and makes it again
-    # The integrity probe: start-up hooks and the vendor files against their RECORDs.
+    # The integrity probe: start-up hooks, the vendor files against what their wheels held (or
+    # their RECORDs), and every file that ran in the sealed proof.
     integrity: ProbeOutcome = ProbeOutcome("integrity", {}, None)
-    strict: bool = False  # the strict gate: the vendor files are hashed, and a foreign hook fails
+    # The strict gate: the vendor files are hashed, and all that ran is held to the wheels' hashes.
+    strict: bool = False
     # What --with and `add` put on the stack (the additions probe's findings), and each
     # --check-command as given with how it ended.
     additions_requested: Tuple[str, ...] = ()
@@ -210,6 +245,17 @@ class Context:
     check_commands: Tuple[Tuple[str, runner.Completed], ...] = ()
     # The assembler probe: whether the environment's Triton assembles for the board's GPU.
     assembler: ProbeOutcome = ProbeOutcome("assembler", {}, None)
+    # The same torch and bitsandbytes probes as the user's python starts them (site on, hooks
+    # run): what they report must be what the sealed proof found.
+    torch_started: ProbeOutcome = ProbeOutcome("torch", {}, None)
+    bnb_started: ProbeOutcome = ProbeOutcome("bitsandbytes", {}, None)
+
+    @property
+    def target_probe(self) -> ProbeOutcome:
+        """What the target's own checks read (OBLITERATUS, transformers): the torch probe as the
+        user's python starts it, where it ran. The sealed proof leaves the target out: the proof
+        of CUDA needs none of it, and an editable one is on the path only through its .pth."""
+        return self.torch_started if self.torch_started.completed is not None else self.torch
 
     @property
     def environment(self) -> str:

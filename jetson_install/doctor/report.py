@@ -214,8 +214,8 @@ def _compile_evidence(ctx: Context) -> Optional[Dict[str, Any]]:
 
 
 def _runtime_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[str, Any]:
-    obliteratus = ctx.torch.section("obliteratus") or {}
-    transformers = ctx.torch.section("transformers") or {}
+    obliteratus = ctx.target_probe.section("obliteratus") or {}
+    transformers = ctx.target_probe.section("transformers") or {}
     contract = ctx.torch.data.get("jetson_contract")
     if not isinstance(contract, dict) or not _ran(results, "jetson-contract"):
         jetson_contract = "not_run"
@@ -259,7 +259,7 @@ def _bnb_evidence(ctx: Context, results: Mapping[str, CheckResult]) -> Dict[str,
 def _environment_evidence(ctx: Context) -> Dict[str, Any]:
     """What the environment recorded it was built from: the vendor builds (None when it
     recorded nothing, e.g. an environment jetson-install did not make) and OBLITERATUS' source."""
-    obliteratus = (ctx.torch.section("obliteratus") or {}).get("source") or {}
+    obliteratus = (ctx.target_probe.section("obliteratus") or {}).get("source") or {}
     vendor = ctx.vendor
     return {
         # A kept torch (--use-existing-torch) has neither an index nor a wheel to name.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
+import json
 import os
 import re
 import shutil
@@ -32,7 +33,8 @@ from jetson_install.doctor.checks_bitsandbytes import (
 from jetson_install.doctor.checks_compile import check_compile
 from jetson_install.doctor.checks_environment import check_obliteratus, check_pip
 from jetson_install.doctor.checks_libraries import check_libraries
-from jetson_install.doctor.checks_integrity import check_startup_hooks, check_vendor_files, integrity_evidence
+from jetson_install.doctor.checks_integrity import check_loaded_files, check_vendor_files, integrity_evidence
+from jetson_install.doctor.checks_startup import as_started_evidence, check_startup_hooks
 from jetson_install.doctor.checks_kernels import check_cuda_bf16, check_cuda_conv2d
 from jetson_install.doctor.checks_platform import check_platform, check_python_abi
 from jetson_install.doctor.checks_runtime import check_jetson_contract, check_transformers_torch
@@ -51,6 +53,8 @@ from jetson_install.doctor.context import (
     ProbeOutcome,
     _run_pip_check,
     _run_probe,
+    _run_sealed,
+    _run_started,
 )
 from jetson_install.doctor.report import (
     DoctorReport,
@@ -65,6 +69,7 @@ from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckR
 from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
 from jetson_install.envs.activation import activate_variables
+from jetson_install.envs.manifest import manifest_path
 from jetson_install.envs.record import record_path
 from jetson_install.doctor.additions import additions_evidence, check_additions
 from jetson_install.probes import additions_command, assembler_command, check_command, integrity_command
@@ -96,10 +101,14 @@ CHECKS: Tuple[CheckSpec, ...] = (
     # From the files, before torch imports: a library the vendor builds link and the loader cannot
     # find is the cause a failed import names, here with the file that needs it and its provider.
     CheckSpec("libraries", "every library the vendor builds link is found", True, "torch", check_libraries),
-    CheckSpec("startup-hooks", "no code from outside the vendor builds runs at interpreter start-up", True,
-              "integrity", check_startup_hooks),
-    CheckSpec("vendor-files", "the vendor builds' files are those their RECORDs list", True, "integrity",
+    # The probes that decide `cuda` run sealed, then as the user's python starts: code that runs
+    # at start-up must not change what they report.
+    CheckSpec("startup-hooks", "code that runs at interpreter start-up changes nothing torch reports", True,
+              "torch", check_startup_hooks, also=("torch-started", "bitsandbytes-started", "integrity")),
+    CheckSpec("vendor-files", "the vendor builds' files are the ones their wheels held", True, "integrity",
               check_vendor_files),
+    CheckSpec("loaded-files", "every file that ran in the sealed proof is accounted for", True, "integrity",
+              check_loaded_files, also=("torch", "ran")),
     CheckSpec("torch-import", "torch imports", True, "torch", check_torch_import,
               explained_by=("python-abi", "libraries")),
     CheckSpec("torch-build", "torch is the vendor CUDA build", True, "torch", check_torch_build, ("torch-import",)),
@@ -122,14 +131,16 @@ CHECKS: Tuple[CheckSpec, ...] = (
         "bnb-kernels", "bitsandbytes NF4 kernels run", True, "bitsandbytes", check_bnb_kernels, ("bnb-library",)
     ),
     CheckSpec("bnb-int8", "bitsandbytes 8-bit matmul runs", True, "bitsandbytes", check_bnb_int8, ("bnb-library",)),
+    # The target's checks read the torch probe as the user's python starts it (Context.target).
     CheckSpec("obliteratus", "OBLITERATUS uses cuda", True, "torch", check_obliteratus, ("torch-import",),
-              ("cuda-available",)),
+              ("cuda-available",), also=("torch-started",)),
     CheckSpec(
         "jetson-contract", "OBLITERATUS' Jetson runtime contract holds", True, "torch", check_jetson_contract,
-        ("cuda-available", "obliteratus"),
+        ("cuda-available", "obliteratus"), also=("torch-started",),
     ),
     CheckSpec(
-        "transformers-torch", "transformers sees torch", True, "torch", check_transformers_torch, ("torch-import",)
+        "transformers-torch", "transformers sees torch", True, "torch", check_transformers_torch, ("torch-import",),
+        also=("torch-started",),
     ),
     # What the user put on the stack: a missing system library (libGL.so.1) fails here, not in
     # the user's first import.
@@ -141,7 +152,8 @@ _BY_ID = {spec.id: spec for spec in CHECKS}
 # What an install checks even with --no-verify (image builds without GPU access): these need
 # no GPU, and a CPU-only or other-CUDA torch, a library it cannot load, or changed vendor files must not
 # reach the user's environment.
-GPU_FREE_CHECKS = ("python-abi", "libraries", "startup-hooks", "vendor-files", "torch-import", "torch-build", "additions")
+GPU_FREE_CHECKS = ("python-abi", "libraries", "startup-hooks", "vendor-files", "loaded-files", "torch-import",
+                   "torch-build", "additions")
 
 
 def headline(checks: Sequence[CheckResult]) -> Optional[CheckResult]:
@@ -236,11 +248,20 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     assembler = (assembler_command(interpreter, platform.compute_capability, platform.board_root)
                  if platform is not None and platform.compute_capability and "assembler" in probes_needed else None)
     interrupted = threading.Event()  # set on an interruption: a probe not yet started is not started
-    with ThreadPoolExecutor(max_workers=5) as pool:
+    # Every probe at once (the integrity probe waits for the sealed proof's accounts of what ran).
+    with ThreadPoolExecutor(max_workers=10) as pool:
         try:
             torch_future = (
-                pool.submit(_run_probe, interpreter, "torch", request.timeout, progress, None, triton_env, interrupted)
+                pool.submit(_run_sealed, interpreter, "torch", request.timeout, progress, triton_env, interrupted)
                 if "torch" in probes_needed
+                else None
+            )
+            # As the user's python starts it, once the sealed run has ended: never two CUDA
+            # contexts of one probe at once (a 4 GB module has little to spare).
+            started_future = (
+                pool.submit(_run_started_after, torch_future, interpreter, "torch", request.timeout, interrupted,
+                            triton_env)
+                if "torch-started" in probes_needed and torch_future is not None
                 else None
             )
             assembler_future = (
@@ -250,14 +271,19 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 else None
             )
             bnb_future = (
-                pool.submit(_run_probe, interpreter, "bitsandbytes", request.timeout, progress, cancel=interrupted)
+                pool.submit(_run_sealed, interpreter, "bitsandbytes", request.timeout, progress, cancel=interrupted)
                 if "bitsandbytes" in probes_needed
                 else None
             )
+            bnb_started_future = (
+                pool.submit(_run_started_after, bnb_future, interpreter, "bitsandbytes", request.timeout, interrupted)
+                if "bitsandbytes-started" in probes_needed and bnb_future is not None
+                else None
+            )
+            sealed = [future for future in (torch_future, bnb_future) if future is not None] \
+                if "ran" in probes_needed else None
             integrity_future = (
-                pool.submit(_run_probe, interpreter, "integrity", request.timeout, progress,
-                            integrity_command(interpreter, recorded_vendor(interpreter), request.strict),
-                            cancel=interrupted)
+                pool.submit(_run_integrity, interpreter, request, progress, sealed, interrupted)
                 if "integrity" in probes_needed
                 else None
             )
@@ -276,7 +302,8 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
             )
             pending: List["Future[Any]"] = [future for future in (torch_future, bnb_future, integrity_future,
                                                                   pip_future, added_future, commands_future,
-                                                                  assembler_future)
+                                                                  assembler_future, started_future,
+                                                                  bnb_started_future)
                                             if future is not None]
             # Waited for a tick at a time: a signal may wake any thread, and only this one's
             # return to Python code raises the Ctrl-C.
@@ -303,6 +330,9 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 check_commands=commands_future.result() if commands_future else (),
                 assembler=(assembler_future.result() if assembler_future
                            else ProbeOutcome("assembler", {}, None)),
+                torch_started=started_future.result() if started_future else ProbeOutcome("torch", {}, None),
+                bnb_started=(bnb_started_future.result() if bnb_started_future
+                             else ProbeOutcome("bitsandbytes", {}, None)),
             )
         except BaseException:
             # Ctrl-C: the probes run in process groups of their own, which it does not reach,
@@ -324,7 +354,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
         bitsandbytes=_guarded(lambda c: _bnb_evidence(c, results), ctx, "bitsandbytes"),
         environment=_guarded(_environment_evidence, ctx, "environment"),
         runtime=_guarded(lambda c: _runtime_evidence(c, results), ctx, "runtime"),
-        integrity=_guarded(integrity_evidence, ctx, "integrity"),
+        integrity=_guarded(_integrity_section, ctx, "integrity"),
         additions=_guarded(additions_evidence, ctx, "additions"),
         checks=tuple(results.values()),
         strict=request.strict,
@@ -334,11 +364,33 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     )
 
 
+def _run_started_after(sealed: "Future[ProbeOutcome]", python: str, name: str, timeout: float,
+                       cancel: threading.Event, env: Optional[Mapping[str, str]] = None) -> ProbeOutcome:
+    sealed.result()
+    return _run_started(python, name, timeout, env, cancel)
+
+
+def _run_integrity(python: str, request: DoctorRequest, progress: Optional[Callable[[str], None]],
+                   sealed: Optional[Sequence["Future[ProbeOutcome]"]], cancel: threading.Event) -> ProbeOutcome:
+    """The integrity probe; with `sealed`, once those probes have ended, judging what ran in
+    them (their accounts on its stdin)."""
+    accounts = {outcome.name: dict(outcome.files) or None for outcome in (future.result() for future in sealed or ())}
+    command = integrity_command(python, recorded_vendor(python), request.strict,
+                                str(manifest_path(Path(python).parent.parent)), ran=sealed is not None)
+    return _run_probe(python, "integrity", request.timeout, progress, command, cancel=cancel,
+                      input_text=json.dumps(accounts) if sealed is not None else None)
+
+
 def recorded_vendor(python: str) -> Optional[str]:
     """The vendor.json of the environment of `python`, which names its vendor builds and
     companions, where jetson-install made it."""
     path = record_path(Path(python).parent.parent)
     return str(path) if path.is_file() else None
+
+
+def _integrity_section(ctx: Context) -> Dict[str, Any]:
+    started = as_started_evidence(ctx)
+    return dict(integrity_evidence(ctx, started["same"] if started else None), as_started=started)
 
 
 def _guarded(build: Callable[[Context], Dict[str, Any]], ctx: Context, section: str) -> Dict[str, Any]:

@@ -210,11 +210,20 @@ def contradiction(evidence: Mapping[str, Any]) -> Optional[str]:
     said = _section_contradiction(evidence, {check_id for check_id, result in by_id.items() if result == "ok"})
     if said is not None:
         return f"status {status} contradicts {said}"
-    integrity = evidence.get("integrity") or {}
+    return _integrity_contradiction(status, evidence["strict"], evidence.get("integrity") or {})
+
+
+def _integrity_contradiction(status: str, strict: bool, integrity: Mapping[str, Any]) -> Optional[str]:
+    """Why a passing status cannot be true of the evidence's integrity section, else None."""
     if integrity.get("result") == "failed":
         return f"status {status} contradicts integrity.result: failed"
-    if evidence["strict"] and _foreign_hooks(integrity):
+    if strict and _foreign_hooks(integrity):
         return f"strict status {status} contradicts integrity.hooks: {_foreign_hooks(integrity)[0]} is foreign"
+    started, ran = integrity.get("as_started"), integrity.get("ran")
+    if isinstance(started, dict) and started.get("same") is False:
+        return f"status {status} contradicts integrity.as_started: the environment as started reports otherwise"
+    if strict and isinstance(ran, dict) and (ran.get("unaccounted_count") or ran.get("accounted") is False):
+        return f"strict status {status} contradicts integrity.ran: not every file that ran is accounted for"
     return None
 
 
@@ -274,9 +283,9 @@ def _foreign_hooks(integrity: Mapping[str, Any]) -> List[str]:
 def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
     """Why passing, fresh evidence does not prove that CUDA worked on the board it names, else
     None: it must come from the strict doctor's full run (every check of the doctor ran; one
-    left out only as not applicable, with its reason, and never one that proves CUDA), with its
-    vendor files hashed against their RECORDs and no start-up hook from outside the vendor
-    builds. The one rule for the `cuda` label, for a "passed" in the support table and for an
+    left out only as not applicable, with its reason, and never one that proves CUDA), its
+    proof run sealed with every file that ran accounted for, its vendor files hashed against
+    the hashes their wheels held, and the environment as started reporting the same. The one rule for the `cuda` label, for a "passed" in the support table and for an
     ok from `evidence check`."""
     if evidence.get("profile", "jetson") != "jetson":
         return f"a {evidence['profile']} run, not Jetson GPU evidence"
@@ -304,6 +313,27 @@ def not_proven(evidence: Mapping[str, Any]) -> Optional[str]:
         return "not strict: make it with jetson-install doctor --strict --evidence FILE"
     if integrity.get("files") != "hashed":
         return "the vendor files were not hashed: make it with jetson-install doctor --strict --evidence FILE"
+    return _unsealed(integrity)
+
+
+def _unsealed(integrity: Mapping[str, Any]) -> Optional[str]:
+    """Why the evidence's integrity section does not show the sealed proof, every file that ran
+    in it held to the vendor wheels' hashes, and the environment as started agreeing, else None."""
+    again = "make it with jetson-install doctor --strict --evidence FILE"
+    ran, started = integrity.get("ran"), integrity.get("as_started")
+    if not isinstance(ran, dict) or not isinstance(started, dict):
+        return f"evidence from before the sealed proof (no integrity.ran or integrity.as_started): {again}"
+    if integrity.get("hashes_from") != "artifact":
+        return ("the vendor files were compared with the environment's own RECORDs, not with the hashes their wheels "
+                "held: make the environment again with this version, then jetson-install doctor --strict")
+    short = [name for name, found in (integrity.get("distributions") or {}).items() if isinstance(found, dict)
+             and (not found.get("verified") or found.get("verified", 0) < found.get("expected", 0))]
+    if short:
+        return f"integrity.distributions: fewer files verified than {short[0]}'s wheel holds"
+    if ran.get("sealed") is not True or ran.get("accounted") is not True:
+        return f"integrity.ran: not every file that ran in the sealed proof is accounted for: {again}"
+    if started.get("same") is not True:
+        return "integrity.as_started: the environment as started does not report what the sealed proof found"
     return None
 
 

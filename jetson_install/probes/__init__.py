@@ -1,7 +1,8 @@
 """Standalone probe scripts run by the target interpreter; they never import jetson_install.
 
-This module is the tool's side only: how a probe is started (the doctor starts its four, the
-verify step's plan lists the same command lines, the protect step runs the assembler probe, and
+This module is the tool's side only: how a probe is started (the doctor starts its own, the
+ones that decide `cuda` twice: sealed, then as the user's python starts; the verify step's plan
+lists the same command lines, the protect step runs the assembler probe, and
 the stack probe reads an interpreter's packages without importing torch).
 """
 
@@ -13,12 +14,16 @@ from typing import Optional, Sequence, Tuple
 
 from jetson_install.base.git_urls import requirement_for_a_probe
 
-__all__ = ["SCRIPTS", "BOARD_PTXAS", "probe_command", "integrity_command", "additions_command", "check_command",
-           "assembler_command"]
+__all__ = ["SCRIPTS", "BOARD_PTXAS", "PYCACHE", "probe_command", "sealed_command", "started_command",
+           "integrity_command", "additions_command", "check_command", "assembler_command"]
 
 #: Each probe by name, and its script beside this file.
 SCRIPTS = {"torch": "torch_probe.py", "bitsandbytes": "bnb_probe.py", "stack": "stack_probe.py",
            "integrity": "integrity_probe.py", "additions": "additions_probe.py", "assembler": "assembler_probe.py"}
+#: What starts a probe that decides `cuda`, sealed or as started, and accounts for its files.
+LAUNCHER = "launch.py"
+#: Where a sealed probe's command names its pycache folder: a fresh, empty one each run.
+PYCACHE = "<pycache>"
 #: The assembler of the board's own CUDA, under its root (JetPack installs CUDA there).
 BOARD_PTXAS = "usr/local/cuda/bin/ptxas"
 
@@ -28,13 +33,34 @@ def probe_command(python: str, probe: str) -> Tuple[str, ...]:
     return (python, str(Path(__file__).parent / SCRIPTS[probe]))
 
 
-def integrity_command(python: str, record: Optional[str], hash_files: bool) -> Tuple[str, ...]:
+def sealed_command(python: str, probe: str, pycache: str = PYCACHE) -> Tuple[str, ...]:
+    """`probe` sealed: isolated (-I: no PYTHON* variable, no user site), without `site` (-S: no
+    .pth file, no sitecustomize), reading no __pycache__ of the environment (`pycache`, a
+    fresh empty folder, PYCACHE in a plan); the launcher puts the environment's site folders
+    on the path from its layout, and accounts for every file that ran."""
+    here = Path(__file__).parent
+    return (python, "-I", "-S", "-X", f"pycache_prefix={pycache}", str(here / LAUNCHER), "--sealed",
+            str(here / SCRIPTS[probe]))
+
+
+def started_command(python: str, probe: str) -> Tuple[str, ...]:
+    """`probe` as the user's `python` starts (site on, every start-up hook run), through the
+    same launcher, which accounts for what ran."""
+    here = Path(__file__).parent
+    return (python, str(here / LAUNCHER), str(here / SCRIPTS[probe]))
+
+
+def integrity_command(python: str, record: Optional[str], hash_files: bool, manifest: Optional[str] = None,
+                      ran: bool = False) -> Tuple[str, ...]:
     """The integrity probe in the environment of `python`: isolated (-I) and without `site`
     (-S), so no start-up hook of the environment runs in the process that lists them;
     `record`: the environment's vendor.json, naming its vendor builds and companions;
-    `hash_files`: compare every vendor file's digest, not only its size."""
+    `hash_files`: compare every vendor file's digest, not only its size; `manifest`: the
+    environment's vendor-files.json (the wheels' own hashes), where it may be; `ran`: the
+    sealed probes' accounts of what ran come on its stdin, to be judged file by file."""
     return (python, "-I", "-S", str(Path(__file__).parent / SCRIPTS["integrity"]),
-            *(("--hash",) if hash_files else ()), *(("--record", record) if record else ()))
+            *(("--hash",) if hash_files else ()), *(("--record", record) if record else ()),
+            *(("--manifest", manifest) if manifest else ()), *(("--ran", "-") if ran else ()))
 
 
 def additions_command(python: str, requirements: Sequence[str]) -> Tuple[str, ...]:

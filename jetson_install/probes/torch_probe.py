@@ -336,8 +336,11 @@ def main():
         device = report["cuda"]["available"] and report["cuda"]["device_count"] > 0
         if device:
             step("matmul", probe_matmul, torch)
-        step("obliteratus", probe_obliteratus)
-        step("transformers", probe_transformers)
+        # The target's own checks as the user's python starts it: sealed (-S), the proof of CUDA
+        # needs none of its code, and an editable install is on the path only through a .pth.
+        if not sys.flags.no_site:
+            step("obliteratus", probe_obliteratus)
+            step("transformers", probe_transformers)
         # The kernels most likely to crash the process come last, after the facts above are out.
         if device:
             step("jetson_contract", probe_jetson_contract, torch)

@@ -245,8 +245,12 @@ def doctor(step: Step, run: Run) -> str:
     except JetsonInstallError as exc:
         raise StepFailed("verify", f"step 'verify' failed: {exc.message}", exc.fix) from None
     evidence = done.evidence
+    checks = {check.get("id"): check for check in evidence.get("checks", []) if isinstance(check, dict)}
+    started = checks.get("startup-hooks") or {}
+    if started.get("status") == "fail" and evidence.get("headline") != "startup-hooks":
+        # Start-up code that changes what torch reports is said whatever else failed first.
+        run.warnings.append(str(started.get("detail")))
     if done.report.exit_code != 0:
-        checks = {check.get("id"): check for check in evidence.get("checks", []) if isinstance(check, dict)}
         first = checks.get(evidence.get("headline")) or {}
         detail = f"{first['id']}: {first.get('detail')}" if first else "a required check failed"
         # A failed verify discards the environment: a fix acting on it would point at nothing.

@@ -46,7 +46,8 @@ _own_groups_lock = threading.Lock()
 
 def child_environment(overrides: Optional[Mapping[str, str]] = None, unset: Sequence[str] = ()) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED and k not in unset}
-    env["PYTHONIOENCODING"] = "utf-8"
+    if "PYTHONIOENCODING" not in unset:  # a sealed probe is started without any PYTHON* variable
+        env["PYTHONIOENCODING"] = "utf-8"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     if overrides:
         env.update(overrides)

@@ -8,6 +8,7 @@ against the schema. The `clean_pip_check` fixture (support.fixtures) stands in f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -22,10 +23,11 @@ from jetson_install import doctor
 from jetson_install.catalog.catalog import Channel, VendorSource
 from jetson_install.board.platform import Platform
 from jetson_install.board.release_files import L4T
+from jetson_install.envs.manifest import DistributionFiles, write_manifest
 
 from .stub_stack import JETSON_STACK, write_record
 
-__all__ = ["stub_ptxas", "board_python", "SYSTEM_PYTHON", "HOST_PYTHON", "HOST_TAG", "JP6", "JP6_SOURCE", "ORIN", "SCHEMA", "WORKING", "make_env", "run"]
+__all__ = ["stub_ptxas", "board_python", "SYSTEM_PYTHON", "HOST_PYTHON", "HOST_TAG", "JP6", "JP6_SOURCE", "ORIN", "SCHEMA", "WORKING", "make_env", "run", "write_vendor_manifest"]
 
 STUBS = Path(__file__).resolve().parent.parent / "doctor_stubs"
 STUB_PACKAGES = {
@@ -156,8 +158,11 @@ def make_env(root: Path, **changes: Any) -> str:
         (site,) = root.glob("lib/python*/site-packages")
         abi = "cp" + site.parent.name[len("python"):].replace(".", "")
         changes.setdefault("torch_tag", f"{abi}-{abi}-linux_aarch64")  # the wheel its Python takes
+    manifest: bool = changes.pop("manifest", True)
     scenario = dict(WORKING, **changes)
     (site_packages,) = root.glob("lib/python*/site-packages")
+    # The module the stubs read their scenario with is torch's (the gate's torch wheel holds it too).
+    shutil.copy(STUBS / "doctor_stub_scenario.py", site_packages)
     for name, version_key in STUB_PACKAGES.items():
         version = scenario[version_key] if version_key else "0.1.2"
         if version is None:  # not installed
@@ -172,12 +177,32 @@ def make_env(root: Path, **changes: Any) -> str:
         tag = scenario.get({"torch": "torch_tag", "bitsandbytes": "bnb_tag"}.get(name, ""))
         if tag:
             (dist_info / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}\n")
-        write_record(dist_info, (name,))
+        write_record(dist_info, (name, "doctor_stub_scenario.py") if name == "torch" else (name,))
     if scenario["triton_version"] is not None:
         _stub_triton(site_packages, scenario)
-    shutil.copy(STUBS / "doctor_stub_scenario.py", site_packages)
     (site_packages / "doctor_stub_scenario.json").write_text(json.dumps(scenario))
+    if manifest:  # what an install writes: the vendor builds' files as their wheels hold them
+        write_vendor_manifest(root, [name for name in ("torch", "bitsandbytes") if scenario[STUB_PACKAGES[name] or ""]])
     return str(root / "bin" / "python")
+
+
+def write_vendor_manifest(environment: Path, names: Sequence[str]) -> Path:
+    """The environment's vendor-files.json for `names`, each file as its installed RECORD lists
+    it (what its wheel held: the installer's own files of the dist-info left out), hashed now."""
+    (site_packages,) = environment.glob("lib/python*/site-packages")
+    entries = []
+    for name in names:
+        (dist_info,) = site_packages.glob(f"{name}-*.dist-info")
+        files = {}
+        for line in (dist_info / "RECORD").read_text().splitlines():
+            path = line.rsplit(",", 2)[0]
+            if path.startswith(f"{dist_info.name}/") and path.split("/", 1)[1] in (
+                    "RECORD", "INSTALLER", "REQUESTED", "direct_url.json"):
+                continue
+            files[path] = hashlib.sha256((site_packages / path).read_bytes()).hexdigest()
+        version = dist_info.name[len(name) + 1: -len(".dist-info")]
+        entries.append(DistributionFiles(name, version, f"{name}-{version}-py3-none-any.whl", "0" * 64, True, files))
+    return write_manifest(environment, entries)
 
 
 def run(python: str, *, platform: Optional[Platform] = ORIN, channel: Optional[Channel] = JP6, **options: Any) -> doctor.DoctorReport:

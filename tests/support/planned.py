@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install.tools import runner
-from jetson_install.probes import SCRIPTS
+from jetson_install.probes import PYCACHE, SCRIPTS
 
 __all__ = ["host_programs", "planned_commands", "planned_probes", "logged_commands", "planned_downloads",
            "logged_downloads", "assert_ran_as_planned", "assert_vendor_set_pinned"]
@@ -47,9 +47,12 @@ def planned_commands(result: Dict[str, Any], programs: Optional[Mapping[str, str
 
 def probe_commands(commands: List[str]) -> List[str]:
     """The probes among command lines (the script is a word of them: the integrity and
-    assembler probes' arguments follow it), sorted: those of one step run side by side."""
+    assembler probes' arguments follow it, a sealed probe's launcher comes before it), sorted:
+    those of one step run side by side. A sealed probe's fresh pycache folder, chosen when it
+    starts, is written as the plan writes it."""
     scripts = tuple(f"/probes/{SCRIPTS[probe]}" for probe in ("torch", "bitsandbytes", "integrity", "assembler"))
-    return sorted(command for command in commands if any(word.endswith(scripts) for word in command.split()))
+    return sorted(re.sub(r"pycache_prefix=\S+", f"pycache_prefix={PYCACHE}", command) for command in commands
+                  if any(word.endswith(scripts) for word in command.split()))
 
 
 def planned_probes(result: Dict[str, Any]) -> List[str]:

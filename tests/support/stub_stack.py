@@ -53,7 +53,8 @@ def _write_dist_info(site_packages: Path, name: str, version: str) -> None:
     dist_info.mkdir()
     (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     (dist_info / "INSTALLER").write_text("stub\n")
-    write_record(dist_info, (name,))
+    # The module the stubs read their scenario with is torch's, as in the gate's torch wheel.
+    write_record(dist_info, (name, "doctor_stub_scenario.py") if name == "torch" else (name,))
 
 
 def write_record(dist_info: Path, tops: Iterable[str]) -> None:

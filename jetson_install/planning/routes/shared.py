@@ -22,7 +22,8 @@ from jetson_install.base.layout import (
 )
 from jetson_install.planning.plan import Plan
 from jetson_install.probes import (
-    BOARD_PTXAS, additions_command, assembler_command, check_command, integrity_command, probe_command,
+    BOARD_PTXAS, additions_command, assembler_command, check_command, integrity_command, sealed_command,
+    started_command,
 )
 from jetson_install.base.redact import credentials
 from jetson_install.base.steps import Download, Step
@@ -196,19 +197,23 @@ def verify_step(plan: Plan, title: str) -> Step:
     """The doctor on the new environment, keeping its evidence in the environment; with
     --no-verify only the checks that need no GPU. It runs in the install's process, which
     already holds the platform and the catalog: its commands are the probes it starts (the
-    torch and integrity probes, with the additions probe and --check-command's where given, for the
-    checks that need no GPU: python-abi, libraries, startup-hooks, vendor-files, torch-import,
+    torch probe sealed and as started, then the integrity probe, which judges what ran in the
+    sealed one, with the additions probe and --check-command's where given, for the checks that
+    need no GPU: python-abi, libraries, startup-hooks, vendor-files, loaded-files, torch-import,
     torch-build and additions; the integrity probe compares the vendor files by size, as any
-    doctor but the strict one does; the full doctor also runs the assembler probe where the
-    platform names a compute capability), and the command that does the same later is
-    `jetson-install doctor` on DIR."""
+    doctor but the strict one does; the full doctor also runs the bitsandbytes probe both ways
+    and the assembler probe where the platform names a compute capability), and the command
+    that does the same later is `jetson-install doctor` on DIR."""
     python = python_of(plan)
     # The vendor step's record names the vendor builds and companions; a kept stack has none.
     record = f"{state_of(plan)}/{RECORD_FILE}" if plan.route.resolves() else None
-    commands: List[Tuple[str, ...]] = [probe_command(python, "torch"), integrity_command(python, record, False),
+    manifest = f"{state_of(plan)}/{MANIFEST_FILE}"
+    commands: List[Tuple[str, ...]] = [sealed_command(python, "torch"), started_command(python, "torch"),
+                                       integrity_command(python, record, False, manifest, ran=True),
                                        *additions_commands(plan, python)]
     if plan.verify:
-        commands += [probe_command(python, "bitsandbytes"), tuple(uv.pip_check_argv(python))]
+        commands += [sealed_command(python, "bitsandbytes"), started_command(python, "bitsandbytes"),
+                     tuple(uv.pip_check_argv(python))]
         assembler = assembler_probe(plan)
         if assembler is not None:  # the compile check's half that needs no GPU
             commands.append(assembler)

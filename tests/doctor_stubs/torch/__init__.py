@@ -216,3 +216,21 @@ class no_grad:
 
     def __exit__(self, *exc_info):
         return False
+
+
+def _import_device_backends():
+    """As torch 2.5 and later do at import: each entry point of the `torch.backends` group is
+    loaded and called (torch/__init__.py, _import_device_backends, in
+    https://github.com/pytorch/pytorch; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off)."""
+    import os
+    from importlib import metadata
+
+    if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") != "1":
+        return
+    found = metadata.entry_points()
+    group = found.select(group="torch.backends") if hasattr(found, "select") else found.get("torch.backends", ())
+    for entry_point in group:
+        entry_point.load()()
+
+
+_import_device_backends()
