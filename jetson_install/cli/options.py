@@ -179,8 +179,9 @@ INSTALL = _stacked(
     _option("--upgrade", is_flag=True, help="Read the vendor index again instead of reusing the recorded set."),
     with_options("yes"),
     _option("--lock", "lock_file", metavar="FILE", help="Install exactly this lock (`jetson-install lock`)."),
-    _option("--wheelhouse", metavar="DIR|URL",
-                 help="Install the lock of this wheelhouse from it, with no other network."),
+    _option("--wheelhouse", metavar="DIR|URL|oci://HOST/REPOSITORY:TAG|@sha256:DIGEST",
+                 help="Install the lock of this wheelhouse from it (a folder, a web server, an OCI registry), with no "
+                      "other network; with --lock FILE, that lock's hashes decide every file."),
     with_options("plan-file", "detailed-exitcode"),
 )
 #: Beside --plan FILE: what only changes how the run is shown or confirmed (the rest is the plan's).
