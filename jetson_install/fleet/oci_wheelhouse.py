@@ -20,7 +20,7 @@ from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.oci_ref import Reference
 from jetson_install.base.outputs import read_regular_file
 from jetson_install.catalog.lock_file import FILES_DIR, WHEELHOUSE_LOCK, file_sha256, parse_lock
-from jetson_install.tools.oci import Layer, Registry, RegistryError, wheelhouse_manifest
+from jetson_install.tools.oci import Layer, RegistryError, registry_for, wheelhouse_manifest
 
 __all__ = ["push_wheelhouse", "registry_runner_command"]
 
@@ -66,7 +66,7 @@ def push_wheelhouse(directory: Path, reference: Reference, allow_insecure: bool,
     lock_layer = Layer(WHEELHOUSE_LOCK, "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw))
     sent = sent_bytes = 0
     try:
-        registry = Registry(reference, allow_insecure)
+        registry = registry_for(reference, allow_insecure)
         for number, layer in enumerate(layers, 1):
             if registry.push_blob(reference, layer.digest, layer.size, paths[layer.digest]):
                 sent, sent_bytes = sent + 1, sent_bytes + layer.size

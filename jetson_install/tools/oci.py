@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import netrc
@@ -37,7 +38,7 @@ from jetson_install.base.oci_ref import DIGEST, Reference, is_loopback_host
 from jetson_install.catalog.identity import ListedFile
 
 __all__ = ["RegistryError", "RegistryUnreachable", "RegistryRefused", "BlobMismatch", "Layer", "Manifest",
-           "Registry", "wheelhouse_manifest", "recorded_listings", "blob_reference", "fetch_by_reference", "CREDENTIALS_FIX",
+           "Registry", "wheelhouse_manifest", "registry_for", "recorded_listings", "blob_reference", "fetch_by_reference", "CREDENTIALS_FIX",
            "MANIFEST_TYPE", "TITLE"]
 
 #: Seconds to open a connection, and to wait for each read: a registry that is down costs seconds, never a hang.
@@ -120,6 +121,17 @@ def wheelhouse_manifest(layers: List[Layer]) -> bytes:
     return json.dumps(manifest, indent=2, sort_keys=False).encode("utf-8")
 
 
+def registry_for(reference: Reference, plain_http_allowed: bool) -> "Registry":
+    """The one Registry of this run for the reference's host: its scheme found once, its
+    connections and tokens kept for every blob and repository the run asks of it."""
+    return _registry(reference.host, plain_http_allowed)
+
+
+@functools.lru_cache(maxsize=None)  # thread-safe: at worst two threads each make one, and one is kept
+def _registry(host: str, plain_http_allowed: bool) -> "Registry":
+    return Registry(Reference(host, "_"), plain_http_allowed)
+
+
 def blob_reference(reference: Reference, sha256: str) -> str:
     """How a listing names a blob of the repository: its reference by digest (a tag never moves it)."""
     return str(Reference(reference.host, reference.repository, None, f"sha256:{sha256}"))
@@ -131,7 +143,7 @@ def recorded_listings(reference: Reference, builds: Mapping[str, List[Tuple[str,
     build (file name, sha256) whose blob the repository holds, named by its digest. With a tag
     or digest, its manifest says which it holds (one request); without, each blob is asked for
     (HEAD). Nothing here trusts a name: a blob is the build only by its digest."""
-    registry = Registry(reference, plain_http_allowed)
+    registry = registry_for(reference, plain_http_allowed)
     manifest = registry.manifest(reference) if reference.manifest_reference else None
     held = manifest.by_digest() if manifest is not None else None
     # A manifest that titles a recorded file with another digest serves another build under
@@ -163,7 +175,7 @@ def fetch_by_reference(blob: str, destination: Path, plain_http_allowed: bool) -
 
     reference = parse_reference(blob, "a blob")
     assert reference.digest is not None
-    return Registry(reference, plain_http_allowed).fetch_blob(reference, reference.digest, destination)
+    return registry_for(reference, plain_http_allowed).fetch_blob(reference, reference.digest, destination)
 
 
 # -- credentials ---------------------------------------------------------------------------------
@@ -429,7 +441,9 @@ class Registry:
     # -- HTTP ------------------------------------------------------------------------------
 
     def _root(self) -> str:
-        """scheme://host: https, or http where allowed and https does not answer there."""
+        """scheme://host: https, or http where allowed and https does not answer there (a TLS
+        handshake refused, the connection refused or reset, or no answer within the connect
+        timeout: a plain-http registry answers a TLS hello with an error, or with nothing)."""
         with self._lock:
             if self._base is not None:
                 return self._base
@@ -438,9 +452,9 @@ class Registry:
                 self._base = https
                 return https
             try:
-                self._session.get(f"{https}/v2/", timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+                self._session.get(f"{https}/v2/", timeout=(CONNECT_TIMEOUT, CONNECT_TIMEOUT)).close()
                 self._base = https
-            except (requests.exceptions.SSLError, requests.ConnectionError):
+            except requests.RequestException:
                 self._base = f"http://{self.host}"
             return self._base
 

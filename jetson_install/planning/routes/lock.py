@@ -258,11 +258,11 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
 
 def _registry_lock(reference: Reference, allow_insecure: bool) -> Tuple[Reference, str]:
     """The lock a registry's wheelhouse manifest carries, and the reference pinned to that manifest."""
-    from jetson_install.tools.oci import Registry, RegistryError
+    from jetson_install.tools.oci import RegistryError, registry_for
 
     fix = f"push a wheelhouse there (jetson-install wheelhouse DIR --lock FILE --push {reference}), or name its lock: --lock FILE"
     try:
-        registry = Registry(reference, allow_insecure)
+        registry = registry_for(reference, allow_insecure)
         manifest = registry.manifest(reference)
         layer = next((layer for layer in manifest.layers if layer.title == WHEELHOUSE_LOCK), None)
         if layer is None:
@@ -341,7 +341,7 @@ def _fetch(step: Step, run: Execution) -> str:
     into the new environment's state folder; the manifest named, where one is, must list them all."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from jetson_install.tools.oci import Registry, RegistryError
+    from jetson_install.tools.oci import RegistryError, registry_for
     from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event
 
     route = run.plan.route
@@ -352,7 +352,7 @@ def _fetch(step: Step, run: Execution) -> str:
     entries = list({entry.sha256: entry for entry in lock.lock.entries}.values())
     fix = _unreachable_fix(lock, run.rerun)
     try:
-        registry = Registry(reference, run.plan.settings.allow_insecure)
+        registry = registry_for(reference, run.plan.settings.allow_insecure)
         if reference.manifest_reference is not None:
             listed = registry.manifest(reference).by_digest()
             missing = [entry.filename for entry in entries if f"sha256:{entry.sha256}" not in listed]
