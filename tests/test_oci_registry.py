@@ -447,3 +447,24 @@ def test_the_wheelhouse_command_pushes_and_prints_the_digest_and_each_runners_co
     bad = run_cli("wheelhouse", str(house), "--push", "oci://user:pw@127.0.0.1:5000/fleet/jp6:v1", env=env)
     assert bad.returncode == 2 and "pw" not in bad.stderr.replace("password", "")
     assert bad.stderr.splitlines()[0].startswith("error: --push: oci://127.0.0.1:5000/... carries credentials")
+
+
+def test_plain_http_is_never_tried_beyond_loopback_without_allow_insecure_index() -> None:
+    remote = parse_reference("oci://192.0.2.1:5000/fleet/jp6:v1", "--wheelhouse")
+    assert Registry(remote, False)._root() == "https://192.0.2.1:5000"  # decided without a request
+
+
+def test_the_configuration_takes_a_registry_among_its_mirrors_and_refuses_a_bad_one(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from jetson_install.catalog.settings import load_index_settings
+
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("JETSON_INSTALL_CONFIG", str(config))
+    config.write_text('mirrors = ["oci://registry.fleet.example/jetson/jp6:2026-12"]\nwheelhouse = "oci://127.0.0.1:5000/w"\n')
+    settings = load_index_settings(None, "--vendor-index", None, "--default-index", False, ("oci://127.0.0.1:5000/m",))
+    assert [mirror.value for mirror in settings.mirrors] == [
+        "oci://127.0.0.1:5000/m", "oci://registry.fleet.example/jetson/jp6:2026-12", "oci://127.0.0.1:5000/w"]
+    config.write_text('mirrors = ["oci://registry.fleet.example/Jetson:v1"]\n')
+    with pytest.raises(BadInput) as refused:
+        load_index_settings(None, "--vendor-index", None, "--default-index", False)
+    assert refused.value.message.startswith(f"config {config} mirrors: ") and "is not a repository name" in refused.value.message
