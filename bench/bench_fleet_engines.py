@@ -144,6 +144,24 @@ def serve_wheelhouse(house: Path) -> "tuple[subprocess.Popen[bytes], str]":
     raise SystemExit("wheelhouse --serve did not listen")
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU of a process and its live children (nginx's workers), from /proc."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+    return total
+
+
 def served_bytes(registry: Registry) -> int:
     return sum(sum(sent) for sent in registry.blob_bytes_served().values())
 
@@ -166,29 +184,39 @@ def main(argv: Sequence[str]) -> None:
     push_wheelhouse(house, parse_reference(reference, "--push"), False, lambda line: None)
     results: Dict[int, Dict[str, float]] = {}
     asked: Dict[int, Dict[str, int]] = {}
+    cpus: Dict[int, Dict[str, float]] = {}  # the servers' CPU seconds per GB the runners received
     try:
         for runners in options.runners:
             row: Dict[str, float] = {}
-            row["nginx"] = fetch_all("http", nginx.url, lock, runners, "nginx")
-            row["--serve"] = fetch_all("http", served_url, lock, runners, "--serve")
+            cpu: Dict[str, float] = {}
+
+            def timed(name: str, kind: str, where: str, servers: Sequence[int],
+                      row: Dict[str, float] = row, cpu: Dict[str, float] = cpu, runners: int = runners) -> None:
+                before = sum(cpu_seconds(pid) for pid in servers)
+                row[name] = fetch_all(kind, where, lock, runners, name)
+                cpu[name] = sum(cpu_seconds(pid) for pid in servers) - before
+
+            timed("nginx", "http", nginx.url, [nginx.process.pid])
+            timed("--serve", "http", served_url, [served.pid])
             before = settled(origin)
-            row["registry"] = fetch_all("oci", reference, lock, runners, "registry")
+            timed("registry", "oci", reference, [origin.process.pid])
             direct = settled(origin) - before
             cache = Registry(work / f"site-cache-{runners}", proxy=origin.url, lane="bench")
             try:
                 before = settled(origin)
-                row["site cache, cold"] = fetch_all("oci", cache.reference("bench/jp6", "v1"), lock, runners,
-                                                    "site cache, cold")
+                timed("site cache, cold", "oci", cache.reference("bench/jp6", "v1"), [cache.process.pid, origin.process.pid])
                 cold = settled(origin) - before
-                row["site cache, warm"] = fetch_all("oci", cache.reference("bench/jp6", "v1"), lock, runners,
-                                                    "site cache, warm")
+                timed("site cache, warm", "oci", cache.reference("bench/jp6", "v1"), [cache.process.pid, origin.process.pid])
                 warm = settled(origin) - before - cold
             finally:
                 cache.stop()
+            gigabytes = runners * total / 2**30
+            cpus[runners] = {name: seconds / gigabytes for name, seconds in cpu.items()}
             results[runners] = row
             asked[runners] = {"direct": direct, "cache cold": cold, "cache warm": warm}
             print(f"{runners} runners: " + ", ".join(f"{name} {seconds:.2f} s ({seconds / row['nginx']:.2f}x)"
                                                      for name, seconds in row.items())
+                  + "; server CPU s/GB: " + ", ".join(f"{name} {value:.2f}" for name, value in cpus[runners].items())
                   + f"; the registry served {direct / total:.2f}x the files straight, {cold / total:.2f}x through the "
                     f"cold cache, {warm / total:.2f}x through the warm one; load {os.getloadavg()[0]:.1f}")
     finally:
@@ -204,6 +232,11 @@ def main(argv: Sequence[str]) -> None:
         print(f"| {runners} | {ratio['--serve']:.2f}x | {ratio['registry']:.2f}x | {ratio['site cache, cold']:.2f}x | "
               f"{ratio['site cache, warm']:.2f}x | {asked[runners]['direct'] / total:.2f} / "
               f"{asked[runners]['cache cold'] / total:.2f}, {asked[runners]['cache warm'] / total:.2f} |")
+    print("\nthe servers' CPU seconds per GB the runners received (the site cache's: both registries')")
+    for runners, row in cpus.items():
+        # /proc counts in clock ticks (10 ms): nginx's sendfile may cost less than one for a small run.
+        print(f"  {runners} runners: " + ", ".join(
+            f"{name} {value:.2f}" + (f" ({value / row['nginx']:.1f}x)" if row["nginx"] else "") for name, value in row.items()))
     for where, why in FAILED.items():
         print(f"failed: {where}: {len(why)} runners ({why[0]})")
 
