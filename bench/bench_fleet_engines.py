@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ import requests
 from jetson_install.catalog.lock_file import parse_lock
 kind, where, lock = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 entries = parse_lock(lock.read_text(), "lock").entries
-out = Path(tempfile.mkdtemp())
+out = Path(tempfile.mkdtemp(dir=sys.argv[5]))
 
 if kind == "http":
     # As the registry's client does: one session (connections kept), each file streamed and hashed as it arrives.
@@ -106,16 +107,20 @@ FAILED: Dict[str, List[str]] = {}  # engine and runners -> why runners failed
 
 def fetch_all(kind: str, where: str, lock: Path, runners: int, name: str) -> float:
     """Seconds until the last of `runners` concurrent runner processes has every file (a
-    runner that failed is counted in FAILED, with its last line)."""
+    runner that failed is counted in FAILED, with its last line). What they fetched is removed."""
     env = dict(os.environ, PYTHONPATH=str(TOP), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
-    started = time.perf_counter()
-    processes = [subprocess.Popen([sys.executable, "-c", RUNNER, kind, where, str(lock), str(PARALLEL)], env=env,
-                                  stderr=subprocess.PIPE) for _ in range(runners)]
-    for process in processes:
-        _, stderr = process.communicate()
-        if process.returncode != 0:
-            FAILED.setdefault(f"{name}, {runners} runners", []).append(stderr.decode().strip().splitlines()[-1])
-    return time.perf_counter() - started
+    fetched = Path(tempfile.mkdtemp(prefix="fetched-", dir=lock.parent.parent))
+    try:
+        started = time.perf_counter()
+        processes = [subprocess.Popen([sys.executable, "-c", RUNNER, kind, where, str(lock), str(PARALLEL),
+                                       str(fetched)], env=env, stderr=subprocess.PIPE) for _ in range(runners)]
+        for process in processes:
+            _, stderr = process.communicate()
+            if process.returncode != 0:
+                FAILED.setdefault(f"{name}, {runners} runners", []).append(stderr.decode().strip().splitlines()[-1])
+        return time.perf_counter() - started
+    finally:
+        shutil.rmtree(fetched, ignore_errors=True)
 
 
 def settled(registry: Registry) -> int:
@@ -210,6 +215,7 @@ def main(argv: Sequence[str]) -> None:
                 warm = settled(origin) - before - cold
             finally:
                 cache.stop()
+                shutil.rmtree(work / f"site-cache-{runners}", ignore_errors=True)
             gigabytes = runners * total / 2**30
             cpus[runners] = {name: seconds / gigabytes for name, seconds in cpu.items()}
             results[runners] = row
@@ -224,6 +230,7 @@ def main(argv: Sequence[str]) -> None:
         served.terminate()
         served.wait()
         origin.stop()
+        shutil.rmtree(work, ignore_errors=True)
     print("\n| runners | --serve | registry | site cache, cold | site cache, warm | first registry's bytes: straight / "
           "through the cache (cold, warm), in lock sizes |")
     print("|---|---|---|---|---|---|")
