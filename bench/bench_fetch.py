@@ -28,6 +28,7 @@ Run by hand from the repository root:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -53,20 +54,24 @@ class Run(NamedTuple):
     seconds: float
     served: int  # bytes the indexes sent: listings, metadata and files
     cached: int  # allocated bytes in uv's cache and the tool's own, each inode once
+    steps: Dict[str, float]  # an install's own steps' seconds (none by hand)
 
 
 def measured(commands: List[List[str]], env: Dict[str, str], indexes: List[LoopbackIndex],
              caches: List[Path]) -> Run:
     for index in indexes:
         index.clear_requests()
-    start = time.perf_counter()
+    start, steps = time.perf_counter(), {}
     for argv in commands:
         # Outside the checkout: `python -m` puts the folder it runs in first on the path.
         done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
         if done.returncode != 0:
             raise SystemExit(f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr[-3000:]}")
+        if "jetson_install" in argv:
+            steps = {step["id"]: step["seconds"] for step in json.loads(done.stdout)["steps"]}
     seconds = time.perf_counter() - start
-    return Run(seconds, sum(index.bytes_sent for index in indexes), allocated([cache for cache in caches if cache.exists()]))
+    return Run(seconds, sum(index.bytes_sent for index in indexes), allocated([cache for cache in caches if cache.exists()]),
+               steps)
 
 
 def before_checkout(revision: str, work: Path) -> Path:
@@ -162,6 +167,11 @@ def report(work: Path, repeat: int, before: Optional[Path], torch_wheel: Path) -
             ratio = f"{mine / theirs:.2f}x" if theirs else ("1.00x" if not mine else "n/a")
             line.append(f"{field} {mine:.1f} {unit} vs {theirs:.1f} {unit} ({ratio})")
         print("  ".join(line))
+        for side, runs in (("tool", tool_runs), ("baseline", base_runs)):
+            named = sorted({name for run in runs for name in run.steps}, key=lambda name: list(runs[0].steps).index(name))
+            if named:
+                print(f"  {side} steps (s): " + ", ".join(
+                    f"{name} {statistics.median(run.steps.get(name, 0.0) for run in runs):.1f}" for name in named))
 
 
 def one_wheel(wheel: Path, work: Path, repeat: int) -> None:

@@ -19,6 +19,7 @@ from support import isolated_env
 from support.catalogs import stub_catalog_text
 from support.index_server import LoopbackIndex
 from support.installer import Installer
+from support.manifests import assert_measured_from
 from support.stub_projects import IndexDirs
 from support.wheels import altered_wheel, build_wheel
 
@@ -144,3 +145,21 @@ def test_an_install_refuses_a_vendor_wheel_whose_record_lies_before_anything_is_
     assert [step["id"] for step in data["steps"]] == ["interpreter", "environment", "fetch"]
     assert not installer.venv.exists()
     assert not list((tmp_path / "obl.d").glob("env-*"))  # nothing was installed, nothing switched
+
+
+@pytest.mark.slow
+def test_a_damaged_wheel_in_the_cache_is_downloaded_again_and_an_intact_one_is_not(
+        installer: Installer, vendor_index: LoopbackIndex, stub_index_dirs: IndexDirs) -> None:
+    assert installer.run()[0] == 0
+    [torch] = stub_index_dirs.vendor.glob("torch-*.whl")
+    [cached] = (Path(installer.env["XDG_CACHE_HOME"]) / "jetson-install" / "wheels").glob(f"*/{torch.name}")
+    data = bytearray(cached.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    cached.write_bytes(bytes(data))
+    (installer.venv / "jetson-install" / "vendor-files.json").unlink()  # the re-run makes it again
+    vendor_index.clear_requests()
+    code, result, stderr = installer.run()
+    assert code == 0 and result["status"] == "installed", stderr
+    assert vendor_index.downloaded_files() == [torch.name]  # that file alone, again
+    assert cached.read_bytes() == torch.read_bytes()
+    assert_measured_from(installer.venv, "torch", torch)

@@ -36,7 +36,7 @@ from jetson_install.base.layout import FETCHED_FILE, MANIFEST_FILE, state_of
 from jetson_install.base.outputs import replace_file
 
 __all__ = ["FORMAT", "DistributionFiles", "WheelRefused", "read_wheel", "unmeasured", "write_manifest",
-           "read_manifest", "manifest_path", "file_sha256", "write_fetched", "read_fetched"]
+           "read_manifest", "manifest_path", "file_sha256", "write_fetched", "read_fetched", "remember", "remembered"]
 
 FORMAT = 1
 # A wheel's RECORD (every file but itself, with its digest and size) and its .data folders:
@@ -231,6 +231,29 @@ def _refused(path: Path, why: str) -> WheelRefused:
     return WheelRefused(f"refusing {path.name}: {why}",
                         fix="the file is not the vendor's build: remove it and run the install again; if it "
                             "comes again, the index serves a damaged or altered file: report it")
+
+
+#: Beside a wheel in the cache of checked wheels: what reading it gave, by its sha256.
+_REMEMBERED = ".files.json"
+
+
+def remember(wheel: Path, files: DistributionFiles) -> None:
+    """Keep what reading `wheel` gave beside it: a later install that finds the same bytes there
+    (its sha256, measured again) takes its files from here instead of reading every member again."""
+    replace_file(wheel.with_name(wheel.name + _REMEMBERED), json.dumps({"name": files.name, **files.to_json()}) + "\n")
+
+
+def remembered(wheel: Path, sha256: str) -> Optional[DistributionFiles]:
+    """What reading `wheel` gave when its sha256 was `sha256` (the one just measured), or None."""
+    try:
+        data = json.loads(wheel.with_name(wheel.name + _REMEMBERED).read_text(encoding="utf-8"))
+        files = data["files"]
+        if (data["wheel_sha256"] != sha256 or data["wheel"] != wheel.name or not data["measured"]
+                or not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values())):
+            return None
+        return DistributionFiles(str(data["name"]), str(data["version"]), wheel.name, sha256, True, dict(files))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def manifest_path(environment: Path) -> Path:

@@ -43,8 +43,11 @@ from jetson_install.catalog.identity import ChosenFile, Companion, IdentityMisma
 from jetson_install.envs.manifest import (
     DistributionFiles,
     WheelRefused,
+    file_sha256,
     read_fetched,
     read_wheel,
+    remember,
+    remembered,
     write_fetched,
     write_manifest,
 )
@@ -165,11 +168,9 @@ def _checked(chosen: ChosenFile, where: str, plan: Plan, run: Run) -> Tuple[str,
     cache = wheels_cache()
     if chosen.sha256 and len(chosen.sha256) == 64:
         cached = cache / chosen.sha256.lower() / chosen.file
-        if cached.is_file():
-            try:
-                return chosen.name, cached, _read(cached, chosen, where, fix, "cached")
-            except StepFailed:
-                cached.unlink()  # a damaged copy is downloaded again
+        kept = _cached(cached, chosen)
+        if kept is not None:
+            return chosen.name, cached, kept
     # Downloaded under its own name (which the wheel's reader parses) in a folder of this run's.
     partial = cache / f".part-{os.getpid()}" / chosen.file
     partial.parent.mkdir(parents=True, exist_ok=True)
@@ -195,6 +196,7 @@ def _checked(chosen: ChosenFile, where: str, plan: Plan, run: Run) -> Tuple[str,
         final = cache / str(files.wheel_sha256) / chosen.file
         final.parent.mkdir(exist_ok=True)
         os.replace(partial, final)
+        remember(final, files)
     finally:
         shutil.rmtree(partial.parent, ignore_errors=True)
     shown.done(final.stat().st_size)
@@ -226,6 +228,28 @@ class _Shown:
         if not self.announced:  # no size announced: the bytes it came to
             self.step.event(Event(DOWNLOAD, self.name, size))
         self.step.event(Event(DOWNLOADED, self.name))
+
+
+def _cached(path: Path, chosen: ChosenFile) -> Optional[DistributionFiles]:
+    """The cache's copy of a file, where it still has the sha256 it must have: what reading it
+    gave when it came (its RECORD checked against every member then), else it read again; None
+    where there is none, or it is damaged (removed, to be downloaded again)."""
+    if not path.is_file():
+        return None
+    measured = file_sha256(path)
+    if measured != str(chosen.sha256).lower():
+        path.unlink()
+        return None
+    log.debug("fetch: %s (sha256 %s) cached: %s", redact(chosen.url), chosen.sha256, path)
+    kept = remembered(path, measured)
+    if kept is None:
+        try:
+            kept = read_wheel(path, measured, "the cache of checked wheels")
+        except WheelRefused:
+            path.unlink()
+            return None
+        remember(path, kept)
+    return kept
 
 
 def _read(path: Path, chosen: ChosenFile, where: str, fix: str, how: str) -> DistributionFiles:
