@@ -238,8 +238,9 @@ def test_plan_stays_offline_and_resolve_reads_the_index(tmp_path: Path, vendor_d
     downloads = next(s for s in resolved["steps"] if s["id"] == "fetch")["downloads"]
     torch = next(f for f in resolved["resolution"]["files"] if f["name"] == "torch")
     assert {"url": torch["url"], "sha256": torch["sha256"]} in downloads and len(torch["sha256"]) == 64
-    # What to run next is the install, which takes no --resolve.
+    # What to run next is the install, which takes no --resolve; the text lists each download too.
     text = run_cli(*args[:-1], "--resolve", env=env).stdout
+    assert f"       download {torch['url']} (sha256 {torch['sha256']})" in text.splitlines()
     assert text.strip().splitlines()[-1].endswith(f"jetson-install obliteratus --vendor-index {served.url}")
 
 
