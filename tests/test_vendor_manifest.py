@@ -17,6 +17,7 @@ from typing import Callable, Dict
 import pytest
 from support import isolated_env
 from support.catalogs import stub_catalog_text
+from support.cli import run_cli
 from support.index_server import LoopbackIndex
 from support.installer import Installer
 from support.manifests import assert_measured_from
@@ -163,3 +164,32 @@ def test_a_damaged_wheel_in_the_cache_is_downloaded_again_and_an_intact_one_is_n
     assert vendor_index.downloaded_files() == [torch.name]  # that file alone, again
     assert cached.read_bytes() == torch.read_bytes()
     assert_measured_from(installer.venv, "torch", torch)
+
+
+@pytest.mark.slow
+def test_a_vendor_file_changed_with_its_record_rewritten_to_match_is_caught_by_the_strict_doctor(
+        installer: Installer) -> None:
+    # The attack an installed RECORD cannot stop: a later script edits a vendor file and the RECORD
+    # beside it alike. The install's manifest holds the wheel's own hashes, which the doctor reads.
+    assert installer.run()[0] == 0
+
+    def vendor_files() -> Dict[str, str]:
+        doctor = run_cli("doctor", "--venv", str(installer.venv), "--root", "sample:agx-orin-64gb-jp6.2", "--strict",
+                         "--json", env=installer.env)
+        check: Dict[str, str] = next(c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "vendor-files")
+        return check
+
+    intact = vendor_files()
+    assert intact["status"] == "ok" and "match the sha256 their wheels held" in intact["detail"], intact
+    [site_packages] = (installer.venv / "lib").glob("python*/site-packages")
+    path = site_packages / "torch" / "__init__.py"
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0x01  # the same size
+    path.write_bytes(bytes(data))
+    [record] = site_packages.glob("torch-*.dist-info/RECORD")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(bytes(data)).digest()).rstrip(b"=").decode()
+    record.write_text("".join(f"torch/__init__.py,sha256={digest},{len(data)}\n" if line.startswith("torch/__init__.py,")
+                              else line + "\n" for line in record.read_text().splitlines()))
+    changed = vendor_files()
+    assert changed["status"] == "fail", changed
+    assert changed["detail"] == "not the vendor builds' files: torch/__init__.py differs from torch's wheel"
