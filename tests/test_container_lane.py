@@ -30,6 +30,7 @@ from support.lanes import lane_unavailable
 
 import jetson_install
 from jetson_install.base.toml_file import load_toml
+from jetson_install.fleet.container import START_EVIDENCE
 
 from support.stub_stack import JETSON_STACK
 from support.stub_projects import IndexDirs
@@ -159,6 +160,25 @@ def test_the_image_keeps_its_torch_checks_the_host_and_starts_the_command(built:
         assert result.stdout.split() == ["/usr/local/lib/python3.11/dist-packages/torch/__init__.py", "12.6", "cuda"]
         health = buildah("run", "--isolation", "chroot", container, "--", *config["Healthcheck"]["Test"][1:])
         assert health.returncode == 0, health.stderr
+        # The image's torch stack, kept: each file held to the sha256 the build measured from it
+        # (no wheel of the tool's brought it), and every file that ran in the sealed proof accounted for.
+        shown = buildah("run", "--isolation", "chroot", container, "--", "cat", START_EVIDENCE)
+        integrity = json.loads(shown.stdout)["integrity"]
+        assert integrity["hashes_from"] == "kept" and integrity["files"] == "hashed", integrity["distributions"]
+        assert all(found["basis"] == "kept" and found["verified"] == found["expected"] > 0
+                   for found in integrity["distributions"].values()), integrity["distributions"]
+        assert integrity["ran"]["accounted"] is True and integrity["as_started"]["same"] is True
+        # A kept file changed after the build (its RECORD with it) stops the start, naming it.
+        edit = ("f=/usr/local/lib/python3.11/dist-packages/torch/cuda.py && echo '# changed' >> $f && "
+                "python3 -c \"import base64,hashlib,sys; d=open(sys.argv[1],'rb').read(); "
+                "print('torch/cuda.py,sha256='+base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=')"
+                ".decode()+','+str(len(d)))\" $f > /tmp/row && r=$(ls -d ${f%/torch/cuda.py}/torch-*.dist-info)/RECORD && "
+                "grep -v '^torch/cuda.py,' $r > /tmp/rows && cat /tmp/row >> /tmp/rows && cp /tmp/rows $r")
+        edited = buildah("run", "--isolation", "chroot", container, "--", "sh", "-c", edit)
+        assert edited.returncode == 0, edited.stderr
+        again = buildah("run", "--isolation", "chroot", *HOST_ORIN, container, "--", *entrypoint, "true")
+        assert again.returncode != 0, again.stdout + again.stderr
+        assert "torch/cuda.py differs from torch's files as the environment was made" in again.stderr, again.stderr
         # A later uv in the image, told to install the index's CPU torch, leaves the image's in place.
         buildah("run", "--isolation", "chroot", container, "--", "/opt/jetson-install/bin/uv", "pip", "install",
                 "--python", "/opt/obliteratus/bin/python", "torch==2.9.0", "--default-index", index.url)

@@ -22,7 +22,7 @@ import pytest
 
 from jetson_install.doctor import DoctorReport
 from jetson_install.doctor.checks_integrity import FROM_RECORD
-from jetson_install.envs.manifest import DistributionFiles, unmeasured, write_manifest
+from jetson_install.envs.manifest import DistributionFiles, read_kept, unmeasured, write_manifest
 from jetson_install.fleet.evidence import judge
 from jetson_install.fleet.labels import runner_labels
 from jetson_install.tools import runner
@@ -170,6 +170,41 @@ def test_a_build_the_install_could_not_measure_fails_the_strict_gate_with_its_re
     found = strict.to_json()["integrity"]["distributions"]["torch"]
     assert (found["basis"], found["reason"]) == ("record", "the interpreter already had this torch")
     assert found["verified"] == found["expected"] > 0  # still compared, against what it has
+
+
+def test_a_kept_stack_is_held_to_its_files_as_the_environment_was_made(tmp_path: Path) -> None:
+    """--use-existing-torch (the container lane): no wheel of the tool's, so the install measured
+    the kept files against the RECORDs the plan read; the strict doctor holds them to that, and an
+    edit made later with its RECORD rewritten to match is named."""
+    python = make_env(tmp_path / "env")
+    environment, site = Path(python).parent.parent, site_packages(python)
+    kept = []
+    for name in ("torch", "bitsandbytes"):
+        (dist_info,) = site.glob(f"{name}-*.dist-info")
+        record = hashlib.sha256((dist_info / "RECORD").read_text().encode()).hexdigest()
+        kept.append(read_kept(name, dist_info.name[len(name) + 1: -len(".dist-info")], str(site), record,
+                              "/usr/bin/python3"))
+    write_manifest(environment, kept)
+    strict = run(python, strict=True)
+    assert strict.status == "passed", [(check.id, check.detail) for check in strict.not_passed]
+    integrity = strict.to_json()["integrity"]
+    assert "cuda" in runner_labels(ORIN, judge("strict.json", strict.to_json())).labels
+    assert integrity["hashes_from"] == "kept" and integrity["ran"]["accounted"] is True
+    assert {name: (found["basis"], found["verified"] == found["expected"] > 0)
+            for name, found in integrity["distributions"].items()} == {"torch": ("kept", True),
+                                                                        "bitsandbytes": ("kept", True)}
+    assert "measured as the environment was made (kept: bitsandbytes, torch)" in strict.check("vendor-files").detail
+    cuda = site / "torch" / "cuda.py"
+    cuda.write_text(cuda.read_text() + "# changed after the environment was made\n")
+    (dist_info,) = site.glob("torch-*.dist-info")
+    write_record(dist_info, ("torch", "doctor_stub_scenario.py"))
+    strict = run(python, strict=True)
+    assert strict.check("vendor-files").detail == ("not the vendor builds' files: torch/cuda.py differs from torch's "
+                                                   "files as the environment was made")
+    assert strict.check("loaded-files").detail == (
+        "a file that ran in the sealed proof is not accounted for: torch/cuda.py: it differs from torch's files as the "
+        "environment was made (the manifest's sha256)")
+    assert_no_cuda_label(strict, "vendor-files")
 
 
 def test_nothing_verified_is_never_passed(tmp_path: Path) -> None:

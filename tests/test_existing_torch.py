@@ -10,6 +10,7 @@ does not see the parent (uv) would install into the venv. Nothing reaches beyond
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -89,14 +90,23 @@ def test_the_kept_torch_stays_and_everything_else_installs_around_it(image: Imag
     torch = kept["packages"]["torch"]
     assert (torch["version"], torch["cuda"], torch["location"]) == (KEPT_TORCH, "12.6", str(image.user_site))
     assert len(torch["record_sha256"]) == 64
-    # The tool downloaded no wheel of the kept stack: its manifest says so, for each, and why.
+    # The tool downloaded no wheel of the kept stack: its manifest holds each installed file's
+    # sha256 as the environment was made (each matching its RECORD then), and says where from.
     manifest = json.loads((state / "vendor-files.json").read_text())["distributions"]
     assert sorted(manifest) == sorted(kept["packages"])
-    assert manifest["torch"] == {"version": KEPT_TORCH, "wheel": None, "wheel_sha256": None, "measured": False,
-                                 "reason": f"kept from {BASE_PYTHON}: not downloaded by jetson-install, so no wheel's "
-                                           "RECORD vouches for its files", "files": {}}
+    torch_files = manifest["torch"].pop("files")
+    assert manifest["torch"] == {"version": KEPT_TORCH, "wheel": None, "wheel_sha256": None, "measured": True,
+                                 "kept_from": BASE_PYTHON}
+    assert torch_files["torch/cuda.py"] == hashlib.sha256((image.user_site / "torch" / "cuda.py").read_bytes()).hexdigest()
     evidence = json.loads((state / "evidence.json").read_text())
     assert evidence["status"] == "passed", [c for c in evidence["checks"] if c["status"] == "fail"]
+    # The strict doctor holds the kept files to those hashes, not to a RECORD a later package can rewrite.
+    code, strict, stderr = image.cli("doctor", "--root", ROOT, "--venv", str(image.venv), "--strict", "--json")
+    assert strict["integrity"]["hashes_from"] == "kept", strict["integrity"]
+    assert all(found["basis"] == "kept" and found["verified"] == found["expected"] > 0
+               for found in strict["integrity"]["distributions"].values())
+    checks = {check["id"]: check["status"] for check in strict["checks"]}
+    assert (checks["vendor-files"], checks["loaded-files"]) == ("ok", "ok"), stderr
 
 
 @pytest.mark.slow

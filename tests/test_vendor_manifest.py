@@ -26,6 +26,8 @@ from support.wheels import altered_wheel, build_wheel
 
 from jetson_install.envs.manifest import (
     WheelRefused,
+    manifest_path,
+    read_kept,
     read_manifest,
     read_wheel,
     unmeasured,
@@ -193,3 +195,47 @@ def test_a_vendor_file_changed_with_its_record_rewritten_to_match_is_caught_by_t
     changed = vendor_files()
     assert changed["status"] == "fail", changed
     assert changed["detail"] == "not the vendor builds' files: torch/__init__.py differs from torch's wheel"
+
+
+def _installed(site: Path, files: Dict[str, bytes]) -> str:
+    """torch 2.5.0 as an installer left it in `site` (its RECORD listing `files`); the RECORD's sha256."""
+    dist_info = site / "torch-2.5.0.dist-info"
+    files = {**files, "torch-2.5.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: torch\nVersion: 2.5.0\n",
+             "torch-2.5.0.dist-info/INSTALLER": b"pip\n"}
+    rows = []
+    for relative, data in files.items():
+        (site / relative).parent.mkdir(parents=True, exist_ok=True)
+        (site / relative).write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{relative},sha256={digest},{len(data)}")
+    (dist_info / "RECORD").write_text("\n".join(rows + ["torch-2.5.0.dist-info/RECORD,,"]) + "\n")
+    return hashlib.sha256((dist_info / "RECORD").read_text().encode()).hexdigest()
+
+
+def test_a_kept_stack_is_measured_from_its_installed_files_against_the_record_the_plan_read(tmp_path: Path) -> None:
+    """--use-existing-torch: no wheel of the tool's, so the files as installed, each checked
+    against its RECORD (whose sha256 the plan read), are what the doctor holds them to later."""
+    site = tmp_path / "site"
+    source = b"import torch.cuda\n"
+    record = _installed(site, {"torch/__init__.py": source, "torch/lib/libshm.so": b"\x7fELF kept",
+                               "torch/__pycache__/__init__.cpython-311.pyc": b"compiled",
+                               "../../../bin/torchrun": b"#!/usr/bin/python3\n"})
+    kept = read_kept("Torch", "2.5.0", str(site), record, "/usr/bin/python3")
+    assert (kept.name, kept.measured, kept.wheel, kept.kept_from) == ("torch", True, None, "/usr/bin/python3")
+    # Python's caches, scripts outside site-packages and what the installer wrote are not held.
+    assert kept.files == {"torch/__init__.py": hashlib.sha256(source).hexdigest(),
+                          "torch/lib/libshm.so": hashlib.sha256(b"\x7fELF kept").hexdigest(),
+                          "torch-2.5.0.dist-info/METADATA": hashlib.sha256(
+                              (site / "torch-2.5.0.dist-info/METADATA").read_bytes()).hexdigest()}
+    write_manifest(tmp_path / "env", [kept])
+    assert json.loads(manifest_path(tmp_path / "env").read_text())["distributions"]["torch"]["kept_from"] == \
+        "/usr/bin/python3"
+    assert read_manifest(tmp_path / "env") == {"torch": kept}
+    # A file that no longer matches its RECORD, or a RECORD changed since the plan: nothing is measured, and why.
+    (site / "torch" / "lib" / "libshm.so").write_bytes(b"\x7fELF kepT")
+    assert read_kept("torch", "2.5.0", str(site), record, "/usr/bin/python3") == unmeasured(
+        "torch", "2.5.0", "kept from /usr/bin/python3: torch/lib/libshm.so differs from its RECORD")
+    assert read_kept("torch", "2.5.0", str(site), "0" * 64, "/usr/bin/python3").reason == \
+        f"kept from /usr/bin/python3: {site}/torch-2.5.0.dist-info/RECORD changed after the plan read it"
+    assert read_kept("numpy", "1.26.4", str(site), record, "/usr/bin/python3").reason == \
+        f"kept from /usr/bin/python3: numpy has no readable RECORD in {site}"

@@ -6,7 +6,9 @@ held, and every file that ran in the sealed proof is accounted for.
   the environment has no manifest (made by an older version, or not by jetson-install) its
   installed RECORD stands in, and says so: a file any package can rewrite, so the strict gate
   fails on it. The strict gate also fails on a build it verified no file of, or fewer than its
-  manifest lists.
+  manifest lists. A stack the install kept (--use-existing-torch, the container lane) has no
+  wheel of the tool's: its files are held to the hashes measured from them as the environment
+  was made (`basis: kept`), which the evidence says.
 - `loaded-files`: every module and shared object the sealed probes loaded. Inside the
   environment each must be a file of the distribution that lists it and match it (a vendor
   build's by its wheel's hash; the code they require, such as numpy and typing_extensions, by
@@ -28,6 +30,8 @@ from jetson_install.envs.record import read_record
 
 #: What a check's detail and the evidence say where the installed RECORD stands in for the wheel.
 FROM_RECORD = "expected hashes from the environment's own RECORD, not from the artifact"
+#: The bases the strict gate accepts: the wheel's own hashes, or a kept stack's measured at install.
+MEASURED = ("artifact", "kept")
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ _KINDS = (("changed", "differs from"), ("missing", "is gone from"), ("unlisted",
 
 
 def _held_to(name: str, found: Mapping[str, Any]) -> str:
-    return f"{name}'s wheel" if found.get("basis") == "artifact" else f"{name}'s RECORD"
+    return {"artifact": f"{name}'s wheel", "kept": f"{name}'s files as the environment was made"}.get(
+        str(found.get("basis")), f"{name}'s RECORD")
 
 
 def check_vendor_files(ctx: Context) -> Verdict:
@@ -99,7 +104,7 @@ def check_vendor_files(ctx: Context) -> Verdict:
     names = ", ".join(checked)
     if problems:
         return FAIL, f"not the vendor builds' files: {'; '.join(problems)}", _files_fix(ctx, affected)
-    from_record = [name for name, found in checked.items() if found.get("basis") != "artifact"]
+    from_record = [name for name, found in checked.items() if found.get("basis") not in MEASURED]
     unrecorded = [name for name in from_record if not checked[name].get("record")]
     if unrecorded:
         return ((FAIL if ctx.strict else WARN),
@@ -123,7 +128,9 @@ def check_vendor_files(ctx: Context) -> Verdict:
     if ctx.integrity.data.get("hashed"):
         verified = sum(int(found.get("verified", 0)) for found in checked.values())
         expected = sum(int(found.get("expected", 0)) for found in checked.values())
-        held = "the sha256 their wheels held" if not from_record else "their expected hashes"
+        kept = [name for name, found in checked.items() if found.get("basis") == "kept"]
+        held = "their expected hashes" if from_record else "the sha256 their wheels held" if not kept else \
+            "the sha256 their wheels held, or measured as the environment was made (kept: " + ", ".join(kept) + ")"
         return OK, f"{verified} of {expected} files of {names} match {held} ({size / 1e6:.0f} MB hashed){basis}", None
     return (OK, f"{files} files of {names} have their expected sizes and nothing unlisted lies beside them "
                 f"(doctor --strict compares their digests){basis}", None)
@@ -186,12 +193,13 @@ def check_loaded_files(ctx: Context) -> Verdict:
         return (FAIL if ctx.strict else WARN), detail, \
             f"{uv_command()} pip uninstall --python {shlex.quote(ctx.python)} {' '.join(foreign)}"
     from_record = sorted(name for name, found in distributions.items() if found.get("vendor")
-                         and found.get("basis") != "artifact")
+                         and found.get("basis") not in MEASURED)
     if from_record and ctx.strict:
         return FAIL, f"{', '.join(from_record)} ran in the sealed proof with {FROM_RECORD}", \
             f"make the environment again with this version, which keeps each vendor wheel's hashes: " \
             f"{ctx.reinstall_command()}"
-    held = ", ".join(f"{name} {found.get('files')} ({'its wheel' if found.get('basis') == 'artifact' else 'its RECORD'})"
+    bases = {"artifact": "its wheel", "kept": "as kept"}
+    held = ", ".join(f"{name} {found.get('files')} ({bases.get(str(found.get('basis')), 'its RECORD')})"
                      for name, found in sorted(distributions.items()))
     platform = [entry for entry in ran.get("platform", []) if isinstance(entry, dict)]
     outside = sum(int(entry.get("files") or 0) for entry in platform)
@@ -217,7 +225,7 @@ def integrity_evidence(ctx: Context, same: Optional[bool]) -> Dict[str, Any]:
                 "ran": None}
     distributions = _distributions(ctx)
     vendor = [name for name in _vendor(ctx) if name in distributions]
-    failed = any(not (distributions[name].get("record") or distributions[name].get("basis") == "artifact")
+    failed = any(not (distributions[name].get("record") or distributions[name].get("basis") in MEASURED)
                  or distributions[name].get("problems") for name in vendor)
     record = read_record(Path(ctx.python).parent.parent)
 
@@ -230,8 +238,7 @@ def integrity_evidence(ctx: Context, same: Optional[bool]) -> Dict[str, Any]:
     return {
         "files": "hashed" if data.get("hashed") else "sizes",
         "result": "failed" if failed else "passed",
-        "hashes_from": "artifact" if vendor and all(distributions[name].get("basis") == "artifact"
-                                                    for name in vendor) else "record",
+        "hashes_from": _hashes_from([distributions[name].get("basis") for name in vendor]),
         "distributions": {name: {**{key: distributions[name].get(key) for key in (
             "version", "record", "files", "bytes", "changed", "missing", "unlisted", "unhashed", "problems", "basis",
             "reason", "expected", "verified")}, "served_by": served_by(name)} for name in vendor},
@@ -247,4 +254,12 @@ def _accounted(ctx: Context, ran: Mapping[str, Any]) -> bool:
     distributions = [found for found in (ran.get("distributions") or {}).values() if isinstance(found, dict)]
     return (not ran.get("unaccounted_count") and _not_accounted(ctx) is None
             and all(found.get("vendor") or found.get("required") for found in distributions)
-            and all(found.get("basis") == "artifact" for found in distributions if found.get("vendor")))
+            and all(found.get("basis") in MEASURED for found in distributions if found.get("vendor")))
+
+
+def _hashes_from(bases: Sequence[Any]) -> str:
+    """artifact: every vendor build held to its wheel's hashes; kept: some to a kept stack's,
+    measured as the environment was made, the rest to their wheels'; record: any other."""
+    if not bases or any(basis not in MEASURED for basis in bases):
+        return "record"
+    return "kept" if "kept" in bases else "artifact"

@@ -8,9 +8,17 @@ entry's digest checked against the member's own bytes as it is read. A wheel who
 disagrees with its members is refused, naming the file. Where no wheel could be read (a torch
 the interpreter already had), the manifest says so: `measured: false` and the reason.
 
+A kept distribution (--use-existing-torch, the container lane: the interpreter's own torch
+stack, which no wheel of the tool's brought) is measured from its installed files as the
+environment is made (`kept_from`: that interpreter), each checked against its RECORD, whose
+sha256 the plan read: from then on the doctor holds them to these hashes, kept outside
+site-packages, not to a RECORD any later package can rewrite. Where that RECORD changed since
+the plan, is gone, or disagrees with a file, the entry is unmeasured, saying which.
+
 The format, which the doctor reads:
     {"format": 1, "distributions": {NAME: {"version", "wheel", "wheel_sha256", "measured",
-     "reason" (only where not measured), "files": {PATH: SHA256}}}}
+     "reason" (only where not measured), "kept_from" (only for a kept one measured),
+     "files": {PATH: SHA256}}}}
 NAME is the canonical (PEP 503) name; PATH is relative to the environment's site-packages, as
 the RECORD names the file once installed; digests are lowercase hex sha256.
 """
@@ -22,6 +30,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +44,7 @@ from jetson_install.base.errors import JetsonInstallError
 from jetson_install.base.layout import FETCHED_FILE, MANIFEST_FILE, state_of
 from jetson_install.base.outputs import replace_file
 
-__all__ = ["FORMAT", "DistributionFiles", "WheelRefused", "read_wheel", "unmeasured", "write_manifest",
+__all__ = ["FORMAT", "DistributionFiles", "WheelRefused", "read_wheel", "read_kept", "unmeasured", "write_manifest",
            "read_manifest", "manifest_path", "file_sha256", "write_fetched", "read_fetched", "remember", "remembered"]
 
 FORMAT = 1
@@ -65,18 +74,78 @@ class DistributionFiles:
     measured: bool
     files: Mapping[str, str] = field(default_factory=dict)
     reason: str = ""
+    kept_from: Optional[str] = None  # measured from the installed files of this interpreter's stack
 
     def to_json(self) -> Dict[str, Any]:
         data: Dict[str, Any] = {"version": self.version, "wheel": self.wheel, "wheel_sha256": self.wheel_sha256,
                                 "measured": self.measured, "files": dict(sorted(self.files.items()))}
         if not self.measured:
             data["reason"] = self.reason
+        elif self.kept_from is not None:
+            data["kept_from"] = self.kept_from
         return data
 
 
 def unmeasured(name: str, version: str, reason: str) -> DistributionFiles:
     """A distribution whose files no wheel vouches for, and the one line that says why."""
     return DistributionFiles(canonicalize_name(name), version, None, None, False, {}, reason)
+
+
+def read_kept(name: str, version: str, location: str, record_sha256: Optional[str], python: str) -> DistributionFiles:
+    """A kept distribution's files as installed in `location` (by `python`, not by the tool),
+    each hashed now and checked against its RECORD, whose sha256 (`record_sha256`, as the plan
+    read it) must still be the same; unmeasured, saying why, where any of that fails."""
+    kept = f"kept from {python}"
+    folder = Path(location)
+    found = [path for path in folder.glob("*.dist-info") if path.is_dir()
+             and canonicalize_name(path.name[: -len(".dist-info")].rsplit("-", 1)[0]) == canonicalize_name(name)]
+    record = found[0] / "RECORD" if len(found) == 1 else None
+    try:
+        text = record.read_text(encoding="utf-8") if record is not None else None
+    except (OSError, UnicodeDecodeError):
+        text = None
+    if text is None:
+        return unmeasured(name, version, f"{kept}: {name} has no readable RECORD in {location}")
+    if record_sha256 is None or hashlib.sha256(text.encode("utf-8")).hexdigest() != record_sha256:
+        return unmeasured(name, version, f"{kept}: {record} changed after the plan read it")
+    rows: Dict[str, Tuple[str, str]] = {}
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) != 3:
+            continue
+        member, hashed, _ = row
+        parts = PurePosixPath(member).parts
+        if not parts or member.startswith("/") or ".." in parts or "__pycache__" in parts or \
+                (parts[0] == found[0].name and member[len(parts[0]) + 1:] in (*_INSTALLER_FILES, *_SIGNATURES)):
+            continue  # scripts and data outside site-packages, Python's own caches, the installer's files
+        algorithm, sep, encoded = hashed.partition("=")
+        if not sep or algorithm not in _ALGORITHMS:
+            return unmeasured(name, version, f"{kept}: its RECORD lists {member} without a sha256 (or stronger) hash")
+        rows[member] = (algorithm, encoded.rstrip("="))
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        digests = list(pool.map(lambda member: _file_digests(folder / member, rows[member][0]), rows))
+    files: Dict[str, str] = {}
+    for (member, (_, expected)), (sha256, other) in zip(rows.items(), digests):
+        if sha256 is None:
+            return unmeasured(name, version, f"{kept}: {member}, which its RECORD lists, is gone")
+        if _b64(bytes.fromhex(other or sha256)) != expected:
+            return unmeasured(name, version, f"{kept}: {member} differs from its RECORD")
+        files[member] = sha256
+    return DistributionFiles(str(canonicalize_name(name)), version, None, None, True, files, kept_from=python)
+
+
+def _file_digests(path: Path, algorithm: str) -> Tuple[Optional[str], Optional[str]]:
+    """An installed file's sha256, and its digest in a RECORD's other algorithm; (None, None) where it is gone."""
+    sha256 = hashlib.sha256()
+    other = hashlib.new(algorithm) if algorithm != "sha256" else None
+    try:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(_CHUNK), b""):
+                sha256.update(chunk)
+                if other is not None:
+                    other.update(chunk)
+    except OSError:
+        return None, None
+    return sha256.hexdigest(), other.hexdigest() if other is not None else None
 
 
 def file_sha256(path: Path) -> str:
@@ -284,8 +353,10 @@ def read_manifest(environment: Path) -> Optional[Dict[str, DistributionFiles]]:
             files = entry["files"]
             if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
                 return None
+            kept_from = entry.get("kept_from")
             found[name] = DistributionFiles(name, str(entry["version"]), entry["wheel"], entry["wheel_sha256"],
-                                            bool(entry["measured"]), dict(files), str(entry.get("reason", "")))
+                                            bool(entry["measured"]), dict(files), str(entry.get("reason", "")),
+                                            kept_from if isinstance(kept_from, str) else None)
         return found
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

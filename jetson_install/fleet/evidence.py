@@ -323,7 +323,7 @@ def _unsealed(integrity: Mapping[str, Any]) -> Optional[str]:
     ran, started = integrity.get("ran"), integrity.get("as_started")
     if not isinstance(ran, dict) or not isinstance(started, dict):
         return f"evidence from before the sealed proof (no integrity.ran or integrity.as_started): {again}"
-    if integrity.get("hashes_from") != "artifact":
+    if integrity.get("hashes_from") not in ("artifact", "kept"):
         return ("the vendor files were compared with the environment's own RECORDs, not with the hashes their wheels "
                 "held: make the environment again with this version, then jetson-install doctor --strict")
     short = [name for name, found in (integrity.get("distributions") or {}).items() if isinstance(found, dict)

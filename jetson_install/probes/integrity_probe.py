@@ -15,7 +15,9 @@ would read (the venv's from its layout, the user's, the system's), as Lib/site.p
 - Vendor files: the distributions of the torch stack, those the environment's record names
   (FILE, the install's vendor.json: its `installed` and `companions`) and those its manifest
   (vendor-files.json) names. A distribution the manifest measured is held to it: the sha256
-  of each file its wheel held, read from the wheel at install time (`basis: artifact`); any
+  of each file its wheel held, read from the wheel at install time (`basis: artifact`), or, for
+  a stack the install kept (--use-existing-torch), of each file as installed when the
+  environment was made, checked against its RECORD then (`basis: kept`); any
   other to its installed RECORD (`basis: record`: a file any package can rewrite; PEP 376
   RECORD, https://packaging.python.org/en/latest/specifications/recording-installed-packages/).
   Each file is compared by size, and with --hash by its digest; `expected` counts the files
@@ -250,7 +252,7 @@ def expected_files(folder, dist_info, rows, entry):
     if entry is not None and entry.get("measured") and isinstance(entry.get("files"), dict):
         files = {located(folder, relative): ("sha256", digest, sizes.get(located(folder, relative)))
                  for relative, digest in entry["files"].items() if isinstance(digest, str)}
-        return files, "artifact", installer
+        return files, ("kept" if entry.get("kept_from") else "artifact"), installer
     files = {}
     for relative, hashed, size in rows:
         full = located(folder, relative)
@@ -281,7 +283,7 @@ def verify(key, records, entry, vendor, hash_files, pool):
         result["files"] += 1
         result["bytes"] += found
         # Beside a manifest the RECORD's size is only what a run without --hash can compare.
-        if size and str(found) != size and not (hash_files and basis == "artifact"):
+        if size and str(found) != size and not (hash_files and basis != "record"):
             changed.append(relative)
         elif not hash_files:
             matched.add(full)
@@ -416,6 +418,13 @@ def dpkg_packages(paths):
     return found
 
 
+def held_by(key, manifest):
+    """What a measured manifest entry holds: the wheel's files, or a kept stack's as installed."""
+    if ((manifest or {}).get(key) or {}).get("kept_from"):
+        return "%s's files as the environment was made" % key
+    return "%s's wheel" % key
+
+
 class Ran:
     """What ran in the sealed proof, judged file by file."""
 
@@ -449,7 +458,7 @@ class Ran:
         if key is not None:
             if real in self.verified[key].matched:
                 return key, None
-            return key, "it differs from %s's wheel (the manifest's sha256)" % key
+            return key, "it differs from %s (the manifest's sha256)" % held_by(key, self.manifest)
         owners = sorted({owner for owner, _, _ in self.records.index().get(real, ())})
         if len(owners) > 1:
             return None, "the RECORDs of %s all list it" % ", ".join(owners)
@@ -458,7 +467,7 @@ class Ran:
         key = owners[0]
         entry = (self.manifest or {}).get(key) or {}
         if entry.get("measured"):
-            return key, "%s's RECORD lists it, and %s's wheel does not hold it" % (key, key)
+            return key, "%s's RECORD lists it, and %s does not hold it" % (key, held_by(key, self.manifest))
         same = real in self.verified[key].matched if key in self.verified else self.matches_record(real)
         return key, None if same else "it differs from %s's RECORD" % key
 
@@ -510,7 +519,7 @@ class Ran:
                 entry = distributions.setdefault(key, {
                     "version": self.records.dists[key][2], "files": 0, "vendor": key in self.vendor,
                     "required": key in self.required,
-                    "basis": "artifact" if real in self.artifacts else "record"})
+                    "basis": self.verified[key].basis if real in self.artifacts else "record"})
                 entry["files"] += 1
         return {
             "probes": sorted(name for name, account in accounts.items() if isinstance(account, dict)),

@@ -40,7 +40,7 @@ from jetson_install.catalog.catalog import Channel
 from jetson_install.catalog.constraints import constraint_lines
 from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.envs.recorded import write_constraints, write_private, write_requirements
-from jetson_install.envs.manifest import unmeasured, write_manifest
+from jetson_install.envs.manifest import read_kept, write_manifest
 from jetson_install.envs.stack import ExistingStack
 from jetson_install.planning.plan import Execution, Handler, InterpreterPolicy, Plan, Route
 from jetson_install.planning.routes import shared
@@ -231,11 +231,11 @@ def _resolve_around_kept(step: Step, run: Execution) -> str:
     state = state_of(run.staging)
     write_constraints(run.staging, plan.constraints)
     (state / GIVEN_FILE).write_text(json.dumps(stack.to_json(), indent=2) + "\n")
-    # No wheel of the kept stack was downloaded and checked here: its manifest says so, and why
-    # (hashing the installed files would only repeat what their RECORD says).
-    write_manifest(run.staging, [unmeasured(name, version, f"kept from {stack.python}: not downloaded by jetson-install, "
-                                                           "so no wheel's RECORD vouches for its files")
-                                 for name, version in stack.pins.items()])
+    # No wheel of the kept stack was downloaded here: its files are measured as they are now,
+    # against the RECORDs the plan read, and kept outside site-packages, where no later
+    # package's RECORD can vouch for a file changed after this (envs/manifest.py).
+    write_manifest(run.staging, [read_kept(name, package.version, package.location, package.record_sha256, stack.python)
+                                 for name, package in stack.packages.items()])
     # Written only for the user to read: an archive URL may carry a token (a git URL's go to uv's git apart).
     own = [git_urls.requirement_without_credentials(line) for line in plan.sources]
     write_requirements(run.staging, own + write_given_wheels(stack, state / GIVEN_WHEELS_DIR))
