@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 from jetson_install.base.errors import JetsonInstallError, StepFailed
 from jetson_install.base.oci_ref import is_oci, parse_reference
 from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
+from jetson_install.base.redirects import MAX_REDIRECTS, refused_redirect
 from jetson_install.catalog.catalog import VendorSource
 from jetson_install.catalog.identity import ListedFile
 
@@ -100,10 +101,6 @@ class _Redirected(requests.RequestException):
     """A redirect not followed: it would leave what the source guarantees (https, or its own host)."""
 
 
-#: How many redirects are followed for one request (requests' own limit is 30).
-_MAX_REDIRECTS = 10
-
-
 def _get(url: str, **options: Any) -> requests.Response:
     """requests.get, following a redirect only where it keeps what the source guarantees: an
     https source's to https, a plain-http source's (loopback, or allowed insecure) to its own
@@ -111,22 +108,22 @@ def _get(url: str, **options: Any) -> requests.Response:
     send the install to any host, an https one to plain http, and a dead target read as the
     source's "connection refused". A URL's credentials go with a redirect on its own host only."""
     secret = credentials(url)
-    for _ in range(_MAX_REDIRECTS + 1):
+    for _ in range(MAX_REDIRECTS + 1):
         response = requests.get(url, allow_redirects=False, **options)
         if not response.is_redirect:
             return response
         target = urljoin(url, response.headers.get("Location", ""))
         response.close()
+        refused = refused_redirect(url, target)
+        if refused is not None:
+            raise _Redirected(f"it {refused}")
         here, there = urlsplit(url), urlsplit(target)
         same_host = (there.scheme, there.hostname, there.port) == (here.scheme, here.hostname, here.port)
-        if not same_host and (here.scheme != "https" or there.scheme != "https"):
-            off = "to plain http" if here.scheme == "https" else "to another host"
-            raise _Redirected(f"it redirected {off}, {redact(target)}, which is not followed")
         if same_host and secret is not None and credentials(target) is None:
             userinfo = here.netloc.rpartition("@")[0]
             target = target.replace(f"{there.scheme}://", f"{there.scheme}://{userinfo}@", 1)
         url = target
-    raise _Redirected(f"more than {_MAX_REDIRECTS} redirects")
+    raise _Redirected(f"more than {MAX_REDIRECTS} redirects")
 
 
 def _why(exc: Exception, read_timeout: Optional[float] = None) -> str:
