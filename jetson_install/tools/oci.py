@@ -24,6 +24,7 @@ import json
 import netrc
 import os
 import re
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ import requests.auth
 
 from jetson_install.base.errors import JetsonInstallError
 from jetson_install.base.oci_ref import DIGEST, Reference, is_loopback_host
+from jetson_install.base.outputs import read_regular_file
+from jetson_install.base.redirects import MAX_REDIRECTS, refused_redirect
 from jetson_install.catalog.identity import ListedFile
 
 __all__ = ["RegistryError", "RegistryUnreachable", "RegistryRefused", "BlobMismatch", "Layer", "Manifest",
@@ -58,6 +61,15 @@ ARTIFACT_TYPE = "application/vnd.jetson-install.wheelhouse.v1"
 # A layer's file name (https://github.com/opencontainers/image-spec/blob/main/annotations.md).
 TITLE = "org.opencontainers.image.title"
 _CHUNK = 1 << 20
+# The most of a manifest read: what registries accept and their clients read (the distribution
+# spec: "Registries SHOULD accept manifests of at least 4 megabytes"; containerd reads no more),
+# https://github.com/opencontainers/distribution-spec/blob/main/spec.md#pushing-manifests
+_MANIFEST_LIMIT = 4 << 20
+# The most of any other answer read whole (a token, an error's JSON): each is a few hundred bytes.
+_ANSWER_LIMIT = 64 << 10
+_CONFIG_LIMIT = 1 << 20  # ~/.docker/config.json
+#: Seconds a docker credential helper has to answer (it may ask a keyring that is locked).
+_HELPER_TIMEOUT = 30.0
 #: What to do when a registry refuses: the two places registries' clients keep credentials, neither a command line.
 CREDENTIALS_FIX = ("log in as the registry's clients do: `docker login HOST` (~/.docker/config.json, or the credential "
                    "helper it names), or a line in ~/.netrc (machine HOST login USER password TOKEN); never on a "
@@ -188,7 +200,9 @@ def _docker_config() -> Dict[str, Any]:
     """~/.docker/config.json (or $DOCKER_CONFIG/config.json), as docker reads it; {} where there is none."""
     folder = os.environ.get("DOCKER_CONFIG") or str(Path.home() / ".docker")
     try:
-        data = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+        # Bounded, and a FIFO or device in its place is passed over rather than waited on.
+        text = read_regular_file(Path(folder) / "config.json", _CONFIG_LIMIT)
+        data = json.loads(text.decode("utf-8")) if text is not None else {}
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -209,14 +223,21 @@ def _from_helper(helper: str, host: str) -> Optional[_Secret]:
 
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", helper):
         return None
-    done = runner.run([f"docker-credential-{helper}", "get"], input_text=host, timeout=30, secret_stdout=True)
+    program = f"docker-credential-{helper}"
+    fix = f"check it by hand: echo {host} | {program} get"
+    done = runner.run([program, "get"], input_text=host, timeout=_HELPER_TIMEOUT, secret_stdout=True)
+    if done.timed_out:
+        raise RegistryRefused(f"the credential helper {program} gave no answer for {host} within "
+                              f"{_HELPER_TIMEOUT:g} s", fix=fix)
     if done.returncode != 0:
         return None  # "credentials not found": anonymous, or ~/.netrc
     try:
         answer = json.loads(done.stdout)
         user, secret = str(answer["Username"]), str(answer["Secret"])
     except (ValueError, KeyError, TypeError):
-        return None
+        # Its output is never shown: it may hold the secret itself.
+        raise RegistryRefused(f"the credential helper {program} answered for {host} with something other than "
+                              "its JSON", fix=fix) from None
     return (user, secret) if secret else None
 
 
@@ -238,6 +259,8 @@ def _from_auths(entry: Mapping[str, Any]) -> Optional[_Secret]:
 def _from_netrc(hostname: str) -> Optional[_Secret]:
     path = os.environ.get("NETRC") or str(Path.home() / ".netrc")
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # a FIFO or device in its place is passed over rather than waited on
         found = netrc.netrc(path).authenticators(hostname)
     except (OSError, netrc.NetrcParseError):
         return None
@@ -318,12 +341,18 @@ class Registry:
         wanted = reference.manifest_reference
         assert wanted is not None
         response = self._request("GET", reference, f"manifests/{wanted}", headers={"Accept": MANIFEST_TYPE})
-        if response.status_code == 404:
-            raise RegistryUnreachable(f"{reference}: the registry has no such manifest (HTTP 404)",
-                                      fix=f"push the wheelhouse there first (jetson-install wheelhouse DIR --push "
-                                          f"{reference}), or name the tag or digest it printed")
-        self._answered(response, reference, "the manifest")
-        body = response.content
+        with response:
+            if response.status_code == 404:
+                raise RegistryUnreachable(f"{reference}: the registry has no such manifest (HTTP 404)",
+                                          fix=f"push the wheelhouse there first (jetson-install wheelhouse DIR --push "
+                                              f"{reference}), or name the tag or digest it printed")
+            self._answered(response, reference, "the manifest")
+            body = _read(response, reference, "the manifest", _MANIFEST_LIMIT)
+        if len(body) > _MANIFEST_LIMIT:
+            raise RegistryUnreachable(f"{reference}: the registry served a manifest larger than any a registry's "
+                                      f"clients read ({_MANIFEST_LIMIT >> 20} MiB): refused",
+                                      fix=f"push the wheelhouse there again: jetson-install wheelhouse DIR --push "
+                                          f"{reference}")
         digest = _sha256(body)
         if reference.digest and digest != reference.digest:
             raise BlobMismatch(f"{reference}: the registry served a manifest whose sha256 is {digest}: refused",
@@ -343,33 +372,43 @@ class Registry:
     def blob_size(self, reference: Reference, digest: str) -> Optional[int]:
         """The size of the blob `digest` in the repository, or None where it has none."""
         response = self._request("HEAD", reference, f"blobs/{digest}")
-        if response.status_code == 404:
-            return None
-        self._answered(response, reference, f"the blob {digest}")
+        with response:
+            if response.status_code == 404:
+                return None
+            self._answered(response, reference, f"the blob {digest}")
         length = response.headers.get("Content-Length", "")
         return int(length) if length.isdigit() else -1
 
     def fetch_blob(self, reference: Reference, digest: str, destination: Path,
-                   progress: Optional[Callable[[int], None]] = None) -> int:
+                   progress: Optional[Callable[[int], None]] = None, size: Optional[int] = None) -> int:
         """Write the blob `digest` to `destination`, checking its sha256 as it arrives; a blob
-        with other bytes is removed and refused (BlobMismatch). Returns its size."""
+        with other bytes is removed and refused (BlobMismatch), and so is one that runs past
+        `size` (the manifest's), as soon as it does. Returns its size."""
         if not DIGEST.fullmatch(digest):
             raise RegistryError(f"{digest!r} is not a sha256 digest")
-        response = self._request("GET", reference, f"blobs/{digest}", stream=True)
+        too_long = BlobMismatch(f"{reference}: the blob {digest} runs past its {size} bytes: refused",
+                                fix="the registry's store is damaged or altered: push the wheelhouse again, or use "
+                                    "another registry")
+        response = self._request("GET", reference, f"blobs/{digest}")
         with response:
             if response.status_code == 404:
                 raise RegistryUnreachable(f"{reference}: the registry has no blob {digest} (HTTP 404)",
                                           fix=f"push the wheelhouse there again: jetson-install wheelhouse DIR --push "
                                               f"{reference}")
             self._answered(response, reference, f"the blob {digest}")
+            announced = response.headers.get("Content-Length", "")
+            if size is not None and announced.isdigit() and int(announced) > size:
+                raise too_long
             hasher = hashlib.sha256()
-            size = 0
+            got_size = 0
             try:
                 with destination.open("wb") as stream:
                     for chunk in response.iter_content(chunk_size=_CHUNK):
+                        got_size += len(chunk)
+                        if size is not None and got_size > size:
+                            raise too_long
                         hasher.update(chunk)
                         stream.write(chunk)
-                        size += len(chunk)
                         if progress is not None:
                             progress(len(chunk))
             except requests.RequestException as exc:
@@ -382,21 +421,18 @@ class Registry:
         got = "sha256:" + hasher.hexdigest()
         if got != digest:
             destination.unlink(missing_ok=True)
-            raise BlobMismatch(f"{reference}: the blob {digest} arrived with other bytes ({size} bytes, {got}): refused",
+            raise BlobMismatch(f"{reference}: the blob {digest} arrived with other bytes ({got_size} bytes, {got}): "
+                               "refused",
                                fix="the registry's store is damaged or altered: push the wheelhouse again, or use "
                                    "another registry")
-        return size
+        return got_size
 
     def blob_bytes(self, reference: Reference, digest: str, limit: int) -> bytes:
         """A small blob (a wheelhouse's lock), checked against its digest, of at most `limit` bytes."""
-        response = self._request("GET", reference, f"blobs/{digest}", stream=True)
+        response = self._request("GET", reference, f"blobs/{digest}")
         with response:
             self._answered(response, reference, f"the blob {digest}")
-            try:
-                data = bytes(response.raw.read(limit + 1, decode_content=True))
-            except (requests.RequestException, OSError) as exc:
-                raise RegistryUnreachable(f"{reference}: the blob {digest} was cut short ({type(exc).__name__})",
-                                          fix="check that the registry answers, then run the command again") from None
+            data = _read(response, reference, f"the blob {digest}", limit)
         if len(data) > limit or _sha256(data) != digest:
             raise BlobMismatch(f"{reference}: the blob {digest} arrived with other bytes: refused",
                                fix="the registry's store is damaged or altered: push the wheelhouse again, or use "
@@ -411,7 +447,8 @@ class Registry:
         if self.blob_size(reference, digest) is not None:
             return False
         started = self._request("POST", reference, "blobs/uploads/", push=True, headers={"Content-Length": "0"})
-        self._answered(started, reference, "a blob upload", expected=(202,))
+        with started:
+            self._answered(started, reference, "a blob upload", expected=(202,))
         location = started.headers.get("Location")
         if not location:
             raise RegistryUnreachable(f"{reference}: the registry started an upload without a Location",
@@ -424,7 +461,8 @@ class Registry:
                 done = self._send("PUT", reference, url, push=True, data=stream, headers=headers)
         else:
             done = self._send("PUT", reference, url, push=True, data=content, headers=headers)
-        self._answered(done, reference, f"the blob {digest}", expected=(201,))
+        with done:
+            self._answered(done, reference, f"the blob {digest}", expected=(201,))
         return True
 
     def push_manifest(self, reference: Reference, body: bytes) -> str:
@@ -432,7 +470,8 @@ class Registry:
         assert reference.tag is not None
         response = self._request("PUT", reference, f"manifests/{reference.tag}", push=True, data=body,
                                  headers={"Content-Type": MANIFEST_TYPE})
-        self._answered(response, reference, "the manifest", expected=(201,))
+        with response:
+            self._answered(response, reference, "the manifest", expected=(201,))
         return _sha256(body)
 
     def push_empty_config(self, reference: Reference) -> None:
@@ -452,7 +491,8 @@ class Registry:
                 self._base = https
                 return https
             try:
-                self._session.get(f"{https}/v2/", timeout=(CONNECT_TIMEOUT, CONNECT_TIMEOUT)).close()
+                self._session.get(f"{https}/v2/", timeout=(CONNECT_TIMEOUT, CONNECT_TIMEOUT), stream=True,
+                                  allow_redirects=False).close()
                 self._base = https
             except requests.RequestException:
                 self._base = f"http://{self.host}"
@@ -464,9 +504,14 @@ class Registry:
 
     def _send(self, method: str, reference: Reference, url: str, push: bool = False,
               **kwargs: Any) -> requests.Response:
+        """One request, its body not yet read (the caller reads it, bounded, or closes it).
+        Credentials go to the registry's own origin only: an upload's Location or a redirect
+        elsewhere (a registry's storage on a CDN) is asked without them, and where it wants
+        some, refused. A redirect is followed only where it keeps what the registry guarantees
+        (base/redirects), and only for a GET or HEAD, which carry no body."""
         scope = f"repository:{reference.repository}:{'pull,push' if push else 'pull'}"
-        response = self._once(method, url, scope, kwargs)
-        if response.status_code == 401:
+        response = self._once(method, url, scope if self._own(url) else None, kwargs)
+        if response.status_code == 401 and self._own(url):
             challenge = response.headers.get("WWW-Authenticate", "")
             response.close()
             self._authorize(reference, scope, challenge)
@@ -475,21 +520,48 @@ class Registry:
                 raise RegistryRefused(f"{reference}: the registry asked for credentials in the middle of an upload",
                                       fix=CREDENTIALS_FIX)
             response = self._once(method, url, scope, kwargs)
+        for _ in range(MAX_REDIRECTS + 1):
+            if not response.is_redirect or method not in ("GET", "HEAD"):
+                break
+            target = urljoin(url, response.headers.get("Location", ""))
+            response.close()
+            refused = refused_redirect(url, target)
+            if refused is not None:
+                raise RegistryUnreachable(f"{reference}: the registry {refused}",
+                                          fix="serve the registry's blobs from its own host, or over https")
+            url = target
+            response = self._once(method, url, scope if self._own(url) else None, kwargs)
+        else:
+            response.close()
+            raise RegistryUnreachable(f"{reference}: the registry redirected more than {MAX_REDIRECTS} times",
+                                      fix="check the registry's configuration")
+        if response.status_code == 401 and not self._own(url):
+            response.close()
+            raise RegistryRefused(f"{reference}: {_shown(url)}, where the registry redirected, asked for credentials: "
+                                  "not sent (the registry's are for the registry alone)",
+                                  fix="have the registry's storage serve its blobs by signed URL, as registries on "
+                                      "object stores do, or serve them from the registry's own host")
         if response.status_code in (401, 403):
             response.close()
             raise RegistryRefused(f"{reference}: the registry refused the request (HTTP {response.status_code}): "
                                   "check the credentials", fix=CREDENTIALS_FIX)
         return response
 
-    def _once(self, method: str, url: str, scope: str, kwargs: Mapping[str, Any]) -> requests.Response:
+    def _own(self, url: str) -> bool:
+        """Whether `url` is on the registry's own origin (scheme, host and port), where its credentials go."""
+        here, there = urlsplit(self._root()), urlsplit(url)
+        return (there.scheme, there.netloc) == (here.scheme, here.netloc)
+
+    def _once(self, method: str, url: str, scope: Optional[str], kwargs: Mapping[str, Any]) -> requests.Response:
         headers = dict(kwargs.get("headers") or {})
-        authorization = self._authorization.get(scope)
+        authorization = self._authorization.get(scope) if scope is not None else None
         if authorization is not None:
             headers["Authorization"] = authorization
         options = {key: value for key, value in kwargs.items() if key != "headers"}
         try:
+            # Streamed: every answer is read bounded by its caller (a registry's answer may never end).
             return self._session.request(method, url, headers=headers, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
-                                         allow_redirects=True, **options)
+                                         allow_redirects=False, stream=True, **options)
         except requests.RequestException as exc:
             raise RegistryUnreachable(f"the registry {self.host} did not answer ({_why(exc)})",
                                       fix="check that the registry answers from here, then run the command again") \
@@ -523,14 +595,27 @@ class Registry:
                 answer = self._session.post(realm, data={"grant_type": "refresh_token", "refresh_token": secret[1],
                                                          "service": params["service"], "scope": scope,
                                                          "client_id": "jetson-install"},
-                                            timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+                                            timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), allow_redirects=False,
+                                            stream=True)
             else:
                 auth = secret
-                answer = self._session.get(realm, params=params, auth=auth, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+                answer = self._session.get(realm, params=params, auth=auth, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                                           allow_redirects=False, stream=True)
         except requests.RequestException as exc:
             raise RegistryUnreachable(f"{reference}: the registry's token service {_shown(realm)} did not answer "
                                       f"({_why(exc)})", fix="check that it answers from here, then run the command "
                                                             "again") from None
+        with answer:
+            self._token_answer(reference, scope, realm, secret, answer)
+
+    def _token_answer(self, reference: Reference, scope: str, realm: str, secret: Optional[_Secret],
+                      answer: requests.Response) -> None:
+        if answer.is_redirect:
+            # Not followed: the request carried the credentials, for the token service the registry named.
+            target = urljoin(realm, answer.headers.get("Location", ""))
+            raise RegistryUnreachable(f"{reference}: the registry's token service {_shown(realm)} redirected to "
+                                      f"{_shown(target)}, which is not followed",
+                                      fix="name the token service's own URL in the registry's configuration")
         if answer.status_code in (401, 403):
             raise RegistryRefused(f"{reference}: the registry's token service refused "
                                   + ("the credentials" if secret else "an anonymous request")
@@ -539,7 +624,7 @@ class Registry:
             raise RegistryUnreachable(f"{reference}: the registry's token service answered HTTP {answer.status_code}",
                                       fix="check that it answers from here, then run the command again")
         try:
-            data = answer.json()
+            data = json.loads(_read(answer, reference, "the token", _ANSWER_LIMIT))
             token = data.get("token") or data.get("access_token")
         except (ValueError, AttributeError):
             token = None
@@ -576,12 +661,25 @@ def _shown(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
 
-def _error_code(response: requests.Response) -> str:
-    """The distribution spec's error code of a failed request (BLOB_UNKNOWN, DENIED, ...), if it gave one."""
+def _read(response: requests.Response, reference: Reference, what: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of a streamed answer (one more than allowed tells it ran past)."""
     try:
-        errors = response.json().get("errors") or []
+        return bytes(response.raw.read(limit + 1, decode_content=True))
+    except (requests.RequestException, OSError, ValueError) as exc:
+        raise RegistryUnreachable(f"{reference}: {what} was cut short ({type(exc).__name__})",
+                                  fix="check that the registry answers, then run the command again") from None
+
+
+def _error_code(response: requests.Response) -> str:
+    """The distribution spec's error code of a failed request (BLOB_UNKNOWN, DENIED, ...), if it
+    gave one: read no further than an error's JSON can be (an answer may never end)."""
+    try:
+        body = response.raw.read(_ANSWER_LIMIT + 1, decode_content=True)
+        if len(body) > _ANSWER_LIMIT:
+            return ""
+        errors = json.loads(body).get("errors") or []
         return ", ".join(str(error.get("code")) for error in errors if isinstance(error, dict))[:120]
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, TypeError, OSError, requests.RequestException):
         return ""
 
 

@@ -341,7 +341,7 @@ def _fetch(step: Step, run: Execution) -> str:
     into the new environment's state folder; the manifest named, where one is, must list them all."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from jetson_install.tools.oci import RegistryError, registry_for
+    from jetson_install.tools.oci import Layer, RegistryError, registry_for
     from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event
 
     route = run.plan.route
@@ -353,6 +353,7 @@ def _fetch(step: Step, run: Execution) -> str:
     fix = _unreachable_fix(lock, run.rerun)
     try:
         registry = registry_for(reference, run.plan.settings.allow_insecure)
+        listed: Optional[Dict[str, Layer]] = None  # with a manifest, each blob's size: one running past it is refused
         if reference.manifest_reference is not None:
             listed = registry.manifest(reference).by_digest()
             missing = [entry.filename for entry in entries if f"sha256:{entry.sha256}" not in listed]
@@ -372,7 +373,9 @@ def _fetch(step: Step, run: Execution) -> str:
             def going_on(_: int) -> None:
                 if stop.is_set():  # a failure elsewhere, or Ctrl-C: this download ends too, leaving nothing
                     raise RegistryError(f"{entry.filename}: not fetched, the step is ending")
-            return registry.fetch_blob(reference, f"sha256:{entry.sha256}", folder / entry.filename, going_on)
+            layer = listed.get(f"sha256:{entry.sha256}") if listed is not None else None
+            return registry.fetch_blob(reference, f"sha256:{entry.sha256}", folder / entry.filename, going_on,
+                                       size=layer.size if layer is not None else None)
 
         pool = ThreadPoolExecutor(_PARALLEL_BLOBS)
         futures = {entry.filename: pool.submit(fetch, entry) for entry in entries}
