@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
 
+import pytest
+
 TOP = Path(__file__).resolve().parent.parent
 PACKAGE = TOP / "jetson_install"
 
@@ -128,3 +130,42 @@ def test_planning_loads_nothing_that_runs_a_process_reads_an_index_or_runs_the_d
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
+
+
+# What each fast command uses not at all, so must not load: requests (and urllib3 under it) only
+# where an index is read, importlib.metadata only for --version's uv and an upgrade's fix, the
+# TOML parser only where a data file is read, the doctor and the runner only where they run.
+_SAMPLE = "sample:agx-orin-64gb-jp6.2"
+_NEVER_LOADED = ("requests", "urllib3", "jetson_install.tools.index", "jetson_install.tools.oci",
+                 "jetson_install.tools.runner", "jetson_install.doctor", "jetson_install.running")
+_UNUSED: Dict[Tuple[str, ...], Tuple[str, ...]] = {
+    ("--version",): _NEVER_LOADED + ("tomllib", "jetson_install.base.toml_file", "jetson_install.board",
+                                     "jetson_install.catalog.catalog", "jetson_install.planning", "jetson_install.envs"),
+    ("detect", "--root", _SAMPLE): _NEVER_LOADED + ("importlib.metadata", "jetson_install.planning.plan",
+                                                    "jetson_install.envs", "jetson_install.tools"),
+    ("detect", "--json", "--root", _SAMPLE): _NEVER_LOADED + ("importlib.metadata", "jetson_install.planning",
+                                                              "jetson_install.envs", "jetson_install.tools"),
+    ("plan", "obliteratus", "--root", _SAMPLE): _NEVER_LOADED + ("importlib.metadata", "difflib",
+                                                                 "jetson_install.envs.interpreters",
+                                                                 "jetson_install.planning.vendor_sources"),
+    ("plan", "obliteratus", "--json", "--root", _SAMPLE): _NEVER_LOADED + ("importlib.metadata",
+                                                                           "jetson_install.planning.vendor_sources"),
+}
+
+
+@pytest.mark.parametrize("args", list(_UNUSED), ids=" ".join)
+def test_a_fast_command_loads_nothing_it_does_not_use(args: Tuple[str, ...]) -> None:
+    # The command as a user runs it, in a fresh interpreter; then what it loaded.
+    probe = ("import io, contextlib, runpy, sys\n"
+             f"sys.argv = ['jetson-install', *{list(args)!r}]\n"
+             "try:\n"
+             "    with contextlib.redirect_stdout(io.StringIO()):\n"
+             "        runpy.run_module('jetson_install', run_name='__main__')\n"
+             "except SystemExit as exc:\n"
+             "    assert exc.code in (0, None), exc.code\n"
+             "print(sorted(sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = ast.literal_eval(result.stdout.strip().splitlines()[-1])
+    unused = [name for name in loaded if any(name == prefix or name.startswith(prefix + ".") for prefix in _UNUSED[args])]
+    assert not unused, f"`jetson-install {' '.join(args)}` loaded what it does not use: {unused}"

@@ -222,7 +222,8 @@ def test_a_lock_from_an_edited_checkout_is_refused(stub_index_dirs: IndexDirs, v
 
 def test_a_mirror_that_refuses_says_check_the_credentials(stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> None:
     from jetson_install.base.errors import StepFailed
-    from jetson_install.tools.index import IndexRefused, fetch_text, project_files
+    from jetson_install.base.errors import IndexRefused
+    from jetson_install.tools.index import fetch_text, project_files
 
     mirror = start_index(stub_index_dirs.vendor, name="authenticated", credentials="fleet:s3cret")
     with pytest.raises(IndexRefused) as refused:

@@ -21,6 +21,7 @@ from support.cli import CliResult, run_cli
 from support.stub_projects import IndexDirs
 from support.index_server import LoopbackIndex
 
+from jetson_install.base.errors import IndexUnreachable
 from jetson_install.planning import vendor_sources
 from jetson_install.tools import index
 from jetson_install.catalog.catalog import VendorSource, load_catalog
@@ -152,7 +153,7 @@ def test_another_file_under_a_recorded_name_is_refused_naming_both(tmp_path: Pat
 def test_an_unreachable_index_is_one_line_fast_with_the_fallback_and_mirror(tmp_path: Path, vendor_dir: Path) -> None:
     source = source_for(tmp_path, vendor_dir)
     started = time.monotonic()
-    with pytest.raises(index.IndexUnreachable) as caught:
+    with pytest.raises(IndexUnreachable) as caught:
         vendor_sources.resolve(source, "http://127.0.0.1:9/simple", "3.10", "2.35")
     assert time.monotonic() - started < 5
     assert "http://127.0.0.1:9/simple did not answer" in caught.value.message

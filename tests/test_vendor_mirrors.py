@@ -26,7 +26,7 @@ from support.index_server import LoopbackIndex
 from support.installer import Installer
 from support.stub_projects import IndexDirs
 
-from jetson_install.base.errors import JetsonInstallError, StepFailed
+from jetson_install.base.errors import IndexUnreachable, JetsonInstallError, StepFailed
 from jetson_install.base.layout import EVIDENCE_FILE, RECORD_FILE, STATE_DIR
 from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy, Resolution
@@ -224,7 +224,7 @@ def test_only_when_no_source_has_the_preferred_set_does_the_choice_move_and_it_s
 def test_all_sources_down_is_one_error_naming_each_and_the_fix(tmp_path: Path, vendor_dir: Path,
                                                                raw_server: Callable[..., RawServer]) -> None:
     unavailable = raw_server(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
-    with pytest.raises(index.IndexUnreachable) as caught:
+    with pytest.raises(IndexUnreachable) as caught:
         resolve(source_for(tmp_path, vendor_dir, REFUSED, unavailable.url))
     assert caught.value.message == (f"none of the 2 vendor sources answered ({REFUSED}: did not answer (connection "
                                     f"refused); {unavailable.url}: did not answer (HTTP 503))")

@@ -27,6 +27,8 @@ __all__ = [
     "StepFailed",
     "CatalogError",
     "ElfError",
+    "IndexUnreachable",
+    "IndexRefused",
 ]
 
 EXIT_OK = 0
@@ -106,3 +108,13 @@ class StepFailed(JetsonInstallError):
 
 class ElfError(JetsonInstallError):
     """A file is not a 64-bit little-endian ELF object, or is cut short or corrupt (base/elf.py)."""
+
+
+class IndexUnreachable(JetsonInstallError):
+    """A package index did not answer (or answered with an error). Here, not beside the HTTP
+    client (tools/index.py): the fixes and the executor name it without reading any index."""
+
+
+class IndexRefused(JetsonInstallError):
+    """The index answered, refusing the credentials (401, 403): its fix is the credentials', not a
+    network's, so callers that replace an unreachable index's fix leave this one."""

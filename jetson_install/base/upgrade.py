@@ -8,7 +8,6 @@ import json
 import shlex
 import sys
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse
@@ -60,7 +59,11 @@ def upgrade_command(direct_url: Optional[str], manager: str = "pipx") -> str:
 
 
 def running_install() -> Installed:
-    """How the jetson-install that runs now was installed."""
+    """How the jetson-install that runs now was installed. importlib.metadata is imported here,
+    where it is read, not with the module: the board's and the catalog's readers name the upgrade
+    in a fix, and `detect`, `plan` and an install never need it unless one fails."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
     try:
         installed = distribution("jetson-install")
     except PackageNotFoundError:

@@ -13,7 +13,6 @@ from typing import Dict, Optional
 
 from jetson_install.base.errors import CatalogError
 from jetson_install.base.sourced import DEFAULT, Sourced
-from jetson_install.base.toml_file import load_toml
 
 __all__ = ["TARGET_NAME", "CATALOG_VARIABLE", "catalog_file", "default_catalog_path", "target_summaries"]
 
@@ -45,6 +44,8 @@ def catalog_file() -> Sourced[Path]:
 def target_summaries(path: Optional[Path] = None) -> Dict[str, str]:
     """Each `[targets.NAME]` whose name is a command and whose `summary` is text, and that
     summary. Raises CatalogError where the file is missing or not TOML."""
+    from jetson_install.base.toml_file import load_toml  # not for --version, which only names the file
+
     targets = load_toml(path or default_catalog_path()).get("targets")
     if not isinstance(targets, dict):
         return {}

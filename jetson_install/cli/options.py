@@ -6,7 +6,6 @@ fixes) is imported where it is used: `--help` loads none of it (see cli/main.py)
 
 from __future__ import annotations
 
-import difflib
 import re
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -496,6 +495,8 @@ class WithTargets(click.Group):
         # typed target (`obliterats`) gets its suggestion from every command, the targets too.
         name = args[0] if args else ""
         if not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib  # only for a command that does not exist
+
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
             suggestion = f" Did you mean {' or '.join(repr(match) for match in close)}?" if close else ""
             raise click.UsageError(f"No such command {name!r}.{suggestion}", ctx)

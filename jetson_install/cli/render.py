@@ -1,4 +1,7 @@
-"""Human-readable text for the structured results; nothing here decides anything."""
+"""Human-readable text for the structured results; nothing here decides anything.
+
+What only some results need is imported by the function that renders them: `detect` renders a
+platform and loads none of the plan's, the environment's or the fleet's helpers."""
 
 from __future__ import annotations
 
@@ -8,11 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
 from jetson_install import __version__
-from jetson_install.board import apt
 from jetson_install.board.platform import Platform
-from jetson_install.envs.activation import activate_command
-from jetson_install.planning.fixes import runner_command
-from jetson_install.tools.progress import steps_summary
 
 if TYPE_CHECKING:
     from jetson_install.catalog.catalog import Catalog, Channel
@@ -90,6 +89,8 @@ def plan_text(plan: Plan) -> str:
     if fallback:
         lines.append(f"  fallback  {fallback}   (if the vendor source is down: --vendor-fallback)")
     if plan.vendor and plan.vendor.apt:
+        from jetson_install.board import apt
+
         lines.append(f"  apt       {apt.install_command(plan.vendor.apt, assume_yes=True)}   (the vendor wheels need these)")
         elsewhere = apt.from_cuda_repository(plan.vendor.apt)
         if elsewhere:
@@ -212,6 +213,9 @@ def install_hint(plan: Plan, typed: Rerun) -> str:
 
 def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
     """The end of an install, on stderr: warnings, each step's time, and how it went."""
+    from jetson_install.envs.activation import activate_command
+    from jetson_install.tools.progress import steps_summary
+
     lines = [f"warning: {warning}" for warning in result.warnings]
     if result.steps:
         lines.append(f"steps: {steps_summary(result.steps)}")
@@ -241,6 +245,8 @@ def lock_lines(result: LockResult) -> List[str]:
 
 
 def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
+    from jetson_install.planning.fixes import runner_command
+
     where, target = result["directory"], result.get("target", "obliteratus")
     return [f"warning: {warning}" for warning in result.get("warnings", ())] + [
             f"{result['files']} files in {where} ({result['downloaded_bytes']} bytes downloaded)",
@@ -258,6 +264,8 @@ def wheelhouse_lines(result: Dict[str, Any]) -> List[str]:
 
 def pushed_lines(result: Dict[str, Any]) -> List[str]:
     """`wheelhouse --push`: where the wheelhouse now is, by digest, and what each runner runs."""
+    from jetson_install.planning.fixes import runner_command
+
     return [f"pushed {result['files']} files of {result['directory']} and its lock to {result['pushed']} "
             f"({result['uploaded']} uploaded, {result['uploaded_bytes']} bytes; the registry had the rest)",
             f"  on each runner (the digest pins the lock, the lock each file): {result['install']}",

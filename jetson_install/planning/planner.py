@@ -26,8 +26,6 @@ from jetson_install.catalog.targets import Target
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.plan import Plan, Route
 from jetson_install.planning.routes.download import check_channel, plan_download
-from jetson_install.planning.routes.existing_torch import plan_existing
-from jetson_install.planning.routes.preflight import plan_preflight
 from jetson_install.tools import git
 
 __all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_commands", "check_git_ref"]
@@ -221,10 +219,15 @@ def make_plan(platform: Platform, catalog: Catalog, options: PlanOptions) -> Pla
                 extra=extra, extra_from=extra_from, additions=additions(options.added),
                 check_commands=check_commands(options.check_commands))
     match = catalog.match(platform)
+    # A route's module is imported where the options take it: most runs take the download route.
     if options.existing is not None:
+        from jetson_install.planning.routes.existing_torch import plan_existing
+
         return plan_existing(base, options.existing, match.channel, match.reason, match.remedy)
     checked = check_channel(platform, match.channel, match.reason, match.remedy, target,
                             preview=options.preflight and os.uname().machine != "aarch64")
     if options.preflight:
+        from jetson_install.planning.routes.preflight import plan_preflight
+
         return plan_preflight(base, checked, options.cpu_index)
     return plan_download(base, checked, options.fallback, options.build_choice())

@@ -12,7 +12,7 @@ from urllib.parse import unquote
 
 from packaging.utils import parse_wheel_filename
 
-from jetson_install.base.errors import JetsonInstallError
+from jetson_install.base.errors import IndexRefused, IndexUnreachable, JetsonInstallError
 from jetson_install.base.tags import wheel_tags
 from jetson_install.catalog.catalog import VendorSource
 from jetson_install.catalog.identity import (
@@ -24,7 +24,7 @@ from jetson_install.catalog.identity import (
     Resolution,
 )
 from jetson_install.catalog.resolve import choose_set
-from jetson_install.tools.index import IndexRefused, IndexUnreachable, recorded_url, source_listings
+from jetson_install.tools.index import recorded_url, source_listings
 
 __all__ = ["ARCH", "resolve", "sources_in_order", "same_files_elsewhere", "no_longer_served", "recorded_only",
            "offline_resolution"]

@@ -17,27 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
+from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, IndexUnreachable, JetsonInstallError, StepFailed
 from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
 from jetson_install.base.steps import Step, StepResult
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.identity import NothingInPolicy, Resolution
 from jetson_install.envs.activation import activate_command
 from jetson_install.envs.home import EnvironmentHome
-from jetson_install.envs.failed_evidence import discard
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter
 from jetson_install.envs.record import installed_versions
 from jetson_install.envs.source_identity import Sources
-from jetson_install.planning import vendor_sources
-from jetson_install.planning.bitsandbytes_source import CUDA_HOME
 from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.plan import Plan, resolved_plan, with_interpreter
-from jetson_install.running.bitsandbytes_build import find_toolchain
 from jetson_install.running.execution import Run, StepHandler
-from jetson_install.running.handlers import doctor, shared_handlers
 from jetson_install.running.noop import Current, decide, known_set, plan_fingerprint, sources_of
-from jetson_install.tools import index
 from jetson_install.tools.progress import Display
 
 __all__ = ["InstallResult", "check_before_install", "install"]
@@ -122,6 +116,9 @@ def check_before_install(plan: Plan, dry_run: bool) -> Checked:
                          f"sudo apt-get install {package}, or pass --python PATH")
     if plan.route.planned_build() is not None:
         # Missing build tools are named, with their apt packages, before anything starts.
+        from jetson_install.planning.bitsandbytes_source import CUDA_HOME
+        from jetson_install.running.bitsandbytes_build import find_toolchain
+
         find_toolchain(CUDA_HOME, plan.platform.cuda)
     return Checked(home, interpreter, tuple(warnings))
 
@@ -170,7 +167,10 @@ class _IndexRead:
         insecure = plan.settings.allow_insecure
         self._outcome: List[Any] = []
 
+        # Imported on the thread: the listings' HTTP client loads while `uv venv` runs.
         def read() -> None:
+            from jetson_install.planning import vendor_sources
+
             try:
                 # The interpreter's own Python decides the files, whatever the channel's is.
                 self._outcome.append(vendor_sources.resolve(vendor, location, interpreter.abi, glibc, insecure))
@@ -192,7 +192,7 @@ def _index_set(plan: Plan, run: Run, reading: _IndexRead) -> Plan:
     """The plan with the set the index read chose; a failure is the vendor step's, with its fixes."""
     try:
         resolution = reading.resolution()
-    except (index.IndexUnreachable, NothingInPolicy) as exc:
+    except (IndexUnreachable, NothingInPolicy) as exc:
         raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", index_failure_fix(exc, plan, run.command)) from None
     except JetsonInstallError as exc:
         raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", exc.fix) from None
@@ -233,6 +233,9 @@ def _install_locked(plan: Plan, home: EnvironmentHome, run: Run, interpreter: In
             return InstallResult("unchanged", plan.venv, str(current.path), interpreter.path, (),
                                  dict(decision.installed), _evidence_path(current.path),
                                  warnings=tuple(run.warnings), resolved=plan, removed=tuple(run.removed))
+    # What a build needs from here on, imported once there is one to make (a no-op re-run never is).
+    from jetson_install.envs.failed_evidence import discard
+
     staging = home.new_environment_path()
     sources.read_local()  # a local tree is read before building writes into it
     try:
@@ -271,6 +274,10 @@ def _execute(home: EnvironmentHome, staging: Path, interpreter: Interpreter, sou
     environment it replaced. A step may learn what the rest of the plan needs (the versions it
     installed, the companions' hashes): the rest runs from the plan as it then stands; so does
     the vendor set of an index still being read (`reading`), before the first step that needs it."""
+    # Here, not with the module: a no-op re-run (what most runs are) never runs a step, so it
+    # never loads the steps' handlers and the doctor they run.
+    from jetson_install.running.handlers import doctor, shared_handlers
+
     run.start(staging)
     handlers: Dict[str, StepHandler] = {**shared_handlers(interpreter), **run.plan.route.handlers()}
     previous: List[Optional[Path]] = []

@@ -5,7 +5,10 @@ wheelhouse (`fetch_file`, `fetch_text`).
 What the listings are read for lives with what uses them, and talks no HTTP itself: the vendor
 set across a source's indexes in planning/vendor_sources.py, `channels --check` in
 cli/commands/channels.py. Only `plan --resolve`, the install (when it has no recorded resolution
-to reuse, or with --upgrade) and `channels --check` come here; `plan` stays offline.
+to reuse, or with --upgrade) and `channels --check` come here; `plan` stays offline. requests is
+imported by the functions that talk HTTP, not with the module: what only reads a local index,
+or names an index's error (base/errors.py), pays nothing for it (urllib3, charset_normalizer,
+http.client and ssl were a fifth of `plan`'s instructions).
 """
 
 from __future__ import annotations
@@ -15,20 +18,22 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
-import requests
 from packaging.utils import canonicalize_name
 
-from jetson_install.base.errors import JetsonInstallError, StepFailed
+from jetson_install.base.errors import IndexRefused, IndexUnreachable, StepFailed
 from jetson_install.base.oci_ref import is_oci, parse_reference
 from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
 from jetson_install.base.redirects import MAX_REDIRECTS, refused_redirect
 from jetson_install.catalog.catalog import VendorSource
 from jetson_install.catalog.identity import ListedFile
 
-__all__ = ["trusted_certificates", "CONNECT_TIMEOUT", "READ_TIMEOUT", "IndexUnreachable", "IndexRefused", "project_files", "source_listings",
+if TYPE_CHECKING:
+    import requests
+
+__all__ = ["trusted_certificates", "CONNECT_TIMEOUT", "READ_TIMEOUT", "project_files", "source_listings",
            "recorded_url", "fetch_file", "fetch_text", "RUN_AGAIN"]
 
 #: Seconds to open a connection to an index, and to wait for each read from it: an index
@@ -41,15 +46,6 @@ _PEP691 = "application/vnd.pypi.simple.v1+json"
 _REFUSED = (401, 403)
 
 
-class IndexUnreachable(JetsonInstallError):
-    """The index did not answer (or answered with an error)."""
-
-
-class IndexRefused(JetsonInstallError):
-    """The index answered, refusing the credentials (401, 403): its fix is the credentials', not a
-    network's, so callers that replace an unreachable index's fix leave this one."""
-
-
 def project_files(index: str, project: str) -> List[ListedFile]:
     """The files `index` lists for `project`; empty when the index does not carry it (404)."""
     base = index.rstrip("/") + "/"
@@ -57,10 +53,12 @@ def project_files(index: str, project: str) -> List[ListedFile]:
     if urlsplit(url).scheme == "file":
         return _local_project(url)
 
+    import requests
+
     try:
         response = _get(url, headers={"Accept": f"{_PEP691}, text/html;q=0.1"}, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
                     verify=trusted_certificates())
-    except requests.RequestException as exc:
+    except (requests.RequestException, _Redirected) as exc:
         raise _unreachable(index, _why(exc)) from None
     if response.status_code == 404:
         return []
@@ -97,16 +95,19 @@ def _unreachable(index: str, why: str) -> IndexUnreachable:
     )
 
 
-class _Redirected(requests.RequestException):
-    """A redirect not followed: it would leave what the source guarantees (https, or its own host)."""
+class _Redirected(Exception):
+    """A redirect not followed: it would leave what the source guarantees (https, or its own host).
+    Caught beside requests' own errors (not one of them: requests is not imported with this module)."""
 
 
-def _get(url: str, **options: Any) -> requests.Response:
+def _get(url: str, **options: Any) -> "requests.Response":
     """requests.get, following a redirect only where it keeps what the source guarantees: an
     https source's to https, a plain-http source's (loopback, or allowed insecure) to its own
     host. One off it is not followed and says where it led: followed, a loopback index could
     send the install to any host, an https one to plain http, and a dead target read as the
     source's "connection refused". A URL's credentials go with a redirect on its own host only."""
+    import requests
+
     secret = credentials(url)
     for _ in range(MAX_REDIRECTS + 1):
         response = requests.get(url, allow_redirects=False, **options)
@@ -129,6 +130,8 @@ def _get(url: str, **options: Any) -> requests.Response:
 def _why(exc: Exception, read_timeout: Optional[float] = None) -> str:
     """What went wrong reaching an index (or fetching a file, whose reads wait `read_timeout`),
     as it happened: a wait is named only when there was one."""
+    import requests
+
     if isinstance(exc, _Redirected):
         return str(exc)
     if isinstance(exc, requests.ConnectTimeout):
@@ -259,6 +262,8 @@ def fetch_file(url: str, destination: Path, watch: Optional[Callable[[int, int],
             raise _failed(url, exc.strerror or str(exc)) from None
         return
 
+    import requests
+
     try:
         with _get(url, stream=True, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT),
                   verify=trusted_certificates()) as response:
@@ -274,7 +279,7 @@ def fetch_file(url: str, destination: Path, watch: Optional[Callable[[int, int],
                     received += len(chunk)
                     if watch is not None:
                         watch(received, total)
-    except requests.RequestException as exc:
+    except (requests.RequestException, _Redirected) as exc:
         raise _failed(url, _why(exc, _FILE_READ_TIMEOUT)) from None
 
 
@@ -287,9 +292,11 @@ def fetch_text(url: str) -> str:
         except OSError as exc:
             raise _failed(url, exc.strerror or str(exc)) from None
 
+    import requests
+
     try:
         response = _get(url, timeout=(CONNECT_TIMEOUT, _FILE_READ_TIMEOUT), verify=trusted_certificates())
-    except requests.RequestException as exc:
+    except (requests.RequestException, _Redirected) as exc:
         raise _failed(url, _why(exc, _FILE_READ_TIMEOUT)) from None
     if response.status_code != 200:
         raise _failed(url, f"HTTP {response.status_code}")

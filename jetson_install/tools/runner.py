@@ -21,7 +21,6 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from uv import find_uv_bin
 
 from jetson_install.base.process import Completed
 from jetson_install.tools import uv
@@ -259,6 +258,8 @@ _FINDING_BINARY = threading.Lock()
 def uv_binary() -> str:
     # find_uv_bin reads sysconfig, whose first read is not thread-safe: two threads at once
     # got EXE as None ("can only concatenate str (not "NoneType") to str").
+    from uv import find_uv_bin  # where uv runs: a no-op re-run starts none
+
     with _FINDING_BINARY:
         return find_uv_bin()
 

@@ -17,6 +17,8 @@ from jetson_install.base.errors import (
     EXIT_FAILED,
     EXIT_OK,
     BadInput,
+    IndexRefused,
+    IndexUnreachable,
     JetsonInstallError,
 )
 from jetson_install.base.redact import redact
@@ -29,7 +31,7 @@ from jetson_install.catalog.resolve import complete_set, served_pythons
 from jetson_install.catalog.settings import IndexSettings, check_index_url, load_index_settings
 from jetson_install.base.sourced import Sourced
 from jetson_install.planning.vendor_sources import ARCH, recorded_only
-from jetson_install.tools.index import IndexRefused, IndexUnreachable, recorded_url, source_listings
+from jetson_install.tools.index import recorded_url, source_listings
 
 __all__ = ["Channels", "channels", "unknown_channel", "check_channels", "CHECK_STATUSES", "SetReport",
            "check_exit_code", "check_source", "constraint_files"]

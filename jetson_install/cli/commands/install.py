@@ -13,8 +13,6 @@ from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan
 from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.plan import Plan, with_interpreter
-from jetson_install.planning.routes.lock import read_lock_in_use, with_lock
-from jetson_install.planning.routes.preflight import require_aarch64
 from jetson_install.running.install import InstallResult, check_before_install
 from jetson_install.running.noop import as_it_would_run, would_change
 from jetson_install.running.install import install as run_install
@@ -26,6 +24,8 @@ __all__ = ["install_plan", "preview", "dry_run", "Installed", "install"]
 def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: Optional[str], rerun: Rerun) -> Plan:
     """The plan `obliteratus` carries out: the options' plan, or a lock's (--lock, --wheelhouse)."""
     if options.preflight:
+        from jetson_install.planning.routes.preflight import require_aarch64
+
         require_aarch64()  # before anything else: no plan made here could run
     if options.added and (lock_file or wheelhouse):
         # A lock installs exactly its files: an addition beside it would be left out unsaid.
@@ -39,6 +39,8 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
                                       f"{install_command}")
     plan = make_install_plan(options)
     if plan.supported and (lock_file or wheelhouse):
+        from jetson_install.planning.routes.lock import read_lock_in_use, with_lock
+
         plan = with_lock(plan, read_lock_in_use(lock_file, wheelhouse, plan, rerun))
     return plan
 

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Optional, Tuple
 
-from jetson_install.base.errors import BadInput, NotAJetson
+from jetson_install.base.errors import BadInput, IndexUnreachable, NotAJetson
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.catalog.identity import NoBuildForPython
@@ -18,14 +18,10 @@ from jetson_install.cli.commands.lifecycle import default_venv
 from jetson_install.cli.commands.platform import detect_platform
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.recorded import recorded_additions, recorded_check_commands
-from jetson_install.envs.interpreters import choose_interpreter, inspect_stack
-from jetson_install.planning import vendor_sources
-from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.plan import Plan, for_python, resolved_plan
 from jetson_install.planning.planner import make_plan
-from jetson_install.tools import index
 
 __all__ = ["make_install_plan", "kept_additions", "kept_check_commands", "resolve_plan"]
 
@@ -52,7 +48,11 @@ def make_install_plan(options: InstallOptions, keep_added: bool = True) -> Plan:
         raise BadInput(f"no target {options.target!r} in {catalog.path}",
                        fix=f"use one of: {', '.join(sorted(catalog.targets))}")
     venv = venv_path(options.venv) if options.venv is not None else default_venv(options.target)
-    existing = inspect_stack(options.python or _python3()) if options.use_existing_torch else None
+    existing = None
+    if options.use_existing_torch:
+        from jetson_install.envs.interpreters import inspect_stack  # runs the interpreter: only for a kept stack
+
+        existing = inspect_stack(options.python or _python3())
     if options.cpu_index:
         check_index_url(options.cpu_index, "--cpu-index", options.allow_insecure_index)
     return make_plan(platform, catalog, PlanOptions(
@@ -87,6 +87,11 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
     """`plan` with the set the vendor index resolves to, for the Python an install would take
     (or `python`); an index that does not answer gets the whole commands that go around it
     (the fallback source, a mirror), as in an install."""
+    # Here, not with the module: a plain `plan` reads no index and runs no interpreter.
+    from jetson_install.envs.interpreters import choose_interpreter
+    from jetson_install.planning import vendor_sources
+    from jetson_install.planning.index_fixes import index_failure_fix
+
     vendor = plan.vendor
     if not plan.supported or vendor is None or not plan.route.resolves():
         return plan
@@ -99,7 +104,7 @@ def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan
     try:
         return resolved_plan(plan, vendor_sources.resolve(vendor, plan.vendor_index, python,
                                                           ubuntu_glibc(plan.platform.ubuntu), plan.settings.allow_insecure))
-    except index.IndexUnreachable as exc:
-        raise index.IndexUnreachable(exc.message, fix=index_failure_fix(exc, plan, rerun)) from None
+    except IndexUnreachable as exc:
+        raise IndexUnreachable(exc.message, fix=index_failure_fix(exc, plan, rerun)) from None
     except NoBuildForPython as exc:
         raise NoBuildForPython(exc.message, index_failure_fix(exc, plan, rerun), exc.python, exc.served) from None
