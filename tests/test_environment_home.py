@@ -14,11 +14,12 @@ from support import present
 from support.cli import run_cli
 
 from jetson_install.running import install as install_module
-from jetson_install.running.noop import Current, plan_fingerprint
+from jetson_install.running.noop import plan_fingerprint
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.interpreters import Interpreter
 from jetson_install.envs.source_identity import Sources
+from jetson_install.catalog.identity import Resolution
 from jetson_install.planning.plan import Plan
 from jetson_install.running.execution import Run
 from jetson_install.planning.fixes import Rerun
@@ -109,18 +110,16 @@ def test_ctrl_c_in_the_clean_up_after_the_switch(tmp_path: Path, monkeypatch: py
         home.prune(keep=[staging, replaced])  # as the switch step does, after its rename
         return replaced
 
-    def fake_resolve(plan: Plan, current: Optional[Current], upgrade: bool, run: Run,
-                     interpreter: Interpreter) -> Plan:  # the preferred set, without reading the index
+    def fake_read(plan: Plan, python: str, rerun: Rerun) -> Resolution:  # the preferred set, without reading the index
         from jetson_install.planning.vendor_sources import offline_resolution
-        from jetson_install.planning.plan import resolved_plan
 
-        return resolved_plan(plan, offline_resolution(present(plan.vendor)))
+        return offline_resolution(present(plan.vendor))
 
     def rmtree_interrupted(path: str, ignore_errors: bool = False) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(install_module, "_execute", fake_execute)
-    monkeypatch.setattr(install_module, "_resolve", fake_resolve)
+    monkeypatch.setattr(install_module, "read_vendor_set", fake_read)
     monkeypatch.setattr("jetson_install.envs.home.shutil.rmtree", rmtree_interrupted)
     result = install_module.install(plan, progress=PlainDisplay(io.StringIO(), interval=15), rerun=Rerun(("obliteratus",)))
     assert result.status == "interrupted" and result.exit_code == 130

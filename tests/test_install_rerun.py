@@ -12,14 +12,17 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import pytest
-from support import VENDOR_TORCH
+from support import VENDOR_PINS, VENDOR_TORCH, build_wheel
+from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.installer import VENDOR_PACKAGES, Installer
 from support.index_server import LoopbackIndex
-from support.stub_projects import IndexDirs
+from support.stub_projects import _TORCH_INIT_BODY, _TORCH_REQUIRES, IndexDirs, _torch_modules
+
+TOP = Path(__file__).resolve().parent.parent
 
 # Each test installs, then installs again.
 pytestmark = pytest.mark.slow
@@ -212,6 +215,75 @@ def test_a_noop_rerun_asks_no_index_anything(installer: Installer, vendor_index:
     upgraded = run_cli(*installer.args(), "--upgrade", env=installer.env)
     assert upgraded.returncode == 0 and json.loads(upgraded.stdout)["status"] == "unchanged", upgraded.stderr
     assert set(vendor_index.requested_projects()) == VENDOR_PACKAGES  # --upgrade read the index again
+
+
+def _listings(index: LoopbackIndex) -> List[str]:
+    """The index pages asked for, in order: what reading the vendor set costs (files aside)."""
+    return [path for path in index.requests if path.startswith("/simple/")]
+
+
+def test_a_dry_run_with_upgrade_reads_what_the_upgrade_reads_and_answers_what_it_then_does(
+        installer: Installer, vendor_index: LoopbackIndex) -> None:
+    assert installer.run()[0] == 0
+    vendor_index.clear_requests()
+    dry = run_cli(*[arg for arg in installer.args() if arg != "--yes"], "--dry-run", "--upgrade", env=installer.env)
+    assert dry.returncode == 0, dry.stderr
+    answer, read = json.loads(dry.stdout), vendor_index.requests
+    assert set(vendor_index.requested_projects()) == VENDOR_PACKAGES  # the dry run read the index, as --upgrade does
+    vendor_index.clear_requests()
+    code, data, stderr = installer.run(extra=("--upgrade",))
+    assert code == 0, stderr
+    assert vendor_index.requests == read  # the same requests, nothing more
+    assert (answer["would_change"], data["status"]) == (False, "unchanged"), answer["would_change_reason"]
+    assert answer["resolution"] == data["resolution"]
+
+
+NEWER_PINS = {"torch": "2.5.1a0+8f3c1d2a9b.nv24.10", "torchvision": "0.20.1a0+3ac97aa",
+              "torchaudio": "2.5.1a0+bb2c6e5", "bitsandbytes": VENDOR_PINS["bitsandbytes"]}
+
+
+def test_a_dry_run_with_upgrade_says_the_newer_set_the_upgrade_then_takes(
+        tmp_path: Path, cli_env: Dict[str, str], obliteratus_source: Path, private_index_dirs: IndexDirs,
+        start_index: Callable[..., LoopbackIndex], public_index: LoopbackIndex) -> None:
+    # The catalog prefers a newer set the vendor index does not serve yet: the first install
+    # takes the older one within policy; then the index serves the newer set.
+    later, pin = tmp_path / "later", f"torch=={NEWER_PINS['torch']}"
+    build_wheel(later, "torch", NEWER_PINS["torch"], requires=_TORCH_REQUIRES, requires_python=">=3.8",
+                modules=_torch_modules(True, "12.6"), init_body=_TORCH_INIT_BODY, source_index="vendor")
+    build_wheel(later, "torchvision", NEWER_PINS["torchvision"], requires=("numpy", pin), source_index="vendor")
+    build_wheel(later, "torchaudio", NEWER_PINS["torchaudio"], requires=(pin,), source_index="vendor")
+    for wheel in later.glob("*.whl"):
+        shutil.copy(wheel, private_index_dirs.vendor)
+    catalog = tmp_path / "newer-wheels-index.toml"
+    catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), private_index_dirs.vendor,
+                                         sets=[NEWER_PINS, VENDOR_PINS], preferred=NEWER_PINS["torch"]))
+    for wheel in later.glob("*.whl"):
+        (private_index_dirs.vendor / wheel.name).unlink()
+    cli_env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+    vendor = start_index(private_index_dirs.vendor, name="vendor-newer")
+    installer = Installer(tmp_path / "obl", cli_env, vendor.url, public_index.url, obliteratus_source)
+    code, data, stderr = installer.run()
+    assert code == 0 and data["resolution"]["set"] == f"torch=={VENDOR_TORCH}", stderr
+    for wheel in later.glob("*.whl"):
+        shutil.copy(wheel, private_index_dirs.vendor)
+    assert installer.run()[1]["status"] == "unchanged"  # the recorded set: no index read, nothing newer seen
+    vendor.clear_requests()
+    shown = [arg for arg in installer.args() if arg not in ("--yes", "--json")]
+    text = run_cli(*shown, "--dry-run", "--upgrade", env=installer.env)
+    assert text.returncode == 0, text.stderr
+    assert f"torch=={NEWER_PINS['torch']}" in text.stdout  # the set it would take, said
+    vendor.clear_requests()
+    dry = run_cli(*shown, "--json", "--dry-run", "--upgrade", env=installer.env)
+    answer, read = json.loads(dry.stdout), _listings(vendor)
+    assert answer["would_change"] is True, answer["would_change_reason"]
+    assert answer["resolution"]["set"] == f"torch=={NEWER_PINS['torch']}"
+    assert answer["pins"]["torch"] == NEWER_PINS["torch"]
+    vendor.clear_requests()
+    code, data, stderr = installer.run(extra=("--upgrade",))
+    assert code == 0 and data["status"] == "installed", stderr
+    assert _listings(vendor) == read  # the listings it read are the dry run's
+    assert data["resolution"] == answer["resolution"] and data["pins"] == answer["pins"]
+    assert installer.torch() == f"{NEWER_PINS['torch']} vendor"
 
 
 def test_a_vendor_index_with_credentials_is_the_same_policy_on_a_rerun_and_a_dry_run(installer: Installer,

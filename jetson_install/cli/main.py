@@ -269,7 +269,7 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
         the_plan = make()
     if given["dry_run"] or not the_plan.supported:
         decide = given["as_json"] or given["detailed_exitcode"]
-        the_plan, data, warnings = preview(the_plan, given["dry_run"], decide, given["upgrade"])
+        the_plan, data, warnings = preview(the_plan, given["dry_run"], decide, rerun, given["upgrade"])
         click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
         _print_json({**data, **extra}) if given["as_json"] else click.echo(plan_text(the_plan))
         _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from jetson_install.planning.fixes import Rerun
     from jetson_install.tools.progress import StepProgress
 
-__all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "Route", "Plan", "with_interpreter", "for_python", "resolved_plan", "Execution",
+__all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "DoctorProfile", "JETSON_PROFILE", "Route", "Plan", "with_interpreter", "for_python", "resolved_plan", "Execution",
            "Handler"]
 
 SCHEMA_VERSION = 1
@@ -48,6 +48,24 @@ class InterpreterPolicy:
     python3_fallback: bool = False
     # Warn when the interpreter is not of the channel's ABI (its vendor wheels are built for one).
     warn_other_abi: bool = True
+
+
+@dataclass(frozen=True)
+class DoctorProfile:
+    """What the doctor expects of the environment a route makes, carried by the route so that
+    nothing after planning tells the routes apart by a name: `name` as the plan and the evidence
+    say it; `options`: what asks `jetson-install doctor` to judge an environment so; `gpu`:
+    whether it runs on the board's GPU (Triton's assembler and the kernels are checked there).
+    The doctor's checks take their profile from what the environment recorded (its plan.json,
+    which the route's `facts` write: doctor/profiles.py), so a later doctor judges it alike."""
+
+    name: str
+    options: Tuple[str, ...] = ()
+    gpu: bool = True
+
+
+#: The vendor CUDA builds on the board.
+JETSON_PROFILE = DoctorProfile("jetson")
 
 
 class Execution(Protocol):
@@ -87,12 +105,15 @@ class Route:
     routes/ holds every route, each one module with all that differs about it."""
 
     name = "download"
-    #: The doctor's and the evidence's profile: "jetson" (GPU) or "preflight" (CPU builds).
-    profile = "jetson"
     #: The option a fix names to take the vendor builds from another index.
     source_option = "--vendor-index"
     #: Runs on any aarch64 machine, not only on the board itself.
     any_aarch64 = False
+
+    @property
+    def profile(self) -> DoctorProfile:
+        """What the doctor expects of what this route makes (the evidence's profile)."""
+        return JETSON_PROFILE
 
     def what(self, plan: "Plan") -> str:
         """What the install makes, in the words of its last line."""
@@ -284,7 +305,7 @@ class Plan:
             "schema_version": SCHEMA_VERSION,
             "target": self.target.id,
             "route": self.route.name,
-            "profile": self.route.profile,
+            "profile": self.route.profile.name,
             "supported": self.supported,
             "status": self.channel.status if self.channel else "unsupported",
             "reason": self.reason or None,

@@ -235,11 +235,12 @@ def doctor(step: Step, run: Run) -> str:
     holds (its probes, the step's commands, run by the environment's interpreter); its evidence
     decides whether the environment is switched in."""
     plan = run.plan
+    profile = plan.route.profile  # as recorded in the environment's plan.json, which the doctor reads
     evidence_path = state_of(run.staging) / EVIDENCE_FILE
     try:
         done = doctor_environment(
             run.python, plan.platform, load_catalog().match(plan.platform).channel,
-            only=() if plan.verify else GPU_FREE_CHECKS, strict=False, preflight=plan.route.profile == "preflight",
+            only=() if plan.verify else GPU_FREE_CHECKS, strict=False, preflight=not profile.gpu,
             evidence_file=str(evidence_path), progress=run.progress,
             install_command=redact(str(run.rerun)), platform_options=plan.doctor_platform_args)
     except JetsonInstallError as exc:
@@ -255,14 +256,14 @@ def doctor(step: Step, run: Run) -> str:
         detail = f"{first['id']}: {first.get('detail')}" if first else "a required check failed"
         # A failed verify discards the environment: a fix acting on it would point at nothing.
         fixes = [fix_after_discard(first["fix"], run.staging, str(run.rerun))] if first.get("fix") else []
-        if plan.verify and evidence.get("profile") == "jetson" and first.get("id") not in GPU_FREE_CHECKS:
+        if plan.verify and profile.gpu and first.get("id") not in GPU_FREE_CHECKS:
             fixes.append(f"for image builds without GPU access: {run.rerun.with_flag('--no-verify')}")
         raise StepFailed("verify", f"step 'verify' failed: {detail} (evidence: {kept_evidence(run.staging)})",
                          "; ".join(fixes) or None)
     if not plan.verify:
         return f"torch is the expected build for this Python (GPU checks skipped: --no-verify); evidence in {evidence_path}"
-    if evidence.get("profile") == "preflight":
-        return f"preflight checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence_path}"
+    if not profile.gpu:
+        return f"{profile.name} checks passed (CPU torch; not Jetson GPU evidence); evidence in {evidence_path}"
     return f"all required checks passed; evidence in {evidence_path}"
 
 

@@ -17,24 +17,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, IndexUnreachable, JetsonInstallError, StepFailed
+from jetson_install.base.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, JetsonInstallError, StepFailed
 from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
 from jetson_install.base.steps import Step, StepResult
-from jetson_install.board.platform_data import ubuntu_glibc
-from jetson_install.catalog.identity import NothingInPolicy, Resolution
+from jetson_install.catalog.identity import Resolution
 from jetson_install.envs.activation import activate_command
 from jetson_install.envs.home import EnvironmentHome
-from jetson_install.envs.interpreters import Interpreter, choose_interpreter
+from jetson_install.envs.interpreters import Interpreter
 from jetson_install.envs.record import installed_versions
 from jetson_install.envs.source_identity import Sources
 from jetson_install.planning.fixes import Rerun
-from jetson_install.planning.index_fixes import index_failure_fix
-from jetson_install.planning.plan import Plan, resolved_plan, with_interpreter
+from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.running.execution import Run, StepHandler
-from jetson_install.running.noop import Current, decide, known_set, plan_fingerprint, sources_of
+from jetson_install.running.noop import decide, plan_fingerprint, sources_of
+from jetson_install.running.prepared import Prepared, check, prepare, read_vendor_set, set_line, vendor_step_failure
 from jetson_install.tools.progress import Display
 
-__all__ = ["InstallResult", "check_before_install", "install"]
+__all__ = ["InstallResult", "install"]
 
 SCHEMA_VERSION = 1
 
@@ -73,7 +72,7 @@ class InstallResult:
             "python": self.interpreter,
             "channel": plan.channel.id if plan.channel else None,
             "route": plan.route.name,
-            "profile": plan.route.profile,
+            "profile": plan.route.profile.name,
             "vendor_index": plan.vendor_location,
             "pins": dict(plan.pins),
             "resolution": plan.resolution.to_json() if plan.resolution else None,
@@ -89,42 +88,9 @@ class InstallResult:
         }
 
 
-# -- before anything runs ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Checked:
-    """What the checks before an install's first step found."""
-
-    home: EnvironmentHome
-    interpreter: Interpreter
-    warnings: Tuple[str, ...]
-
-
-def check_before_install(plan: Plan, dry_run: bool) -> Checked:
-    """Every check an install makes before its first step, made by a dry run too (which
-    leaves everything as it was). Raises BadInput (a bad location or --python) or
-    StepFailed (no system Python of the channel's version)."""
-    home = EnvironmentHome(Path(plan.venv))
-    home.check_usable(create=not dry_run)
-    policy = plan.route.interpreter_policy(plan)
-    interpreter, warnings = choose_interpreter(policy, plan.channel.id if plan.channel else "?")
-    if interpreter is None:
-        wanted = "python3" if policy.python3_fallback else f"Python {policy.abi}"
-        package = "python3 python3-venv" if policy.python3_fallback else f"python{policy.abi} python{policy.abi}-venv"
-        raise StepFailed("interpreter", f"no {wanted} found on this system (searched /usr/bin, /usr/local/bin, PATH)",
-                         f"sudo apt-get install {package}, or pass --python PATH")
-    if plan.route.planned_build() is not None:
-        # Missing build tools are named, with their apt packages, before anything starts.
-        from jetson_install.planning.bitsandbytes_source import CUDA_HOME
-        from jetson_install.running.bitsandbytes_build import find_toolchain
-
-        find_toolchain(CUDA_HOME, plan.platform.cuda)
-    return Checked(home, interpreter, tuple(warnings))
-
-
 def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) -> InstallResult:
-    """Carry out `plan`. Never raises for a failing step: the result says what failed.
+    """Carry out `plan`, as prepared.py prepares it. Never raises for a failing step: the result
+    says what failed.
 
     The vendor set is the environment's recorded resolution while the catalog's policy is
     unchanged (no request to any index), else (or with `upgrade`) resolved from the index.
@@ -132,48 +98,33 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
     assert plan.supported
     run = Run(plan, progress, rerun)
     try:
-        checked = check_before_install(plan, dry_run=False)
+        checked = check(plan, dry_run=False)
     except StepFailed as failure:
         return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
     run.warnings.extend(checked.warnings)
-    plan = run.plan = with_interpreter(plan, checked.interpreter.path, checked.interpreter.abi)
+    run.plan = checked.plan
     home = checked.home
     with home.lock():
         try:
-            return _install_locked(plan, home, run, checked.interpreter, upgrade)
+            # The environment at DIR is read under the lock: no other run switches it meanwhile.
+            return _install_locked(prepare(checked, rerun, upgrade, read_index=False), home, run)
         finally:
             home.forget_if_empty()  # still holding the lock, so no other run is using DIR.d
 
 
-def _resolve(plan: Plan, current: Optional[Current], upgrade: bool, run: Run, interpreter: Interpreter) -> Plan:
-    """The plan with its vendor set: the route's own files (a lock), the recorded one while the
-    policy is unchanged, else the index's."""
-    known = known_set(plan, current, upgrade)
-    if known is None:
-        return _index_set(plan, run, _IndexRead(plan, interpreter))
-    if known.note:
-        run.progress(known.note)
-    return known.plan
-
-
 class _IndexRead:
-    """The vendor index's listings, read and chosen from on a thread of its own: a first install
-    makes its environment meanwhile (`uv venv` needs no vendor set), which hides the read behind
-    it. A daemon thread: an interrupted run does not wait for its connections."""
+    """The vendor index's listings, read and chosen from on a thread of its own (as
+    prepared.read_vendor_set reads them): a first install makes its environment meanwhile (`uv
+    venv` needs no vendor set), which hides the read behind it. A daemon thread: an interrupted
+    run does not wait for its connections."""
 
-    def __init__(self, plan: Plan, interpreter: Interpreter) -> None:
-        assert plan.vendor is not None
-        vendor, location, glibc = plan.vendor, plan.vendor_index, ubuntu_glibc(plan.platform.ubuntu)
-        insecure = plan.settings.allow_insecure
+    def __init__(self, plan: Plan, interpreter: Interpreter, rerun: Rerun) -> None:
         self._outcome: List[Any] = []
 
-        # Imported on the thread: the listings' HTTP client loads while `uv venv` runs.
         def read() -> None:
-            from jetson_install.planning import vendor_sources
-
             try:
                 # The interpreter's own Python decides the files, whatever the channel's is.
-                self._outcome.append(vendor_sources.resolve(vendor, location, interpreter.abi, glibc, insecure))
+                self._outcome.append(read_vendor_set(plan, interpreter.abi, rerun))
             except BaseException as exc:  # handed to the thread that waits for it
                 self._outcome.append(exc)
 
@@ -192,29 +143,29 @@ def _index_set(plan: Plan, run: Run, reading: _IndexRead) -> Plan:
     """The plan with the set the index read chose; a failure is the vendor step's, with its fixes."""
     try:
         resolution = reading.resolution()
-    except (IndexUnreachable, NothingInPolicy) as exc:
-        raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", index_failure_fix(exc, plan, run.command)) from None
     except JetsonInstallError as exc:
-        raise StepFailed("vendor", f"step 'vendor' failed: {exc.message}", exc.fix) from None
-    run.progress(f"vendor set: {resolution.set_name} from {resolution.source}: {resolution.reason}")
+        raise vendor_step_failure(exc) from None
+    run.progress(set_line(resolution))
     return resolved_plan(plan, resolution)
 
 
-def _install_locked(plan: Plan, home: EnvironmentHome, run: Run, interpreter: Interpreter,
-                    upgrade: bool) -> InstallResult:
+def _install_locked(prepared: Prepared, home: EnvironmentHome, run: Run) -> InstallResult:
     """The whole install, under the lock on DIR.d."""
-    existing = home.current()
-    current = Current.read(existing) if existing is not None else None
+    plan, current, interpreter = prepared.plan, prepared.current, prepared.interpreter
+    existing = current.path if current is not None else None
     reading: Optional[_IndexRead] = None
-    try:
-        if current is None and known_set(plan, None, upgrade) is None:
-            # A first install has no environment to be a no-op against: its index is read while
-            # the environment is made, and the first step that needs the set waits for it.
-            reading = _IndexRead(plan, interpreter)
-        else:
-            plan = _resolve(plan, current, upgrade, run, interpreter)
-    except StepFailed as failure:
-        return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
+    if prepared.note:
+        run.progress(prepared.note)
+    if prepared.index_unread:
+        reading = _IndexRead(plan, interpreter, run.command)
+        if current is not None:
+            # The no-op decision needs the set; a first install has no environment to be a
+            # no-op against, so it makes the environment meanwhile, and the first step that
+            # needs the set waits for it.
+            try:
+                plan, reading = _index_set(plan, run, reading), None
+            except StepFailed as failure:
+                return _failed(plan, run, interpreter, "failed", failure.step, failure.message, failure.fix)
     run.plan = plan
     run.warnings.extend(w for w in plan.warnings if w not in run.warnings)
     sources = sources_of(plan)

@@ -1,6 +1,6 @@
 """Whether an install would change the user's environment, and why: one decision, which an
 install makes before its first step and `--dry-run --json` reports (`would_change`, the check
-mode fleets use).
+mode fleets use), both on the install prepared.py prepares.
 
 An environment satisfies a plan while what it was made from (plan.json: the plan's fingerprint
 and its sources' identities) equals what the plan would make it from, it holds its vendor files'
@@ -19,15 +19,14 @@ from packaging.version import Version
 
 from jetson_install.base.layout import CHECKED_FILE, MANIFEST_FILE, state_of
 from jetson_install.base.redact import redact_data
-from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.recorded import recorded_plan
-from jetson_install.envs.interpreters import Interpreter, choose_interpreter, pip_check, sees_parent_environment
+from jetson_install.envs.interpreters import Interpreter, pip_check, sees_parent_environment
 from jetson_install.envs.manifest import read_manifest
 from jetson_install.envs.record import EnvironmentRecord, distributions_state, installed_versions, read_record
 from jetson_install.envs.source_identity import Sources
 from jetson_install.planning.plan import Plan, resolved_plan
 
-__all__ = ["as_it_would_run", "Current", "Decision", "KnownSet", "decide", "known_set", "plan_fingerprint", "sources_of", "would_change"]
+__all__ = ["Current", "Decision", "KnownSet", "decide", "known_set", "plan_fingerprint", "sources_of"]
 
 
 @dataclass(frozen=True)
@@ -120,35 +119,6 @@ def decide(plan: Plan, current: Current, interpreter: Interpreter, sources: Sour
     if not _still_checked(where) and not pip_check(str(where / "bin" / "python")).ok:
         return not_held
     return Decision(False, f"{plan.venv} already satisfies the plan", {**kept, **installed})
-
-
-def as_it_would_run(plan: Plan, upgrade: bool) -> Plan:
-    """The plan with the vendor set the install would take without reading an index (the set
-    the environment at DIR recorded, a lock's files), so a dry run shows the commands the
-    install runs (by hash); the plan as it is where the index decides."""
-    path = EnvironmentHome(Path(plan.venv)).current() if plan.venv else None
-    current = Current.read(path) if path is not None else None
-    if current is None and plan.route.fixed_resolution() is None:
-        return plan
-    known = known_set(plan, current, upgrade)
-    return known.plan if known is not None else plan
-
-
-def would_change(plan: Plan) -> Tuple[bool, str]:
-    """Whether `install(plan)` would change the environment, and why: the decision a real run
-    makes, on the set it would take without reading an index. Reads only."""
-    path = EnvironmentHome(Path(plan.venv)).current()
-    if path is None:
-        return True, f"no environment at {plan.venv} yet"
-    interpreter, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
-    if interpreter is None:
-        return True, f"no Python {plan.python_abi} found: the install would fail at its interpreter step"
-    current = Current.read(path)
-    known = known_set(plan, current, upgrade=False)
-    if known is None:
-        return True, f"{path} was made under another vendor policy (sets, preferred set or source)"
-    decision = decide(known.plan, current, interpreter, sources_of(known.plan))
-    return decision.changes, decision.reason
 
 
 def plan_fingerprint(plan: Plan, interpreter: Interpreter) -> Dict[str, Any]:

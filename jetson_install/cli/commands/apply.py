@@ -23,15 +23,14 @@ from jetson_install.base.errors import BadInput, JetsonInstallError, NotAJetson,
 from jetson_install.base.redact import MASK, redact, redact_data
 from jetson_install.catalog.identity import Resolution
 from jetson_install.cli.commands.add import in_folder
-from jetson_install.cli.commands.plan import resolve_plan
 from jetson_install.cli.commands.version import catalog_revision
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.planning.fixes import Rerun
-from jetson_install.planning.plan import Plan, resolved_plan, with_interpreter
+from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.vendor_sources import no_longer_served
 from jetson_install.planning.plan_file import PlanFile, read_plan_file, write_plan_file
-from jetson_install.running.install import check_before_install
-from jetson_install.running.noop import as_it_would_run, sources_of, would_change
+from jetson_install.running.noop import sources_of
+from jetson_install.running.prepared import Prepared, check, prepare
 
 __all__ = ["SHOWN_ONLY", "saved_command", "save_plan", "read_saved", "applied_plan"]
 
@@ -68,42 +67,36 @@ def _refuse_credentials(plan_command: Rerun) -> None:
 _USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
 
 
-def _completed(plan: Plan, resolution: Optional[Resolution], companions: Sequence[str]
-               ) -> Tuple[Plan, Tuple[str, ...]]:
-    """`plan` whole, as an install would run it: with its vendor set (where it has one) and the
-    interpreter an install takes here, named in its steps; and the warnings of the install's
-    checks. The saved plan and the one made again to apply it are both made so: equal inputs
-    give the same plan."""
+def _completed(plan: Plan, resolution: Optional[Resolution], companions: Sequence[str], rerun: Rerun) -> Prepared:
+    """`plan` whole, as an install would run it (prepared.py): with its vendor set (the saved one
+    where given, else as the install would take it) and the interpreter an install takes here,
+    named in its steps. The saved plan and the one made again to apply it are both made so:
+    equal inputs give the same plan."""
     if resolution is not None:
         plan = resolved_plan(plan, resolution, companions)
-    checked = check_before_install(plan, dry_run=True)
-    return with_interpreter(plan, checked.interpreter.path, checked.interpreter.abi), checked.warnings
+    return prepare(check(plan, dry_run=True), rerun, upgrade=False, read_index=False)
 
 
 def save_plan(plan: Plan, plan_command: Rerun, command: Sequence[str], out: Path, resolve: bool
               ) -> Tuple[Plan, PlanFile, Tuple[str, ...]]:
     """`plan TARGET --out FILE` (typed as `plan_command`, standing for the install `command`):
-    `plan` made whole and written to `out`. The vendor set is the one the environment recorded
-    (no index read), else, or with `resolve`, the index's. Returns the warnings of the install's
-    checks too."""
+    `plan` made whole and written to `out`: the install prepared as the install prepares it, its
+    vendor set the one the environment recorded (no index read), else, or with `resolve`, the
+    index's, read as the install reads it. Returns the warnings of the install's checks too."""
     _refuse_credentials(plan_command)
     if not plan.supported:
         raise Unsupported(f"--out {out}: no plan to save: {plan.reason}", fix=plan.remedy or None)
-    known = as_it_would_run(plan, upgrade=resolve)
-    if known.resolution is None and known.route.resolves() and known.vendor is not None:
-        interpreter = check_before_install(known, dry_run=True).interpreter
-        known = resolve_plan(known, plan_command, interpreter.abi)
-    whole, warnings = _completed(plan, known.resolution, known.companions)
-    changes, reason = would_change(whole)
-    current = EnvironmentHome(Path(whole.venv)).current()
+    prepared = prepare(check(plan, dry_run=True), plan_command, upgrade=resolve, read_index=True)
+    whole, current = prepared.plan, prepared.current
+    changes, reason = prepared.would_change()
     saved = PlanFile(
         tool_version=__version__, catalog_sha256=catalog_revision().sha256 or "",
         made_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), plan_command=plan_command.argv,
         command=tuple(command), platform=whole.platform.to_json(),
-        environment=str(current) if current is not None else None, sources=sources_of(whole).record(),
+        environment=str(current.path) if current is not None else None, sources=sources_of(whole).record(),
         would_change=changes, would_change_reason=reason, plan=_as_saved(whole))
     write_plan_file(out, saved)
-    return whole, saved, warnings
+    return whole, saved, prepared.warnings
 
 
 def _as_saved(plan: Plan) -> Dict[str, Any]:
@@ -174,15 +167,16 @@ def applied_plan(saved: PlanFile, path: Path, make: Callable[[], Plan]) -> Plan:
         raise refuse("its vendor set is not what a plan file holds") from None
     companions = [str(line) for line in data.get("companions", ())]
     try:
-        whole, _ = _completed(made, resolution, companions)  # the install says its warnings itself
+        prepared = _completed(made, resolution, companions, Rerun(saved.command))  # the install says its warnings itself
     except JetsonInstallError as exc:
         raise refuse(f"it cannot run here: {exc.message}") from None
+    whole = prepared.plan
     difference = _difference(data, _as_saved(whole))
     if difference:
         raise refuse(difference)
     if not sources_of(whole).unchanged_since(saved.sources):
         raise refuse("its source changed since the plan was made (a branch moved, or a folder was edited)")
-    if resolution is not None and whole.vendor is not None and would_change(whole)[0]:
+    if resolution is not None and whole.vendor is not None and prepared.would_change()[0]:
         gone = _not_served(whole, resolution)
         if gone:
             raise refuse(gone)

@@ -7,18 +7,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.errors import BadInput, JetsonInstallError, StepFailed
 from jetson_install.base.logs import start_log
 from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan
 from jetson_install.planning.fixes import Rerun
-from jetson_install.planning.plan import Plan, with_interpreter
-from jetson_install.running.install import InstallResult, check_before_install
-from jetson_install.running.noop import as_it_would_run, would_change
+from jetson_install.envs.home import EnvironmentHome
+from jetson_install.planning.plan import Plan
+from jetson_install.running.install import InstallResult
+from jetson_install.running.prepared import check, prepare, vendor_step_failure
 from jetson_install.running.install import install as run_install
 from jetson_install.tools.progress import Display
 
-__all__ = ["install_plan", "preview", "dry_run", "Installed", "install"]
+__all__ = ["install_plan", "preview", "Installed", "install"]
 
 
 def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: Optional[str], rerun: Rerun) -> Plan:
@@ -45,30 +46,36 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
     return plan
 
 
-def preview(plan: Plan, dry_run_asked: bool, decide: bool, upgrade: bool = False
+def preview(plan: Plan, dry_run_asked: bool, decide: bool, rerun: Rerun, upgrade: bool = False
             ) -> Tuple[Plan, Dict[str, Any], List[str]]:
-    """What `--dry-run` (or an unsupported platform) shows instead of installing: the plan (as
-    JSON; with `decide`, with whether the install would change anything), with the vendor set
-    the install would take without an index (the recorded one, by hash), and the warnings of
-    its checks."""
+    """What `--dry-run` (or an unsupported platform) shows instead of installing: the install as
+    prepared (prepared.py), as the install itself would prepare it: the interpreter it takes,
+    the vendor set it would take without an index (the recorded one, a lock's, by hash) or, with
+    `upgrade`, the one the index gives now, read as the install reads it; as JSON (with `decide`,
+    with whether the install would change anything), and the warnings of its checks."""
     if not (dry_run_asked and plan.supported):
         return plan, plan.to_json(), []
-    plan, warnings = dry_run(as_it_would_run(plan, upgrade))
-    data = plan.to_json()
-    if decide:
-        data["would_change"], data["would_change_reason"] = would_change(plan)
-    return plan, data, warnings
-
-
-def dry_run(plan: Plan) -> Tuple[Plan, List[str]]:
-    """What the install would check before its first step, said by a dry run too (warnings);
-    the plan then names the interpreter the install would take."""
     try:
-        checked = check_before_install(plan, dry_run=True)
+        checked = check(plan, dry_run=True)
+        plan = checked.plan
+        try:
+            prepared = prepare(checked, rerun, upgrade, read_index=upgrade)
+        except BadInput:
+            raise
+        except JetsonInstallError as exc:
+            raise vendor_step_failure(exc) from None
     except StepFailed as failure:
         # Not bad input: the preview still shows what would run where a Python is found.
-        return plan, [f"the install would stop at step '{failure.step}': {failure.message}; fix: {failure.fix}"]
-    return with_interpreter(plan, checked.interpreter.path, checked.interpreter.abi), list(checked.warnings)
+        stop = f"the install would stop at step '{failure.step}': {failure.message}"
+        data = plan.to_json()
+        if decide:
+            made = EnvironmentHome(Path(plan.venv)).current() is not None
+            data["would_change"], data["would_change_reason"] = True, stop if made else f"no environment at {plan.venv} yet"
+        return plan, data, [f"{stop}; fix: {failure.fix}"]
+    data = prepared.plan.to_json()
+    if decide:
+        data["would_change"], data["would_change_reason"] = prepared.would_change()
+    return prepared.plan, data, list(prepared.warnings)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Optional, Tuple
 
-from jetson_install.base.errors import BadInput, IndexUnreachable, NotAJetson
-from jetson_install.board.platform_data import ubuntu_glibc
+from jetson_install.base.errors import BadInput, NotAJetson
 from jetson_install.catalog.catalog import load_catalog
-from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.settings import check_index_url, load_index_settings
 from jetson_install.cli.commands.given import InstallOptions, venv_path
 from jetson_install.cli.commands.lifecycle import default_venv
@@ -85,26 +83,18 @@ def _python3() -> str:
 
 def resolve_plan(plan: Plan, rerun: Rerun, python: Optional[str] = None) -> Plan:
     """`plan` with the set the vendor index resolves to, for the Python an install would take
-    (or `python`); an index that does not answer gets the whole commands that go around it
-    (the fallback source, a mirror), as in an install."""
+    (or `python`: a lock's board), read as the install reads it (prepared.py: the same choice of
+    interpreter, the same read of the index and its fixes, which give the whole commands that go
+    around an index that does not answer: the fallback source, another vendor index, a mirror)."""
     # Here, not with the module: a plain `plan` reads no index and runs no interpreter.
-    from jetson_install.envs.interpreters import choose_interpreter
-    from jetson_install.planning import vendor_sources
-    from jetson_install.planning.index_fixes import index_failure_fix
+    from jetson_install.running.prepared import interpreter_for, read_vendor_set
 
-    vendor = plan.vendor
-    if not plan.supported or vendor is None or not plan.route.resolves():
+    if not plan.supported or plan.vendor is None or not plan.route.resolves():
         return plan
     if python is None:
         # The Python an install would take decides the files; with none here, the channel's.
-        found, _ = choose_interpreter(plan.route.interpreter_policy(plan), plan.channel.id if plan.channel else "?")
+        found, _ = interpreter_for(plan)
         python = found.abi if found is not None else (plan.python_abi or "3")
     if python != plan.python_abi and "." in python:
         plan = for_python(plan, python)  # and the caps keyed on Python follow that Python too
-    try:
-        return resolved_plan(plan, vendor_sources.resolve(vendor, plan.vendor_index, python,
-                                                          ubuntu_glibc(plan.platform.ubuntu), plan.settings.allow_insecure))
-    except IndexUnreachable as exc:
-        raise IndexUnreachable(exc.message, fix=index_failure_fix(exc, plan, rerun)) from None
-    except NoBuildForPython as exc:
-        raise NoBuildForPython(exc.message, index_failure_fix(exc, plan, rerun), exc.python, exc.served) from None
+    return resolved_plan(plan, read_vendor_set(plan, python, rerun))

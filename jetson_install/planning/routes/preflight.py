@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from jetson_install.catalog.catalog import VendorSource
 from jetson_install.base.errors import BadInput, CatalogError
 from jetson_install.catalog.identity import Resolution, VersionSet
-from jetson_install.planning.plan import InterpreterPolicy, Plan
+from jetson_install.planning.plan import DoctorProfile, InterpreterPolicy, Plan
 from jetson_install.planning.routes.download import Checked, DownloadRoute, completed, vendor_steps, vendor_source
 from jetson_install.base.steps import Step
 from jetson_install.base.toml_file import TomlData
@@ -30,6 +30,8 @@ __all__ = ["Preflight", "PreflightRoute", "CpuTorch", "cpu_torch", "plan_preflig
 DATA_PATH = Path(__file__).with_name("preflight.toml")
 SCHEMA_PATH = Path(__file__).with_name("preflight.schema.json")
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
+#: What the doctor expects of a preflight's environment: CPU torch, no GPU.
+PREFLIGHT_PROFILE = DoctorProfile("preflight", ("--preflight",), gpu=False)
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,13 @@ class PreflightRoute(DownloadRoute):
     preflight: Preflight = Preflight(None, None)
 
     name = "preflight"
-    profile = "preflight"
     source_option = "--cpu-index"
     any_aarch64 = True
+
+    @property
+    def profile(self) -> DoctorProfile:
+        # CPU builds, judged by `doctor --preflight`; never Jetson GPU evidence.
+        return PREFLIGHT_PROFILE
 
     def what(self, plan: Plan) -> str:
         return f"The {plan.target.title} preflight (CPU torch; not Jetson GPU support)"

@@ -163,7 +163,7 @@ def protect_step(plan: Plan, title: str) -> Step:
     """On a board, the protection also points Triton at the board's assembler where Triton's own
     cannot assemble for the GPU and the board's can (pytorch/pytorch#170117): the assembler probe
     decides, once the environment holds its Triton."""
-    probe = assembler_probe(plan) if plan.route.profile != "preflight" else None
+    probe = assembler_probe(plan) if plan.route.profile.gpu else None
     capability, root = plan.platform.compute_capability, plan.platform.board_root
     if probe is None or capability is None or root is None:
         return Step("protect", "protect", title)
@@ -217,7 +217,7 @@ def verify_step(plan: Plan, title: str) -> Step:
         assembler = assembler_probe(plan)
         if assembler is not None:  # the compile check's half that needs no GPU
             commands.append(assembler)
-    options = (*plan.doctor_platform_args, *(("--preflight",) if plan.route.profile == "preflight" else ()),
+    options = (*plan.doctor_platform_args, *plan.route.profile.options,
                *(() if plan.verify else ("--no-gpu",)))
     equivalent = (PROGRAM, "doctor", "--venv", plan.venv, "--evidence", f"{plan.venv}/{STATE_DIR}/{EVIDENCE_FILE}",
                   *options)
