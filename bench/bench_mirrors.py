@@ -34,6 +34,7 @@ from support.index_server import LoopbackIndex  # noqa: E402
 from support.stub_projects import build_index_dirs  # noqa: E402
 
 from jetson_install.base.errors import JetsonInstallError  # noqa: E402
+from jetson_install.base.sourced import Sourced  # noqa: E402
 from jetson_install.catalog.catalog import VendorSource, load_catalog  # noqa: E402
 from jetson_install.planning import vendor_sources  # noqa: E402
 from jetson_install.tools import index  # noqa: E402
@@ -103,7 +104,8 @@ def main() -> None:
     }
 
     def resolve(first: str, mirrors: "tuple[str, ...]") -> Callable[[], object]:
-        source: VendorSource = dataclasses.replace(primary, index=first, mirrors=mirrors)
+        source: VendorSource = dataclasses.replace(primary, index=first,
+                                                   mirrors=tuple(Sourced(url, "--mirror") for url in mirrors))
         return lambda: vendor_sources.resolve(source, first, "3.10", "2.35")
 
     print(f"vendor set resolution, loopback, median of {args.repeat} (silent: 1); timeouts: connect "

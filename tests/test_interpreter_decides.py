@@ -128,7 +128,7 @@ def test_a_mirror_with_only_the_channels_python_fails_with_a_fix_that_runs_as_pr
     assert fix.startswith("  fix: ") and "does not carry the pinned vendor builds" not in fix
     assert not (tmp_path / "obl").exists()
     # Every command the fix names is the user's own with one option changed; the mirror one runs.
-    mirror = fix.split(f"or use a mirror with builds for Python {HERE}: ", 1)[1]
+    mirror = fix.split(f"or use a vendor index with builds for Python {HERE}: ", 1)[1]
     argv = shlex.split(mirror)
     assert argv[0] == "jetson-install" and "--vendor-index" in argv and "URL" in argv
     assert argv[1:].count("--python") == 1 and sys.executable in argv and "--source" in argv
@@ -179,7 +179,7 @@ def test_a_lock_for_a_boards_python_the_mirror_lacks_names_the_python_it_has(mir
     mirror = ["--vendor-index", mirrors["channel"].url]
     rest = [word for word in argv[:-2] if word not in mirror]
     assert fix == (f"  fix: {mirrors['channel'].url} has the set for Python {CHANNEL}: lock for that Python: "
-                   f"jetson-install {' '.join(argv[:-2])} --python-version {CHANNEL}; or use a mirror with builds for "
+                   f"jetson-install {' '.join(argv[:-2])} --python-version {CHANNEL}; or use a vendor index with builds for "
                    f"Python {HERE}: jetson-install {' '.join(rest)} --python-version {HERE} --vendor-index URL")
 
 

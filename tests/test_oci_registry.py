@@ -326,7 +326,9 @@ def _source(tmp_path: Path, vendor_dir: Path, *urls: str) -> "VendorSource":
     path.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), vendor_dir))
     source = load_catalog(path).channel("jp6-cu126").primary
     assert source is not None
-    return dataclasses.replace(source, index=urls[0], mirrors=tuple(urls[1:]))
+    from jetson_install.base.sourced import Sourced
+
+    return dataclasses.replace(source, index=urls[0], mirrors=tuple(Sourced(url, "--mirror") for url in urls[1:]))
 
 
 def test_a_registry_stands_in_for_a_dead_vendor_index_with_the_recorded_builds_by_sha256(

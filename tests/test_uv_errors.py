@@ -98,8 +98,11 @@ def test_a_vendor_index_that_is_down_offers_the_fallback_without_repeating_an_op
     failure, fix = explain("index-refused", "vendor", index="https://mirror.example/jp6", fallback=True)
     assert failure.kind == "network"
     assert "use the channel's fallback source: jetson-install obliteratus --venv /srv/obl --yes --vendor-fallback" in fix
-    assert "use a mirror: jetson-install obliteratus --venv /srv/obl --yes --vendor-index URL" in fix
-    assert fix.count("--vendor-index") == 1
+    assert "use another vendor index: jetson-install obliteratus --venv /srv/obl --yes --vendor-index URL" in fix
+    # A mirror is tried after the vendor index the command names, which it keeps.
+    assert ("add a mirror of its recorded builds: jetson-install obliteratus --venv /srv/obl --vendor-index "
+            "https://mirror.example/jp6 --yes --mirror URL") in fix
+    assert all(command.count("--vendor-index") <= 1 for command in fix.split("; "))
 
 
 def test_an_unknown_failure_quotes_uvs_last_cause_instead_of_guessing() -> None:

@@ -216,8 +216,10 @@ def test_plan_resolve_with_an_index_down_gives_whole_commands_around_it(tmp_path
                      "http://127.0.0.1:9/simple", "--resolve", env=env)
     assert result.returncode == 1
     assert result.stderr.startswith("error: the vendor index http://127.0.0.1:9/simple did not answer")
-    assert ("or use a mirror: jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --resolve "
-            "--vendor-index URL") in result.stderr
+    assert ("or use another vendor index: jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 "
+            "--resolve --vendor-index URL") in result.stderr
+    assert ("add a mirror of its recorded builds: jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 "
+            "--vendor-index http://127.0.0.1:9/simple --resolve --mirror URL") in result.stderr
     assert ("use the channel's fallback source: jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 "
             "--resolve --vendor-fallback") in result.stderr
 

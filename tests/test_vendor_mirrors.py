@@ -28,6 +28,7 @@ from support.stub_projects import IndexDirs
 
 from jetson_install.base.errors import IndexUnreachable, JetsonInstallError, StepFailed
 from jetson_install.base.layout import EVIDENCE_FILE, RECORD_FILE, STATE_DIR
+from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.catalog import VendorSource, load_catalog
 from jetson_install.catalog.identity import IdentityMismatch, NothingInPolicy, Resolution
 from jetson_install.catalog.lock_file import Lock, Locked, file_sha256
@@ -47,7 +48,7 @@ def source_for(tmp_path: Path, vendor_dir: Path, *urls: str, **options: Any) -> 
     path.write_text(stub_catalog_text(REAL, vendor_dir, **options))
     source = load_catalog(path).channel("jp6-cu126").primary
     assert source is not None
-    return dataclasses.replace(source, index=urls[0], mirrors=tuple(urls[1:]))
+    return dataclasses.replace(source, index=urls[0], mirrors=tuple(Sourced(url, "--mirror") for url in urls[1:]))
 
 
 def resolve(source: VendorSource) -> Resolution:
@@ -177,7 +178,7 @@ def test_a_mirror_serving_another_build_under_a_recorded_name_is_refused_and_the
                     tampered_dir / name)
     tampered = start_index(tampered_dir, name="tampered")
     good = start_index(vendor_dir, name="good")
-    resolution = resolve(dataclasses.replace(source, mirrors=(tampered.url, good.url)))
+    resolution = resolve(dataclasses.replace(source, mirrors=(Sourced(tampered.url, "--mirror"), Sourced(good.url, "--mirror"))))
     assert resolution.source == good.url and resolution.pins == VENDOR_PINS
     refusal = next(line for line in resolution.warnings if tampered.url in line)
     assert f"vendor source {tampered.url} passed over: refused, it serves {name} with sha256" in refusal
@@ -238,7 +239,7 @@ def test_every_source_refusing_a_changed_build_is_a_refusal(tmp_path: Path, vend
     shutil.copyfile(build_wheel(tmp_path / "other", "torch", VENDOR_PINS["torch"], summary="another"), vendor_dir / name)
     served = start_index(vendor_dir, name="changed")
     with pytest.raises(IdentityMismatch) as caught:
-        resolve(dataclasses.replace(source, mirrors=(served.url,)))
+        resolve(dataclasses.replace(source, mirrors=(Sourced(served.url, "--mirror"),)))
     assert caught.value.message.startswith("no vendor source serves the recorded builds (")
     assert f"{served.url}: refused, it serves {name} with sha256" in caught.value.message
 
@@ -448,7 +449,9 @@ def test_plan_resolve_with_every_source_down_names_each_and_prints_whole_command
                                     f"(connection refused); {unavailable.url}: did not answer (HTTP 503))")
     command = (f"jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 --mirror {unavailable.url} --resolve "
                "--vendor-index URL")
-    assert f"use a mirror: {command}" in result.stderr
+    assert f"use another vendor index: {command}" in result.stderr
+    assert ("add a mirror of its recorded builds: jetson-install plan obliteratus --root sample:agx-orin-64gb-jp6.2 "
+            f"--vendor-index {REFUSED} --mirror {unavailable.url} --resolve --mirror URL") in result.stderr
 
 
 def test_a_catalog_source_lists_https_mirrors_of_its_index_only(tmp_path: Path) -> None:
@@ -456,7 +459,9 @@ def test_a_catalog_source_lists_https_mirrors_of_its_index_only(tmp_path: Path) 
     path = tmp_path / "wheels-index.toml"
     path.write_text(REAL.replace(line, line + 'mirrors = ["https://mirror.fleet.example/jp6/cu126/+simple/"]\n', 1))
     source = load_catalog(path).channel("jp6-cu126").primary
-    assert source is not None and source.mirrors == ("https://mirror.fleet.example/jp6/cu126/+simple/",)
+    # Kept with where it was named, which the plan shows beside it.
+    assert source is not None and source.mirrors == (Sourced("https://mirror.fleet.example/jp6/cu126/+simple/",
+                                                              "wheels-index.toml"),)
     plain = tmp_path / "plain-http.toml"  # a file of its own: a catalog is read once per path
     plain.write_text(REAL.replace(line, line + 'mirrors = ["http://mirror.fleet.example/simple/"]\n', 1))
     with pytest.raises(JetsonInstallError) as caught:

@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from jetson_install.base.schema import Key
+from jetson_install.base.sourced import Sourced
 from jetson_install.base.toml_file import TomlData
 from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.board.platform import Platform
@@ -34,6 +35,8 @@ __all__ = ["VendorSource", "NeededLibrary", "ContainerImage", "Channel", "GateRu
 
 #: How plans name uv's own default index, which this project never spells out.
 DEFAULT_INDEX_LABEL = "the default index"
+#: Where a mirror the channel's own source lists was named.
+CATALOG_MIRROR = "wheels-index.toml"
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,10 @@ class VendorSource:
     default_index: bool = False
     note: str = ""
     libraries: Tuple[NeededLibrary, ...] = ()  # what each companion and apt package must provide
-    # Further indexes tried in order after `index` for the same recorded builds (by sha256):
-    # the catalog's, then the user's (--mirror, the configuration's mirrors and wheelhouse).
-    mirrors: Tuple[str, ...] = ()
+    # Further indexes tried in order after `index` for the same recorded builds (by sha256),
+    # each with where it was named: the catalog's (CATALOG_MIRROR), then the user's (--mirror,
+    # the configuration's mirrors and wheelhouse).
+    mirrors: Tuple[Sourced[str], ...] = ()
 
     @classmethod
     def pinned(cls, index: Optional[str], wheels: Sequence[str], pins: Mapping[str, str], numpy: Optional[str] = None,
@@ -362,7 +366,7 @@ def _source(file: TomlData, at: Tuple[Key, ...], entry: Dict[str, Any]) -> Vendo
         if len(chosen) != 1:
             raise file.refuse(at + ("preferred",), "must name the torch version of exactly one of the sets")
         preferred = chosen[0]
-    mirrors = tuple(entry.get("mirrors", ()))
+    mirrors = tuple(Sourced(url, CATALOG_MIRROR) for url in entry.get("mirrors", ()))
     if mirrors and index in (None, "default"):
         raise file.refuse(at + ("mirrors",), "go with an index URL: they serve the same files as that index")
     companions, libraries = _companions(file, at, entry, sets)

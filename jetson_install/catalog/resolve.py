@@ -59,13 +59,14 @@ def choose_set(
                 f"{source} has no complete set within policy for Python {python}: it wanted wheels tagged "
                 f"{wanted}-{wanted}, {wanted}-abi3 or py3-none for aarch64, and serves the sets only as "
                 f"{served} builds (Python {', '.join(others)})",
-                fix=f"use Python {others[-1]}: --python /usr/bin/python{others[-1]}, or a mirror with {wanted} "
+                fix=f"use Python {others[-1]}: --python /usr/bin/python{others[-1]}, or a vendor index with {wanted} "
                     "builds: --vendor-index URL",
                 python=python, served=tuple(others))
         have = "; ".join(f"{name}: {', '.join(_versions(files)) or 'nothing'}" for name, files in sorted(listings.items()))
         raise NothingInPolicy(
             f"{source} lists no complete set within policy ({', '.join(s.name for s in sets)}); it has {have}",
-            fix="use a mirror of the recorded builds: --vendor-index URL, or the channel's fallback: --vendor-fallback",
+            fix="use a vendor index with the recorded builds: --vendor-index URL, or the channel's fallback: "
+                "--vendor-fallback",
         )
     warnings: List[str] = []
     for version_set, chosen in complete:  # noqa: B007 (the set found is used after the loop)
@@ -150,7 +151,7 @@ def complete_set(source: str, version_set: VersionSet, prereleases: bool, known:
             raise IdentityMismatch(
                 f"{source} serves {best.filename} with sha256 {best.sha256}, but wheels-index.toml records "
                 f"{build.digest} for that file: refusing a different build under a recorded name",
-                fix="use a mirror of the recorded builds: --vendor-index URL; if the vendor re-published it, "
+                fix="use a vendor index with the recorded builds: --vendor-index URL; if the vendor re-published it, "
                     "update the build in wheels-index.toml after checking it (jetson-install channels --check)",
             )
         sha256 = best.sha256 or (build.sha256 if build else None)

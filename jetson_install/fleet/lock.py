@@ -152,7 +152,7 @@ def no_build_for_the_boards_python(error: "NoBuildForPython", target: LockTarget
         return error
     fix = (f"{where} has the set for Python {', '.join(error.served)}: lock for that Python: "
            f"{rerun.without('--python-version').with_option('--python-version', error.served[-1])}; or use a "
-           f"mirror with builds for Python {target.python}: {rerun.with_option('--vendor-index', 'URL')}")
+           f"vendor index with builds for Python {target.python}: {rerun.with_option('--vendor-index', 'URL')}")
     return NoBuildForPython(error.message, fix, error.python, error.served)
 
 

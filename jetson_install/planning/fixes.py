@@ -50,6 +50,10 @@ class Rerun:
     def with_option(self, option: str, value: str) -> "Rerun":
         return Rerun(self.without(option).argv + (option, value))
 
+    def with_another(self, option: str, value: str) -> "Rerun":
+        """One more `option VALUE` of an option given as often as wanted (--mirror, --with)."""
+        return Rerun(self.argv + (option, value))
+
     def with_flag(self, flag: str) -> "Rerun":
         return self if flag in self.argv else Rerun(self.argv + (flag,))
 
@@ -123,7 +127,7 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
                 f"(jetson-install wheelhouse DIR --lock FILE), then run: {rerun}")
     if kind == "hash-mismatch":
         where = context.index or "the index"
-        return (f"{where} served a file that does not match the hash it lists (a broken or tampered mirror): "
+        return (f"{where} served a file that does not match the hash it lists (a broken or tampered index): "
                 f"repair the index, or use another, then run: {rerun}")
     if kind == "git-ref":
         return (f"'{failure.subject}' is not a branch, tag or commit of {context.source}; list them with "
@@ -131,7 +135,7 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
     if kind == "seed-packages":
         where = context.index or "uv's default index"
         return (f"{where} must carry pip, setuptools and wheel (every new environment gets them): add them "
-                f"to the mirror, or use another: {rerun.with_option('--default-index', 'URL')}")
+                f"to it, or use another default index: {rerun.with_option('--default-index', 'URL')}")
     if kind == "network":
         return usual if context.step == "lock" else index_down_fix(context)
     if kind == "refused" and context.step == "lock" and not rerun.gives("--wheelhouse"):
@@ -162,19 +166,23 @@ def index_down_fix(context: StepContext) -> str:
     rerun = context.rerun
     if context.step == "vendor":
         where = context.index or "the vendor index"
-        offers = [f"use a mirror: {rerun.with_option('--vendor-index', 'URL')}"]
+        # --mirror keeps the vendor index and tries a copy of its recorded builds after it;
+        # --vendor-index replaces it.
+        offers = [f"add a mirror of its recorded builds: {rerun.with_another('--mirror', 'URL')}",
+                  f"use another vendor index: {rerun.with_option('--vendor-index', 'URL')}"]
         if context.fallback:
             offers.insert(0, f"use the channel's fallback source: {rerun.without('--vendor-index').with_flag('--vendor-fallback')}")
         return f"{where} did not answer: check the network or the index, or " + "; or ".join(offers)
     where = context.index or "uv's default index"
-    return (f"{where} did not answer: check the network or the index, or use a mirror: "
+    return (f"{where} did not answer: check the network or the index, or use another default index: "
             f"{rerun.with_option('--default-index', 'URL')}")
 
 
 def vendor_missing_fix(context: StepContext) -> str:
     rerun = context.rerun
     where = context.index or "the vendor source"
-    fix = f"{where} does not carry the pinned vendor builds: use a mirror that does: {rerun.with_option('--vendor-index', 'URL')}"
+    fix = (f"{where} does not carry the pinned vendor builds: use a vendor index that does: "
+           f"{rerun.with_option('--vendor-index', 'URL')}")
     if context.fallback:
         fix += f"; or the channel's fallback source: {rerun.without('--vendor-index').with_flag('--vendor-fallback')}"
     return fix
@@ -182,10 +190,10 @@ def vendor_missing_fix(context: StepContext) -> str:
 
 def other_python_fix(context: StepContext, python: str, served: Tuple[str, ...], found: Optional[str]) -> str:
     """The index has the set only for other Pythons than the interpreter's `python`: run with
-    one of those (`found`: its path here, if there is one), or use a mirror with builds for it."""
+    one of those (`found`: its path here, if there is one), or use a vendor index with builds for it."""
     rerun = context.rerun
     where = context.index or "the vendor source"
-    mirror = f"or use a mirror with builds for Python {python}: {rerun.with_option('--vendor-index', 'URL')}"
+    mirror = f"or use a vendor index with builds for Python {python}: {rerun.with_option('--vendor-index', 'URL')}"
     if found is not None:
         return f"{where} has the set for Python {', '.join(served)}: run with that Python: " \
                f"{rerun.with_option('--python', found)}; {mirror}"

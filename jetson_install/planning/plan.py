@@ -246,14 +246,13 @@ class Plan:
         """(URL, where it was named) of each source tried after the vendor index, in order."""
         if self.vendor is None or self.vendor_index is None:
             return []
-        named = {mirror.value: mirror.source for mirror in self.settings.mirrors}
-        return [(url, named.get(url, "wheels-index.toml")) for url in self.vendor.mirrors if url != self.vendor_index]
+        return [(mirror.value, mirror.source) for mirror in self.vendor.mirrors if mirror.value != self.vendor_index]
 
     @property
     def indexes(self) -> Tuple[str, ...]:
         """Every index URL the steps may name, with its credentials (given to uv apart from its argv)."""
         found = [self.settings.default_index.value, self.settings.vendor_index.value, self.vendor_index,
-                 *(self.vendor.mirrors if self.vendor else ())]
+                 *(mirror.value for mirror in (self.vendor.mirrors if self.vendor else ()))]
         return tuple(dict.fromkeys(url for url in found if url))
 
     @property

@@ -38,7 +38,7 @@ def sources_in_order(source: VendorSource, index: Optional[str]) -> Tuple[str, .
     --vendor-index gave), then the source's mirrors; none for a source not read live."""
     if index is None:
         return ()
-    return tuple(dict.fromkeys((index, *source.mirrors)))
+    return tuple(dict.fromkeys((index, *(mirror.value for mirror in source.mirrors))))
 
 
 def resolve(source: VendorSource, index: Optional[str], python: str, glibc: str,

@@ -91,7 +91,7 @@ def trusted_certificates() -> Union[bool, str]:
 def _unreachable(index: str, why: str) -> IndexUnreachable:
     return IndexUnreachable(
         f"the vendor index {redact(index)} did not answer ({why})",
-        fix="retry later, use the channel's fallback: --vendor-fallback, or a mirror: --vendor-index URL",
+        fix="retry later, use the channel's fallback: --vendor-fallback, or another vendor index: --vendor-index URL",
     )
 
 
@@ -241,7 +241,7 @@ def _registry_listings(source: VendorSource, index: str, names: List[str],
         text = exc.message.split(": ", 1)[1] if exc.message.startswith(f"{index}: ") else exc.message
         cause = re.fullmatch(r"the registry \S+ did not answer \((.*)\)", text)
         raise IndexUnreachable(f"the vendor index {index} did not answer ({cause.group(1) if cause else text})",
-                               fix="retry later, use the channel's fallback: --vendor-fallback, or a mirror: "
+                               fix="retry later, use the channel's fallback: --vendor-fallback, or another vendor index: "
                                    "--vendor-index URL") from None
 
 

@@ -99,7 +99,7 @@ def check_channels(catalog: Catalog, channel_id: Optional[str], vendor_index: Op
                 first = reports[-1].index
                 user = tuple(mirror.value for mirror in settings.mirrors) if settings else ()
                 insecure = settings.allow_insecure if settings else False
-                for mirror in dict.fromkeys((*source.mirrors, *user)):
+                for mirror in dict.fromkeys((*(own.value for own in source.mirrors), *user)):
                     reports.append(check_source(channel.id, source, mirror, python, glibc, mirror_of=first,
                                                 allow_insecure=insecure))
             if vendor_index:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import FETCHED_FILE
 from jetson_install.base.requirements import TargetRequirement
+from jetson_install.base.sourced import Sourced
 from jetson_install.base.steps import Step
 from jetson_install.base.versions import satisfies
 from jetson_install.board.platform import Platform
@@ -120,14 +121,19 @@ def vendor_source(channel: Optional[Channel], settings: IndexSettings, fallback:
     if fallback:
         if settings.vendor_index.value is not None:
             raise BadInput(f"--vendor-fallback and a vendor index ({settings.vendor_index.source}) were both given",
-                           fix="use one: the mirror with --vendor-index, or the channel's fallback with --vendor-fallback")
+                           fix="use one: another vendor index with --vendor-index, or the channel's fallback with "
+                               "--vendor-fallback")
         if len(channel.sources) < 2:
             raise BadInput(f"--vendor-fallback: channel {channel.id} has no fallback vendor source",
-                           fix="drop --vendor-fallback, or use a mirror with --vendor-index URL")
+                           fix="drop --vendor-fallback, or name another vendor index with --vendor-index URL")
         return channel.sources[1]
     primary = channel.primary
     # The user's mirrors follow the catalog's: every one is trusted only for the recorded builds.
-    mirrors = (*primary.mirrors, *(mirror.value for mirror in settings.mirrors))
+    # Each keeps where it was named; one named twice is tried once, where it was named first.
+    named: Dict[str, Sourced[str]] = {}
+    for mirror in (*primary.mirrors, *settings.mirrors):
+        named.setdefault(mirror.value, mirror)
+    mirrors = tuple(named.values())
     if settings.vendor_index.value is None:
         if primary.index is None:
             return primary  # direct files, or uv's default index: nothing is listed to mirror
@@ -150,7 +156,7 @@ def plan_download(base: Plan, checked: Checked, fallback: bool, choice: Optional
     """The download route's plan: `base` carries what every route shares (target, settings, venv)."""
     vendor = vendor_source(checked.channel, base.settings, fallback) if checked.supported else None
     warnings = checked.warnings
-    unused = [mirror.value for mirror in base.settings.mirrors if vendor is not None and mirror.value not in vendor.mirrors]
+    unused = [mirror.value for mirror in base.settings.mirrors if vendor is not None and mirror not in vendor.mirrors]
     if unused and vendor is not None:
         # Said, never silently: a mirror stands in only for an index whose files are listed.
         warnings += (f"the mirrors {', '.join(unused)} are not read: the vendor source here ({vendor.location}) "
