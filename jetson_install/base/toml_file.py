@@ -45,7 +45,17 @@ def _text(path: Path) -> str:
 
 
 def load_toml(path: Path) -> Dict[str, Any]:
-    return loads_toml(_text(path), path)
+    """The file at `path` as TOML; the parsed value is shared with every other reader of the
+    same text in this run (do not change it)."""
+    return _parsed(_text(path), path)
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(text: str, path: Path) -> Dict[str, Any]:
+    """`text` parsed once per run: a target's command reads wheels-index.toml for its targets'
+    names and then loads the whole catalog. Keyed by the text itself, so a file changed since is
+    parsed again."""
+    return loads_toml(text, path)
 
 
 def loads_toml(text: str, path: Path = Path("pyproject.toml")) -> Dict[str, Any]:
@@ -168,7 +178,7 @@ class TomlData:
         self.path = path
         self.check = check
         text = _text(path)
-        self.data = loads_toml(text, path)
+        self.data = _parsed(text, path)
         self.lines = text.splitlines()
         self._headers: List[Tuple[int, str]] = [
             (number, _table_name(found.group(1))) for number, line in enumerate(self.lines)
