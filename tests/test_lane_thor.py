@@ -205,8 +205,11 @@ def test_a_lock_of_the_thor_set_pins_every_file_by_hash(thor: ThorRoot) -> None:
     assert "nvidia-cusparselt-cu13" in pinned and all("--hash=sha256:" in line for line in pinned.values())
 
 
-def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
-    doctor = thor.tool("doctor", "doctor", "--venv", ENV, "--root", SAMPLE, "--json")
+def test_the_strict_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
+    """The strict doctor, on the root's Debian Python: every vendor file verified against the
+    hashes its wheel held, every file that ran in the sealed proof accounted for, and the
+    environment as started reporting the same; only what needs a GPU fails."""
+    doctor = thor.tool("doctor", "doctor", "--venv", ENV, "--root", SAMPLE, "--strict", "--json")
     assert doctor.returncode == 1, doctor.stderr[-3000:]
     assert "Traceback" not in doctor.stderr
     evidence = json.loads(doctor.stdout)
@@ -214,7 +217,7 @@ def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
     checks = {check["id"]: check for check in evidence["checks"]}
     assert {check_id: check["status"] for check_id, check in checks.items()} == {
         "platform": "ok", "python-abi": "ok", "libraries": "ok", "startup-hooks": "ok", "vendor-files": "ok",
-            "torch-import": "ok", "torch-build": "ok",
+            "loaded-files": "ok", "torch-import": "ok", "torch-build": "ok",
         "cuda-available": "fail",
         "cuda-arch": "skip", "cuda-matmul": "skip", "cuda-conv2d": "skip", "cuda-bf16": "skip",
         # Its assembler half ran (Triton 3.7.1's own assembles sm_110a); the compiled function waits for a GPU.
@@ -226,6 +229,19 @@ def test_the_doctor_gives_exactly_the_no_gpu_verdicts(thor: ThorRoot) -> None:
         "transformers-torch": "not_applicable", "additions": "not_applicable",
         "pip-check": "ok",
     }
+    integrity = evidence["integrity"]
+    assert integrity["files"] == "hashed" and integrity["hashes_from"] == "artifact"
+    for name in ("torch", "torchvision", "bitsandbytes"):
+        found = integrity["distributions"][name]
+        assert found["basis"] == "artifact" and found["verified"] == found["expected"] > 0, (name, found)
+    assert all(found["verified"] == found["expected"] > 0 for found in integrity["distributions"].values())
+    ran = integrity["ran"]
+    assert ran["sealed"] is True and ran["accounted"] is True and ran["unaccounted"] == []
+    assert ran["distributions"]["torch"]["basis"] == "artifact" and ran["distributions"]["torch"]["files"] > 500
+    # The platform: the root's own Python, by its Debian package.
+    stdlib = [entry for entry in ran["platform"] if entry["path"] == "/usr/lib/python3.11/"]
+    assert stdlib and "libpython3.11-stdlib" in str(stdlib[0]["package"]), ran["platform"]
+    assert integrity["as_started"]["same"] is True
     assert checks["torch-build"]["detail"].startswith("torch 2.13.0+cu130, CUDA 13.0")
     # The CUDA 13 runtime wheels torch declares hold every library its .so files link.
     assert "in the environment's wheels" in checks["libraries"]["detail"]
@@ -263,3 +279,4 @@ def test_the_real_triton_assembles_thor_where_its_older_assembler_cannot(thor: T
     assert (report["assembler"]["release"], report["assembler"]["assembled"]) == ("12.8", False)
     assert report["assembler"]["error"] == "ptxas fatal   : Value 'sm_110a' is not defined for option 'gpu-name'"
     assert _board_assembler(report)[0] == {"TRITON_PTXAS_BLACKWELL_PATH": f"{binaries}/ptxas-blackwell"}
+
