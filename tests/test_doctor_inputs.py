@@ -180,3 +180,23 @@ def test_doctor_fix_commands_quote_a_path_with_spaces(tmp_path: Path) -> None:
     ctx = context_for("/envs/my env/bin/python")
     assert "--python '/envs/my env/bin/python'" in ctx.numpy_fix()
     assert "--python '/envs/my env/bin/python'" in ctx.bnb_install_fix()
+
+
+def test_a_sigterm_while_the_doctor_runs_is_named_in_its_stop_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    started = tmp_path / "started"
+    python = tmp_path / "python3"
+    python.write_text(f'#!/bin/sh\ncase "$1" in -c) printf 3.11 ;; *) echo $$ >> {started}; exec sleep 120 ;; esac\n')
+    python.chmod(0o755)
+    process = subprocess.Popen([sys.executable, "-m", "jetson_install", "doctor", "--python", str(python), "--root",
+                                "sample:agx-orin-64gb-jp6.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    while not started.exists():  # a probe runs: the doctor waits for it
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "error: interrupted (SIGTERM)\n" in stderr and "Ctrl-C)" not in stderr, stderr

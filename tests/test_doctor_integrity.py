@@ -499,3 +499,21 @@ def test_an_install_given_a_pth_wheel_that_fakes_a_device_fails_and_says_why(
            "(CUDA available: False, CUDA devices: none" in result.stderr, result.stderr
     assert "torch_speedup.pth (installed by torch-speedup)" in result.stderr
     assert not venv.exists()  # nothing was switched in
+
+
+    (site_packages(python) / "sitecustomize.py").write_text("import torch\n")
+    check = run(python, strict=True).check("startup-hooks")
+    assert check.status == "fail" and "sitecustomize.py (sitecustomize, installed by no distribution)" in check.detail
+
+
+def test_a_named_pipe_in_place_of_a_vendor_file_is_a_changed_file_not_a_hung_probe(tmp_path: Path) -> None:
+    import os
+
+    python = make_env(tmp_path / "env")
+    cuda = site_packages(python) / "torch" / "cuda.py"
+    cuda.unlink()
+    os.mkfifo(cuda)
+    for strict in (False, True):  # sizes, then digests (whose read of a pipe would wait for a writer)
+        check = run(python, strict=strict, timeout=60).check("vendor-files")
+        assert (check.status, check.detail) == ("fail", "not the vendor builds' files: torch/cuda.py differs from "
+                                                        "torch's RECORD")

@@ -296,3 +296,24 @@ def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_t
     assert data["error"]["fix"].startswith("upgrade jetson-install (")
     assert "target" not in [step["id"] for step in data["steps"]]
     assert os.readlink(installer.venv) == before  # nothing switched: the working environment stays
+
+
+def test_a_named_pipe_listed_as_a_vendor_library_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    python = make_env(tmp_path / "env")
+    site = _with_library(python, ["libc10.so"])
+    (site / "torch/lib/libc10.so").write_bytes(shared_object("libc10.so"))
+    os.mkfifo(site / "torch/lib/libfifo.so")
+    (dist_info,) = site.glob("torch-*.dist-info")
+    with open(dist_info / "RECORD", "a") as record:
+        record.write("torch/lib/libfifo.so,,\n")
+    # A process of its own: before, its open() of the pipe waited for a writer that never came.
+    result = subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--python", python, "--check",
+                             "libraries", "--root", "sample:agx-orin-64gb-jp6.2"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("✗ every library the vendor builds link is found [libraries]: "
+                                    "torch/lib/libfifo.so: is not a regular file (a named pipe)\n"), result.stdout

@@ -12,6 +12,7 @@ refused with ElfError, as is a file cut short or pointing outside itself.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,11 +71,18 @@ def memory_reader(data: bytes, name: str) -> Reader:
 
 
 def dynamic_of(path: Path) -> Dynamic:
-    """The dynamic section of the ELF file at `path`, reading only the parts that hold it."""
+    """The dynamic section of the ELF file at `path`, reading only the parts that hold it. Only
+    a regular file is read (a link to one is followed, as the loader follows it): opening a
+    FIFO would wait for a writer, and a device never ends."""
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            return _parse(_file_reader(handle, size, str(path)), str(path))
+        # O_NONBLOCK: the open of a FIFO returns at once, to be refused below; a regular file
+        # reads as it always does.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(descriptor, "rb") as handle:
+            found = os.fstat(descriptor)
+            if not stat.S_ISREG(found.st_mode):
+                raise ElfError(f"{path}: is not a regular file ({_KINDS.get(stat.S_IFMT(found.st_mode), 'not a file')})")
+            return _parse(_file_reader(handle, found.st_size, str(path)), str(path))
     except OSError as exc:
         raise ElfError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
@@ -115,6 +123,10 @@ def find_section(at: Reader, name: str, section: str) -> Optional[Tuple[int, int
         if strings[sh_name:sh_name + len(wanted) + 1] == wanted + b"\0" and sh_type != _SHT_NOBITS:
             return sh_offset, sh_size
     return None
+
+
+_KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 
 
 def _file_reader(handle: BinaryIO, size: int, name: str) -> Reader:

@@ -163,7 +163,9 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
     except (click.Abort, KeyboardInterrupt) as exc:
         from jetson_install.planning.fixes import Rerun
 
-        how = exc.signal_name if isinstance(exc, Stopped) else "Ctrl-C"
+        # click turns an interruption in a command into Abort, keeping it as the cause.
+        stopped = exc.__cause__ if isinstance(exc, click.Abort) else exc
+        how = stopped.signal_name if isinstance(stopped, Stopped) else "Ctrl-C"
         report_error(JetsonInstallError(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
         return EXIT_INTERRUPTED
     except JetsonInstallError as exc:

@@ -139,7 +139,7 @@ def _run_probe(python: str, name: str, timeout: float,
                cancel: Optional[threading.Event] = None, input_text: Optional[str] = None) -> ProbeOutcome:
     """`command`: the probe's own command line, where it takes arguments (the integrity
     probe's); `env`: what the environment's activate scripts export that the probe must see;
-    `cancel`: set when the run is interrupted (runner.end_own_groups), the probe is not started;
+    `cancel`: set when the run is interrupted (runner.end_children), the probe is not started;
     `input_text`: what it reads on its stdin (the integrity probe: what ran in the sealed proof)."""
     watch = _ProbeWatch(name, python, progress) if progress is not None else None
     completed = runner.run(command or probe_command(python, name), timeout=timeout, env=env, input_text=input_text,

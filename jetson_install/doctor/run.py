@@ -335,9 +335,9 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                              else ProbeOutcome("bitsandbytes", {}, None)),
             )
         except BaseException:
-            # Ctrl-C: the probes run in process groups of their own, which it does not reach,
-            # and the pool would wait for them to end.
-            runner.end_own_groups(interrupted)
+            # Ctrl-C reaches no probe (each runs in a process group of its own), and a SIGTERM to
+            # the tool alone no child at all (uv pip check): the pool would wait for them to end.
+            runner.end_children(interrupted)
             raise
     results: Dict[str, CheckResult] = {}
     for spec in selected:

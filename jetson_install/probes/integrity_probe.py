@@ -41,6 +41,7 @@ import json
 import os
 import re
 import runpy
+import stat
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -67,8 +68,13 @@ def normalize(name):
 
 
 def digest_of(path, algorithm="sha256"):
+    """The digest of a regular file's bytes; OSError for anything else (the open of a FIFO
+    would wait for a writer, a device never ends)."""
     digest = hashlib.new(algorithm)
-    with open(path, "rb") as handle:
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError("%s is not a regular file" % path)
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest
@@ -276,14 +282,17 @@ def verify(key, records, entry, vendor, hash_files, pool):
     for full, (algorithm, digest, size) in sorted(files.items()):
         relative = os.path.relpath(full, folder)
         try:
-            found = os.stat(full).st_size
+            status = os.stat(full)
         except OSError:
             missing.append(relative)
             continue
+        found = status.st_size
         result["files"] += 1
         result["bytes"] += found
+        if not stat.S_ISREG(status.st_mode):
+            changed.append(relative)  # (a FIFO in a file's place would hang the digest's read)
         # Beside a manifest the RECORD's size is only what a run without --hash can compare.
-        if size and str(found) != size and not (hash_files and basis != "record"):
+        elif size and str(found) != size and not (hash_files and basis != "record"):
             changed.append(relative)
         elif not hash_files:
             matched.add(full)

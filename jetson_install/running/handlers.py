@@ -158,7 +158,7 @@ def _check(step: Step, run: Run) -> str:
             check = pip_check(run.python, check_command)
             smoke = smoke_future.result()
         except BaseException:
-            runner.end_own_groups(interrupted)
+            runner.end_children(interrupted)
             raise
     run.outcome(check, f"resolve the conflict uv pip check names, then run: {run.rerun}")
     if not smoke.ok:

@@ -10,7 +10,6 @@ cannot change what a probe or uv sees.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import queue
@@ -19,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 
 from jetson_install.base.process import Completed
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from jetson_install.tools.progress import StepProgress
 
 __all__ = ["Completed", "LineCallback", "TICK_SECONDS", "run", "run_uv", "uv_binary", "child_environment",
-           "end_own_groups"]
+           "end_children"]
 
 log = logging.getLogger("jetson_install")
 
@@ -38,9 +37,9 @@ _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "__PYVENV_LAUNCHER__", "VIRTUAL_ENV", "
 #: How often on_tick is called while a child runs: often enough for a live line's clock.
 TICK_SECONDS = 0.25
 LineCallback = Callable[[str, str], None]
-# The children run() started in a process group of their own that still run (end_own_groups).
-_own_groups: Set["subprocess.Popen[bytes]"] = set()
-_own_groups_lock = threading.Lock()
+# The children run() started that still run, each with whether it leads a group of its own (end_children).
+_children: Dict["subprocess.Popen[bytes]", bool] = {}
+_children_lock = threading.Lock()
 
 
 def child_environment(overrides: Optional[Mapping[str, str]] = None, unset: Sequence[str] = ()) -> Dict[str, str]:
@@ -105,14 +104,14 @@ def run(
     A timeout gives returncode -9 and ``timed_out=True``; a missing executable
     gives returncode 127 with the reason on stderr. Ctrl-C ends the child too, and with
     ``own_group`` everything the child started; `cancel` (for a child another thread starts):
-    once end_own_groups set it, the child is not started. With ``secret_stdout`` (a credential
+    once end_children set it, the child is not started. With ``secret_stdout`` (a credential
     helper's answer) the child's stdout is kept out of the log: only its stderr is logged.
     """
     name = os.path.basename(str(argv[0]))
     log.debug("run: %s", " ".join(str(a) for a in argv))
-    # A child in a group of its own is started and registered under the lock end_own_groups
-    # takes: it ends every child started before it, and no child is started after it.
-    with _own_groups_lock if own_group else contextlib.nullcontext():
+    # A child is started and registered under the lock end_children takes: it ends every child
+    # started before it, and no child given its `cancel` is started after it.
+    with _children_lock:
         if cancel is not None and cancel.is_set():
             return Completed(tuple(argv), -9, "", f"{argv[0]} was not started: the run was interrupted")
         try:
@@ -130,27 +129,27 @@ def run(
             )
         except OSError as exc:
             return Completed(tuple(argv), 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
-        if own_group:
-            _own_groups.add(proc)
+        _children[proc] = own_group
     try:
         return _follow(proc, argv, name, timeout, input_text, on_line, on_tick, own_group, secret_stdout)
     finally:
-        with _own_groups_lock:
-            _own_groups.discard(proc)
+        with _children_lock:
+            _children.pop(proc, None)
 
 
-def end_own_groups(cancel: Optional[threading.Event] = None) -> None:
-    """End every child started with own_group that still runs, with what it started, and set
-    `cancel`, so that the other threads given it start none after. A Ctrl-C reaches only the
-    main thread, and a child in a group of its own gets no SIGINT (nor any child a SIGTERM to
-    the tool alone): one that another thread waits for (the doctor's probes run side by side)
-    would run on to its end."""
-    with _own_groups_lock:
+def end_children(cancel: Optional[threading.Event] = None) -> None:
+    """End every child that still runs (with what it started, where it leads a group of its
+    own), and set `cancel`, so that the other threads given it start none after. A Ctrl-C or
+    SIGTERM is raised in the main thread alone, and reaches no child in a group of its own (a
+    SIGTERM to the tool alone, as CI runners send it, reaches none at all): one that another
+    thread waits for (the doctor's probes and its uv pip check run side by side) would run on
+    to its end, and the thread pool would wait for it."""
+    with _children_lock:
         if cancel is not None:
             cancel.set()
-        running = list(_own_groups)
-    for proc in running:
-        _kill(proc, own_group=True)
+        running = list(_children.items())
+    for proc, own_group in running:
+        _kill(proc, own_group)
 
 
 def _end_timed_out(proc: "subprocess.Popen[bytes]", own_group: bool, threads: Sequence[threading.Thread],
