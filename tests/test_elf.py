@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.elf_files import gcc_shared_object, shared_object
 
-from jetson_install.base.elf import Dynamic, dynamic_of, read_dynamic
+from jetson_install.base.elf import MACHINES, Dynamic, dynamic_of, read_dynamic
 from jetson_install.base.errors import ElfError, JetsonInstallError
 
 
@@ -82,7 +82,7 @@ def test_a_file_that_cannot_be_opened_is_an_elf_error(tmp_path: Path) -> None:
 def test_an_object_with_no_dynamic_segment_needs_nothing() -> None:
     image = bytearray(shared_object("libx.so.1", ["liby.so.2"]))
     image[56:58] = (1).to_bytes(2, "little")  # e_phnum: only the PT_LOAD, no PT_DYNAMIC
-    assert read_dynamic(bytes(image)) == Dynamic(None, (), ())
+    assert read_dynamic(bytes(image)) == Dynamic(None, (), (), MACHINES["aarch64"])
 
 
 _NAME = st.from_regex(r"lib[a-z0-9_+\-]{1,12}\.so(\.[0-9]{1,2}){0,2}", fullmatch=True)
@@ -92,7 +92,8 @@ _DIRECTORY = st.from_regex(r"(\$ORIGIN|/[a-z0-9]{1,8})(/[a-z0-9.]{1,8}){0,3}", f
 @settings(max_examples=100, deadline=None)
 @given(soname=st.none() | _NAME, needed=st.lists(_NAME, max_size=8), runpath=st.lists(_DIRECTORY, max_size=4))
 def test_what_is_written_is_what_is_read(soname: Optional[str], needed: List[str], runpath: List[str]) -> None:
-    assert read_dynamic(shared_object(soname, needed, runpath)) == Dynamic(soname, tuple(needed), tuple(runpath))
+    assert read_dynamic(shared_object(soname, needed, runpath)) == Dynamic(soname, tuple(needed), tuple(runpath),
+                                                                      MACHINES["aarch64"])
 
 
 @settings(max_examples=300, deadline=None)

@@ -53,13 +53,13 @@ def torch(site: Path, needs: Sequence[str], cuda: Optional[str] = "13.0") -> Non
 
 
 def board(root: Path, conf: Dict[str, str], libraries: Dict[str, str]) -> Path:
-    """A board root: /etc files as given, and empty files standing for libraries."""
+    """A board root: /etc files as given, and a library (an aarch64 ELF called by its name) in each folder."""
     for path, text in conf.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
     for folder, name in libraries.items():
         (root / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        (root / folder.lstrip("/") / name).write_bytes(b"")
+        (root / folder.lstrip("/") / name).write_bytes(shared_object(name))
     return root
 
 
@@ -76,7 +76,7 @@ def test_each_soname_resolves_in_torch_lib_the_wheels_or_the_boards_library_path
     site = tmp_path / "site-packages"
     torch(site, ["libcudart.so.13", "libcudss.so.0", "libcuda.so.1"])
     (site / "nvidia/cu13/lib").mkdir(parents=True)
-    (site / "nvidia/cu13/lib/libcudart.so.13").write_bytes(b"")
+    (site / "nvidia/cu13/lib/libcudart.so.13").write_bytes(shared_object("libcudart.so.13"))
     # JetPack 6's cudss puts its library where only an ld.so.conf.d entry makes the loader look.
     root = board(tmp_path / "root", {
         "etc/ld.so.conf": "# the usual first line\ninclude /etc/ld.so.conf.d/*.conf\n",
@@ -174,6 +174,48 @@ def test_a_sample_root_describes_the_board_while_the_libraries_load_on_this_mach
     assert (sample / "etc/nv_tegra_release").is_file()  # release files only, no library path
     where = read(site, sample).found["libc.so.6"]
     assert (Path(where) / "libc.so.6").is_file() and not where.startswith(str(sample))
+
+
+def test_found_means_a_library_of_the_boards_machine_called_what_is_needed_and_a_path_is_a_path(
+        tmp_path: Path) -> None:
+    import struct
+
+    site = tmp_path / "site-packages"
+    wrong = {"libempty.so.1": b"", "lib32.so.1": shared_object("lib32.so.1")[:4] + b"\x01" + shared_object("lib32.so.1")[5:],
+             "libother.so.1": shared_object("libother.so.2"), "libx86.so.1": shared_object("libx86.so.1", machine="x86_64")}
+    torch(site, [*wrong, "libfolder.so.1", "../../../../etc/hostname", "/opt/lib/libabsolute.so.1", "libz.75f4ef3d.so.1",
+                 "libnoname.so.1"])
+    lib = site / "torch" / "lib"
+    for name, data in wrong.items():
+        (lib / name).write_bytes(data)
+    (lib / "libfolder.so.1").mkdir()
+    # What the loader takes: a copy a wheel renamed with a hash tag, keeping its own DT_SONAME (torchvision
+    # 0.28's libz.75f4ef3d.so.1 is libz.so.1), and a library that names itself nothing (torch 2.13's
+    # libarm_compute.so).
+    (lib / "libz.75f4ef3d.so.1").write_bytes(shared_object("libz.so.1"))
+    (lib / "libnoname.so.1").write_bytes(shared_object(None))
+    root = bare(tmp_path / "root")
+    (root / "opt/lib").mkdir(parents=True)
+    (root / "opt/lib/libabsolute.so.1").write_bytes(shared_object("libabsolute.so.1"))
+    assert struct.unpack_from("<H", wrong["libx86.so.1"], 18)[0] == 62  # e_machine: x86_64
+    report = read(site, root)
+    assert set(report.found) == {"libc10.so", "libz.75f4ef3d.so.1", "libnoname.so.1", "/opt/lib/libabsolute.so.1"}
+    said = {missing.soname: missing.describe() for missing in report.missing}
+    assert said == {
+        "libempty.so.1": "libempty.so.1 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches "
+                         "(passed over: torch/lib/libempty.so.1: is not an ELF file)",
+        "lib32.so.1": "lib32.so.1 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches (passed "
+                      "over: torch/lib/lib32.so.1: is a 32-bit ELF file; only 64-bit little-endian shared objects are read)",
+        "libother.so.1": "libother.so.1 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches "
+                         "(passed over: torch/lib/libother.so.1: is libother.so.2 (its DT_SONAME))",
+        "libx86.so.1": "libx86.so.1 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches (passed "
+                       "over: torch/lib/libx86.so.1: is built for x86_64, not aarch64)",
+        "libfolder.so.1": "libfolder.so.1 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches "
+                          "(passed over: torch/lib/libfolder.so.1: is not a regular file (a folder))",
+        "../../../../etc/hostname": "../../../../etc/hostname (needed by torch/lib/libtorch_cuda.so) is a path, which "
+                                    "the loader opens from the folder the program runs in",
+    }
+    assert not report.ok
 
 
 def test_a_vendor_file_that_is_not_a_readable_library_is_reported(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Tuple
 
 from jetson_install.base.errors import ElfError
 
-__all__ = ["Dynamic", "Reader", "read_dynamic", "dynamic_of", "dynamic_from", "file_reader", "memory_reader", "find_section"]
+__all__ = ["Dynamic", "MACHINES", "Reader", "read_dynamic", "dynamic_of", "dynamic_from", "file_reader", "memory_reader", "find_section"]
 
 #: Reads `size` bytes at `offset` of one file, or raises ElfError (cut short, unreadable).
 Reader = Callable[[int, int], bytes]
@@ -41,17 +41,21 @@ _SECTION = struct.Struct("<IIQQQQIIQQ")  # Elf64_Shdr
 #: the real count is in its sh_size (gABI, "Sections").
 _SHN_XINDEX = 0xFFFF
 _SHT_NOBITS = 8  # a section that occupies no bytes of the file (.bss)
+#: e_machine of the machines the tool runs on, by `uname -m`'s name (the gABI's registry,
+#: https://refspecs.linuxfoundation.org/elf/gabi4+/ch4.eheader.html, and glibc's elf/elf.h).
+MACHINES = {"aarch64": 183, "x86_64": 62}
 
 
 @dataclass(frozen=True)
 class Dynamic:
     """A shared object's own name (None: it gives none), the names it needs in the order the
-    loader loads them, and the directories it asks the loader to search first (`$ORIGIN`
-    kept as written)."""
+    loader loads them, the directories it asks the loader to search first (`$ORIGIN` kept as
+    written), and the machine it is built for (e_machine: MACHINES)."""
 
     soname: Optional[str]
     needed: Tuple[str, ...]
     runpath: Tuple[str, ...]
+    machine: int = 0
 
 
 def read_dynamic(data: bytes, name: str = "the data") -> Dynamic:
@@ -78,10 +82,11 @@ def dynamic_of(path: Path) -> Dynamic:
         # O_NONBLOCK: the open of a FIFO returns at once, to be refused below; a regular file
         # reads as it always does.
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode):
+            os.close(descriptor)
+            raise ElfError(f"{path}: is not a regular file ({_KINDS.get(stat.S_IFMT(found.st_mode), 'not a file')})")
         with open(descriptor, "rb") as handle:
-            found = os.fstat(descriptor)
-            if not stat.S_ISREG(found.st_mode):
-                raise ElfError(f"{path}: is not a regular file ({_KINDS.get(stat.S_IFMT(found.st_mode), 'not a file')})")
             return _parse(_file_reader(handle, found.st_size, str(path)), str(path))
     except OSError as exc:
         raise ElfError(f"{path}: cannot be read ({exc.strerror or exc})") from None
@@ -182,9 +187,10 @@ def _segments(at: Reader, name: str) -> Tuple[List[Tuple[int, int, int]], Option
 
 def _parse(at: Reader, name: str) -> Dynamic:
     _check_ident(at, name)
+    machine = _HEADER.unpack(at(0, _HEADER.size))[2]
     loads, dynamic = _segments(at, name)
     if dynamic is None:
-        return Dynamic(None, (), ())  # linked statically: it needs nothing
+        return Dynamic(None, (), (), machine)  # linked statically: it needs nothing
     entries = at(dynamic[0], dynamic[1] - dynamic[1] % _DYN.size)
     found: Dict[int, List[int]] = {}
     for offset in range(0, len(entries), _DYN.size):
@@ -193,7 +199,7 @@ def _parse(at: Reader, name: str) -> Dynamic:
             break
         found.setdefault(tag, []).append(value)
     if not any(tag in found for tag in (_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH)):
-        return Dynamic(None, (), ())
+        return Dynamic(None, (), (), machine)
     if _DT_STRTAB not in found or _DT_STRSZ not in found:
         raise ElfError(f"{name}: names libraries but has no string table (DT_STRTAB, DT_STRSZ)")
     strings = at(_file_offset(found[_DT_STRTAB][0], loads, name), found[_DT_STRSZ][0])
@@ -212,6 +218,7 @@ def _parse(at: Reader, name: str) -> Dynamic:
         soname=text(found[_DT_SONAME][0]) if _DT_SONAME in found else None,
         needed=tuple(text(index) for index in found.get(_DT_NEEDED, [])),
         runpath=tuple(part for index in paths for part in text(index).split(":") if part),
+        machine=machine,
     )
 
 

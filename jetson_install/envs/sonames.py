@@ -8,8 +8,11 @@ provider (a companion wheel with its bound, or an apt package).
 
 The loader also finds a library by the soname of one already loaded, and torch loads its own
 lib folder and the CUDA wheels' libraries (`nvidia/*/lib`) first; so a soname found in any of
-those folders counts as found, as it does when `import torch` runs. Files only, no process:
-the tool never imports torch.
+those folders counts as found, as it does when `import torch` runs. Found means the artifact,
+not its name: a regular ELF file (a link to one is followed, as the loader follows it) of the
+board's class and machine, called what is needed (its DT_SONAME, see `_is_called`). A needed
+name with a `/` is a path, which the loader opens as it is, searching no folder. Files only, no
+process: the tool never imports torch.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from jetson_install.base.elf import dynamic_of
+from jetson_install.base.elf import MACHINES, dynamic_of
 from jetson_install.base.errors import ElfError
 from jetson_install.catalog.catalog import NeededLibrary, VendorSource
 from jetson_install.catalog.identity import VENDOR_PACKAGES
@@ -59,10 +62,18 @@ class Missing:
     needed_by: Tuple[str, ...]  # relative to site-packages
     provider: Optional[NeededLibrary]  # None: the channel records nothing for it
     installed: Optional[str] = None  # the provider companion as installed, "nvidia-cudss-cu13 1.0.0.35"
+    passed_over: Tuple[str, ...] = ()  # files by its name that are not it: "nvidia/cu13/lib/libx.so.0: is not an ELF file"
 
     def describe(self) -> str:
         files = ", ".join(self.needed_by[:3]) + (f" and {len(self.needed_by) - 3} more" if len(self.needed_by) > 3 else "")
-        said = f"{self.soname} (needed by {files}) is in no folder the loader searches"
+        if "/" in self.soname:
+            said = (f"{self.soname} (needed by {files}) is a path, which the loader opens from the folder the program "
+                    "runs in" if not self.soname.startswith("/") else f"{self.soname} (needed by {files}) is a path, "
+                    "and no library of this board is there")
+        else:
+            said = f"{self.soname} (needed by {files}) is in no folder the loader searches"
+        if self.passed_over:
+            said += f" (passed over: {'; '.join(self.passed_over)})"
         if self.provider is None:
             return said
         said += f"; {self.provider.describe()} must provide it"
@@ -88,6 +99,7 @@ class LibraryReport:
 class _Folder:
     path: Path
     shown: str  # how the report names it
+    machine: Optional[str]  # what a library there is built for, by `uname -m`'s name (None: not known)
 
 
 def site_packages_of(environment: Path) -> List[Path]:
@@ -109,11 +121,11 @@ def vendor_libraries(site_dirs: Sequence[Path], root: Path, arch: Optional[str],
     provides a soname (the source the environment was made from first)."""
     distributions = _distributions(site_dirs)
     torch_cuda = _torch_cuda(distributions.get("torch"))
-    folders = _environment_folders(site_dirs, distributions) + _board_folders(root, arch)
+    folders = _environment_folders(site_dirs, distributions, arch) + _board_folders(root, arch)
     files: List[str] = []
     unreadable: List[str] = []
     needers: Dict[str, List[str]] = {}
-    runpaths: Dict[str, List[Path]] = {}
+    runpaths: Dict[str, List[_Folder]] = {}
     for site, relative in _vendor_files(distributions, torch_cuda):
         path = site / relative
         try:
@@ -126,14 +138,15 @@ def vendor_libraries(site_dirs: Sequence[Path], root: Path, arch: Optional[str],
             needers.setdefault(soname, []).append(relative)
             # The run path relative to the file itself (torch's `$ORIGIN`); an absolute one names the
             # build machine's folders, not the board's.
-            runpaths.setdefault(soname, []).extend(path.parent / entry[len("$ORIGIN"):].lstrip("/")
-                                                   for entry in dynamic.runpath if entry.startswith("$ORIGIN"))
+            runpaths.setdefault(soname, []).extend(
+                _Folder(path.parent / entry[len("$ORIGIN"):].lstrip("/"), "", arch)
+                for entry in dynamic.runpath if entry.startswith("$ORIGIN"))
     found: Dict[str, str] = {}
     missing: List[Missing] = []
     driver: List[str] = []
     installed = _installed_names(distributions)
     for soname in sorted(needers):
-        where = _where(soname, runpaths.get(soname, []), site_dirs, folders)
+        where, passed_over = _where(soname, runpaths.get(soname, []), site_dirs, folders, root, arch)
         if where is not None:
             found[soname] = where
         elif soname in DRIVER:
@@ -141,18 +154,65 @@ def vendor_libraries(site_dirs: Sequence[Path], root: Path, arch: Optional[str],
         else:
             provider = next((hit for source in sources for hit in [source.provider_of(soname)] if hit), None)
             missing.append(Missing(soname, tuple(sorted(set(needers[soname]))), provider,
-                                   _as_installed(provider, installed)))
+                                   _as_installed(provider, installed), tuple(passed_over)))
     return LibraryReport(tuple(files), found, tuple(missing), tuple(unreadable), tuple(driver))
 
 
-def _where(soname: str, runpath: Iterable[Path], site_dirs: Sequence[Path], folders: Sequence[_Folder]) -> Optional[str]:
-    for own in runpath:
-        if (own / soname).exists():
-            return _shown(own, site_dirs)
-    for folder in folders:
-        if (folder.path / soname).exists():  # a dangling link (an alternative removed) is not found
-            return folder.shown
+def _where(soname: str, runpath: Iterable[_Folder], site_dirs: Sequence[Path], folders: Sequence[_Folder],
+           root: Path, arch: Optional[str]) -> Tuple[Optional[str], List[str]]:
+    """Where the loader finds `soname`, and the files by its name it passes over (not it)."""
+    if "/" in soname:
+        # A path (ld.so(8): "If a shared object dependency does not contain a slash, then it is
+        # searched for"): an absolute one is the board's file, a relative one the working folder's.
+        if not soname.startswith("/"):
+            return None, []
+        candidates = [(_Folder(_under(root, os.path.dirname(soname)), os.path.dirname(soname), arch),
+                       os.path.basename(soname))]
+    else:
+        candidates = [(folder, soname) for folder in (*runpath, *folders)]
+    passed_over: List[str] = []
+    seen: Set[Path] = set()
+    for folder, name in candidates:
+        path = folder.path / name
+        if not path.exists() or path.resolve() in seen:  # (a dangling link: an alternative removed)
+            continue
+        seen.add(path.resolve())
+        wrong = _not_the_library(path, soname, folder.machine)
+        if wrong is None:
+            return folder.shown or _shown(folder.path, site_dirs), passed_over
+        passed_over.append(f"{_shown(folder.path, site_dirs)}/{name}: {wrong}")
+    return None, passed_over
+
+
+def _not_the_library(path: Path, needed: str, machine: Optional[str]) -> Optional[str]:
+    """Why the file at `path` is not the library `needed` for `machine`; None where it is."""
+    try:
+        dynamic = dynamic_of(path)
+    except ElfError as exc:
+        return exc.message.split(": ", 1)[-1]
+    if machine in MACHINES and dynamic.machine != MACHINES[machine]:
+        built = next((name for name, number in MACHINES.items() if number == dynamic.machine),
+                     f"machine {dynamic.machine}")
+        return f"is built for {built}, not {machine}"
+    if not _is_called(dynamic.soname, os.path.basename(needed)):
+        return f"is {dynamic.soname} (its DT_SONAME)"
     return None
+
+
+#: A copy a wheel carries of a library it needs, renamed with a hash tag and left its own DT_SONAME
+#: (`libz.75f4ef3d.so.1` for libz.so.1: patch_new_path in torchvision's packaging/wheel/relocate.py,
+#: https://github.com/pytorch/vision, which sets no soname; auditwheel's `-<hash>` copies get theirs).
+_RELOCATED_COPY = re.compile(r"^([^.]+)\.[0-9a-f]{8}\.(.+)$")
+
+
+def _is_called(soname: Optional[str], needed: str) -> bool:
+    """Whether a library with DT_SONAME `soname` is the one asked for as `needed`: its own name, no
+    name at all (the loader then knows it by its file name: torch 2.13's libarm_compute.so), or the
+    name of a relocated copy of it."""
+    if soname is None or soname == needed:
+        return True
+    copy = _RELOCATED_COPY.match(needed)
+    return copy is not None and f"{copy.group(1)}.{copy.group(2)}" == soname
 
 
 def _shown(folder: Path, site_dirs: Sequence[Path]) -> str:
@@ -228,17 +288,18 @@ def _vendor_files(distributions: Dict[str, Tuple[Path, Path]], torch_cuda: Optio
     return files
 
 
-def _environment_folders(site_dirs: Sequence[Path], distributions: Dict[str, Tuple[Path, Path]]) -> List[_Folder]:
+def _environment_folders(site_dirs: Sequence[Path], distributions: Dict[str, Tuple[Path, Path]],
+                         arch: Optional[str]) -> List[_Folder]:
     """torch's own lib folder first, then every package's `lib` folder (nvidia/cu13/lib,
-    nvpl/lib) and auditwheel's `*.libs`."""
+    nvpl/lib) and auditwheel's `*.libs`: what the environment holds is the board's."""
     folders: List[_Folder] = []
     if "torch" in distributions:
-        folders.append(_Folder(distributions["torch"][0] / "torch" / "lib", "torch/lib"))
+        folders.append(_Folder(distributions["torch"][0] / "torch" / "lib", "torch/lib", arch))
     for site in site_dirs:
         for pattern in ("*/lib", "*/*/lib", "*.libs"):
             for path in sorted(site.glob(pattern)):
                 if path.is_dir():
-                    folders.append(_Folder(path, path.relative_to(site).as_posix()))
+                    folders.append(_Folder(path, path.relative_to(site).as_posix(), arch))
     return folders
 
 
@@ -259,13 +320,13 @@ def _board_folders(root: Path, arch: Optional[str]) -> List[_Folder]:
     folders = _library_path(root, arch or os.uname().machine)
     if any(folder.path.is_dir() for folder in folders):
         return folders
-    return _library_path(Path("/"), os.uname().machine)
+    return _library_path(Path("/"), os.uname().machine)  # (whose libraries are this machine's)
 
 
 def _library_path(root: Path, arch: str) -> List[_Folder]:
     written = _conf_folders(root, "/etc/ld.so.conf", set())
     written += [folder.format(triplet=f"{arch}-linux-gnu") for folder in _DEFAULT_FOLDERS]
-    return [_Folder(_under(root, folder), folder if root.resolve() == Path("/") else str(_under(root, folder)))
+    return [_Folder(_under(root, folder), folder if root.resolve() == Path("/") else str(_under(root, folder)), arch)
             for folder in dict.fromkeys(written)]
 
 

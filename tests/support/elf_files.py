@@ -13,13 +13,14 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
+from jetson_install.base.elf import MACHINES
+
 from .lanes import in_ci
 
 import pytest
 
 __all__ = ["shared_object", "gcc_shared_object", "nvcc_shared_object", "Code", "fat_binary"]
 
-_AARCH64 = 183  # e_machine of the gABI's registry; the reader does not look at it
 _BASE = 0x10000  # the loaded segment's address: DT_STRTAB is an address, not a file offset
 
 
@@ -59,11 +60,12 @@ def fat_binary(*containers: Sequence[Code], padding: int = 40) -> bytes:
 
 
 def shared_object(soname: Optional[str], needed: Sequence[str] = (), runpath: Sequence[str] = (),
-                  fatbin: Optional[bytes] = None) -> bytes:
-    """An ELF64 little-endian ET_DYN image whose dynamic segment names `soname`, `needed` and
-    `runpath` (joined by ':'), through one PT_LOAD covering the file and one PT_DYNAMIC; with
-    `fatbin`, section headers too (.dynstr, .dynamic, .nv_fatbin, .shstrtab), the fat binary
-    after the dynamic section and the section table at the end, where linkers put them."""
+                  fatbin: Optional[bytes] = None, machine: str = "aarch64") -> bytes:
+    """An ELF64 little-endian ET_DYN image for `machine` (a Jetson's, unless told) whose dynamic
+    segment names `soname`, `needed` and `runpath` (joined by ':'), through one PT_LOAD covering
+    the file and one PT_DYNAMIC; with `fatbin`, section headers too (.dynstr, .dynamic,
+    .nv_fatbin, .shstrtab), the fat binary after the dynamic section and the section table at the
+    end, where linkers put them."""
     strings = bytearray(b"\0")
 
     def add(text: str) -> int:
@@ -83,7 +85,7 @@ def shared_object(soname: Optional[str], needed: Sequence[str] = (), runpath: Se
     dynamic_bytes = b"".join(struct.pack("<qQ", tag, value) for tag, value in entries)
     size = dynamic + len(dynamic_bytes)
     ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
-    header = struct.pack("<16sHHIQQQIHHHHHH", ident, 3, _AARCH64, 1, 0, header_size, 0, 0, header_size,
+    header = struct.pack("<16sHHIQQQIHHHHHH", ident, 3, MACHINES[machine], 1, 0, header_size, 0, 0, header_size,
                          program_size, 2, 64, 0, 0)
     load = struct.pack("<IIQQQQQQ", 1, 5, 0, _BASE, _BASE, size, size, 0x1000)
     dyn = struct.pack("<IIQQQQQQ", 2, 6, dynamic, _BASE + dynamic, _BASE + dynamic, len(dynamic_bytes),
