@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 from support.cli import CliResult, run_cli
@@ -236,3 +236,32 @@ def test_add_names_its_own_argument_and_fix_for_a_requirement_it_cannot_read(tmp
     folder = one_error(cli("add", "./nothing", "--dry-run", cwd=str(tmp_path))).splitlines()
     assert folder == ["error: jetson-install add ./nothing: no Python project there (no pyproject.toml or setup.py)",
                       "  fix: give a project folder, a package name (e.g. jetson-install add transformers) or a git URL"]
+
+
+def _locks_that_are_not(tmp_path: Path) -> "List[Tuple[str, str]]":
+    """(path, what the line says) for a device, a FIFO, a folder and a lock past the bound."""
+    from jetson_install.catalog.lock_file import Lock, render_lock
+
+    fifo = tmp_path / "fifo.lock"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.lock"
+    lock = Lock("jp6-cu126", "cp310", "aarch64", "linux_aarch64", "https://example.invalid/simple", None, "0.1.0",
+                ())
+    # A real lock read back, with 17 MiB of comment lines after it: more than any lock, and still a lock.
+    big.write_text(render_lock(lock) + ("#" * 1023 + "\n") * (17 * 1024))
+    return [("/dev/zero", "not a regular file"), (str(fifo), "not a regular file"),
+            (str(tmp_path), "not a regular file"), (str(big), "larger than 16 MiB")]
+
+
+@pytest.mark.parametrize("command", [["wheelhouse", "{tmp}/house"], ["obliteratus", "--root", "sample:agx-orin-64gb-jp6.2",
+                                                                    "--dry-run"]])
+def test_every_lock_is_read_bounded_and_only_from_a_regular_file(tmp_path: Path, command: List[str]) -> None:
+    import subprocess
+
+    for path, why in _locks_that_are_not(tmp_path):
+        # A process of its own, given a minute: before, /dev/zero filled the memory and a FIFO waited for a writer.
+        result = subprocess.run([sys.executable, "-m", "jetson_install", *[word.format(tmp=tmp_path) for word in command],
+                                 "--lock", path], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, (path, result.stderr)
+        assert result.stderr.startswith(f"error: --lock {path}: {why}"), result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 2

@@ -81,7 +81,7 @@ def test_wheelhouse_refuses_a_crafted_lock_before_writing_anything(tmp_path: Pat
     house = tmp_path / "house"
     result = run_cli("wheelhouse", str(house), "--lock", str(crafted), env=_env(tmp_path))
     assert result.returncode == 2, result.stderr
-    assert result.stderr.splitlines()[0].startswith(f"error: {crafted}:10: torch: its file name ")
+    assert result.stderr.splitlines()[0].startswith(f"error: --lock {crafted}:10: torch: its file name ")
     assert precious.read_text() == "ssh-ed25519 AAAA admin\n" and not (house / "files").exists()
 
 

@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Tuple, Union
 from urllib.parse import quote, unquote, urlsplit
 
 from packaging.utils import (
@@ -24,12 +24,16 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.outputs import read_regular_file
 
-__all__ = ["LOCK_VERSION", "LOCK_HEADER", "file_sha256", "WHEELHOUSE_LOCK", "FILES_DIR", "SIMPLE_DIR", "Locked", "Lock", "render_lock", "parse_lock",
-           "read_lock", "lock_mismatch", "relocated", "file_name_problem"]
+__all__ = ["LOCK_VERSION", "LOCK_HEADER", "MAX_LOCK_BYTES", "file_sha256", "WHEELHOUSE_LOCK", "FILES_DIR", "SIMPLE_DIR", "Locked", "Lock", "render_lock", "parse_lock",
+           "read_lock", "read_lock_text", "lock_mismatch", "relocated", "file_name_problem"]
 
 LOCK_VERSION = 1
 LOCK_HEADER = "# jetson-install lock "  # how every lock begins, whatever its version
+#: The most a lock may hold: a real one is a line or two per file of an environment (tens of
+#: kilobytes), and a file far past it is not one, whatever its first line says.
+MAX_LOCK_BYTES = 16 * 2**20
 #: The lock a wheelhouse carries, beside its files/ and simple/ (the PEP 503 index).
 WHEELHOUSE_LOCK = "lock.txt"
 FILES_DIR = "files"
@@ -208,12 +212,31 @@ def _missing_line(where: str, number: int, name: str) -> NoReturn:
                    fix="make the lock again: jetson-install lock --output FILE")
 
 
-def read_lock(path: Path) -> Lock:
+def read_lock(path: Union[str, Path], where: Optional[str] = None, *, follow: bool = True,
+              fix: str = "pass the file `jetson-install lock --output FILE` wrote") -> Lock:
+    """The lock in the file at `path` (read_lock_text), `where` naming it in every refusal."""
+    where = where or f"--lock {path}"
+    return parse_lock(read_lock_text(path, where, follow=follow, fix=fix), where)
+
+
+def read_lock_text(path: Union[str, Path], where: str, *, follow: bool = True,
+                   fix: str = "pass the file `jetson-install lock --output FILE` wrote") -> str:
+    """The text of the lock file at `path`, the one way every lock on disk is read: a regular file
+    only (a FIFO would wait for a writer, /dev/zero never ends), of at most MAX_LOCK_BYTES, UTF-8;
+    anything else is one line naming `where` with `fix`. `follow=False` refuses a symbolic link
+    at `path` (a wheelhouse's own lock.txt)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_regular_file(path, MAX_LOCK_BYTES + 1, follow=follow)
     except OSError as exc:
-        raise BadInput(f"--lock {path}: {exc.strerror or exc}", fix="pass the file `jetson-install lock` wrote") from None
-    return parse_lock(text, str(path))
+        raise BadInput(f"{where}: {exc.strerror or exc}", fix=fix) from None
+    if raw is None:
+        raise BadInput(f"{where}: not a regular file (a lock is one)", fix=fix)
+    if len(raw) > MAX_LOCK_BYTES:
+        raise BadInput(f"{where}: larger than {MAX_LOCK_BYTES // 2**20} MiB, far more than any lock", fix=fix)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{where}: not UTF-8 text", fix=fix) from None
 
 
 def lock_mismatch(lock: Lock, channel: Optional[str], python: str, arch: str, target: str) -> Optional[str]:

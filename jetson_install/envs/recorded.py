@@ -21,7 +21,7 @@ from jetson_install.base.layout import (
     STATE_DIR,
 )
 from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
-from jetson_install.catalog.lock_file import parse_lock
+from jetson_install.catalog.lock_file import read_lock
 from jetson_install.envs.record import read_record
 
 __all__ = ["write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs", "doctor_view", "recorded_lock",
@@ -95,8 +95,8 @@ def recorded_lock(environment: Path) -> Optional[Dict[str, Any]]:
     if not isinstance(digest, str) or record is None:
         return None
     try:
-        lock = parse_lock((environment / STATE_DIR / LOCK_FILE).read_text(encoding="utf-8"), LOCK_FILE)
-    except (OSError, BadInput):
+        lock = read_lock(environment / STATE_DIR / LOCK_FILE, LOCK_FILE, follow=False)
+    except BadInput:
         return None
     return {"file": record.resolution.source, "sha256": digest, "channel": lock.channel, "python": lock.python,
             "arch": lock.arch, "platform": lock.platform, "source_commit": lock.source_commit,

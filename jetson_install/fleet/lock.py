@@ -28,7 +28,7 @@ from jetson_install import __version__
 from jetson_install.base import git_urls
 from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.oci_ref import is_oci
-from jetson_install.base.outputs import replace_file
+from jetson_install.base.outputs import read_regular_file, replace_file
 from jetson_install.base.redact import CREDENTIALS_FIX, redact
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
@@ -36,7 +36,7 @@ from jetson_install.base.toml_file import load_toml
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.board.samples import root_shown
 from jetson_install.catalog.identity import NoBuildForPython
-from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, parse_lock, render_lock
+from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, read_lock, render_lock
 from jetson_install.envs.interpreters import inspect_interpreter
 from jetson_install.tools import git, runner, uv
 from jetson_install.tools.index import fetch_file
@@ -267,13 +267,10 @@ def remove_unnamed_builds(folder: Path, distribution: str) -> None:
             builds.append(path)
             continue
         try:
-            if not path.is_file() or path.stat().st_size > 16 * 2**20:
-                continue
-            with path.open("rb") as stream:
-                if stream.read(len(LOCK_HEADER)) != LOCK_HEADER.encode():
-                    continue
-            named.update(entry.filename for entry in parse_lock(path.read_text(), str(path)).entries)
-        except (OSError, UnicodeDecodeError, BadInput):
+            if read_regular_file(path, len(LOCK_HEADER)) != LOCK_HEADER.encode():
+                continue  # not a lock (nor a regular file)
+            named.update(entry.filename for entry in read_lock(path, str(path)).entries)
+        except (OSError, BadInput):
             return
     for path in builds:
         if path.name not in named:

@@ -18,8 +18,7 @@ from typing import Any, Callable, Dict, List
 
 from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.oci_ref import Reference
-from jetson_install.base.outputs import read_regular_file
-from jetson_install.catalog.lock_file import FILES_DIR, WHEELHOUSE_LOCK, file_sha256, parse_lock
+from jetson_install.catalog.lock_file import FILES_DIR, WHEELHOUSE_LOCK, file_sha256, parse_lock, read_lock_text
 from jetson_install.tools.oci import Layer, RegistryError, registry_for, wheelhouse_manifest
 
 __all__ = ["push_wheelhouse", "registry_runner_command"]
@@ -40,13 +39,10 @@ def push_wheelhouse(directory: Path, reference: Reference, allow_insecure: bool,
                        "(the registry gives the manifest its digest)",
                        fix=f"name a tag: --push oci://{reference.host}/{reference.repository}:TAG")
     refill = f"fill it from its lock first: jetson-install wheelhouse {directory} --lock FILE"
-    try:
-        raw = read_regular_file(directory / WHEELHOUSE_LOCK, 16 * 2**20, follow=False)
-    except OSError:
-        raw = None
-    if raw is None:
+    if not os.path.lexists(directory / WHEELHOUSE_LOCK):
         raise BadInput(f"{directory} is not a wheelhouse (it has no {WHEELHOUSE_LOCK})", fix=refill)
-    lock = parse_lock(raw.decode("utf-8", "replace"), str(directory / WHEELHOUSE_LOCK))
+    text = read_lock_text(directory / WHEELHOUSE_LOCK, str(directory / WHEELHOUSE_LOCK), follow=False, fix=refill)
+    lock, raw = parse_lock(text, str(directory / WHEELHOUSE_LOCK)), text.encode("utf-8")
     layers: List[Layer] = []
     paths: Dict[str, Path] = {}
     for entry in {entry.sha256: entry for entry in lock.entries}.values():

@@ -43,8 +43,7 @@ from typing import BinaryIO, Callable, Dict, List, Optional, Set, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
 from jetson_install.base.errors import BadInput
-from jetson_install.base.outputs import read_regular_file
-from jetson_install.catalog.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, Lock, parse_lock
+from jetson_install.catalog.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, Lock, read_lock
 from jetson_install.planning.fixes import Rerun, runner_command
 
 __all__ = ["WheelhouseServer", "open_server", "serving_lines", "serving_url", "IDLE_TIMEOUT", "HEAD_TIMEOUT",
@@ -452,16 +451,9 @@ def open_server(directory: Path, bind: str, port: int, rerun: "Rerun", *, idle_t
     Refused with one line: a folder that is not a wheelhouse, a port already in use, an
     address not this machine's."""
     fill = f"fill it from a lock, then serve it: {rerun.with_option('--lock', 'FILE')}"
-    try:
-        raw = read_regular_file(directory / WHEELHOUSE_LOCK, 16 * 2**20, follow=False)
-    except OSError:
-        raw = None
-    if raw is None:
+    if not os.path.lexists(directory / WHEELHOUSE_LOCK):
         raise BadInput(f"{directory} is not a wheelhouse (it has no {WHEELHOUSE_LOCK})", fix=fill)
-    try:
-        lock = parse_lock(raw.decode("utf-8", "replace"), str(directory / WHEELHOUSE_LOCK))
-    except BadInput as exc:
-        raise BadInput(exc.message, fix=fill) from None
+    lock = read_lock(directory / WHEELHOUSE_LOCK, str(directory / WHEELHOUSE_LOCK), follow=False, fix=fill)
     try:
         return WheelhouseServer(directory, (bind, port), lock, idle_timeout=idle_timeout, head_timeout=head_timeout,
                                 max_connections=max_connections, log=log)

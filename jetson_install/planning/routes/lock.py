@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.layout import FETCHED_DIR, LOCK_FILE, MANIFEST_FILE, TO_INSTALL_FILE, state_of
 from jetson_install.base.oci_ref import Reference, is_oci, parse_reference
-from jetson_install.base.outputs import read_regular_file, replace_file
+from jetson_install.base.outputs import replace_file
 from jetson_install.base.redact import credentials, redact
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.steps import Step
@@ -33,6 +33,7 @@ from jetson_install.catalog.lock_file import (
     Locked,
     lock_mismatch,
     parse_lock,
+    read_lock_text,
     relocated,
     render_lock,
 )
@@ -212,9 +213,9 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
         base = wheelhouse.rstrip("/") if "://" in wheelhouse else Path(wheelhouse).absolute().as_uri()
     if lock_file:
         location = str(Path(lock_file).absolute())
-        text = _read_local_lock(lock_file)
-        lock = parse_lock(text, f"--lock {lock_file}")
         flag = f"--lock {lock_file}"
+        text = read_lock_text(lock_file, flag)
+        lock = parse_lock(text, flag)
         if base is not None:
             # The fleet's way: the hashes from this trusted lock, only the files from the mirror,
             # whose own lock.txt is never read.
@@ -278,18 +279,6 @@ def _registry_lock(reference: Reference, allow_insecure: bool) -> Tuple[Referenc
         raise BadInput(f"--wheelhouse {reference}: its {WHEELHOUSE_LOCK} is not UTF-8 text", fix=fix) from None
 
 
-def _read_local_lock(lock_file: str) -> str:
-    fix = "pass the file `jetson-install lock --output FILE` wrote"
-    try:
-        raw = read_regular_file(lock_file, 16 * 2**20 + 1)
-    except OSError as exc:
-        raise BadInput(f"--lock {lock_file}: {exc.strerror or exc}", fix=fix) from None
-    if raw is None or len(raw) > 16 * 2**20:
-        raise BadInput(f"--lock {lock_file}: not a regular file of a lock's size", fix=fix)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInput(f"--lock {lock_file}: not UTF-8 text", fix=fix) from None
 
 
 def _built_beside(lock: Lock, folder: Path) -> Lock:
