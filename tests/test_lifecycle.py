@@ -476,3 +476,42 @@ def test_clean_counts_what_it_removes_in_words_a_person_writes() -> None:
     two = Cleaned((("log", "/l/a.log", 100), ("log", "/l/b.log", 100)), (), dry_run=False)
     assert clean_lines(one)[-1] == "would remove 215 B in 1 item"
     assert clean_lines(two)[-1] == "removed 200 B in 2 items"
+
+
+def test_a_link_planted_as_the_lock_is_refused_and_nothing_is_made_where_it_points(tmp_path: Path) -> None:
+    home, env = switched(tmp_path / "obl")
+    home.switch_to(built(home))
+    outside = tmp_path / "elsewhere" / "created-by-the-tool"
+    outside.parent.mkdir()
+    lock = home.home / ".lock"
+    lock.unlink()
+    lock.symlink_to(outside)
+    for command in (("rollback", "--venv", str(home.link)), ("uninstall", "--venv", str(home.link))):
+        result = run_cli(*command)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"error: {home.link}: {lock} is a link, not jetson-install's lock file; nothing was done, and what it "
+            "points to is left as it is",
+            f"  fix: remove the link (rm {lock}), then run the command again"]
+    assert not outside.exists() and os.readlink(home.link) != str(env)  # nothing rolled back or removed
+    listed = run_cli("list")  # reading the lock (is an install running?) does not follow it either
+    assert listed.returncode == 0 and "(install in progress)" not in listed.stdout, listed.stdout
+    assert not outside.exists()
+
+
+def test_the_tools_own_files_are_never_written_through_a_link(tmp_path: Path) -> None:
+    from jetson_install.envs.recorded import write_constraints
+
+    home = EnvironmentHome(tmp_path / "obl")
+    home.lock().__enter__().__exit__()
+    environment = home.new_environment_path()
+    (environment / STATE_DIR).mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's\n")
+    for name in ("complete", "constraints.txt", "plan.json"):
+        (environment / STATE_DIR / name).symlink_to(outside)
+    for write in (lambda: home.mark_complete(environment), lambda: write_constraints(environment, ["torch==2.8.0"]),
+                  lambda: home.record_plan(environment, {"channel": "jp6-cu126"})):
+        with pytest.raises(OSError, match="Too many levels of symbolic links"):
+            write()
+    assert outside.read_text() == "the user's\n"

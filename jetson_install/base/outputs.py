@@ -1,5 +1,5 @@
 """Files the user names: inputs read bounded, outputs (--evidence, --gate-evidence, --output)
-written whole or not at all."""
+written whole or not at all; and the tool's own files, never written through a link."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Optional, Union
 
 from jetson_install.base.errors import BadInput
 
-__all__ = ["check_output_directory", "write_output", "replace_file", "read_regular_file", "READ_CHUNK"]
+__all__ = ["check_output_directory", "write_output", "replace_file", "read_regular_file", "write_own", "OWN_FILE_FLAGS",
+           "READ_CHUNK"]
 
 # One read() at a time: procfs answers a sysctl read of 64 MiB with ENOMEM.
 READ_CHUNK = 64 * 1024
@@ -37,6 +38,22 @@ def read_regular_file(path: Union[str, Path], limit: int, *, follow: bool = True
         return bytes(data)
     finally:
         os.close(descriptor)
+
+
+#: How the tool opens a file of its own to write it (a record in an environment's state folder, a
+#: mark, DIR.d's lock): a symbolic link planted at its name is refused (ELOOP), never followed to
+#: create or overwrite the file it names.
+OWN_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def write_own(path: Union[str, Path], data: Union[str, bytes], mode: int = 0o666, *, private: bool = False) -> None:
+    """Write a file of the tool's own in place (OWN_FILE_FLAGS): a new one gets `mode` less the
+    umask; `private`: readable by its owner alone, whatever it was before."""
+    descriptor = os.open(path, OWN_FILE_FLAGS | os.O_TRUNC, 0o600 if private else mode)
+    with os.fdopen(descriptor, "wb") as handle:
+        if private:
+            os.fchmod(descriptor, 0o600)
+        handle.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
 def check_output_directory(option: str, path: str) -> None:

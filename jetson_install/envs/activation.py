@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence
 
 from jetson_install.base.layout import ACTIVATE_FILE, CONSTRAINTS_FILE, EXCLUDES_FILE, STATE_DIR
+from jetson_install.base.outputs import write_own
 
 __all__ = ["protect", "activate_variables", "activate_command"]
 
@@ -76,16 +77,14 @@ def protect(environment: Path, excludes: Sequence[str] = (), triton: Optional[Ma
     # Both pip.conf and UV_CONSTRAINT split their value on whitespace; a file:// URI
     # survives a path with spaces in it (verified with uv 0.13.9 and pip 23.2).
     uri = constraints_path.as_uri()
-    (environment / "pip.conf").write_text(
-        "# Written by jetson-install: keeps the JetPack torch (and bitsandbytes) in place.\n"
-        f"[global]\nconstraint = {uri}\n"
-    )
+    write_own(environment / "pip.conf", "# Written by jetson-install: keeps the JetPack torch (and bitsandbytes) in "
+              f"place.\n[global]\nconstraint = {uri}\n")
     variables = {"UV_CONSTRAINT": uri}
     if excludes:
-        (state / EXCLUDES_FILE).write_text("\n".join(excludes) + "\n")
+        write_own(state / EXCLUDES_FILE, "\n".join(excludes) + "\n")
         variables["UV_EXCLUDE"] = (state / EXCLUDES_FILE).as_uri()
     variables.update(triton or {})
-    (state / ACTIVATE_FILE).write_text(json.dumps(variables, indent=2, sort_keys=True) + "\n")
+    write_own(state / ACTIVATE_FILE, json.dumps(variables, indent=2, sort_keys=True) + "\n")
     _patch_activate(environment / "bin" / "activate", _BASH_EXPORT, _BASH_RESTORE, "deactivate () {", variables)
     _patch_activate(environment / "bin" / "activate.fish", _FISH_EXPORT, _FISH_RESTORE, "function deactivate", variables)
     return constraints_path

@@ -32,6 +32,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import time
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.outputs import OWN_FILE_FLAGS, write_own
 from jetson_install.base.layout import (
     COMPLETE_MARK,
     FAILED_EVIDENCE,
@@ -248,7 +250,7 @@ class EnvironmentHome:
         """A fresh environment path, marked as jetson-install's own before anything is built there."""
         self._ensure_mark()
         path = self.home / f"env-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        _building_mark(path).touch()
+        write_own(_building_mark(path), b"")
         return path
 
     def record_plan(self, environment: Path, fingerprint: Dict[str, Any]) -> None:
@@ -261,7 +263,7 @@ class EnvironmentHome:
     def mark_complete(self, environment: Path) -> None:
         if self.home.is_dir():  # (a doctor's stand-in environment outside any DIR.d has no DIR.d to copy from)
             _write_mark(environment / STATE_DIR / OWNER_MARK, self._ensure_mark())
-        (environment / STATE_DIR / COMPLETE_MARK).write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
+        write_own(environment / STATE_DIR / COMPLETE_MARK, time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
         _building_mark(environment).unlink(missing_ok=True)
 
     def switch_to(self, environment: Path) -> Optional[Path]:
@@ -399,7 +401,7 @@ def _write_mark(path: Path, mark: str) -> None:
 def _replace_text(path: Path, text: str) -> None:
     """Write `path` whole in one rename: a reader, or a kill, sees the old text or the new."""
     temporary = path.with_name(f".{path.name}-{uuid.uuid4().hex[:8]}")
-    temporary.write_text(text, encoding="ascii")
+    write_own(temporary, text.encode("ascii"))
     os.replace(temporary, path)
 
 
@@ -437,7 +439,15 @@ class _Lock:
         self.handle: Optional[Any] = None
 
     def __enter__(self) -> "_Lock":
-        self.handle = open(self.path, "a+")
+        try:
+            descriptor = os.open(self.path, OWN_FILE_FLAGS, 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise BadInput(f"{self.link}: {self.path} is a link, not jetson-install's lock file; nothing was done, "
+                           "and what it points to is left as it is",
+                           fix=f"remove the link (rm {shlex.quote(str(self.path))}), then run the command again") from None
+        self.handle = os.fdopen(descriptor, "a+")
         try:
             fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

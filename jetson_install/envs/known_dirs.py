@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Dict, List
 
+from jetson_install.base.outputs import OWN_FILE_FLAGS
 from jetson_install.base.layout import ENVIRONMENTS_DIR, HOME_SUFFIX, KNOWN_ENVIRONMENTS
 from jetson_install.base.user_dirs import data_dir
 
@@ -47,7 +48,7 @@ def remember(link: Path) -> None:
     if path in known_environments():
         return
     listed.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(listed, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    descriptor = os.open(listed, OWN_FILE_FLAGS | os.O_APPEND, 0o600)
     try:
         os.write(descriptor, f"{path}\n".encode())
     finally:

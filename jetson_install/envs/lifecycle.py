@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import partial
@@ -152,15 +153,18 @@ def _failed_evidence(home: EnvironmentHome) -> List[Path]:
 def _held(lock: Path) -> bool:
     """Whether a run holds DIR's lock now (tried, and let go at once, without waiting)."""
     try:
-        handle = open(lock)  # noqa: SIM115 (an unreadable lock is answered before the with)
+        # Never through a link planted there (the lock is the tool's own file), nor waiting on a FIFO.
+        descriptor = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
-    with handle:
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+    finally:
+        os.close(descriptor)
     return False
 
 

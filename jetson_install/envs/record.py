@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 
 from jetson_install.base.errors import JetsonInstallError
 from jetson_install.base.layout import RECORD_FILE, STATE_DIR
+from jetson_install.base.outputs import write_own
 from jetson_install.base.redact import redact
 from jetson_install.catalog.identity import Companion, Resolution
 
@@ -226,7 +227,7 @@ def record_path(environment: Path) -> Path:
 def write_record(environment: Path, record: EnvironmentRecord) -> Path:
     path = record_path(environment)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record.to_json(), indent=2) + "\n")
+    write_own(path, json.dumps(record.to_json(), indent=2) + "\n")
     return path
 
 

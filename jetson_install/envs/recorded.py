@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.outputs import write_own
 from jetson_install.base.layout import (
     ADDED_FILE,
     CHECK_COMMANDS_FILE,
@@ -30,11 +30,8 @@ __all__ = ["write_private", "recorded_plan", "recorded_vendor", "recorded_doctor
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write `text` to a file only its owner can read."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(descriptor, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
+    """Write `text` to a file only its owner can read (never through a link: write_own)."""
+    write_own(path, text, private=True)
 
 
 def recorded_plan(environment: Path) -> Optional[Dict[str, Any]]:
@@ -109,7 +106,7 @@ def write_constraints(environment: Path, lines: Sequence[str]) -> Path:
     state = environment / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     path = state / CONSTRAINTS_FILE
-    path.write_text("\n".join(lines) + "\n")
+    write_own(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -17,6 +17,7 @@ from jetson_install.base.layout import (
     REQUIREMENTS_FILE,
     state_of,
 )
+from jetson_install.base.outputs import write_own
 from jetson_install.base.redact import redact
 from jetson_install.base.steps import Step
 from jetson_install.base.upgrade import running_upgrade_command
@@ -170,7 +171,7 @@ def _check(step: Step, run: Run) -> str:
         detail += f"; {_check_additions(run, added.pop(0))}"
     for command, shown in zip(added, run.plan.check_commands):
         detail += f"; {_check_command(run, command, shown)}"
-    (state_of(run.staging) / CHECKED_FILE).write_text(distributions_state(run.staging) + "\n")
+    write_own(state_of(run.staging) / CHECKED_FILE, distributions_state(run.staging) + "\n")
     return detail
 
 

@@ -34,6 +34,7 @@ from jetson_install.base.layout import (
     TO_INSTALL_FILE,
     state_of,
 )
+from jetson_install.base.outputs import write_own
 from jetson_install.base.steps import Step
 from jetson_install.base.versions import satisfies
 from jetson_install.catalog.catalog import Channel
@@ -230,7 +231,7 @@ def _resolve_around_kept(step: Step, run: Execution) -> str:
     stack = route.kept_stack
     state = state_of(run.staging)
     write_constraints(run.staging, plan.constraints)
-    (state / GIVEN_FILE).write_text(json.dumps(stack.to_json(), indent=2) + "\n")
+    write_own(state / GIVEN_FILE, json.dumps(stack.to_json(), indent=2) + "\n")
     # No wheel of the kept stack was downloaded here: its files are measured as they are now,
     # against the RECORDs the plan read, and kept outside site-packages, where no later
     # package's RECORD can vouch for a file changed after this (envs/manifest.py).
