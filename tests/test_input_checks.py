@@ -265,3 +265,29 @@ def test_every_lock_is_read_bounded_and_only_from_a_regular_file(tmp_path: Path,
         assert result.returncode == 2, (path, result.stderr)
         assert result.stderr.startswith(f"error: --lock {path}: {why}"), result.stderr
         assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 2
+
+
+@pytest.mark.parametrize(("args", "shown"), [
+    (["dockerfile", "--root", "sample:agx-orin-64gb-jp6.2", "--output", "/proc/x/Dockerfile"], "/proc/x/Dockerfile"),
+    # Before anything is resolved: the dead vendor index would fail it otherwise.
+    (["lock", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", "http://127.0.0.1:9/simple",
+      "--output", "/proc/x.lock"], "/proc/x.lock"),
+    (["doctor", "--root", "sample:agx-orin-64gb-jp6.2", "--python", sys.executable, "--evidence", "/proc/x.json"],
+     "/proc/x.json"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(args: List[str], shown: str) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [f"error: --{args[-2].lstrip('-')} {shown}: cannot write there (No such file "
+                                          "or directory)", "  fix: pass a file in a folder you can write"]
+
+
+def test_a_home_that_cannot_be_written_names_the_variable_that_moves_the_log(tmp_path: Path) -> None:
+    env = {name: value for name, value in os.environ.items() if name not in ("XDG_STATE_HOME", "XDG_CACHE_HOME")}
+    result = run_cli("obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--venv", str(tmp_path / "obl"),
+                     "--python", sys.executable, "--yes", env={**env, "HOME": "/proc"})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "error: cannot write the log in /proc/.local/state/jetson-install/log (No such file or directory)",
+        "  fix: set XDG_STATE_HOME to a folder you can write (or HOME), then run the command again"]
+    assert not (tmp_path / "obl").exists() and not (tmp_path / "obl.d").exists()

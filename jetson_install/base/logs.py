@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 from typing import Any, List
 
+from jetson_install.base.errors import BadInput
 from jetson_install.base.redact import redact
 from jetson_install.base.user_dirs import log_dir
 
-__all__ = ["start_log", "show_log", "log_directory", "own_logs"]
+__all__ = ["start_log", "show_log", "log_directory", "own_logs", "user_folder_refused"]
 
 # What start_log names a log: the command, then when it started (and a number, for a second
 # run in the same second).
@@ -21,6 +22,13 @@ _LOG_NAME = re.compile(r"^[a-z][a-z0-9-]*-\d{8}-\d{6}(-\d+)?\.log$")
 
 def log_directory() -> Path:
     return log_dir().value
+
+
+def user_folder_refused(what: str, folder: Path, variable: str, exc: OSError) -> BadInput:
+    """A per-user folder this user cannot write (HOME on a read-only or pseudo filesystem): the
+    variable that moves it is the fix."""
+    return BadInput(f"cannot write {what} in {folder} ({exc.strerror or exc})",
+                    fix=f"set {variable} to a folder you can write (or HOME), then run the command again")
 
 
 def own_logs() -> List[Path]:
@@ -43,18 +51,21 @@ def start_log(command: str) -> Path:
     """Log every subprocess and its output to a new file in the per-user log directory."""
     # Logs hold command lines and uv's output: private to the user, and redacted all the same.
     directory = log_directory()
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    directory.chmod(0o700)
-    # A log of its own: an install and the `add` after it can start in the same second, and the
-    # second run's commands appended to the first's log read as the first's.
-    stamp, number = f"{command}-{time.strftime('%Y%m%d-%H%M%S')}", 1
-    while True:
-        path = directory / (f"{stamp}.log" if number == 1 else f"{stamp}-{number}.log")
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            break
-        except FileExistsError:
-            number += 1
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)
+        # A log of its own: an install and the `add` after it can start in the same second, and the
+        # second run's commands appended to the first's log read as the first's.
+        stamp, number = f"{command}-{time.strftime('%Y%m%d-%H%M%S')}", 1
+        while True:
+            path = directory / (f"{stamp}.log" if number == 1 else f"{stamp}-{number}.log")
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                break
+            except FileExistsError:
+                number += 1
+    except OSError as exc:
+        raise user_folder_refused("the log", directory, "XDG_STATE_HOME", exc) from None
     path.chmod(0o600)
     handler = logging.FileHandler(path)
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))

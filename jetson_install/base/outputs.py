@@ -12,7 +12,7 @@ from typing import Optional, Union
 
 from jetson_install.base.errors import BadInput
 
-__all__ = ["check_output_directory", "write_output", "replace_file", "read_regular_file", "write_own", "OWN_FILE_FLAGS",
+__all__ = ["check_output", "write_output", "replace_file", "read_regular_file", "write_own", "OWN_FILE_FLAGS",
            "READ_CHUNK"]
 
 # One read() at a time: procfs answers a sysctl read of 64 MiB with ENOMEM.
@@ -56,11 +56,27 @@ def write_own(path: Union[str, Path], data: Union[str, bytes], mode: int = 0o666
         handle.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
-def check_output_directory(option: str, path: str) -> None:
-    """Refuse, before any work, an output whose directory does not exist."""
-    if not Path(path).absolute().parent.is_dir():
+def check_output(option: str, path: Union[str, Path], *, make_folder: bool = False) -> None:
+    """Refuse, before any work, an output the command could not write: a folder given for a
+    file, a place this user cannot create a file in (a read-only or pseudo filesystem such as
+    /proc: only trying tells), and, unless the command makes it (`make_folder`), a folder that
+    does not exist. Nothing is left behind."""
+    target = Path(path).absolute()
+    if target.is_dir():
+        raise BadInput(f"{option} {path}: is a directory", fix="pass a file name")
+    if not make_folder and not target.parent.is_dir():
         raise BadInput(f"{option} {path}: its directory does not exist",
-                       fix=f"mkdir -p {Path(path).absolute().parent}, or pass another file")
+                       fix=f"mkdir -p {target.parent}, or pass another file")
+    existing = target.parent  # (or, where the command makes it, the folder it would be made in)
+    while not existing.is_dir() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=".jetson-install-check-", dir=str(existing))
+        os.close(descriptor)
+        os.unlink(temporary)
+    except OSError as exc:
+        raise BadInput(f"{option} {path}: cannot write there ({exc.strerror or exc})",
+                       fix="pass a file in a folder you can write") from None
 
 
 def replace_file(path: Union[str, Path], data: Union[str, bytes], mode: Optional[int] = None) -> None:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Dict, List
 
+from jetson_install.base.logs import user_folder_refused
 from jetson_install.base.outputs import OWN_FILE_FLAGS
 from jetson_install.base.layout import ENVIRONMENTS_DIR, HOME_SUFFIX, KNOWN_ENVIRONMENTS
 from jetson_install.base.user_dirs import data_dir
@@ -47,10 +48,13 @@ def remember(link: Path) -> None:
     path = link.absolute()
     if path in known_environments():
         return
-    listed.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(listed, OWN_FILE_FLAGS | os.O_APPEND, 0o600)
     try:
-        os.write(descriptor, f"{path}\n".encode())
-    finally:
-        os.close(descriptor)
+        listed.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(listed, OWN_FILE_FLAGS | os.O_APPEND, 0o600)
+        try:
+            os.write(descriptor, f"{path}\n".encode())
+        finally:
+            os.close(descriptor)
+    except OSError as exc:
+        raise user_folder_refused("the list of environments", listed.parent, "XDG_DATA_HOME", exc) from None
 

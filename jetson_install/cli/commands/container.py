@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence, Tuple
 
 from jetson_install.base.errors import EXIT_UNSUPPORTED, EXIT_BAD_INPUT, BadInput, Unsupported
-from jetson_install.base.outputs import replace_file, write_output
+from jetson_install.base.outputs import check_output, replace_file, write_output
 from jetson_install.base.redact import json_text
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.cli.commands.given import PlatformOptions
@@ -34,6 +34,8 @@ class Dockerfile:
 def dockerfile(options: PlatformOptions, base: Optional[str], regenerate: str, output: Optional[str]) -> Dockerfile:
     """The Dockerfile for this board's channel, FROM `base` or the first image known to match;
     with `output`, written there with the .dockerignore its build context needs."""
+    if output is not None:
+        check_output("--output", output, make_folder=True)
     platform = detect_platform(options)
     match = load_catalog().match(platform)
     if match.channel is None:

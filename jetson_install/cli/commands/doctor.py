@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import EVIDENCE_FILE, STATE_DIR
-from jetson_install.base.outputs import check_output_directory, write_output
+from jetson_install.base.outputs import check_output, write_output
 from jetson_install.board.root_facts import COMPATIBLE
 from jetson_install.cli.commands.given import PlatformOptions, given_platform, venv_path
 from jetson_install.cli.commands.lifecycle import default_environment, default_venv
@@ -49,7 +49,7 @@ def doctor(python: str, options: PlatformOptions, only: Sequence[str], strict: b
     against what it was made with; its evidence (and the gate record) written where asked."""
     for option, path in (("--evidence", evidence_file), ("--gate-evidence", gate_file)):
         if path:
-            check_output_directory(option, path)
+            check_output(option, path)
     if no_gpu and (only or strict):
         raise BadInput("--no-gpu selects the checks that need no GPU; --check and --strict select others",
                        fix="drop --no-gpu, or drop --check/--strict")

@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 from jetson_install.base.errors import StepFailed, Unsupported
 from jetson_install.base.oci_ref import parse_reference
+from jetson_install.base.outputs import check_output
 from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.lock_file import read_lock
@@ -28,6 +29,7 @@ __all__ = ["board_lock", "fill_wheelhouse", "push_wheelhouse", "serve_wheelhouse
 def board_lock(options: InstallOptions, python: Optional[str], python_version: Optional[str], output: Path,
                rerun: Rerun) -> LockResult:
     """Resolve the board's whole environment (or, with `python`, this interpreter's) into a lock."""
+    check_output("--output", output, make_folder=True)  # before anything is resolved
     plan = make_install_plan(replace(options, venv=None, verify=False, use_existing_torch=False, python=None),
                              keep_added=False)
     if not plan.supported or plan.vendor is None or plan.channel is None:
