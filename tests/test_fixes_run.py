@@ -17,14 +17,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict, List
 
 import pytest
-from support import isolated_env
 from support.cli import run_cli
-from support.fixtures import serve_cpu_only_torch
+from support.fixtures import as_nobody, serve_cpu_only_torch
 from support.index_server import LoopbackIndex
 from support.installer import Installer
 from support.stub_projects import IndexDirs
@@ -100,31 +98,6 @@ def test_a_mirrors_cpu_labelled_torch_in_an_install_gets_another_source_not_the_
 
 
 # -- a folder this user cannot enter ---------------------------------------------------------
-
-@pytest.fixture
-def nobodys_folder() -> Iterator[Path]:
-    """A folder the user `nobody` owns, under one every user can reach."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access("/usr/bin/python3", os.X_OK):
-        pytest.skip("needs root and setpriv to act as another user, and a Python every user may run")
-    top = Path(tempfile.mkdtemp(prefix="jetson-install-test-"))
-    top.chmod(0o755)
-    shutil.chown(top, "nobody")
-    yield top
-    shutil.rmtree(top)
-
-
-def as_nobody(top: Path, *args: str, path: str = "/usr/bin:/bin") -> "subprocess.CompletedProcess[str]":
-    home = top / "home"
-    home.mkdir(exist_ok=True)
-    shutil.chown(home, "nobody")
-    # By default a PATH without this machine's per-root folders, which `nobody` may not enter.
-    env = dict(isolated_env(home, fast_fail=True), XDG_STATE_HOME=str(home / "state"), PATH=path)
-    for entry in home.rglob("*"):
-        shutil.chown(entry, "nobody")
-    argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jetson_install",
-            *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/", env=env)
-
 
 def test_a_folder_the_user_cannot_enter_is_named_with_the_permission_it_lacks(nobodys_folder: Path) -> None:
     closed = nobodys_folder / "closed"

@@ -515,3 +515,29 @@ def test_the_tools_own_files_are_never_written_through_a_link(tmp_path: Path) ->
         with pytest.raises(OSError, match="Too many levels of symbolic links"):
             write()
     assert outside.read_text() == "the user's\n"
+
+
+def test_another_users_environment_is_theirs_to_change_and_a_refused_command_records_nothing(
+        nobodys_folder: Path) -> None:
+    from support.fixtures import as_nobody
+
+    shared = nobodys_folder / "shared"  # root's, where every user may look
+    shared.mkdir(mode=0o755)
+    shutil.chown(shared, "root")
+    home, first = switched(shared / "obl")
+    home.switch_to(built(home))
+    for path in [shared, *shared.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    for command in ("rollback", "uninstall"):
+        result = as_nobody(nobodys_folder, command, "--venv", str(home.link))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [
+            f"error: --venv {home.link}: {home.home} belongs to root, not to this user (nobody); nothing was done",
+            f"  fix: run it as the user who made it: sudo -u root jetson-install {command} --venv {home.link}"]
+    # The fix, as printed (root is running these tests: sudo -u root is what it already is).
+    assert run_cli("rollback", "--venv", str(home.link)).returncode == 0 and home.current() == first
+    # Nothing of root's was put in nobody's list by the commands it refused.
+    listed = as_nobody(nobodys_folder, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("no environments made by jetson-install for this user"), listed.stdout

@@ -21,6 +21,7 @@ __all__ = [
     "Stopped",
     "JetsonInstallError",
     "BadInput",
+    "AnotherUsers",
     "InvalidReleaseFile",
     "NotAJetson",
     "Unsupported",
@@ -78,6 +79,16 @@ class JetsonInstallError(Exception):
 
 class BadInput(JetsonInstallError, ValueError):
     exit_code = EXIT_BAD_INPUT
+
+
+class AnotherUsers(BadInput):
+    """What another user made (a DIR.d root made, seen by a CI runner's user): no permission this
+    user could be given makes it theirs to change. The command line's fix runs the same command
+    as `owner`."""
+
+    def __init__(self, message: str, owner: str) -> None:
+        super().__init__(message, fix=f"run it as the user who made it ({owner})")
+        self.owner = owner
 
 
 class InvalidReleaseFile(BadInput):

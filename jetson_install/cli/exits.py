@@ -17,6 +17,7 @@ from jetson_install.base.errors import (
     EXIT_CLOSED_OUTPUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    AnotherUsers,
     BadInput,
     JetsonInstallError,
     Stopped,
@@ -168,6 +169,12 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         how = stopped.signal_name if isinstance(stopped, Stopped) else "Ctrl-C"
         report_error(JetsonInstallError(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
         return EXIT_INTERRUPTED
+    except AnotherUsers as exc:
+        from jetson_install.planning.fixes import Rerun
+
+        report_error(BadInput(exc.message, fix=f"run it as the user who made it: sudo -u {exc.owner} "
+                                               f"{Rerun(tuple(args))}"), as_json)
+        return exc.exit_code
     except JetsonInstallError as exc:
         report_error(exc, as_json)
         return exc.exit_code

@@ -31,6 +31,7 @@ import errno
 import fcntl
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from jetson_install.base.errors import BadInput
+from jetson_install.base.errors import AnotherUsers, BadInput
 from jetson_install.base.outputs import OWN_FILE_FLAGS, write_own
 from jetson_install.base.layout import (
     COMPLETE_MARK,
@@ -197,12 +198,31 @@ class EnvironmentHome:
                 and (path / "pyvenv.cfg").is_file()]
 
     def lock(self) -> "_Lock":
-        """DIR's lock; once held, DIR.d carries the tool's mark (a new one, or one made before marks)."""
+        """DIR's lock; once held, DIR.d carries the tool's mark (a new one, or one made before
+        marks) and DIR is in this user's list (`list`): a command refused before it holds the
+        lock records nothing."""
         if self.home.is_symlink():
             raise linked_home(self.link, str(self.link))
+        self._refuse_another_users()
         self.home.mkdir(exist_ok=True)
-        remember(self.link)
-        return _Lock(self.home / HOME_LOCK, self.link, self._claim)
+
+        def claim() -> None:
+            self._claim()
+            remember(self.link)
+
+        return _Lock(self.home / HOME_LOCK, self.link, claim)
+
+    def _refuse_another_users(self) -> None:
+        """Another user's DIR.d (root's, seen by a CI runner's user): its files are theirs to change,
+        and no permission this user could be given would make it theirs. Root may act on any."""
+        try:
+            owner = self.home.stat().st_uid
+        except FileNotFoundError:
+            return
+        if os.geteuid() in (owner, 0):
+            return
+        raise AnotherUsers(f"--venv {self.link}: {self.home} belongs to {_user_name(owner)}, not to this user "
+                           f"({_user_name(os.geteuid())}); nothing was done", _user_name(owner))
 
     def is_ours(self) -> bool:
         """Whether DIR is jetson-install's: its link into DIR.d, or (a removal that was cut
@@ -382,6 +402,13 @@ def linked_home(link: Path, where: str) -> BadInput:
     home = home_of(link)
     return BadInput(f"{where}: {home} is a link, not a folder jetson-install made; it is left as it is",
                     fix=f"remove the link {home} (its target stays), then choose a --venv on the disk it pointed to")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # a uid with no entry (a container's): its number
+        return f"uid {uid}"
 
 
 def _read_mark(path: Path) -> Optional[str]:

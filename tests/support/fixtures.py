@@ -15,9 +15,11 @@ to the next.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, NamedTuple
 
@@ -61,6 +63,7 @@ __all__ = [
     "installer",
     "clean_pip_check",
     "board_here",
+    "nobodys_folder",
 ]
 
 TOP = Path(__file__).resolve().parent.parent.parent
@@ -262,3 +265,29 @@ def serve_cpu_only_torch(private_index_dirs: IndexDirs, start_index: Callable[..
                                          known=("torchvision", "torchaudio", "bitsandbytes")))
     cli_env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
     return start_index(private_index_dirs.vendor, name=name)
+
+
+@pytest.fixture
+def nobodys_folder() -> Iterator[Path]:
+    """A folder the user `nobody` owns, under one every user can reach."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root and setpriv to act as another user, and a Python every user may run")
+    top = Path(tempfile.mkdtemp(prefix="jetson-install-test-"))
+    top.chmod(0o755)
+    shutil.chown(top, "nobody")
+    yield top
+    shutil.rmtree(top)
+
+
+def as_nobody(top: Path, *args: str, path: str = "/usr/bin:/bin") -> "subprocess.CompletedProcess[str]":
+    """`jetson-install ARGS` run as the user `nobody`, its per-user folders under `top` (nobodys_folder)."""
+    home = top / "home"
+    home.mkdir(exist_ok=True)
+    shutil.chown(home, "nobody")
+    # By default a PATH without this machine's per-root folders, which `nobody` may not enter.
+    env = dict(isolated_env(home, fast_fail=True), XDG_STATE_HOME=str(home / "state"), PATH=path)
+    for entry in home.rglob("*"):
+        shutil.chown(entry, "nobody")
+    argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jetson_install",
+            *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/", env=env)
