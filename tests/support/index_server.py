@@ -7,8 +7,9 @@ files), so a test may drop a new wheel in mid-test and see it offered.
 Failure switches let tests simulate an index that goes away mid-install:
 ``fail_after(n)`` answers every request after the next ``n`` with HTTP 503
 (or closes the connection without an answer), ``stop()`` closes the listening
-socket so further connections are refused, and ``delay`` stalls file
-downloads half-way so a test can kill the installer while it downloads.
+socket so further connections are refused, ``delay`` stalls file
+downloads half-way, and ``hold`` holds them half-way until ``release()``, so a test can
+interrupt the installer while it is provably downloading, whatever the machine's load.
 ``slow`` spreads the files of named projects over some seconds, so a test
 sees an installer's progress while a download runs; ``cache_files`` lets
 clients keep the files (as a real index does), so a second install is a cache hit.
@@ -122,11 +123,16 @@ class LoopbackIndex(object):
         cache_files: bool = False,
         pep691: bool = False,
         port: int = 0,
+        hold: bool = False,
     ) -> None:
         self.root = Path(root)
         self.credentials = credentials  # "user:password": every request must carry them (HTTP Basic)
         self.name = name
         self.delay = delay
+        # Set: held downloads go on (release(), and stop() so that no handler outlives the server).
+        self._released = threading.Event()
+        if not hold:
+            self._released.set()
         self.slow = dict((normalize_name(k), v) for k, v in (slow or {}).items())
         self.cache_files = cache_files
         self.core_metadata = core_metadata
@@ -161,8 +167,13 @@ class LoopbackIndex(object):
         self._thread.start()
         return self
 
+    def release(self) -> None:
+        """Let the downloads ``hold`` holds half-way go on, and every later one run through."""
+        self._released.set()
+
     def stop(self) -> None:
         """The index goes away: the listening socket closes, new connections are refused."""
+        self._released.set()
         server, self._server = self._server, None
         if server is None:
             return
@@ -464,12 +475,12 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 pace = self.index.slow.get(_project_of(parts[1]) or "", 0.0)
                 self._send(200, data, "application/octet-stream", head, stall=self.index.delay, pace=pace,
-                           cache=self.index.cache_files)
+                           cache=self.index.cache_files, held=self.index._released)
             return
         self._send(404, b"not found\n", "text/plain", head)
 
     def _send(self, code: int, data: bytes, ctype: str, head: bool, stall: float = 0.0, pace: float = 0.0,
-              cache: bool = False) -> None:
+              cache: bool = False, held: Optional[threading.Event] = None) -> None:
         try:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
@@ -479,7 +490,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             if head:
                 return
-            if stall > 0:
+            if held is not None and not held.is_set():
+                # Half, then held until the test releases it: the client is provably mid-download.
+                half = len(data) // 2
+                self.wfile.write(data[:half])
+                self.wfile.flush()
+                held.wait(600)
+                self.wfile.write(data[half:])
+            elif stall > 0:
                 # Send half, then stall: the client is provably mid-download.
                 half = len(data) // 2
                 self.wfile.write(data[:half])
