@@ -9,11 +9,14 @@ import os
 import shlex
 import shutil
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from support import VENDOR_TORCH
 from support.cli import run_cli
+from support.index_server import LoopbackIndex
 from support.installer import Installer
+from support.stub_projects import IndexDirs
 
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.base.layout import STATE_DIR
@@ -541,3 +544,33 @@ def test_another_users_environment_is_theirs_to_change_and_a_refused_command_rec
     listed = as_nobody(nobodys_folder, "list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("no environments made by jetson-install for this user"), listed.stdout
+
+
+@pytest.mark.slow
+def test_clean_dry_run_while_an_install_runs_lists_none_of_its_files(
+        installer: Installer, tmp_path: Path, stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]
+) -> None:
+    from test_install_interrupted import reinstall_caught_mid_download
+
+    logs = Path(installer.env["XDG_STATE_HOME"]) / "jetson-install" / "log"
+    logs.mkdir(parents=True, exist_ok=True)
+    old = logs / "obliteratus-20261201-101010.log"
+    old.write_text("an install long done\n")
+    process, before, _, held = reinstall_caught_mid_download(installer, tmp_path, stub_index_dirs, start_index)
+    try:
+        # The running install's own files: the log it holds open, the environment it is making.
+        fds = Path(f"/proc/{process.pid}/fd")
+        running = {os.readlink(fd) for fd in fds.iterdir() if os.readlink(fd).startswith(str(logs))}
+        building = {str(path) for path in Path(f"{installer.venv}.d").glob("env-*") if str(path) != before}
+        preview = run_cli("clean", "--dry-run", env=installer.env)
+    finally:
+        held.release()
+        _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    assert preview.returncode == 0, preview.stderr
+    assert len(running) == 1 and len(building) == 1, (running, building)
+    assert f"log: {old}" in preview.stdout
+    for path in running | building:
+        assert path not in preview.stdout, preview.stdout
+    assert "cache" not in preview.stdout and "vendor wheels" not in preview.stdout  # what it may be reading
+    assert f"skipped   {installer.venv} (an install is in progress there; run clean when it ends)" in preview.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -32,7 +33,7 @@ def user_folder_refused(what: str, folder: Path, variable: str, exc: OSError) ->
 
 
 def own_logs() -> List[Path]:
-    """The logs start_log wrote (by their names), oldest first."""
+    """The logs start_log wrote (by their names), oldest first (a run writing one holds a lock on it)."""
     directory = log_directory()
     if not directory.is_dir():
         return []
@@ -68,6 +69,9 @@ def start_log(command: str) -> Path:
         raise user_folder_refused("the log", directory, "XDG_STATE_HOME", exc) from None
     path.chmod(0o600)
     handler = logging.FileHandler(path)
+    assert handler.stream is not None  # (opened at once: no delay asked)
+    # Held for as long as the run writes it (its end, or a kill, lets go): `clean` leaves a log in use.
+    fcntl.flock(handler.stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
     logger = logging.getLogger("jetson_install")
     logger.setLevel(logging.DEBUG)

@@ -151,7 +151,8 @@ def _failed_evidence(home: EnvironmentHome) -> List[Path]:
 
 
 def _held(lock: Path) -> bool:
-    """Whether a run holds DIR's lock now (tried, and let go at once, without waiting)."""
+    """Whether a run holds the lock on `lock` now (DIR's lock, or the log it writes): tried, and
+    let go at once, without waiting."""
     try:
         # Never through a link planted there (the lock is the tool's own file), nor waiting on a FIFO.
         descriptor = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -295,11 +296,14 @@ def clean(dry_run: bool, failed_evidence: bool = False) -> Cleaned:
             else:
                 kept_evidence += [str(path) for path in evidence]
         logs = own_logs()
-        items += [("log", path, partial(path.unlink, missing_ok=True)) for path in logs]
+        # A log a run is writing is that run's: never removed under it, nor offered for removal.
+        items += [("log", path, partial(path.unlink, missing_ok=True)) for path in logs if not _held(path)]
         if log_directory().is_dir():
             left += [str(path) for path in sorted(log_directory().iterdir()) if path not in logs]
         cache = cache_dir().value
-        for entry in sorted(cache.iterdir()) if cache.is_dir() else []:
+        # Not while an install runs, which may be reading them (a dry run's case: a clean takes
+        # every lock first, and refuses while one is held).
+        for entry in sorted(cache.iterdir()) if cache.is_dir() and not busy else []:
             if entry.name == BUILD_CACHE_DIR:
                 items.append(("bitsandbytes build cache", entry, partial(remove_tree, entry)))
             elif entry.name == WHEELS_CACHE_DIR:
