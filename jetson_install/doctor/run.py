@@ -287,7 +287,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 if "integrity" in probes_needed
                 else None
             )
-            pip_future = pool.submit(_safe_pip_check, interpreter) if "uv" in probes_needed else None
+            pip_future = pool.submit(_safe_pip_check, interpreter, interrupted) if "uv" in probes_needed else None
             added_future = (
                 pool.submit(_run_probe, interpreter, "additions", request.timeout, progress,
                             additions_command(interpreter, request.additions),
@@ -412,9 +412,10 @@ def _run_check_commands(python: str, commands: Sequence[str], timeout: float, ca
                  for command in commands)
 
 
-def _safe_pip_check(python: str) -> runner.Completed:
+def _safe_pip_check(python: str, cancel: threading.Event) -> runner.Completed:
     try:
-        return _run_pip_check(python)
+        with runner.cancelled_with(cancel):
+            return _run_pip_check(python)
     except Exception as exc:  # a missing uv module or binary is a failed check, not a crash
         return runner.Completed(("uv", "pip", "check"), 127, "", f"{type(exc).__name__}: {exc}")
 

@@ -10,6 +10,7 @@ cannot change what a probe or uv sees.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 
 from jetson_install.base.process import Completed
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from jetson_install.tools.progress import StepProgress
 
 __all__ = ["Completed", "LineCallback", "TICK_SECONDS", "run", "run_uv", "uv_binary", "child_environment",
-           "end_children"]
+           "end_children", "cancelled_with"]
 
 log = logging.getLogger("jetson_install")
 
@@ -111,6 +112,7 @@ def run(
     log.debug("run: %s", " ".join(str(a) for a in argv))
     # A child is started and registered under the lock end_children takes: it ends every child
     # started before it, and no child given its `cancel` is started after it.
+    cancel = cancel if cancel is not None else getattr(_cancelled_with, "event", None)
     with _children_lock:
         if cancel is not None and cancel.is_set():
             return Completed(tuple(argv), -9, "", f"{argv[0]} was not started: the run was interrupted")
@@ -135,6 +137,20 @@ def run(
     finally:
         with _children_lock:
             _children.pop(proc, None)
+
+
+_cancelled_with = threading.local()
+
+
+@contextlib.contextmanager
+def cancelled_with(cancel: threading.Event) -> Iterator[None]:
+    """Every child this thread starts meanwhile is given `cancel` (for code that starts one
+    through functions of its own, such as uv pip check)."""
+    _cancelled_with.event = cancel
+    try:
+        yield
+    finally:
+        _cancelled_with.event = None
 
 
 def end_children(cancel: Optional[threading.Event] = None) -> None:
