@@ -363,7 +363,7 @@ def _conf_folders(root: Path, conf: str, seen: Set[str]) -> List[str]:
 
 def search_folders(site_dirs: Sequence[Path], root: Path, arch: Optional[str]) -> List[Path]:
     """The folders vendor_libraries looks in, in its order: the environment's, then the board's."""
-    return [folder.path for folder in _environment_folders(site_dirs, _distributions(site_dirs)) + _board_folders(root, arch)]
+    return [folder.path for folder in _environment_folders(site_dirs, _distributions(site_dirs), arch) + _board_folders(root, arch)]
 
 
 #: bitsandbytes' per-CUDA library names (above), for inspect: a board loads only its CUDA's.
