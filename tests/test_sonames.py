@@ -9,8 +9,9 @@ import base64
 import json
 import dataclasses
 import hashlib
+import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import pytest
 from support import present
@@ -21,6 +22,7 @@ from support.index_server import LoopbackIndex
 
 from jetson_install.board import apt
 from jetson_install.catalog.catalog import VendorSource, load_catalog
+from jetson_install.doctor.context import uv_command
 from jetson_install.envs.sonames import LibraryReport, vendor_libraries
 
 THOR = load_catalog().channel("jp7-thor-cu130")
@@ -359,3 +361,104 @@ def test_a_named_pipe_listed_as_a_vendor_library_is_refused_without_waiting_for_
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith("✗ every library the vendor builds link is found [libraries]: "
                                     "torch/lib/libfifo.so: is not a regular file (a named pipe)\n"), result.stdout
+
+
+# --------------------------------------------------------------------------- a removed library's fix
+
+def _thor_env(tmp_path: Path, needs: Sequence[str]) -> "Tuple[str, Path]":
+    python = make_env(tmp_path / "env", torch_version="2.13.0", torch_cuda="13.0")
+    return python, _with_library(python, needs)
+
+
+@pytest.mark.parametrize(("soname", "name", "version", "path"), [
+    # What torch 2.13.0's own requirements put in the environment (its aarch64 wheel's METADATA),
+    # as their wheels lay the files out.
+    ("libcusparseLt.so.0", "nvidia_cusparselt_cu13", "0.8.1", "nvidia/cusparselt/lib/libcusparseLt.so.0"),
+    ("libcudnn.so.9", "nvidia_cudnn_cu13", "9.20.0.48", "nvidia/cudnn/lib/libcudnn.so.9"),
+])
+def test_a_library_its_distribution_lists_but_lost_is_named_with_it_and_a_reinstall_of_it(
+        tmp_path: Path, soname: str, name: str, version: str, path: str) -> None:
+    python, site = _thor_env(tmp_path, [soname])
+    distribution(site, name, version, {path: shared_object(soname)})
+    (site / path).unlink()
+    thor = dataclasses.replace(ORIN, root=str(bare(tmp_path / "root")))
+    check = run(python, platform=thor, channel=THOR, only=["libraries"]).check("libraries")
+    dashed = name.replace("_", "-")
+    assert check.status == "fail"
+    assert check.detail == (f"{soname} (needed by torch/lib/libtorch_cuda.so) is missing: the installed {dashed} "
+                            f"{version} lists {path} in its RECORD, and it is not there")
+    assert check.fix == (f"reinstall {dashed} {version} to put it back (under the environment's constraints): "
+                         f"{uv_command()} pip install --python {python} --no-deps --reinstall-package {dashed} "
+                         f"{dashed}=={version}")
+
+
+def test_a_missing_cuda_runtime_library_is_named_with_its_package_at_the_version_the_environment_requires(
+        tmp_path: Path) -> None:
+    python, site = _thor_env(tmp_path, ["libcudart.so.13"])
+    # torch 2.13.0 requires cuda-toolkit[cudart,...]==13.0.3, whose cudart extra pins the runtime wheel.
+    toolkit = site / "cuda_toolkit-13.0.3.dist-info"
+    toolkit.mkdir()
+    (toolkit / "METADATA").write_text("Metadata-Version: 2.1\nName: cuda-toolkit\nVersion: 13.0.3\n"
+                                      'Requires-Dist: nvidia-cuda-runtime==13.0.96; extra == "cudart"\n')
+    (toolkit / "RECORD").write_text(f"{toolkit.name}/METADATA,,\n")
+    thor = dataclasses.replace(ORIN, root=str(bare(tmp_path / "root")), cuda="13.0", family="Thor", kind="sbsa")
+    check = run(python, platform=thor, channel=THOR, only=["libraries"]).check("libraries")
+    assert check.status == "fail"
+    assert check.detail == ("libcudart.so.13 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader searches "
+                            "(libcudart.so.13 is in pip: nvidia-cuda-runtime)")
+    assert check.fix == (f"install nvidia-cuda-runtime into the environment: {uv_command()} pip install --python "
+                         f"{python} nvidia-cuda-runtime==13.0.96")
+
+
+@pytest.mark.slow
+def test_the_fix_for_a_removed_library_of_the_environment_puts_it_back_as_printed(
+        tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex],
+        obliteratus_source: Path) -> None:
+    """A vendor torch whose libtorch_cuda.so links libcusparseLt.so.0, which a wheel it requires
+    provides (as torch 2.13.0's nvidia-cusparselt-cu13 does); the file removed, the doctor's fix
+    runs as printed and the check passes again."""
+    import shlex
+    import subprocess
+
+    from support import isolated_env
+    from support.catalogs import stub_catalog_text
+    from support.installer import Installer
+    from support.stub_projects import VENDOR_TORCH, _TORCH_INIT_BODY, _TORCH_REQUIRES, _torch_modules
+    from support.wheels import build_wheel
+
+    for wheel in private_index_dirs.vendor.glob("torch-*.whl"):
+        wheel.unlink()
+    modules: Dict[str, Union[str, bytes]] = {**_torch_modules(True, "12.6"),
+               "torch/lib/libtorch_cuda.so": shared_object("libtorch_cuda.so", ["libcusparseLt.so.0"])}
+    build_wheel(private_index_dirs.vendor, "torch", VENDOR_TORCH, requires=[*_TORCH_REQUIRES, "nvidia-cusparselt-cu13"],
+                requires_python=">=3.8", modules=modules, init_body=_TORCH_INIT_BODY, source_index="vendor")
+    build_wheel(private_index_dirs.public, "nvidia-cusparselt-cu13", "0.8.1", source_index="public",
+                modules={"nvidia/cusparselt/lib/libcusparseLt.so.0": shared_object("libcusparseLt.so.0")})
+    env = isolated_env(tmp_path, fast_fail=True)
+    catalog = tmp_path / "wheels-index.toml"
+    catalog.write_text(stub_catalog_text(Path(load_catalog().path).read_text(), private_index_dirs.vendor))
+    env["JETSON_INSTALL_WHEELS_INDEX"] = str(catalog)
+    vendor, public = start_index(private_index_dirs.vendor, name="vendor"), start_index(private_index_dirs.public)
+    installer = Installer(tmp_path / "obl", env, vendor.url, public.url, obliteratus_source)
+    code, _, stderr = installer.run()
+    assert code == 0, stderr
+    (library,) = installer.venv.glob("lib/python*/site-packages/nvidia/cusparselt/lib/libcusparseLt.so.0")
+    library.unlink()
+
+    def doctor() -> Dict[str, Any]:
+        result = subprocess.run([sys.executable, "-m", "jetson_install", "doctor", "--venv", str(installer.venv),
+                                 "--root", "sample:agx-orin-64gb-jp6.2", "--check", "libraries", "--json"],
+                                capture_output=True, text=True, env=env, timeout=300)
+        checks: List[Dict[str, Any]] = json.loads(result.stdout)["checks"]
+        [check] = [check for check in checks if check["id"] == "libraries"]
+        return check
+
+    check = doctor()
+    assert check["status"] == "fail" and "the installed nvidia-cusparselt-cu13 0.8.1 lists " \
+                                         "nvidia/cusparselt/lib/libcusparseLt.so.0 in its RECORD" in check["detail"]
+    command = check["fix"].split(": ", 1)[1]
+    assert command.startswith(f"{uv_command()} pip install --python ") and f"--default-index {public.url}" in command
+    fixed = subprocess.run(shlex.split(command), capture_output=True, text=True, env=env, timeout=300)
+    assert fixed.returncode == 0, fixed.stderr
+    assert library.is_file() and doctor()["status"] == "ok"
+    assert installer.torch() == f"{VENDOR_TORCH} vendor"  # under the constraints: the vendor torch stays

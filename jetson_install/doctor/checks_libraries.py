@@ -5,15 +5,19 @@ that cannot load is named by the soname it lacks, the file that needs it and wha
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import List, Optional
 
+from jetson_install.base.layout import CONSTRAINTS_FILE, STATE_DIR
+from jetson_install.base.redact import credentials
 from jetson_install.board.apt import install_command
 from jetson_install.catalog.catalog import VendorSource
 from jetson_install.doctor.context import Context, uv_command
-from jetson_install.doctor.missing_libraries import missing_library
+from jetson_install.doctor.missing_libraries import MissingLibrary, missing_library
 from jetson_install.doctor.results import FAIL, OK, Verdict
-from jetson_install.envs.sonames import LibraryReport, Missing, vendor_libraries
+from jetson_install.envs.recorded import recorded_plan
+from jetson_install.envs.sonames import LibraryReport, Missing, declared_requirement, vendor_libraries
 
 __all__ = ["check_libraries", "library_report"]
 
@@ -29,7 +33,7 @@ def library_report(ctx: Context) -> LibraryReport:
 
 def check_libraries(ctx: Context) -> Verdict:
     report = library_report(ctx)
-    problems = [missing.describe() for missing in report.missing] + list(report.unreadable)
+    problems = [_said(ctx, missing) for missing in report.missing] + list(report.unreadable)
     if problems:
         more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         return FAIL, "; ".join(problems[:3]) + more, _fix(ctx, report)
@@ -48,9 +52,27 @@ def check_libraries(ctx: Context) -> Verdict:
     return OK, detail, None
 
 
+def _said(ctx: Context, missing: Missing) -> str:
+    """The missing library as `describe` says it, with the package a library the channel
+    records nothing for comes in, where it is a known one (the CUDA runtime's, cuSPARSELt's)."""
+    known = _known(ctx, missing) if missing.listed is None and missing.provider is None else None
+    said = missing.describe()
+    return said + (f" ({missing.soname} is in {known.provided_by})" if known is not None and known.provided_by else "")
+
+
+def _known(ctx: Context, missing: Missing) -> Optional[MissingLibrary]:
+    return missing_library(f"{missing.soname}: cannot open shared object file", ctx.expected_cuda, ctx.python,
+                           uv_command())
+
+
 def _fix(ctx: Context, report: LibraryReport) -> str:
     if not report.missing:
         return ctx.torch_install_fix()  # a vendor file that is not a readable library: its build again
+    listed = next((missing.listed for missing in report.missing if missing.listed is not None), None)
+    if listed is not None:
+        return (f"reinstall {listed.distribution} {listed.version} to put it back (under the environment's constraints): "
+                + _uv_install(ctx, ["--no-deps", "--reinstall-package", listed.distribution],
+                              [f"{listed.distribution}=={listed.version}"]))
     first = next((missing for missing in report.missing if missing.provider is not None), report.missing[0])
     return _provider_fix(ctx, first) or ctx.torch_install_fix()
 
@@ -62,6 +84,29 @@ def _provider_fix(ctx: Context, missing: Missing) -> Optional[str]:
         return ctx.reinstall_command()
     if provider is not None:
         return install_command([provider.package])
-    cuda = ctx.expected_cuda
-    known = missing_library(f"{missing.soname}: cannot open shared object file", cuda, ctx.python, uv_command())
-    return known.fix if known is not None else None
+    known = _known(ctx, missing)
+    if known is None or not known.provided_by:
+        return None
+    kind, _, packages = known.provided_by.partition(": ")
+    if kind != "pip":
+        return known.fix
+    # The version the environment's own packages require of it (torch's cuda-toolkit pins its
+    # runtime wheels): the one the install had, found where the check looks (nvidia/*/lib).
+    wanted = [declared_requirement(ctx.site_packages, package) or package for package in packages.split()]
+    return f"install {' '.join(packages.split())} into the environment: " + _uv_install(ctx, [], wanted)
+
+
+def _uv_install(ctx: Context, options: List[str], requirements: List[str]) -> str:
+    """uv pip install into the environment of `ctx.python`, under its recorded constraints (the
+    vendor pins stay) and from the default index it was made from."""
+    environment = Path(ctx.python).parent.parent
+    words = [uv_command(), "pip", "install", "--python", shlex.quote(ctx.python)]
+    constraints = environment / STATE_DIR / CONSTRAINTS_FILE
+    if constraints.is_file():
+        words += ["--constraint", shlex.quote(str(constraints))]
+    index = (recorded_plan(environment) or {}).get("default_index")
+    if isinstance(index, str) and index:
+        # Recorded redacted: the bare URL, whose credentials uv takes from ~/.netrc as it did then.
+        secret = credentials(index)
+        words += ["--default-index", shlex.quote(secret.url if secret is not None else index)]
+    return " ".join(words + [shlex.quote(word) for word in options + requirements])

@@ -24,6 +24,7 @@ class _Provider:
     prefix: str  # lower-case start of the library's file name
     apt: Optional[str]  # where the JetPack (CUDA 12, Tegra userspace) apt repositories have it
     pip: Optional[str]  # where only pip has it, or for the CUDA 13 (SBSA userspace) builds
+    cuda13: bool = False  # a library only the CUDA 13 builds link (no JetPack 6 package holds it)
 
 
 _PROVIDERS: Tuple[_Provider, ...] = (
@@ -54,6 +55,25 @@ _PROVIDERS: Tuple[_Provider, ...] = (
     # jp6/cu126 torch 2.11 links libcudss.so.0; JetPack takes NVIDIA's cudss apt package
     # (https://developer.nvidia.com/cudss-downloads), from NVIDIA's CUDA repository (apt.py).
     _Provider("libcudss", "cudss", "nvidia-cudss-cu13"),
+    # The CUDA runtime libraries: JetPack's apt packages for its CUDA (`{cuda}`: 12-6; JetPack's
+    # and NVIDIA's CUDA repositories, e.g. cuda-cudart-12-6 "Provides: libcudart.so.12"), and the
+    # CUDA 13 wheels the official aarch64 torch requires (torch 2.13.0's cuda-toolkit 13.0.3
+    # extras and its nvidia-*-cu13 requirements; each wheel's file list, read from the files the
+    # arm64 lane installs: nvidia_cuda_runtime 13.0.96 holds nvidia/cu13/lib/libcudart.so.13).
+    _Provider("libcudart", "cuda-cudart-{cuda}", "nvidia-cuda-runtime"),
+    _Provider("libcublas", "libcublas-{cuda}", "nvidia-cublas"),
+    _Provider("libcufft", "libcufft-{cuda}", "nvidia-cufft"),
+    _Provider("libcurand", "libcurand-{cuda}", "nvidia-curand"),
+    _Provider("libcusolver", "libcusolver-{cuda}", "nvidia-cusolver"),
+    _Provider("libcusparse", "libcusparse-{cuda}", "nvidia-cusparse"),  # (after libcusparselt, above)
+    _Provider("libnvrtc", "cuda-nvrtc-{cuda}", "nvidia-cuda-nvrtc"),
+    _Provider("libnvjitlink", "libnvjitlink-{cuda}", "nvidia-nvjitlink"),
+    _Provider("libcupti", "cuda-cupti-{cuda}", "nvidia-cuda-cupti"),
+    # (cuDNN on JetPack 6 is the one JetPack ships: a torch that misses it was built for another.)
+    _Provider("libcudnn", None, "nvidia-cudnn-cu13", cuda13=True),
+    _Provider("libnccl", None, "nvidia-nccl-cu13", cuda13=True),
+    _Provider("libnvshmem", None, "nvidia-nvshmem-cu13", cuda13=True),
+    _Provider("libcufile", None, "nvidia-cufile", cuda13=True),
 )
 
 
@@ -66,8 +86,10 @@ def missing_library(error: str, cuda: Optional[str], python: str, uv: str) -> Op
     lowered = file.lower()
     cuda13 = cuda is not None and cuda.split(".")[0].isdigit() and int(cuda.split(".")[0]) >= 13
     for provider in _PROVIDERS:
-        if not lowered.startswith(provider.prefix):
+        if not lowered.startswith(provider.prefix) or (provider.cuda13 and not cuda13):
             continue
+        if provider.apt and "{" in provider.apt and not cuda13 and not cuda:
+            break  # JetPack's package for a CUDA release not known here
         if provider.pip and (cuda13 or provider.apt is None):
             return MissingLibrary(
                 file,
@@ -75,5 +97,6 @@ def missing_library(error: str, cuda: Optional[str], python: str, uv: str) -> Op
                 f"{uv} pip install --python {python} {provider.pip}, then make the library directory it"
                 " installs under site-packages visible to the loader (LD_LIBRARY_PATH)",
             )
-        return MissingLibrary(file, f"apt: {provider.apt}", install_command((provider.apt or "").split()))
+        apt = (provider.apt or "").format(cuda=(cuda or "").replace(".", "-"))
+        return MissingLibrary(file, f"apt: {apt}", install_command(apt.split()))
     return MissingLibrary(file, None, None)

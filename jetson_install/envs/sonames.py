@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from jetson_install.base.elf import MACHINES, dynamic_of
@@ -33,7 +33,7 @@ from jetson_install.base.errors import ElfError
 from jetson_install.catalog.catalog import NeededLibrary, VendorSource
 from jetson_install.catalog.identity import VENDOR_PACKAGES
 
-__all__ = ["Missing", "LibraryReport", "vendor_libraries", "environment_libraries", "site_packages_of", "search_folders",
+__all__ = ["Listed", "Missing", "LibraryReport", "declared_requirement", "vendor_libraries", "environment_libraries", "site_packages_of", "search_folders",
            "BITSANDBYTES_VARIANT"]
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
@@ -55,6 +55,15 @@ DRIVER = ("libcuda.so.1",)
 
 
 @dataclass(frozen=True)
+class Listed:
+    """An installed distribution (its name as its metadata gives it) and the file of its RECORD."""
+
+    distribution: str
+    version: str
+    path: str  # relative to site-packages
+
+
+@dataclass(frozen=True)
 class Missing:
     """A soname no searched folder holds, the vendor files that need it, and what provides it."""
 
@@ -63,9 +72,14 @@ class Missing:
     provider: Optional[NeededLibrary]  # None: the channel records nothing for it
     installed: Optional[str] = None  # the provider companion as installed, "nvidia-cudss-cu13 1.0.0.35"
     passed_over: Tuple[str, ...] = ()  # files by its name that are not it: "nvidia/cu13/lib/libx.so.0: is not an ELF file"
+    listed: Optional[Listed] = None  # the installed distribution whose RECORD lists a file by its name
 
     def describe(self) -> str:
         files = ", ".join(self.needed_by[:3]) + (f" and {len(self.needed_by) - 3} more" if len(self.needed_by) > 3 else "")
+        if self.listed is not None:
+            # A file the environment's own install put there and something removed since.
+            return (f"{self.soname} (needed by {files}) is missing: the installed {self.listed.distribution} "
+                    f"{self.listed.version} lists {self.listed.path} in its RECORD, and it is not there")
         if "/" in self.soname:
             said = (f"{self.soname} (needed by {files}) is a path, which the loader opens from the folder the program "
                     "runs in" if not self.soname.startswith("/") else f"{self.soname} (needed by {files}) is a path, "
@@ -154,7 +168,8 @@ def vendor_libraries(site_dirs: Sequence[Path], root: Path, arch: Optional[str],
         else:
             provider = next((hit for source in sources for hit in [source.provider_of(soname)] if hit), None)
             missing.append(Missing(soname, tuple(sorted(set(needers[soname]))), provider,
-                                   _as_installed(provider, installed), tuple(passed_over)))
+                                   _as_installed(provider, installed), tuple(passed_over),
+                                   _listed_by(soname, distributions)))
     return LibraryReport(tuple(files), found, tuple(missing), tuple(unreadable), tuple(driver))
 
 
@@ -235,6 +250,46 @@ def _distributions(site_dirs: Sequence[Path]) -> Dict[str, Tuple[Path, Path]]:
             name = str(canonicalize_name(dist_info.name[: -len(".dist-info")].partition("-")[0]))
             found.setdefault(name, (site, dist_info))
     return found
+
+
+def _listed_by(soname: str, distributions: Dict[str, Tuple[Path, Path]]) -> Optional[Listed]:
+    """The installed distribution whose RECORD lists a file called `soname` that is not on disk:
+    what a reinstall of that distribution puts back."""
+    if "/" in soname:
+        return None
+    for name, (site, dist_info) in sorted(distributions.items()):
+        try:
+            lines = (dist_info / "RECORD").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for row in csv.reader(line for line in lines if soname in line):
+            path = row[0] if row else ""
+            if path.rsplit("/", 1)[-1] == soname and not path.startswith(("/", "..")) and \
+                    not os.path.lexists(site / path):
+                return Listed(name, dist_info.name[: -len(".dist-info")].partition("-")[2], path)
+    return None
+
+
+def declared_requirement(site_dirs: Sequence[Path], name: str) -> Optional[str]:
+    """`name` with the version the environment's own distributions require of it (torch 2.13's
+    cuda-toolkit 13.0.3 requires nvidia-cuda-runtime==13.0.96, for its `cudart` extra), or None
+    where none names it with a version."""
+    wanted = canonicalize_name(name)
+    for _, dist_info in sorted(_distributions(site_dirs).values()):
+        try:
+            text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if not line.startswith("Requires-Dist:"):
+                continue
+            try:
+                requirement = Requirement(line[len("Requires-Dist:"):].strip())
+            except InvalidRequirement:
+                continue
+            if canonicalize_name(requirement.name) == wanted and str(requirement.specifier):
+                return f"{wanted}{requirement.specifier}"
+    return None
 
 
 def _installed_names(distributions: Dict[str, Tuple[Path, Path]]) -> Dict[str, str]:
