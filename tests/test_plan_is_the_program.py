@@ -62,12 +62,12 @@ def test_the_download_route_runs_its_plan_and_pins_the_whole_vendor_set(installe
     assert pins == VENDOR_PINS
 
 
-def test_thor_plans_uv_resolving_its_set_in_the_fetch_step_with_and_without_resolving() -> None:
+def test_thor_plans_uv_resolving_its_set_in_the_fetch_step_with_and_without_resolving(tmp_path: Path) -> None:
     # uv's own default index is never listed by the tool: `plan --resolve` takes the set as the
     # catalog records it, and both have uv resolve it (bitsandbytes by its range) in the fetch
     # step, whose files the tool then downloads and checks; the vendor step installs those alone.
     argv = [sys.executable, "-m", "jetson_install", "obliteratus", "--root", THOR, "--json"]
-    env = isolated_env(Path("/nonexistent"), fast_fail=True)
+    env = isolated_env(tmp_path, fast_fail=True)
     plain, resolved = _plan(argv, env), _plan(argv, env, "--resolve")
     fetch = next(step for step in plain["steps"] if step["id"] == "fetch")
     assert fetch["title"].startswith("resolve torch==2.13.0, torchvision==0.28.0, bitsandbytes>=0.48,<0.51 on the "

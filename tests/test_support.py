@@ -157,6 +157,18 @@ def test_fail_after_stop_and_delay(stub_index_dirs: IndexDirs, start_index: Call
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
+def test_no_isolated_environment_is_made_outside_the_temporary_folder(tmp_path: Path) -> None:
+    # As root, isolated_env(Path("/nonexistent")) made /nonexistent/isolated-env at the filesystem
+    # root, which every later run of the suite then saw.
+    from support import isolated_env
+
+    outside = Path("/") / f"jetson-install-test-{os.getpid()}"
+    with pytest.raises(AssertionError, match="is outside the temporary folder"):
+        isolated_env(outside)
+    assert not outside.exists()
+    assert Path(isolated_env(tmp_path)["HOME"]).is_dir()
+
+
 def test_isolated_env_drops_inherited_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PIP_FIND_LINKS", "/opt/wheels")
     monkeypatch.setenv("UV_INDEX_URL", "https://example.invalid/simple")

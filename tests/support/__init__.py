@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Dict, Optional, TypeVar
 
@@ -79,6 +80,16 @@ PROXY_VARIABLES = _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP
                "no_proxy", "NO_PROXY")
 
 
+def inside_temporary_folder(path: Path) -> Path:
+    """`path`, where it is in the temporary folder (pytest's tmp_path, a mkdtemp): a test writes
+    nowhere else. A folder elsewhere (/nonexistent, which root may create) fails the test before
+    anything is made there."""
+    folder = Path(tempfile.gettempdir()).resolve()
+    if folder != path.resolve() and folder not in path.resolve().parents:
+        raise AssertionError(f"{path} is outside the temporary folder {folder}: a test writes only under its tmp_path")
+    return path
+
+
 def isolated_env(
     tmp_path: Path, extra: Optional[Dict[str, str]] = None, *, fast_fail: bool = False
 ) -> Dict[str, str]:
@@ -96,6 +107,7 @@ def isolated_env(
       uv.toml discovery, ``UV_CACHE_DIR`` is private, ``UV_PYTHON_DOWNLOADS=never``;
     - ``fast_fail`` turns off uv's and pip's HTTP retries (3 retries cost uv ~4 s).
     """
+    inside_temporary_folder(Path(tmp_path))
     base = Path(tmp_path) / "isolated-env"
     dirs = {}
     for key in ("home", "xdg-config", "xdg-config-dirs", "xdg-cache", "xdg-data", "uv-cache", "tmp"):
