@@ -8,7 +8,7 @@ Failure switches let tests simulate an index that goes away mid-install:
 ``fail_after(n)`` answers every request after the next ``n`` with HTTP 503
 (or closes the connection without an answer), ``stop()`` closes the listening
 socket so further connections are refused, ``delay`` stalls file
-downloads half-way, and ``hold`` holds them half-way until ``release()``, so a test can
+downloads half-way, and ``hold`` holds them (or those of the projects it names) half-way until ``release()``, so a test can
 interrupt the installer while it is provably downloading, whatever the machine's load.
 ``slow`` spreads the files of named projects over some seconds, so a test
 sees an installer's progress while a download runs; ``cache_files`` lets
@@ -27,7 +27,7 @@ import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import unquote, urlsplit
 
 from .wheels import normalize_name, parse_wheel_filename
@@ -123,7 +123,7 @@ class LoopbackIndex(object):
         cache_files: bool = False,
         pep691: bool = False,
         port: int = 0,
-        hold: bool = False,
+        hold: Union[bool, Sequence[str]] = False,
     ) -> None:
         self.root = Path(root)
         self.credentials = credentials  # "user:password": every request must carry them (HTTP Basic)
@@ -131,6 +131,7 @@ class LoopbackIndex(object):
         self.delay = delay
         # Set: held downloads go on (release(), and stop() so that no handler outlives the server).
         self._released = threading.Event()
+        self._held = None if isinstance(hold, bool) else {normalize_name(name) for name in hold}  # None: all files
         if not hold:
             self._released.set()
         self.slow = dict((normalize_name(k), v) for k, v in (slow or {}).items())
@@ -474,8 +475,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, data, "text/plain", head)
             else:
                 pace = self.index.slow.get(_project_of(parts[1]) or "", 0.0)
+                held = self.index._held is None or _project_of(parts[1]) in self.index._held
                 self._send(200, data, "application/octet-stream", head, stall=self.index.delay, pace=pace,
-                           cache=self.index.cache_files, held=self.index._released)
+                           cache=self.index.cache_files, held=self.index._released if held else None)
             return
         self._send(404, b"not found\n", "text/plain", head)
 
