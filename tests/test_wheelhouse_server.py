@@ -306,11 +306,12 @@ def _closed_within(connection: socket.socket, seconds: float) -> bool:
 
 
 def test_half_open_connections_are_closed_after_the_idle_timeout(house: Path, logged: List[str]) -> None:
-    for server in _serve(house, logged, idle_timeout=1.0):
+    for server in _serve(house, logged, idle_timeout=3.0):
         before = threading.active_count()
         silent = [socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=10) for _ in range(50)]
         try:
-            assert not _closed_within(silent[0], 0.3)  # open while it may still speak
+            # Open while it may still speak: the newest, seconds from its timeout whatever the load.
+            assert not _closed_within(silent[-1], 0.3)
             started = time.monotonic()
             assert all(_closed_within(connection, 20) for connection in silent)
             assert time.monotonic() - started < 20
