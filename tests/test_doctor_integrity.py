@@ -511,4 +511,4 @@ def test_a_named_pipe_in_place_of_a_vendor_file_is_a_changed_file_not_a_hung_pro
     for strict in (False, True):  # sizes, then digests (whose read of a pipe would wait for a writer)
         check = run(python, strict=strict, timeout=60).check("vendor-files")
         assert (check.status, check.detail) == ("fail", "not the vendor builds' files: torch/cuda.py differs from "
-                                                        "torch's RECORD")
+                                                        "torch's wheel")
