@@ -93,7 +93,9 @@ def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tm
     assert "no index read" in stderr  # the recorded vendor set, not a new resolution
     # The old environment is the one a rollback goes back to.
     assert _own(venv) == sorted([Path(first).name, Path(data["environment"]).name, "previous"])
-    assert Path(f"{venv}.d/previous").read_text().strip() == first
+    # The record, written before the switch's rename, names DIR.d's environments by name: the one
+    # in use (the new one) keeps the first; the first kept none.
+    assert Path(f"{venv}.d/previous").read_text() == f"{Path(data['environment']).name} {Path(first).name}\n"
     # A re-run of the first command keeps both additions: nothing changes.
     code, again, stderr = _torch(venv, env, vendor, public)
     assert code == 0 and again["status"] == "unchanged", stderr
@@ -103,6 +105,10 @@ def test_add_makes_a_new_environment_with_the_additions_and_keeps_the_old_one(tm
     listed = run_cli("list", "--json", env=env)
     entry = next(e for e in json.loads(listed.stdout)["environments"] if e["venv"] == str(venv))
     assert entry["current"]["target"] == "torch" and entry["current"]["additions"] == ["transformers", "accelerate"]
+    assert entry["current"]["path"] == data["environment"] and entry["previous"]["path"] == first
+    rolled = run_cli("rollback", "--venv", str(venv), env=env)
+    assert rolled.returncode == 0, rolled.stderr
+    assert os.readlink(venv) == first
 
 
 @pytest.mark.slow
