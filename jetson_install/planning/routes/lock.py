@@ -279,8 +279,6 @@ def _registry_lock(reference: Reference, allow_insecure: bool) -> Tuple[Referenc
         raise BadInput(f"--wheelhouse {reference}: its {WHEELHOUSE_LOCK} is not UTF-8 text", fix=fix) from None
 
 
-
-
 def _built_beside(lock: Lock, folder: Path) -> Lock:
     """The lock's built OBLITERATUS wheel, found beside the lock where its recorded path (on the
     machine that made the lock) does not exist here: a lock copied with its wheel installs."""
