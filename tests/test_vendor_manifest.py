@@ -239,3 +239,23 @@ def test_a_kept_stack_is_measured_from_its_installed_files_against_the_record_th
         f"kept from /usr/bin/python3: {site}/torch-2.5.0.dist-info/RECORD changed after the plan read it"
     assert read_kept("numpy", "1.26.4", str(site), record, "/usr/bin/python3").reason == \
         f"kept from /usr/bin/python3: numpy has no readable RECORD in {site}"
+
+
+def test_a_named_pipe_in_a_kept_stacks_file_is_not_measured_and_not_waited_on(tmp_path: Path) -> None:
+    """The install measures a kept stack's files as they are: a FIFO in a listed file's place
+    (its read would wait for a writer that never comes) is said, not hashed."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    record = _installed(site, {"torch/__init__.py": b"import torch.cuda\n", "torch/lib/libshm.so": b"\x7fELF kept"})
+    (site / "torch" / "lib" / "libshm.so").unlink()
+    os.mkfifo(site / "torch" / "lib" / "libshm.so")
+    # In a child, so that a read that waits fails this test instead of holding the run.
+    code = ("import sys; from jetson_install.envs.manifest import read_kept; "
+            "print(read_kept('torch', '2.5.0', sys.argv[1], sys.argv[2], '/usr/bin/python3').reason)")
+    done = subprocess.run([sys.executable, "-c", code, str(site), record], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "kept from /usr/bin/python3: torch/lib/libshm.so, which its RECORD lists, is not a regular " \
+                          "file\n"

@@ -32,6 +32,7 @@ import io
 import json
 import os
 import re
+import stat
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -124,28 +125,38 @@ def read_kept(name: str, version: str, location: str, record_sha256: Optional[st
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
         digests = list(pool.map(lambda member: _file_digests(folder / member, rows[member][0]), rows))
     files: Dict[str, str] = {}
-    for (member, (_, expected)), (sha256, other) in zip(rows.items(), digests):
+    for (member, (_, expected)), (sha256, other, problem) in zip(rows.items(), digests):
         if sha256 is None:
-            return unmeasured(name, version, f"{kept}: {member}, which its RECORD lists, is gone")
+            return unmeasured(name, version, f"{kept}: {member}, which its RECORD lists, {problem}")
         if _b64(bytes.fromhex(other or sha256)) != expected:
             return unmeasured(name, version, f"{kept}: {member} differs from its RECORD")
         files[member] = sha256
     return DistributionFiles(str(canonicalize_name(name)), version, None, None, True, files, kept_from=python)
 
 
-def _file_digests(path: Path, algorithm: str) -> Tuple[Optional[str], Optional[str]]:
-    """An installed file's sha256, and its digest in a RECORD's other algorithm; (None, None) where it is gone."""
+def _file_digests(path: Path, algorithm: str) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+    """An installed file's sha256 and its digest in a RECORD's other algorithm, or what keeps it
+    from being read: only a regular file is (a FIFO's read would wait for a writer, a device's never end)."""
     sha256 = hashlib.sha256()
     other = hashlib.new(algorithm) if algorithm != "sha256" else None
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: the open of a FIFO returns at once, to be refused below.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, None, "is gone"
+    except OSError as exc:
+        return None, None, f"cannot be read ({exc.strerror or exc})"
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None, None, "is not a regular file"
+        try:
             for chunk in iter(lambda: handle.read(_CHUNK), b""):
                 sha256.update(chunk)
                 if other is not None:
                     other.update(chunk)
-    except OSError:
-        return None, None
-    return sha256.hexdigest(), other.hexdigest() if other is not None else None
+        except OSError as exc:
+            return None, None, f"cannot be read ({exc.strerror or exc})"
+    return sha256.hexdigest(), other.hexdigest() if other is not None else None, None
 
 
 def file_sha256(path: Path) -> str:
