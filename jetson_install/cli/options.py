@@ -356,6 +356,8 @@ def given_on_command_line(context: click.Context, keep: Sequence[str]) -> List[s
         source = context.get_parameter_source(parameter.name) if parameter.name else None
         if parameter.name in keep or source is None or source.name != "COMMANDLINE":
             continue
+        if isinstance(parameter, click.Argument) and context.params.get(parameter.name) in ((), None):
+            continue  # click 8.1 (the newest for Python 3.8 and 3.9) says an empty `ARG...` came from the command line
         typed.append(parameter.opts[0] if isinstance(parameter, click.Option) else parameter.human_readable_name)
     return typed
 
