@@ -24,6 +24,7 @@ from jetson_install.base.errors import (
 )
 from jetson_install.base.redact import RedactingStream, json_text
 from jetson_install.cli.control_characters import refuse_control_characters
+from jetson_install.cli.options import NoCommandGiven
 
 __all__ = ["STOPPING", "stop_like_ctrl_c", "restore", "StdoutClosed", "Stdout", "stdout_closed", "Stderr",
            "run_command", "report_error"]
@@ -151,7 +152,7 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         group.main(args=args, prog_name="jetson-install", standalone_mode=False, obj=list(args))
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except _NO_ARGS_IS_HELP as exc:
+    except NoCommandGiven as exc:
         # A group alone (`jetson-install plan`): its help, as --help shows it, not an error line.
         click.echo(exc.ctx.get_help() if exc.ctx is not None else group.get_help(click.Context(group)))
         return EXIT_BAD_INPUT
@@ -186,9 +187,6 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         # A place the user may not write or enter: the command could not run (README's exit codes).
         return EXIT_BAD_INPUT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_FAILED
     return 0
-
-# click 8.2 and newer raise it for a group given no command; older ones print the help and exit 0.
-_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def report_error(exc: JetsonInstallError, as_json: bool) -> None:

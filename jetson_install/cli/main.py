@@ -27,7 +27,7 @@ from jetson_install.cli.exits import (
     stdout_closed,
     stop_like_ctrl_c,
 )
-from jetson_install.cli.options import QuietStream, WithTargets, add_verbosity, install_options, platform_options
+from jetson_install.cli.options import CommandGroup, QuietStream, WithTargets, add_verbosity, install_options, platform_options
 
 if TYPE_CHECKING:
     from jetson_install.cli.commands.add import Addition
@@ -430,7 +430,7 @@ def container_entrypoint(venv: str, command: Tuple[str, ...]) -> None:
         os.execvp(command[0], list(command))
 
 
-@cli.group()
+@cli.group(cls=CommandGroup)
 def evidence() -> None:
     """Read doctor evidence: check it is fresh and passed, or build the support table."""
 

@@ -481,7 +481,22 @@ def _catalog_error(ctx: click.Context) -> Optional[JetsonInstallError]:
     return error
 
 
-class WithTargets(click.Group):
+class NoCommandGiven(click.UsageError):
+    """A group given no command (`jetson-install plan`): its help is shown, and the run exits 2."""
+
+
+class CommandGroup(click.Group):
+    """A group that, given no command, shows its help and exits 2 under every click release:
+    click 8.2 and newer raise NoArgsIsHelpError there, and 8.1 (the newest for Python 3.8 and
+    3.9) printed the help and exited 0, passing a script whose command word came out empty."""
+
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            raise NoCommandGiven("", ctx)
+        return super().parse_args(ctx, args)
+
+
+class WithTargets(CommandGroup):
     """A group with one command per target of the catalog, made from the target's entry when
     it is asked for (so `--version` and `detect` never read the catalog)."""
 
