@@ -160,7 +160,7 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         # One line and the help of the command that refused it, like every other bad input.
         context = getattr(exc, "ctx", None)
         help_command = f"{context.command_path if context is not None else 'jetson-install'} --help"
-        report_error(BadInput(exc.format_message(), fix=f"see its options: {help_command}"), as_json)
+        report_error(BadInput(_said(exc), fix=f"see its options: {help_command}"), as_json)
         return EXIT_BAD_INPUT
     except (click.Abort, KeyboardInterrupt) as exc:
         from jetson_install.planning.fixes import Rerun
@@ -187,6 +187,17 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         # A place the user may not write or enter: the command could not run (README's exit codes).
         return EXIT_BAD_INPUT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_FAILED
     return 0
+
+
+def _said(exc: click.ClickException) -> str:
+    """click's message, an unknown option's in the same words under every click release (8.1, the
+    newest for Python 3.8 and 3.9, said "No such option: --x"), as cli/options.py words an
+    unknown command."""
+    if isinstance(exc, click.NoSuchOption):
+        close = sorted(exc.possibilities or ())
+        suggestion = f" Did you mean {' or '.join(repr(match) for match in close)}?" if close else ""
+        return f"No such option {exc.option_name!r}.{suggestion}"
+    return exc.format_message()
 
 
 def report_error(exc: JetsonInstallError, as_json: bool) -> None:
