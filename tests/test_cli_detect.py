@@ -61,6 +61,68 @@ def test_detect_warns_on_stderr_and_stdout_keeps_the_summary(as_json: bool) -> N
         assert result.stdout.splitlines()[-1].startswith("next: see what an install would do: jetson-install plan")
 
 
+def test_a_nul_inside_the_release_banner_is_no_banner_even_where_the_release_reads(tmp_path: Path) -> None:
+    # The release and revision read as a banner's; the NUL after them says the file is not one (a
+    # binary file, or text cut into another): refused, never taken as R36.4.3. Trailing NULs are
+    # padding, and accepted (tests/test_platform.py).
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "nv_tegra_release").write_bytes(b"# R36 (release), REVISION: 4.3, GCID: 3896\x008081, BOARD: generic\n")
+    result = run_cli("detect", "--root", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: {tmp_path}/etc/nv_tegra_release is not an L4T release banner and no other file gives the L4T release",
+        "  fix: give the release explicitly: --l4t 36.4.3 (or JETSON_L4T_VERSION=36.4.3)"]
+
+
+#: `detect --json` of the AGX Orin sample, byte for byte: the key order, two-space indents, \u
+#: escapes and the closing newline are what scripts diff and hash, the same on every Python.
+DETECT_JSON = """{
+  "schema_version": 1,
+  "root": ROOT,
+  "jetson": true,
+  "l4t": "36.4.3",
+  "jetpack": "6.2",
+  "cuda": "12.6",
+  "soc": "tegra234",
+  "family": "Orin",
+  "module": "NVIDIA Jetson AGX Orin (64GB ram)",
+  "model": "NVIDIA Jetson AGX Orin Developer Kit",
+  "compute_capability": "8.7",
+  "kind": "tegra",
+  "ubuntu": "22.04",
+  "python": "3.10",
+  "kernel": "5.15.148-tegra",
+  "arch": "aarch64",
+  "sources": {
+    "soc": "proc/device-tree/compatible",
+    "l4t": "var/lib/dpkg/status",
+    "jetpack": "release table",
+    "cuda": "usr/local/cuda/version.json",
+    "ubuntu": "etc/os-release",
+    "python": "default for L4T R36",
+    "kernel": "proc/sys/kernel/osrelease"
+  },
+  "warnings": []
+}
+"""
+
+
+def test_json_output_is_byte_stable() -> None:
+    from jetson_install.board.samples import SAMPLES_DIR
+
+    result = run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2", "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == DETECT_JSON.replace("ROOT", json.dumps(str(SAMPLES_DIR / "agx-orin-64gb-jp6.2")))
+    assert run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2", "--json").stdout == result.stdout
+
+
+def test_json_text_keeps_the_order_given_and_escapes_what_is_not_ascii() -> None:
+    from jetson_install.base.redact import json_text
+
+    assert json_text({"b": [1, {"\u00e9": None}], "a": "\u00fc"}) == (
+        '{\n  "b": [\n    1,\n    {\n      "\\u00e9": null\n    }\n  ],\n  "a": "\\u00fc"\n}\n')
+
+
 def test_l4t_from_environment_is_named_as_source(tmp_path: Path) -> None:
     import os
 

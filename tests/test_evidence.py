@@ -140,6 +140,10 @@ def test_evidence_check_one_line_per_file_and_the_exit_code(gate_runs: Dict[str,
     mismatch = jetson_install(cli_env, "evidence", "check", fresh, "--require", "platform.channel=jp7-thor-cu130")
     assert mismatch.returncode == 1
     assert mismatch.stdout.strip().endswith("FAIL: platform.channel is jp6-cu126, required jp7-thor-cu130")
+    # A key the evidence does not have is said so, not compared as null.
+    absent = jetson_install(cli_env, "evidence", "check", fresh, "--require", "platform.board_id=p3701")
+    assert absent.returncode == 1
+    assert absent.stdout == f"{fresh}: FAIL: platform.board_id is not in the evidence\n"
     failed = jetson_install(cli_env, "evidence", "check", str(gate_runs["cpu-bnb"]["evidence"]))
     assert failed.returncode == 1 and "FAIL: status failed (bnb-library)" in failed.stdout
 

@@ -9,6 +9,7 @@ import base64
 import json
 import dataclasses
 import hashlib
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -90,6 +91,34 @@ def test_each_soname_resolves_in_torch_lib_the_wheels_or_the_boards_library_path
                             "libcudss.so.0": str(root / "usr/lib/aarch64-linux-gnu/libcudss/12")}
     # The driver's own library is the board's (mounted at run time in a container): never "missing".
     assert report.driver == ("libcuda.so.1",) and report.missing == ()
+
+
+def test_torchs_own_lib_folder_is_searched_before_every_other_packages(tmp_path: Path) -> None:
+    # torchvision's _C.so names libc10.so without a run path to it: the loader takes the one
+    # `import torch` loaded from torch/lib, never another package's copy in a folder that sorts
+    # before torch's (or that torch's loader would only reach later).
+    site = tmp_path / "site-packages"
+    distribution(site, "torch", "2.11.0", {"torch/__init__.py": b"", "torch/version.py": b"cuda = '13.0'\n",
+                                          "torch/lib/libc10.so": shared_object("libc10.so")})
+    distribution(site, "torchvision", "0.26.0", {"torchvision/_C.so": shared_object("_C.so", ["libc10.so"])})
+    (site / "apex/lib").mkdir(parents=True)
+    (site / "apex/lib/libc10.so").write_bytes(b"")
+    report = read(site, bare(tmp_path / "root"))
+    assert report.files == ("torch/lib/libc10.so", "torchvision/_C.so")
+    assert report.found == {"libc10.so": "torch/lib"}
+
+
+def test_the_real_root_names_its_folders_as_the_loader_does(tmp_path: Path) -> None:
+    # The root / however it is given (here through a link to it): its library folders are named
+    # as the board's loader names them, /usr/lib/..., not as a path through the link.
+    site = tmp_path / "site-packages"
+    torch(site, ["libc.so.6"], cuda=None)
+    link = tmp_path / "slash"
+    link.symlink_to("/")
+    for root in (Path("/"), link):
+        where = vendor_libraries([site], root, os.uname().machine, []).found["libc.so.6"]
+        assert where.startswith("/") and not where.startswith(str(tmp_path)), where
+        assert (Path(where) / "libc.so.6").exists(), where
 
 
 def test_the_stand_in_companion_whose_new_major_drops_the_soname_is_named_with_its_bound(tmp_path: Path) -> None:
