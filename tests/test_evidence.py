@@ -519,7 +519,8 @@ def test_hostile_evidence_is_one_line_and_exit_2(cli_env: Dict[str, str], tmp_pa
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as handle:
         handle.truncate(64 * 2**20)
-    for path, why in ((deep, "not JSON (nested too deeply)"), (nested, "nested more than 32 levels deep"),
+    # Too deep for the parser (3.11's) or for the reader after it (3.13's parser reads it): the same line.
+    for path, why in ((deep, "nested more than 32 levels deep"), (nested, "nested more than 32 levels deep"),
                       (fifo, "not a regular file"), (huge, "over 4 MiB"), (tmp_path, "not a regular file")):
         for command in (("evidence", "check"), ("labels", "--root", ORIN_ROOT, "--evidence")):
             result = jetson_install(cli_env, *command, str(path))
