@@ -136,7 +136,8 @@ def test_evidence_check_one_line_per_file_and_the_exit_code(gate_runs: Dict[str,
     result = jetson_install(cli_env, "evidence", "check", fresh, stale)
     assert result.returncode == 1
     assert result.stdout.splitlines()[1] == f"{stale}: FAIL: stale: generated {_days_ago(40)[:10]}, 40 days ago (maximum 30)"
-    assert jetson_install(cli_env, "evidence", "check", stale, "--max-age", "45").returncode == 0
+    older = jetson_install(cli_env, "evidence", "check", stale, "--max-age", "45")
+    assert older.returncode == 0 and older.stdout.startswith(f"{stale}: ok: passed strict, 40 days old"), older.stdout
     mismatch = jetson_install(cli_env, "evidence", "check", fresh, "--require", "platform.channel=jp7-thor-cu130")
     assert mismatch.returncode == 1
     assert mismatch.stdout.strip().endswith("FAIL: platform.channel is jp6-cu126, required jp7-thor-cu130")
@@ -602,7 +603,8 @@ def test_max_age_zero_counts_evidence_from_today_and_not_from_yesterday(gate_run
     table = jetson_install(cli_env, "evidence", "table", hours_old, "--max-age", "0")
     assert table.returncode == 0, table.stderr
     assert "Not counted" not in table.stdout and "stale" not in table.stdout
-    assert jetson_install(cli_env, "evidence", "check", hours_old, "--max-age", "0").returncode == 0
+    today = jetson_install(cli_env, "evidence", "check", hours_old, "--max-age", "0")
+    assert today.returncode == 0 and today.stdout.startswith(f"{hours_old}: ok: passed strict, 0 days old"), today.stdout
     yesterday = _rewrite(gate_runs["working"]["evidence"], tmp_path / "old.json", generated_at=_days_ago(1))
     old = jetson_install(cli_env, "evidence", "check", yesterday, "--max-age", "0")
     assert old.returncode == 1 and "1 days ago (maximum 0)" in old.stdout

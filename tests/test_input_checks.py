@@ -49,7 +49,8 @@ def test_a_dry_run_changes_nothing_where_it_checks(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", str(empty), "--python", sys.executable).returncode == 0
+    into_empty = cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", str(empty), "--python", sys.executable)
+    assert into_empty.returncode == 0 and f"venv      {empty}" in into_empty.stdout, into_empty.stdout + into_empty.stderr
     assert empty.is_dir()
 
 

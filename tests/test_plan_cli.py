@@ -148,6 +148,8 @@ def test_plain_http_only_for_loopback(url: str, code: int) -> None:
 def test_allow_insecure_index_accepts_remote_http() -> None:
     result = plan("--root", "sample:agx-orin-64gb-jp6.2", "--vendor-index", "http://mirror.lan/jp6", "--allow-insecure-index")
     assert result.returncode == 0, result.stderr
+    # The plan takes the plain-http mirror it was given, not the channel's own source.
+    assert "  vendor    http://mirror.lan/jp6   (--vendor-index)" in result.stdout.splitlines(), result.stdout
 
 
 def test_source_path_and_ref_become_direct_references(tmp_path: Path) -> None:

@@ -327,7 +327,9 @@ def test_channels_check_calls_a_mirror_whose_preferred_set_is_all_unlisted_unlis
 def test_channels_check_of_an_index_that_does_not_answer_is_exit_4(tmp_path: Path, vendor_dir: Path) -> None:
     result = channels_check(tmp_path, vendor_dir, "jp6-cu126", "--vendor-index", "http://127.0.0.1:9/simple")
     assert result.returncode == 4
-    assert result.stdout.split()[:2] == ["jp6-cu126", "unreachable"] and "did not answer" in result.stdout
+    # The index given is the one named, not the channel's own (which does not answer here either).
+    assert result.stdout.split()[:3] == ["jp6-cu126", "unreachable", "http://127.0.0.1:9/simple"], result.stdout
+    assert "did not answer" in result.stdout
 
 
 def test_channels_check_of_a_mistyped_channel_names_the_closest(tmp_path: Path, vendor_dir: Path) -> None:
