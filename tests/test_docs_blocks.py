@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support import find_uv
+from support import find_uv, needs_obliteratus_python
 from support.doc_blocks import TOP, Block, block, blocks, board_env, run_block
 from support.gate_stubs import make_gate_catalog, make_gate_vendor_index
 from support.lanes import lane_unavailable
@@ -326,6 +326,7 @@ def test_every_link_between_the_pages_resolves() -> None:
     assert not broken, broken
 
 
+@needs_obliteratus_python
 def test_the_uv_project_block_writes_and_locks(board: Dict[str, str], tmp_path: Path) -> None:
     project = tmp_path / "work" / "my-project"
     project.mkdir()

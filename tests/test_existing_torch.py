@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 from support.cli import run_cli
-from support import isolated_env
+from support import isolated_env, needs_obliteratus_python
 from support.planned import assert_ran_as_planned
 from support.stub_stack import install_stub_stack
 
@@ -156,6 +156,7 @@ def test_protection_outlives_the_tool_for_pip_and_for_uv(image: Image) -> None:
     ({"packages": ("numpy",)}, "has no torch to keep"),
     ({"torch_version": "2.1.0"}, "OBLITERATUS needs torch >=2.2"),
 ])
+@needs_obliteratus_python
 def test_a_torch_that_cannot_be_kept_is_said_before_anything_is_installed(
         tmp_path: Path, public_index: LoopbackIndex, obliteratus_source: Path, scenario: Dict[str, Any], said: str) -> None:
     image = Image(tmp_path, public_index.url, obliteratus_source, **scenario)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 import pytest
+from support import needs_obliteratus_python
 from support.cli import run_cli
 from support.fixtures import as_nobody, serve_cpu_only_torch
 from support.index_server import LoopbackIndex
@@ -121,6 +122,7 @@ def test_a_folder_the_user_cannot_enter_is_named_with_the_permission_it_lacks(no
     assert "Permission denied" not in again.stderr and "did not answer" in again.stderr
 
 
+@needs_obliteratus_python
 def test_a_path_folder_the_user_cannot_enter_is_passed_over_in_the_search_for_a_python(nobodys_folder: Path) -> None:
     """As `sudo -u` leaves root's ~/.cargo/bin on PATH: the search goes on past it, as a shell's does."""
     closed = nobodys_folder / "closed"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from support import VENDOR_TORCH, isolated_env
+from support import VENDOR_TORCH, isolated_env, needs_obliteratus_python
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.installer import VENDOR_PACKAGES, Installer
@@ -120,6 +120,7 @@ def test_an_explicit_python_of_another_version_is_a_warning_not_an_error(install
     assert f"warning: --python {sys.executable} is Python {host}" in stderr
 
 
+@needs_obliteratus_python
 def test_the_install_records_each_vendor_build_it_installed(installer: Installer, stub_index_dirs: IndexDirs) -> None:
     assert installer.run()[0] == 0
     record = json.loads((installer.venv / "jetson-install" / "vendor.json").read_text())

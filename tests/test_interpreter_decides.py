@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence, TypedDict
 
 import pytest
-from support import isolated_env, make_vendor_index_files, present
+from support import isolated_env, make_vendor_index_files, present, needs_obliteratus_python
 from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.index_server import LoopbackIndex
@@ -152,6 +152,7 @@ def test_plan_resolve_with_python_takes_that_pythons_files(mirrors: Mirrors, tmp
     assert f"jetson-install plan obliteratus --root {SAMPLE} --python {sys.executable}" in refused.stderr
 
 
+@needs_obliteratus_python
 def test_a_lock_for_this_python_takes_its_files_and_keeps_the_unlisted_warning(
         mirrors: Mirrors, public_index: LoopbackIndex, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     output = tmp_path / "here.lock"

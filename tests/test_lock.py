@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Tuple
 
 import pytest
 from support.cli import CliResult, run_cli
-from support import VENDOR_PINS, VENDOR_TORCH, isolated_env
+from support import VENDOR_PINS, VENDOR_TORCH, isolated_env, needs_obliteratus_python
 from support.catalogs import stub_catalog_text
 from support import PROXY_VARIABLES
 from support.lanes import lane_unavailable
@@ -126,6 +126,7 @@ def test_a_lock_for_the_board_is_refused_here_in_one_line(board_indexes: Tuple[L
 HERE = "%d.%d" % sys.version_info[:2]
 
 
+@needs_obliteratus_python
 @pytest.mark.skipif(os.uname().machine == "aarch64", reason="needs a machine of another architecture than the board's")
 def test_a_lock_for_an_interpreter_of_another_architecture_is_refused_and_its_fix_locks_for_the_board(
         board_indexes: Tuple[LoopbackIndex, LoopbackIndex, Path], obliteratus_source: Path, tmp_path: Path) -> None:
@@ -305,6 +306,7 @@ def test_two_locks_of_two_commits_made_at_once_in_one_folder_each_keep_their_whe
             [f"{source.name}.lock" for source in sources] + list(wheels))
 
 
+@needs_obliteratus_python
 def test_lock_torch_with_an_addition_then_install_from_the_lock_here(
         cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, tmp_path: Path) -> None:
     """`lock torch --with` to `torch --lock`, end to end: the stack and the addition, each by

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 import pytest
-from support import isolated_env
+from support import isolated_env, needs_obliteratus_python
 from support.catalogs import stub_catalog_text
 from support.cli import CliResult, run_cli
 from support.index_server import LoopbackIndex
@@ -186,6 +186,7 @@ def test_a_local_lock_keeps_its_hashes_against_a_mirror_and_its_wheel_travels_wi
     assert result.returncode == 0, result.stderr
 
 
+@needs_obliteratus_python
 def test_a_locks_vendor_file_under_a_known_name_must_have_the_known_hash(
         stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path, obliteratus_source: Path, tmp_path: Path) -> None:
     env = _cli_env(tmp_path, stub_index_dirs.vendor)

@@ -61,7 +61,17 @@ def test_both_workflows_pass_actionlint() -> None:
 def test_ci_runs_the_tests_as_ci_run_does_on_push_and_pull_request() -> None:
     text = (WORKFLOWS / "ci.yml").read_text(encoding="utf-8")
     assert "\n  push:\n  pull_request:\n" in text
-    assert "run: sudo -E bash .ci/run" in text
+    assert 'run: sudo -E env "PATH=$PATH" bash .ci/run' in text
+
+
+def test_ci_gives_the_python_matrix_every_python_it_runs_on() -> None:
+    """tests/setup.d/06-pythons finds each Python on PATH there; the last one listed is the
+    development python3 that makes .venv."""
+    from test_pythons import PYTHONS
+
+    text = (WORKFLOWS / "ci.yml").read_text(encoding="utf-8")
+    listed = text.split("          python-version: |\n", 1)[1].split("\n      - ", 1)[0].split()
+    assert listed[:-1] == [name for name in PYTHONS if name != "system"] and listed[-1] == "3.11"
 
 
 def test_ci_gives_the_source_build_lane_jetpack_6s_nvcc_where_the_lane_looks() -> None:

@@ -25,6 +25,7 @@ from typing import Callable, Dict, Iterator, List, Sequence
 
 import pytest
 
+from support import needs_obliteratus_python
 from support import (
     IndexDirs,
     LoopbackIndex,
@@ -286,6 +287,7 @@ def test_obliteratus_installs_offline_keeping_vendor_packages(
     assert not public_index.was_requested("obliteratus") and not vendor_index.was_requested("obliteratus")
 
 
+@needs_obliteratus_python
 def test_git_tag_source_installs_offline(
     tmp_path: Path, uv_bin: str, tool_env: Dict[str, str], make_venv: Callable[..., Path], vendor_index: LoopbackIndex, public_index: LoopbackIndex, vendor_constraints: Path, obliteratus_git_repo: Path
 ) -> None:
@@ -305,6 +307,7 @@ def _is_wheel_download(path: str) -> bool:
     return path.startswith("/files/") and path.endswith(".whl")
 
 
+@needs_obliteratus_python
 def test_uv_fails_cleanly_when_index_goes_away_mid_install(
     tmp_path: Path, uv_bin: str, make_venv: Callable[..., Path], public_index: LoopbackIndex
 ) -> None:
@@ -318,6 +321,7 @@ def test_uv_fails_cleanly_when_index_goes_away_mid_install(
     assert _ok(_run([uv_bin, "pip", "freeze", "--python", venv_python(venv)], env)).stdout.strip() == ""
 
 
+@needs_obliteratus_python
 def test_uv_killed_mid_download_installs_nothing(tmp_path: Path, uv_bin: str, tool_env: Dict[str, str], make_venv: Callable[..., Path], stub_index_dirs: IndexDirs,
                                                  start_index: Callable[..., LoopbackIndex]) -> None:
     index = start_index(stub_index_dirs.public, name="slow", delay=30.0)
@@ -348,6 +352,7 @@ def test_uv_first_index_takes_bait_from_vendor_index(
     assert planned["numpy"] == VENDOR_BAIT["numpy"] and planned["filelock"] == VENDOR_BAIT["filelock"]
 
 
+@needs_obliteratus_python
 @pytest.mark.slow
 def test_uv_dry_run_json_shows_replacement_without_constraint(dry_run_venv: Path, uv_bin: str, tool_env: Dict[str, str],
                                                               public_index: LoopbackIndex, vendor_constraints: Path) -> None:
@@ -390,6 +395,7 @@ def _planned_torch(result: subprocess.CompletedProcess[str]) -> List[str]:
     return [c["version"] for c in changes if c["name"] == "torch" and c["action"] == "installed"]
 
 
+@needs_obliteratus_python
 def test_uv_constraint_env_is_replaced_by_cli_constraint(dry_run_venv: Path, uv_bin: str, tool_env: Dict[str, str], public_index: LoopbackIndex,
                                                          vendor_constraints: Path, tmp_path: Path) -> None:
     """A caveat the installer must document: an explicit ``-c`` replaces UV_CONSTRAINT (it does not add to it)."""
@@ -402,6 +408,7 @@ def test_uv_constraint_env_is_replaced_by_cli_constraint(dry_run_venv: Path, uv_
     assert _planned_torch(_run(base + ["-c", other], env)) == [NEWEST_PUBLIC_TORCH]
 
 
+@needs_obliteratus_python
 def test_uv_constraint_env_splits_on_spaces_file_uri_works(dry_run_venv: Path, uv_bin: str, tool_env: Dict[str, str], public_index: LoopbackIndex,
                                                            vendor_constraints: Path, tmp_path: Path) -> None:
     """UV_CONSTRAINT is a space-separated list: a path with a space breaks it; its file:// URI does not."""

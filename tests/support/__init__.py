@@ -5,12 +5,16 @@ Everything here works offline; the only sockets are on 127.0.0.1.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, Optional, TypeVar
+
+import pytest
 
 from .index_server import LoopbackIndex
 from .stub_projects import (
@@ -48,6 +52,9 @@ __all__ = [
     "find_uv",
     "venv_python",
     "present",
+    "needs_obliteratus_python",
+    "nobody_runs",
+    "reached",
     "VENDOR_TORCH",
     "VENDOR_TORCHVISION",
     "VENDOR_TORCHAUDIO",
@@ -187,3 +194,32 @@ def venv_python(venv: Path) -> Path:
 
 # Keep the interpreter tests run under importable for fixtures.
 TEST_PYTHON = sys.executable
+
+#: OBLITERATUS needs Python 3.10 or newer, and so does its stub (stub_projects.REQUIRES_PYTHON): a
+#: test that makes its environment with the interpreter running the tests cannot install it on
+#: JetPack 5's 3.8 (tests/test_pythons.py runs the fast tier there too). The tool itself runs there.
+needs_obliteratus_python = pytest.mark.skipif(
+    sys.version_info < (3, 10),
+    reason="OBLITERATUS (and its stub) needs Python >=3.10, and this test makes its environment with the "
+           "interpreter that runs the tests")
+
+
+@functools.lru_cache(maxsize=None)
+def nobody_runs(python: str) -> bool:
+    """Whether the user `nobody` can start `python`: pyenv's builds load their libpython from under
+    /root, which no other user may enter."""
+    try:
+        return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", python, "-c", "pass"],
+                              capture_output=True, timeout=60).returncode == 0
+    except OSError:
+        return False
+
+
+def reached(label: str) -> None:
+    """The branch a property test reached, as hypothesis.event (`pytest -m property
+    --hypothesis-show-statistics` counts them); nothing outside one, so a helper that records its
+    branch serves plain tests too."""
+    from hypothesis import currently_in_test_context, event
+
+    if currently_in_test_context():
+        event(label)

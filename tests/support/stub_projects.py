@@ -352,9 +352,12 @@ def make_seed_wheels(dest: Path) -> List[Path]:
     """
     import ensurepip
 
-    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    bundled = sorted((Path(ensurepip.__file__).parent / "_bundled").glob("*.whl"))
+    # Debian's (and Ubuntu's) ensurepip bundles none: it takes them from python3-pip-whl's folder.
+    bundled = bundled or sorted(path for path in Path("/usr/share/python-wheels").glob("*.whl")
+                                if path.name.startswith(("pip-", "setuptools-")))
     out = []
-    for wheel in sorted(bundled.glob("*.whl")):
+    for wheel in bundled:
         target = Path(dest) / wheel.name
         shutil.copyfile(str(wheel), str(target))
         out.append(target)
