@@ -1,9 +1,19 @@
 import os
+from typing import List
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from support.fixtures import *  # noqa: F403
+
+# The property tier (-m property): each property test's examples are a fixed budget (its own
+# settings(max_examples=N), else this profile's), drawn the same way on every run (derandomize),
+# with no example database and no timing health check: CI's verdict hangs on the code alone.
+# `pytest -m property --hypothesis-show-statistics` shows the branches each reached (events).
+settings.register_profile("suite", max_examples=100, derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 # tests/setup.d/10-real-torch-env builds this where torch 2.13.0 (CPU) installs without a download.
 _REAL_TORCH_PYTHON = Path(__file__).resolve().parent.parent / ".venv-real-torch" / "bin" / "python"
@@ -38,3 +48,12 @@ def _isolated_from_the_developer(request: pytest.FixtureRequest, monkeypatch: py
         for variable, folder in _USER_FOLDERS.items():
             (user / folder).mkdir()
             monkeypatch.setenv(variable, str(user / folder))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    """Every hypothesis test is in the property tier (pytest.mark.property), whichever module
+    holds it; first, so that the mark is there when -m selects."""
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)

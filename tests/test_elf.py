@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from support.elf_files import gcc_shared_object, shared_object
 
@@ -92,6 +92,7 @@ _DIRECTORY = st.from_regex(r"(\$ORIGIN|/[a-z0-9]{1,8})(/[a-z0-9.]{1,8}){0,3}", f
 @settings(max_examples=100, deadline=None)
 @given(soname=st.none() | _NAME, needed=st.lists(_NAME, max_size=8), runpath=st.lists(_DIRECTORY, max_size=4))
 def test_what_is_written_is_what_is_read(soname: Optional[str], needed: List[str], runpath: List[str]) -> None:
+    event(f"dynamic entries: soname {soname is not None}, needed {min(len(needed), 3)}+, runpath {len(runpath) > 0}")
     assert read_dynamic(shared_object(soname, needed, runpath)) == Dynamic(soname, tuple(needed), tuple(runpath),
                                                                       MACHINES["aarch64"])
 
@@ -108,5 +109,6 @@ def test_any_cut_or_corruption_of_a_real_library_is_a_result_or_an_elf_error(bui
     try:
         found = read_dynamic(bytes(image[:cut]))
     except ElfError:
+        event("refused: an ELF error")
         return
     assert all(isinstance(name, str) for name in found.needed)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from support.elf_files import Code, fat_binary, nvcc_shared_object, shared_object
 
@@ -65,6 +65,7 @@ _CODE = st.builds(Code, kind=st.sampled_from(["sass", "ptx"]), arch=st.sampled_f
 @settings(max_examples=60, deadline=None)
 @given(containers=st.lists(st.lists(_CODE, max_size=5), min_size=1, max_size=4), padding=st.sampled_from([0, 8, 40, 200]))
 def test_what_is_written_is_what_is_read(containers: List[List[Code]], padding: int) -> None:
+    event(f"containers: {len(containers)}; compressed entries: {any(code.compression for container in containers for code in container)}")
     found = containers_of(shared_object("libx.so", fatbin=fat_binary(*containers, padding=padding)))
     assert [[(entry.kind, entry.arch, entry.variant, entry.compression, entry.ptx_version) for entry in container.entries]
             for container in found] == \
@@ -82,6 +83,7 @@ def test_any_cut_or_corruption_is_a_result_or_an_elf_error(data: st.DataObject) 
     try:
         containers_of(bytes(image[:cut]))
     except (ElfError, AssertionError):
+        event("refused")
         return
 
 

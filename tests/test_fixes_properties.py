@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from typing import List, Tuple
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from jetson_install.planning.fixes import Rerun
@@ -69,12 +69,14 @@ def with_option_given(draw: st.DrawFn) -> Tuple[Tuple[str, ...], str, Tuple[str,
 @PROPERTY
 @given(argvs)
 def test_the_command_shown_reads_back_as_the_users_words(argv: Tuple[str, ...]) -> None:
+    event(f"quoted words: {sum(shlex.quote(word) != word for word in argv) > 0}")
     assert shlex.split(str(Rerun(argv))) == ["jetson-install", *argv]
 
 
 @PROPERTY
 @given(argvs, st.sampled_from(FLAGS))
 def test_with_flag_adds_the_flag_once(argv: Tuple[str, ...], flag: str) -> None:
+    event(f"the flag was given already: {flag in argv}")
     once = Rerun(argv).with_flag(flag)
     assert once.argv == (argv if flag in argv else argv + (flag,))
     assert once.with_flag(flag) == once
@@ -85,6 +87,7 @@ def test_with_flag_adds_the_flag_once(argv: Tuple[str, ...], flag: str) -> None:
 @given(with_option_given())
 def test_without_drops_the_option_and_its_value_however_written(given_words: Tuple[Tuple[str, ...], str, Tuple[str, ...]]) -> None:
     base, option, argv = given_words
+    event(f"the option given {min(len(argv) - len(base), 4)} words")
     assert Rerun(argv).without(option).argv == base
 
 
@@ -93,6 +96,7 @@ def test_without_drops_the_option_and_its_value_however_written(given_words: Tup
 def test_with_option_sets_the_option_to_the_value_once(given_words: Tuple[Tuple[str, ...], str, Tuple[str, ...]],
                                                        value: str) -> None:
     base, option, argv = given_words
+    event(f"the option was given: {argv != base}")
     once = Rerun(argv).with_option(option, value)
     assert once.argv == base + (option, value)
     assert once.with_option(option, value) == once
@@ -104,6 +108,7 @@ def test_with_option_sets_the_option_to_the_value_once(given_words: Tuple[Tuple[
        st.lists(st.sampled_from(FLAGS), unique=True).map(tuple))
 def test_keeping_takes_only_the_named_options_and_flags_in_the_users_order(
         argv: Tuple[str, ...], command: str, options: Tuple[str, ...], flags: Tuple[str, ...]) -> None:
+    event(f"words kept of those given: {min(len(Rerun(argv).keeping(command, options, flags).argv) - 1, 3)}+")
     kept = Rerun(argv).keeping(command, options, flags).argv
     assert kept[0] == command
     rest = iter(argv)
@@ -123,6 +128,7 @@ def test_keeping_takes_only_the_named_options_and_flags_in_the_users_order(
 def test_replaced_swaps_the_command_and_drops_what_only_made_sense_here(
         argv: Tuple[str, ...], command: str, replacement: Tuple[str, ...], only_here: Tuple[str, ...],
         elsewhere: Tuple[str, ...]) -> None:
+    event(f"the command is the one replaced: {argv[0] == command}")
     shown = Rerun(argv).replaced(command, replacement, only_here=only_here, elsewhere=elsewhere)
     assert not any(word in only_here or word in elsewhere or word.split("=", 1)[0] in elsewhere for word in shown.argv)
     assert shlex.split(str(shown)) == ["jetson-install", *shown.argv]

@@ -4,7 +4,7 @@ fixes' repository and the source's identity all split it with split_git_url."""
 from __future__ import annotations
 
 from typing import List
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from jetson_install.base.git_urls import split_git_url
@@ -19,6 +19,7 @@ _USER = st.one_of(st.just(""), _NAME.map(lambda name: f"{name}@"))
        _REF)
 def test_a_ref_after_the_path_is_split_off_and_a_user_before_it_is_not(
         scheme: str, user: str, host: str, path: List[str], ref: str) -> None:
+    event(f"scheme {scheme}, user given: {bool(user)}")
     repository = f"{scheme}://{user}{host}/{'/'.join(path)}"
     assert split_git_url(f"git+{repository}@{ref}") == (repository, ref)
     assert split_git_url(f"git+{repository}") == (repository, None)

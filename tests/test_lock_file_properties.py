@@ -10,8 +10,10 @@ from typing import List, Optional, Tuple
 from urllib.parse import quote
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
+
+from support import reached
 
 from jetson_install.base.errors import BadInput
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
@@ -66,6 +68,7 @@ def refusal(text: str) -> Optional[str]:
     try:
         parse_lock(text, WHERE)
     except BadInput as refused:
+        reached("refused")
         return str(refused)
     return None
 
@@ -73,12 +76,14 @@ def refusal(text: str) -> Optional[str]:
 @PROPERTY
 @given(locks)
 def test_every_lock_reads_back_as_the_lock_that_was_written(lock: Lock) -> None:
+    event(f"entries: {min(len(lock.entries), 3)}+")
     assert parse_lock(render_lock(lock), WHERE) == lock
 
 
 @PROPERTY
 @given(locks)
 def test_a_lock_reads_back_the_same_whatever_order_its_entries_were_made_in(lock: Lock) -> None:
+    event(f"entries: {min(len(lock.entries), 3)}+")
     shuffled = dataclasses.replace(lock, entries=tuple(reversed(lock.entries)))
     assert render_lock(shuffled) == render_lock(lock)
 

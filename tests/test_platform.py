@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from jetson_install.base import errors
@@ -134,6 +134,7 @@ def test_release_parser_parses_or_raises_its_own_error(data: bytes) -> None:
     try:
         l4t, _ = parse_nv_tegra_release(data)
     except errors.InvalidReleaseFile:
+        event("refused")
         return
     assert isinstance(l4t, L4T)
 
@@ -144,6 +145,7 @@ def test_release_parser_parses_or_raises_its_own_error(data: bytes) -> None:
     st.text(alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\r\n\x00\x1c\x1d\x1e\x85\u2028\u2029\x0b\x0c"), max_size=120),
 )
 def test_any_banner_gives_its_release_whatever_follows(major: int, minor: int, patch: int, tail: str) -> None:
+    event(f"text after the revision: {bool(tail.strip())}")
     line = f"# R{major} (release), REVISION: {minor}.{patch}, {tail}"
     assert parse_nv_tegra_release(line.encode())[0] == L4T(major, minor, patch)
 

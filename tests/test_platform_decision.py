@@ -12,8 +12,10 @@ from typing import Optional, Tuple
 from unittest import mock
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
+
+from support import reached
 
 from jetson_install.base.errors import BadInput, InvalidReleaseFile, JetsonInstallError, NotAJetson
 from jetson_install.board import root_facts as files
@@ -135,13 +137,16 @@ NO_OVERRIDES = Overrides()
 
 
 def decided(facts: RootFacts, overrides: Overrides = NO_OVERRIDES) -> Platform:
-    return decide(facts, overrides, DATA)
+    platform = decide(facts, overrides, DATA)
+    reached(f"a platform: jetson {platform.jetson}, l4t from {platform.sources.get('l4t', 'nowhere')}")
+    return platform
 
 
 def decided_or_error(facts: RootFacts, overrides: Overrides = NO_OVERRIDES) -> object:
     try:
         return decided(facts, overrides)
     except JetsonInstallError as error:
+        reached(f"refused: {type(error).__name__}")
         return error
 
 
@@ -162,6 +167,7 @@ def test_decide_is_total_and_reads_nothing(facts: RootFacts, overrides: Override
     try:
         platform = decided_offline(facts, overrides)
     except JetsonInstallError as error:
+        event(f"refused: {type(error).__name__}")
         # InvalidReleaseFile is a BadInput; an error is one of the outcomes under test, not the only one.
         assert isinstance(error, (BadInput, NotAJetson)), error  # noqa: PT017
         assert "\n" not in error.message and error.fix, error.message  # noqa: PT017

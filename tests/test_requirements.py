@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Tuple
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from jetson_install.base.requirements import TargetRequirement
@@ -19,6 +19,7 @@ _URL = st.builds(lambda scheme, rest: f"{scheme}://{rest}", st.sampled_from(["gi
 
 @given(_NAME, st.lists(_NAME, max_size=3).map(tuple), _URL)
 def test_a_requirement_reads_back_as_it_was_written(name: str, extras: Tuple[str, ...], url: str) -> None:
+    event(f"extras: {len(extras)}")
     requirement = TargetRequirement(name, extras, url)
     text = str(requirement)
     assert TargetRequirement.parse(text) == requirement

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Sequence, Tuple
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from support import OBLITERATUS_TAG, isolated_env
 from support.catalogs import stub_catalog_text
@@ -84,6 +84,7 @@ def credentialed_urls(draw: st.DrawFn) -> Tuple[str, str]:
 @REDACTION
 @given(credentialed_urls())
 def test_a_urls_password_or_token_is_shown_as_stars_and_the_rest_as_it_is(url: Tuple[str, str]) -> None:
+    event(f"scheme {url[0].split(':', 1)[0]}")
     given_url, shown = url
     assert redact(given_url) == shown
 
@@ -92,6 +93,7 @@ def test_a_urls_password_or_token_is_shown_as_stars_and_the_rest_as_it_is(url: T
 @given(plain, credentialed_urls(), plain)
 def test_a_secret_in_free_text_is_never_shown_and_the_text_around_it_is_kept(before: str, url: Tuple[str, str],
                                                                              after: str) -> None:
+    event(f"text around it: {bool(before.strip() or after.strip())}")
     assert redact(f"{before} {url[0]} {after}") == f"{before} {url[1]} {after}"
 
 
@@ -116,6 +118,7 @@ json_data = st.recursive(
 @REDACTION
 @given(json_data)
 def test_no_secret_survives_anywhere_in_nested_data(data: Any) -> None:
+    event(f"the secret is in the data: {any(MARK in text for text in strings_in(data))}")
     assert not any(MARK in text for text in strings_in(redact_data(data)))
     assert MARK not in json_text(data)
 
@@ -128,12 +131,14 @@ url_soup = st.lists(st.sampled_from(["https://", "git+ssh://", "a", "b:", ":", "
 @REDACTION
 @given(url_soup | st.text(max_size=60))
 def test_redacting_twice_shows_what_redacting_once_shows(text: str) -> None:
+    event(f"redacted: {redact(text) != text}")
     assert redact(redact(text)) == redact(text)
 
 
 @REDACTION
 @given(st.text(max_size=60).filter(lambda text: "://" not in text))
 def test_text_without_a_urls_credentials_is_shown_unchanged(text: str) -> None:
+    event(f"holds an @: {'@' in text}")
     # A mail address, git@host:owner/repo, a version's '@': none is a URL's userinfo.
     assert redact(text) == text
     assert redact_data({text: [text, (text,)]}) == {text: [text, [text]]}

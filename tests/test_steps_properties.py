@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from jetson_install.base.layout import staging_placeholder
@@ -35,6 +35,7 @@ def step_of(kind: str, planned: List[List[List[str]]], placeholder: str, equival
 @given(venvs, staging_names, st.sampled_from(KINDS), commands, st.lists(pieces, max_size=3).map(tuple))
 def test_a_bound_step_runs_the_planned_commands_with_the_new_environment_in_place_of_the_placeholder(
         venv: str, name: str, kind: str, planned: List[List[List[str]]], equivalent: Tuple[str, ...]) -> None:
+    event(f"kind {kind}, placeholders: {min(sum(len(part) - 1 for command in planned for part in command), 3)}+")
     placeholder, staging = staging_placeholder(venv), f"{venv}.d/{name}"
     bound = step_of(kind, planned, placeholder, equivalent).bound(placeholder, staging)
     assert bound == step_of(kind, planned, staging, equivalent)
@@ -46,6 +47,7 @@ def test_a_bound_step_runs_the_planned_commands_with_the_new_environment_in_plac
        st.lists(pieces, max_size=3).map(tuple))
 def test_a_step_without_the_placeholder_runs_as_it_was_planned(venv: str, name: str, kind: str, planned: List[List[str]],
                                                                equivalent: Tuple[str, ...]) -> None:
+    event(f"commands: {len(planned)}")
     step = Step("s", kind, "a step", tuple(tuple(command) for command in planned), equivalent)
     assert step.bound(staging_placeholder(venv), f"{venv}.d/{name}") == step
 
@@ -53,6 +55,7 @@ def test_a_step_without_the_placeholder_runs_as_it_was_planned(venv: str, name: 
 @PROPERTY
 @given(venvs, staging_names, st.sampled_from(KINDS), commands)
 def test_binding_a_bound_step_again_changes_nothing(venv: str, name: str, kind: str, planned: List[List[List[str]]]) -> None:
+    event(f"commands: {len(planned)}")
     # The new environment's path never holds DIR.d/<new>: a bound step has nothing left to bind.
     placeholder, staging = staging_placeholder(venv), f"{venv}.d/{name}"
     once = step_of(kind, planned, placeholder, ()).bound(placeholder, staging)
@@ -63,6 +66,7 @@ def test_binding_a_bound_step_again_changes_nothing(venv: str, name: str, kind: 
 @given(venvs, staging_names, st.sampled_from(KINDS), commands)
 def test_binding_keeps_what_the_plan_shows_of_a_step_but_its_commands(venv: str, name: str, kind: str,
                                                                       planned: List[List[List[str]]]) -> None:
+    event(f"commands: {len(planned)}")
     placeholder = staging_placeholder(venv)
     step = step_of(kind, planned, placeholder, ("jetson-install", "doctor", "--venv", venv))
     bound = step.bound(placeholder, f"{venv}.d/{name}").to_json()

@@ -7,7 +7,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from jetson_install.base.toml_text import (
@@ -148,6 +148,7 @@ def _drop_empty(data: Any) -> Any:
 def test_any_document_gains_exactly_the_items_and_loses_them_again(
         sections: List[Tuple[Optional[str], List[Tuple[str, str]], str]], target: Tuple[Tuple[str, ...], str],
         items: List[str]) -> None:
+    event(f"sections: {len(sections)}, target table depth {len(target[0])}")
     text = _document(sections)
     try:
         before = tomllib.loads(text)
@@ -166,6 +167,7 @@ def test_any_document_gains_exactly_the_items_and_loses_them_again(
     else:
         message = ""
     if message:
+        event("refused: an inline table")
         assert "inline table" in message  # the one text it may refuse: a table written as one value
         return
     values = [tomllib.loads(f"v = {item}")["v"] for item in items]
