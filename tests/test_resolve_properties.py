@@ -9,12 +9,14 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Tuple, Union
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
+
+from support import present
 
 from jetson_install.catalog.identity import (
     IdentityMismatch,
@@ -31,12 +33,14 @@ from jetson_install.catalog.resolve import choose_set
 # fifty keep the file within the fast tier.
 PROPERTY = settings(max_examples=50, deadline=None)
 SOURCE = "https://mirror.example/jp6/cu126"
-PYTHONS = ("3.10", "3.10", "3.11", "3.12")  # JetPack 6's Python the most
+PYTHONS = ("3.10", "3.10", "3.11", "3.12", "3.8")  # JetPack 6's Python the most, and JetPack 5's
 # NVIDIA's builds are pre-releases (2.4.0a0+...); a version may be spelled two ways (2.6, 2.6.0).
-PACKAGES = {"torch": ("2.5.0", "2.6.0", "2.6", "2.7.0a0", "2.8.0"), "torchvision": ("0.20.0", "0.21.0", "0.22.0", "0.22", "0.23.0")}
+PACKAGES = {"torch": ("2.5.0", "2.5.0a0+872d972e41.nv24.08", "2.6.0", "2.6", "2.7.0a0", "2.8.0"),
+            "torchvision": ("0.20.0", "0.21.0", "0.22.0", "0.22", "0.22.1a0", "0.23.0")}
 # One file may carry several tags (PEP 425's compressed tag sets), ranking as well as another.
 FILE_TAGS = ("cp310-cp310-linux_aarch64", "cp311-cp311-linux_aarch64", "cp312-cp312-linux_aarch64", "py3-none-any", "py3-none-any",
-             "cp310-cp310-linux_x86_64", "cp310-cp310-linux_aarch64.manylinux_2_35_aarch64", "cp310.cp311-abi3-linux_aarch64")
+             "cp310-cp310-linux_x86_64", "cp310-cp310-linux_aarch64.manylinux_2_35_aarch64", "cp310.cp311-abi3-linux_aarch64",
+             "cp38-cp38-linux_aarch64")
 DIGESTS = tuple(character * 64 for character in "abcd")
 
 
@@ -91,13 +95,28 @@ def cases(draw: st.DrawFn) -> Case:
 
 
 def choose(case: Case) -> Union[Resolution, Exception]:
+    """choose_set's answer, or its refusal; the branch it took recorded (hypothesis.event)."""
     sets, preferred, prereleases, builds, listed, python = case
     try:
-        return choose_set(SOURCE, sets, sets[preferred], prereleases, builds, listed, python, tags_for)
-    except NothingInPolicy as refused:  # NoBuildForPython is one
+        chosen = choose_set(SOURCE, sets, sets[preferred], prereleases, builds, listed, python, tags_for)
+    except (NothingInPolicy, IdentityMismatch) as refused:  # NoBuildForPython is a NothingInPolicy
+        event(f"refused: {type(refused).__name__}")
         return refused
-    except IdentityMismatch as refused:
-        return refused
+    taken = "the preferred set" if chosen.set_name == sets[preferred].name else "a fallback set"
+    event(f"{taken}; files not recorded: {sum(not file.known for file in chosen.files)}")
+    return chosen
+
+
+def named_pythons(listed: Dict[str, List[ListedFile]]) -> List[str]:
+    """The CPython minors the listed files' cpXY tags name, oldest first."""
+    found = {tag.interpreter[2:] for files in listed.values() for file in files
+             for tag in parse_wheel_filename(file.filename)[3] if tag.interpreter.startswith("cp")}
+    return sorted((f"{digits[0]}.{digits[1:]}" for digits in found), key=Version)
+
+
+def rank(filename: str, python: str) -> int:
+    """How good a match the file's best tag is for `python`: 0 the best."""
+    return min(tags_for(python).index(tag) for tag in parse_wheel_filename(filename)[3] if tag in tags_for(python))
 
 
 def installable(listed: ListedFile, version_set: VersionSet, package: str, python: str, prereleases: bool) -> bool:
@@ -138,8 +157,13 @@ def test_the_chosen_set_is_always_a_complete_set_the_policy_allows(case: Case) -
     chosen = choose(case)
     if isinstance(chosen, NothingInPolicy):
         assert not any(complete(version_set, listed, python, prereleases) for version_set in sets)
+        # Complete for other Pythons the files name: said so, newest last, and the newest offered.
+        others = [other for other in named_pythons(listed) if other != python
+                  and any(complete(version_set, listed, other, prereleases) for version_set in sets)]
+        assert isinstance(chosen, NoBuildForPython) == bool(others), chosen
         if isinstance(chosen, NoBuildForPython):
-            assert chosen.python == python and python not in chosen.served
+            assert chosen.python == python and list(chosen.served) == others
+            assert present(chosen.fix).startswith(f"use Python {others[-1]}: --python /usr/bin/python{others[-1]}")
         return
     assert isinstance(chosen, (Resolution, IdentityMismatch))
     if isinstance(chosen, IdentityMismatch):
@@ -169,6 +193,13 @@ def test_no_file_is_taken_whose_sha256_differs_from_its_recorded_build(case: Cas
             assert file.known == (build is not None)
             if build is not None:
                 assert file.sha256 is not None and build.matches(file.sha256)
+            # The index's sha256, else the recorded build's: what the fetch step checks the file by.
+            served = next(listed_file.sha256 for listed_file in listed[file.name] if listed_file.filename == file.file)
+            assert file.sha256 == (served or (build.sha256 if build is not None else None))
+        # A warning names each file that is not a recorded build, and no other.
+        unrecorded = [warning.split(" from ", 1)[0] for warning in chosen.warnings
+                      if "is not a build wheels-index.toml lists" in warning]
+        assert sorted(unrecorded) == sorted(file.file for file in chosen.files if not file.known), chosen.warnings
 
 
 @PROPERTY
@@ -181,6 +212,57 @@ def test_the_choice_does_not_depend_on_the_order_the_index_lists_files_in(case: 
         assert type(again) is type(first)
     else:
         assert again == first
+
+
+@PROPERTY
+@given(cases())
+def test_each_package_takes_its_newest_allowed_version_in_the_best_tags_listed(case: Case) -> None:
+    # Of the files a set may take for a package, the newest version, and of that version the
+    # file whose tags suit the interpreter best (cp310 before abi3 before py3-none-any).
+    sets, _, prereleases, _, listed, python = case
+    chosen = choose(case)
+    if not isinstance(chosen, Resolution):
+        return
+    version_set = next(version_set for version_set in sets if version_set.name == chosen.set_name
+                       and complete(version_set, listed, python, prereleases))
+    for file in chosen.files:
+        allowed = [listed_file for listed_file in listed[file.name]
+                   if installable(listed_file, version_set, file.name, python, prereleases)]
+        best = max((parse_wheel_filename(listed_file.filename)[1], -rank(listed_file.filename, python))
+                   for listed_file in allowed)
+        assert (parse_wheel_filename(file.file)[1], -rank(file.file, python)) == best, (file, allowed)
+        # The version as the file spells it (NVIDIA's nv24.08, which PEP 440 would make nv24.8).
+        assert file.version == file.file.split("-")[1] and chosen.pins[file.name] == file.version
+        event(f"{file.name}: files allowed {min(len(allowed), 3)}+")
+
+
+@st.composite
+def fallbacks(draw: st.DrawFn) -> Case:
+    """Sets of which several are complete and the preferred one is not (its torch is not
+    listed), in any order: a fallback is taken among them."""
+    versions = draw(st.lists(st.sampled_from(["2.5.0", "2.6.0", "2.7.0", "2.8.0"]), min_size=2, max_size=4, unique=True))
+    vision = draw(st.sampled_from(["0.20.0", "0.21.0"]))
+    listed = {"torch": [ListedFile(f"torch-{version}-cp310-cp310-linux_aarch64.whl", f"{SOURCE}/torch-{version}.whl", None)
+                        for version in versions],
+              "torchvision": [ListedFile(f"torchvision-{vision}-py3-none-any.whl", f"{SOURCE}/torchvision.whl", None)]}
+    preferred = VersionSet({"torch": "==2.9.0", "torchvision": f"=={vision}"})
+    sets = draw(st.permutations([VersionSet({"torch": f"=={version}", "torchvision": f"=={vision}"})
+                                 for version in versions] + [preferred]))
+    return sets, sets.index(preferred), False, [], listed, "3.10"
+
+
+@PROPERTY
+@given(fallbacks())
+def test_without_the_preferred_set_the_newest_complete_set_is_taken_and_said(case: Case) -> None:
+    sets, preferred, _, _, listed, _ = case
+    chosen = choose(case)
+    assert isinstance(chosen, Resolution), chosen
+    newest = max(Version(file.filename.split("-")[1]) for file in listed["torch"])
+    event(f"complete sets: {len(listed['torch'])}")
+    assert Version(chosen.pins["torch"]) == newest
+    assert chosen.reason == (f"the preferred set {sets[preferred].name} is not complete on the index; "
+                             f"{chosen.set_name} is the newest complete set within policy")
+    assert f"{SOURCE}: {chosen.reason}" in chosen.warnings
 
 
 def test_of_two_files_as_good_the_same_is_taken_in_either_order() -> None:
