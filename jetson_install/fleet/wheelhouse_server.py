@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import BinaryIO, Callable, Dict, List, Optional, Set, Tuple
+from typing import BinaryIO, Callable, Dict, List, Mapping, Optional, Set, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
 from jetson_install.base.errors import BadInput
@@ -94,10 +94,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     #: The reason phrases of RFC 9110 (https://www.rfc-editor.org/rfc/rfc9110#section-15.5), which
     #: Python 3.13's http.HTTPStatus took up: the same status line from every Python a board runs
     #: (3.12 and older said "Requested Range Not Satisfiable" and "Request-URI Too Long").
-    responses = {**http.server.BaseHTTPRequestHandler.responses,
-                 413: ("Content Too Large", http.server.BaseHTTPRequestHandler.responses[413][1]),
-                 414: ("URI Too Long", http.server.BaseHTTPRequestHandler.responses[414][1]),
-                 416: ("Range Not Satisfiable", http.server.BaseHTTPRequestHandler.responses[416][1])}
+    responses: Mapping[int, Tuple[str, str]] = {
+        **http.server.BaseHTTPRequestHandler.responses,
+        413: ("Content Too Large", http.server.BaseHTTPRequestHandler.responses[413][1]),
+        414: ("URI Too Long", http.server.BaseHTTPRequestHandler.responses[414][1]),
+        416: ("Range Not Satisfiable", http.server.BaseHTTPRequestHandler.responses[416][1])}
     server: "WheelhouseServer"
     _range_sent: Optional[Tuple[int, int]] = None  # the bytes this response carries, when a range
     # Unbuffered: a request's first byte is seen on the socket itself (select), never left in
