@@ -30,4 +30,8 @@ def test_a_url_read_differently_by_uv_is_refused(url: str, said: str, tmp_path: 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080/simple", "http://[::1]:8080/simple", "http://localhost/simple"])
 def test_plain_http_on_loopback_still_passes(url: str, tmp_path: Path) -> None:
-    assert plan_with(url, tmp_path).returncode == 0
+    result = plan_with(url, tmp_path)
+    assert result.returncode == 0, result.stderr
+    # The plan takes the loopback index it was given, not the channel's own source.
+    assert f"  vendor    {url}   (--vendor-index)" in result.stdout.splitlines(), result.stdout
+    assert f"install the vendor builds from {url}," in result.stdout
