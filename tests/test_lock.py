@@ -168,14 +168,15 @@ def test_lock_python_options_that_cannot_be_met_are_one_line(cli_env: Dict[str, 
 
 
 def test_a_lock_of_another_python_is_refused(cli_env: Dict[str, str], tmp_path: Path) -> None:
-    lock = Lock("jp6-cu126", "3.10", os.uname().machine, "native", "obliteratus @ file:///src", None, "0", ())
+    here = ".".join(map(str, sys.version_info[:2]))
+    other = "3.12" if here == "3.10" else "3.10"  # the channel's Python, unless the tests run on it
+    lock = Lock("jp6-cu126", other, os.uname().machine, "native", "obliteratus @ file:///src", None, "0", ())
     path = tmp_path / "other-python.lock"
     path.write_text(render_lock(lock))
     result = jetson_install(cli_env, "obliteratus", "--root", SAMPLE, "--venv", str(tmp_path / "env"),
                             "--python", sys.executable, "--lock", str(path), "--yes")
-    here = ".".join(map(str, sys.version_info[:2]))
-    assert result.returncode == 2
-    assert f"the lock was made for Python 3.10, and this install is for {here}" in result.stderr.splitlines()[0]
+    assert result.returncode == 2, result.stderr
+    assert f"the lock was made for Python {other}, and this install is for {here}" in result.stderr.splitlines()[0]
     # The fix is the user's own command: a lock with their --root and --python, then the install from it.
     assert (f"fix: make a lock for this board and interpreter: jetson-install lock --root {SAMPLE} --python "
             f"{sys.executable} --output FILE, then run: jetson-install obliteratus --root {SAMPLE} --venv "

@@ -30,7 +30,8 @@ LEFT_OUT = ("tests/test_static_checks.py",)
 
 
 def fast_tier() -> List[str]:
-    """The README's fast tier, after its interpreter: what a contributor runs while working."""
+    """The README's fast tier after its interpreter (`-m pytest ...`): what a contributor runs
+    while working."""
     argv = shlex.split(block("README.md", "Run the tests", 1).text)
     assert argv[:3] == [".venv/bin/python", "-m", "pytest"], argv
     return argv[1:]
@@ -55,7 +56,7 @@ def test_the_fast_tier_passes_on(name: str) -> None:
     # The child is a pytest of its own: none of this run's worker variables, nor its -m.
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
     result = subprocess.run(
-        [str(python), "-m", *fast_tier(), "-p", "no:cacheprovider", *(f"--ignore={path}" for path in LEFT_OUT)],
+        [str(python), *fast_tier(), "-p", "no:cacheprovider", *(f"--ignore={path}" for path in LEFT_OUT)],
         cwd=TOP, env=env, capture_output=True, text=True, timeout=3600)
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else result.stderr[-2000:]
     assert result.returncode == 0, f"Python {name}: {summary}\n{result.stdout[-12000:]}{result.stderr[-2000:]}"
