@@ -98,13 +98,19 @@ def test_a_ctrl_c_while_the_probes_run_ends_them(tmp_path: Path) -> None:
             time.sleep(0.1)
         ended.append(len(probes()) == 2 and not any(alive(pid) for pid in probes()))
 
+    # Ctrl-C as a terminal's foreground job gets it: a run started in the background (a shell's
+    # `&`, as a CI script or tests/test_pythons.py's child may be) inherits SIGINT ignored.
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
     thread = threading.Thread(target=interrupt)
     thread.start()
-    with pytest.raises(KeyboardInterrupt):
-        # Both probes, without uv pip check: uv stays in the terminal's group, which this
-        # interrupt (of this process alone) does not reach.
-        run_doctor(DoctorRequest(str(python), None, None, only=("torch-import", "bnb-library")))
-    thread.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            # Both probes, without uv pip check: uv stays in the terminal's group, which this
+            # interrupt (of this process alone) does not reach.
+            run_doctor(DoctorRequest(str(python), None, None, only=("torch-import", "bnb-library")))
+    finally:
+        thread.join()
+        signal.signal(signal.SIGINT, ignored)
     assert ended == [True]
 
 

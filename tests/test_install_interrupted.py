@@ -66,8 +66,11 @@ def reinstall_caught_mid_download(installer: Installer, tmp_path: Path, stub_ind
     shutil.copytree(installer.source, changed)
     (changed / "obliteratus" / "extra.py").write_text("X = 2\n")
     installer.public_url = slow.url
+    # Ctrl-C reaches it as a terminal's foreground job: SIGINT not ignored, even where this run
+    # was started in the background (a shell's `&`), whose children inherit it ignored.
     process = subprocess.Popen(installer.argv(changed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=installer.env, text=True, start_new_session=True)
+                               env=installer.env, text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     slow.wait_for_request(lambda path: path.endswith(".whl"), timeout=120)
     return process, before, changed, slow
 
@@ -167,8 +170,11 @@ def test_sigterm_during_the_check_step_ends_the_smoke_command_at_once(installer:
     device = changed / "obliteratus" / "device.py"
     device.write_text(f"import os, time\nopen({str(started)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
                       + device.read_text())
+    # Ctrl-C reaches it as a terminal's foreground job: SIGINT not ignored, even where this run
+    # was started in the background (a shell's `&`), whose children inherit it ignored.
     process = subprocess.Popen(installer.argv(changed), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=installer.env, text=True, start_new_session=True)
+                               env=installer.env, text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         while not started.exists() or not started.read_text():
             assert process.poll() is None, process.communicate()[1]
