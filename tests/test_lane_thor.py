@@ -32,6 +32,7 @@ import errno
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -280,3 +281,70 @@ def test_the_real_triton_assembles_thor_where_its_older_assembler_cannot(thor: T
     assert report["assembler"]["error"] == "ptxas fatal   : Value 'sm_110a' is not defined for option 'gpu-name'"
     assert _board_assembler(report)[0] == {"TRITON_PTXAS_BLACKWELL_PATH": f"{binaries}/ptxas-blackwell"}
 
+
+def _comment_section(path: Path) -> int:
+    """Where an ELF64 file's .comment section starts: a byte that changes the file, not what runs."""
+    data = path.read_bytes()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    names = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
+    for index in range(shnum):
+        name, = struct.unpack_from("<I", data, shoff + index * shentsize)
+        offset, = struct.unpack_from("<Q", data, shoff + index * shentsize + 0x18)
+        if data[names + name:data.index(b"\0", names + name)] == b".comment":
+            return int(offset)
+    raise AssertionError(f"{path} has no .comment section")
+
+
+def test_the_strict_doctor_catches_each_attack_on_the_boards_python(thor: ThorRoot) -> None:
+    """At once, so the lane runs one more doctor: a flipped byte in a vendor .so, an edited
+    vendor .py, a foreign .pth, a foreign unchecked-hash .pyc, and a hook planted through the
+    import of the root's own sitecustomize (Debian's, which imports apport_python_hook)."""
+    environment = thor.inside(os.readlink(thor.inside(ENV)))
+    (site,) = environment.glob("lib/python3.11/site-packages")
+    library, functional = site / "torch" / "lib" / "libshm.so", site / "torch" / "functional.py"
+    originals = {library: library.read_bytes(), functional: functional.read_bytes()}
+    patch = ("import torch\ntorch.cuda.is_available = lambda: True\ntorch.cuda.device_count = lambda: 1\n")
+    planted = {site / "lane_speedup.pth": "import lane_speedup\n", site / "lane_speedup.py": patch,
+               site / "apport_python_hook.py": "def install():\n    " + patch.replace("\n", "\n    ")}
+    pyc = site / "torch" / "__pycache__" / "__init__.cpython-311.pyc"
+    try:
+        data = bytearray(originals[library])
+        data[_comment_section(library)] ^= 0x01
+        library.write_bytes(bytes(data))
+        functional.write_bytes(originals[functional] + b"\n# edited\n")
+        for path, text in planted.items():
+            path.write_text(text)
+        inside = "/" + str(site.relative_to(thor.root))
+        (thor.root / "lane" / "edited_init.py").write_text((site / "torch" / "__init__.py").read_text()
+                                                           + "\n" + patch.replace("import torch\n", ""))
+        compiled = thor.run("attacks", f"{ENV}/bin/python", "-c",
+                            "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], dfile=sys.argv[3], "
+                            "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)",
+                            "/lane/edited_init.py", f"{inside}/torch/__pycache__/__init__.cpython-311.pyc",
+                            f"{inside}/torch/__init__.py")
+        assert compiled.returncode == 0, compiled.stderr
+        doctor = thor.tool("doctor", "doctor", "--venv", ENV, "--root", SAMPLE, "--strict", "--json")
+    finally:
+        for path, content in originals.items():
+            path.write_bytes(content)
+        for path in (*planted, pyc, thor.root / "lane" / "edited_init.py"):
+            path.unlink(missing_ok=True)
+    assert doctor.returncode == 1 and "Traceback" not in doctor.stderr, doctor.stderr[-3000:]
+    evidence = json.loads(doctor.stdout)
+    checks = {check["id"]: check for check in evidence["checks"]}
+    torch = evidence["integrity"]["distributions"]["torch"]
+    # The flipped byte and the edited .py, against the hashes torch's wheel held; the pyc beside its source.
+    assert {"torch/lib/libshm.so", "torch/functional.py"} <= set(torch["changed"]), torch
+    assert "torch/__pycache__/__init__.cpython-311.pyc (an unchecked-hash .pyc: Python runs it without reading its " \
+           "source)" in torch["unlisted"], torch
+    assert checks["vendor-files"]["status"] == "fail"
+    # The edited .py ran in the sealed proof: loaded-files names it (import torch maps no libshm.so here).
+    unaccounted = {entry["path"] for entry in evidence["integrity"]["ran"]["unaccounted"]}
+    assert "torch/functional.py" in unaccounted and checks["loaded-files"]["status"] == "fail", unaccounted
+    # The .pth and the hook planted through Debian's sitecustomize change what torch reports as started.
+    started = checks["startup-hooks"]
+    assert started["status"] == "fail" and "lane_speedup.pth (installed by no distribution)" in started["detail"]
+    assert started["detail"].startswith("code that runs at start-up changes what torch reports: sealed (CUDA available: "
+                                        "False"), started["detail"]
+    assert "apport_python_hook.py" in evidence["integrity"]["as_started"]["at_start_up"]
