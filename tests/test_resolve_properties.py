@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Tuple, Union
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
@@ -274,3 +275,38 @@ def test_of_two_files_as_good_the_same_is_taken_in_either_order() -> None:
     taken = {str(choose_set(SOURCE, sets, sets[0], False, [], {"torch": files, "torchvision": [vision]}, "3.10", tags_for)
                  .files[0].file) for files in ([plain, compressed], [compressed, plain])}
     assert len(taken) == 1
+
+
+# Cases the fixed budget above rarely draws, each of which a hand mutant of resolve.py survived.
+def wheel(name: str) -> ListedFile:
+    return ListedFile(name, f"{SOURCE}/{name}", None)
+
+
+VISION = wheel("torchvision-0.21.0-py3-none-any.whl")
+
+
+def test_a_python_without_builds_is_offered_the_newest_python_served() -> None:
+    listed = {"torch": [wheel("torch-2.6.0-cp311-cp311-linux_aarch64.whl"), wheel("torch-2.6.0-cp312-cp312-linux_aarch64.whl")],
+              "torchvision": [VISION]}
+    only = VersionSet({"torch": "==2.6.0", "torchvision": "==0.21.0"})
+    with pytest.raises(NoBuildForPython) as refused:
+        choose_set(SOURCE, [only], only, False, [], listed, "3.10", tags_for)
+    assert refused.value.served == ("3.11", "3.12")
+    assert present(refused.value.fix).startswith("use Python 3.12: --python /usr/bin/python3.12, ")
+
+
+def test_the_newest_version_wins_over_a_better_tag_and_of_one_version_the_best_tag() -> None:
+    listed = {"torch": [wheel("torch-2.5.0-cp310-cp310-linux_aarch64.whl"), wheel("torch-2.6.0-py3-none-any.whl"),
+                        wheel("torch-2.6.0-cp310-abi3-linux_aarch64.whl")],
+              "torchvision": [VISION]}
+    allowed = VersionSet({"torch": ">=2.5,<2.7", "torchvision": "==0.21.0"})
+    chosen = choose_set(SOURCE, [allowed], allowed, False, [], listed, "3.10", tags_for)
+    assert [file.file for file in chosen.files] == ["torch-2.6.0-cp310-abi3-linux_aarch64.whl", VISION.filename]
+
+
+def test_nvidias_version_is_kept_as_its_file_spells_it() -> None:
+    name = "torch-2.5.0a0+872d972e41.nv24.08-cp310-cp310-linux_aarch64.whl"
+    nvidia = VersionSet({"torch": "==2.5.0a0+872d972e41.nv24.08", "torchvision": "==0.21.0"})
+    chosen = choose_set(SOURCE, [nvidia], nvidia, True, [], {"torch": [wheel(name)], "torchvision": [VISION]}, "3.10",
+                        tags_for)
+    assert chosen.pins["torch"] == "2.5.0a0+872d972e41.nv24.08" and chosen.files[0].version == chosen.pins["torch"]
