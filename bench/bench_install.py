@@ -6,17 +6,25 @@ Measures, in one run and with one warm uv cache:
   * the no-op re-run for every kind of source: a plain folder (after a build wrote into it),
     a git checkout, a git URL at a branch (one `git ls-remote`) and at a tag;
   * cold install vs a pip recipe following NVIDIA's documented steps (python -m venv,
-    pip install numpy, pip install the torch wheel, then the project under constraints).
+    pip install numpy, pip install the torch wheel, then the project under constraints);
+  * cold install vs uv by hand, then the same proof by hand: the probe scripts the install's
+    verify step runs (torch, bitsandbytes, the vendor files' integrity), once each, one after
+    another, in the new environment;
+  * with --before REV, the no-op re-run of every kind of source against the tool at that git
+    revision (a checkout of it for this run, its own catalog), in CPU seconds as well as wall.
 With --real-deps the public packages come from uv's default index instead of the loopback one:
 the real OBLITERATUS dependency tree (transformers, datasets, pandas, scikit-learn, matplotlib
 and the rest, at real wheel sizes), with the stub vendor builds standing in for the Jetson torch
 (--real-torch gives them the real CPU torch's native files). uv's cache is warmed first, so the
 figures compare what each does with the cache, not the download.
 
-Goals: a cold install with the real dependency tree at most 1.05x the same uv commands by hand;
-a no-op re-run at most 1.0x.
+Goals (issue 45): a cold install with the real dependency tree at most 1.05x the same uv commands
+by hand for the part uv by hand also does, and at most 1.2x uv by hand then the same proof by hand;
+a no-op re-run at most 1.0x uv by hand's wall time for every kind of source, and its CPU back to
+the tool's of a week before (--before REV).
 
-Run by hand from the repository root: .venv/bin/python bench/bench_install.py [--repeat N] [--real-deps]
+Run by hand from the repository root:
+    .venv/bin/python bench/bench_install.py [--repeat N] [--real-deps] [--before REV]
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 TOP = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "tests"))
@@ -42,6 +50,10 @@ from support.catalogs import stub_catalog_text  # noqa: E402
 from support.index_server import LoopbackIndex  # noqa: E402
 from support.stub_projects import build_index_dirs, make_obliteratus_git_repo, make_obliteratus_source  # noqa: E402
 
+from jetson_install.envs.manifest import manifest_path  # noqa: E402
+from jetson_install.envs.record import record_path  # noqa: E402
+from jetson_install.probes import integrity_command, probe_command  # noqa: E402
+
 
 class Sample(NamedTuple):
     wall: float
@@ -49,12 +61,12 @@ class Sample(NamedTuple):
 
 
 def timed(commands: Sequence[Sequence[str]], env: Dict[str, str],
-          steps: Optional[List[Dict[str, float]]] = None) -> Sample:
+          steps: Optional[List[Dict[str, float]]] = None, cwd: Optional[Path] = None) -> Sample:
     """Wall and CPU seconds of `commands`; for one install with --json, its steps' seconds go to
     `steps`, with "outside steps" for the rest (start-up, the checks before the first step, the no-op test)."""
     start, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     for argv in commands:
-        done = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        done = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
         if done.returncode != 0:
             raise SystemExit(f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr}")
     seconds = time.perf_counter() - start
@@ -77,11 +89,40 @@ def bench_env(work: Path, real_deps: bool) -> Dict[str, str]:
 
 
 def compared(what: str, tool: List[Sample], other: List[Sample], other_name: str) -> str:
-    """One line: the medians of both, and their ratio in wall and in CPU seconds."""
+    """One line: the medians of both, and the median of their ratios pair by pair (each sample
+    of `tool` beside the one of `other` taken next to it), in wall and in CPU seconds."""
     wall, other_wall = statistics.median(s.wall for s in tool), statistics.median(s.wall for s in other)
     cpu, other_cpu = statistics.median(s.cpu for s in tool), statistics.median(s.cpu for s in other)
-    return (f"{what:21} jetson-install {wall:6.2f}s   {other_name} {other_wall:6.2f}s   ratio {wall / other_wall:4.2f}x "
-            f"(CPU {cpu:5.2f}s vs {other_cpu:5.2f}s: {cpu / other_cpu:4.2f}x)")
+    wall_ratio = statistics.median(a.wall / b.wall for a, b in zip(tool, other))
+    cpu_ratio = statistics.median(a.cpu / b.cpu for a, b in zip(tool, other))
+    return (f"{what:21} jetson-install {wall:6.2f}s   {other_name} {other_wall:6.2f}s   ratio {wall_ratio:4.2f}x "
+            f"(CPU {cpu:5.2f}s vs {other_cpu:5.2f}s: {cpu_ratio:4.2f}x)")
+
+
+def before_checkout(revision: str, work: Path, vendor_dir: Path) -> Tuple[Path, Path]:
+    """The tool at `revision`, checked out for this run and compiled as an installed wheel is, and
+    the stub catalog its own test support makes from its own wheels-index.toml."""
+    folder = work / "before"
+    subprocess.run(["git", "-C", str(TOP), "worktree", "add", "--detach", "-q", str(folder), revision], check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(folder / "jetson_install")], check=True)
+    catalog = work / "before-wheels-index.toml"
+    made = ("import sys; sys.path.insert(0, sys.argv[1] + '/tests'); from pathlib import Path; "
+            "from support.catalogs import stub_catalog_text; "
+            "print(stub_catalog_text(Path(sys.argv[1], 'wheels-index.toml').read_text(), Path(sys.argv[2])), end='')")
+    catalog.write_text(subprocess.run([sys.executable, "-c", made, str(folder), str(vendor_dir)], check=True,
+                                      capture_output=True, text=True, cwd=folder).stdout)
+    return folder, catalog
+
+
+def proof_by_hand(python: Path, recorded: Path) -> List[List[str]]:
+    """The proof the verify step gives, by hand: each probe script it runs, once, one after
+    another, by the new environment's python; the integrity probe by size, as an install's is,
+    against the record and manifest the tool wrote for the same files (`recorded`: its DIR). A
+    probe that finds a failure says so in its output and exits 1 (the stub bitsandbytes has no
+    kernels), which the verify step reads and the proof by hand takes as it comes."""
+    probes = [probe_command(str(python), "torch"), probe_command(str(python), "bitsandbytes"),
+              integrity_command(str(python), str(record_path(recorded)), False, str(manifest_path(recorded)))]
+    return [["sh", "-c", '"$@"; exit 0', "sh", *probe] for probe in probes]
 
 
 def wrote_build_outputs(tree: Path) -> None:
@@ -99,6 +140,8 @@ def main() -> None:
                         help="the stub vendor torch carries the real CPU torch's native files (bench_disk.py's set)")
     parser.add_argument("--real-deps", action="store_true",
                         help="the public packages from uv's default index: OBLITERATUS' real dependency tree")
+    parser.add_argument("--before", metavar="REV",
+                        help="a git revision of the tool whose no-op re-runs to compare with, a week's old")
     args = parser.parse_args()
     # As an installed wheel would be: compiled, not recompiled on every run.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(TOP / "jetson_install")], check=True)
@@ -114,6 +157,12 @@ def main() -> None:
     # The catalog's jp6-cu126 source describing the stub vendor builds, as the tests make it.
     catalog.write_text(stub_catalog_text((TOP / "wheels-index.toml").read_text(), dirs.vendor))
     env.update(JETSON_INSTALL_WHEELS_INDEX=str(catalog))  # isolated_env's XDG_CONFIG_HOME has no config.toml
+    # Who re-runs each kind of source: the tool, and with --before the tool at that revision, run
+    # from its checkout (`python -m` puts that folder first on the path) with its own catalog.
+    runners: Dict[str, Tuple[Dict[str, str], Optional[Path]]] = {"jetson-install": (env, None)}
+    if args.before:
+        folder, before_catalog = before_checkout(args.before, work, dirs.vendor)
+        runners[args.before] = (dict(env, JETSON_INSTALL_WHEELS_INDEX=str(before_catalog)), folder)
     uv = find_uv()
     pins = [f"{name}=={version}" for name, version in VENDOR_PINS.items()]
     constraints = work / "constraints.txt"
@@ -163,43 +212,72 @@ def main() -> None:
 
         timed([tool(work / "warm-up")], env)  # fills the uv cache
         timed(by_hand(work / "hand-noop", True), env)
-        samples: Dict[str, List[Sample]] = {name: [] for name in ("tool", "hand", "pip", "noop-tool", "noop-hand")}
+        samples: Dict[str, List[Sample]] = {name: [] for name in ("tool", "hand", "hand-proof", "pip", "noop-tool",
+                                                                  "noop-hand")}
         cold_steps: List[Dict[str, float]] = []
         # Interleaved, so a slow moment on a busy machine hits every case alike.
         for n in range(args.repeat):
             samples["tool"].append(timed([tool(work / f"tool-{n}")], env, cold_steps))
             samples["hand"].append(timed(by_hand(work / f"hand-{n}", True), env))
+            proven = work / f"hand-proof-{n}"
+            proof = proof_by_hand(proven / "bin" / "python", work / f"tool-{n}")
+            samples["hand-proof"].append(timed(by_hand(proven, True) + proof, env))
             if not args.real_deps:  # pip would download the real tree on every run: minutes, not a comparison
                 samples["pip"].append(timed(pip_recipe(work / f"pip-{n}"), env))
             samples["noop-tool"].append(timed([tool(work / "warm-up")], env))
             samples["noop-hand"].append(timed(by_hand(work / "hand-noop", False), env))
-        for kind in kinds:
-            timed([tool(work / f"kind-{kind}", kind)], env)
-            timed(by_hand(work / f"kind-hand-{kind}", True, kind), env)
-            wrote_build_outputs(source)
-            wrote_build_outputs(repository)
-            if "unchanged" not in subprocess.run(tool(work / f"kind-{kind}", kind), env=env, capture_output=True,
-                                                 text=True).stdout:
-                print(f"{kind}: the re-run was not a no-op")
-        kind_samples: Dict[str, List[Sample]] = {}
-        for _ in range(args.repeat):
-            for kind in kinds:
-                kind_samples.setdefault(f"{kind}-tool", []).append(timed([tool(work / f"kind-{kind}", kind)], env))
-                kind_samples.setdefault(f"{kind}-hand", []).append(
-                    timed(by_hand(work / f"kind-hand-{kind}", False, kind), env))
+        kind_samples = no_op_by_kind(list(kinds), runners, tool, by_hand, work, (source, repository), args.repeat)
 
-    print(f"load average {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs); medians of {args.repeat}")
+    report(args.repeat, samples, cold_steps, kind_samples)
+    for folder in (cwd for _, cwd in runners.values() if cwd is not None):
+        subprocess.run(["git", "-C", str(TOP), "worktree", "remove", "--force", str(folder)], check=False)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def no_op_by_kind(kinds: List[str], runners: Dict[str, Tuple[Dict[str, str], Optional[Path]]],
+                  tool: Callable[[Path, str], List[str]], by_hand: Callable[[Path, bool, str], List[List[str]]],
+                  work: Path, trees: Tuple[Path, Path], repeat: int) -> Dict[Tuple[str, str], List[Sample]]:
+    """The no-op re-run of each kind of source by each runner and by uv by hand, interleaved,
+    after a build wrote into the source trees (`trees`: the folder and the git checkout)."""
+    env = runners["jetson-install"][0]
+    for kind in kinds:
+        timed(by_hand(work / f"kind-hand-{kind}", True, kind), env)
+        for n, (its_env, cwd) in enumerate(runners.values()):
+            timed([tool(work / f"kind-{n}-{kind}", kind)], its_env, cwd=cwd)
+        for tree in trees:
+            wrote_build_outputs(tree)
+        for n, (name, (its_env, cwd)) in enumerate(runners.items()):
+            if "unchanged" not in subprocess.run(tool(work / f"kind-{n}-{kind}", kind), env=its_env,
+                                                 capture_output=True, text=True, cwd=cwd).stdout:
+                print(f"{kind}: the re-run of {name} was not a no-op")
+    samples: Dict[Tuple[str, str], List[Sample]] = {}
+    for _ in range(repeat):
+        for kind in kinds:
+            samples.setdefault((kind, "uv by hand"), []).append(timed(by_hand(work / f"kind-hand-{kind}", False, kind), env))
+            for n, (name, (its_env, cwd)) in enumerate(runners.items()):
+                samples.setdefault((kind, name), []).append(timed([tool(work / f"kind-{n}-{kind}", kind)], its_env, cwd=cwd))
+    return samples
+
+
+def report(repeat: int, samples: Dict[str, List[Sample]], cold_steps: List[Dict[str, float]],
+           kind_samples: Dict[Tuple[str, str], List[Sample]]) -> None:
+    print(f"load average {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs); medians of {repeat}")
     print(compared("cold install:", samples["tool"], samples["hand"], "uv by hand"))
+    print(compared("cold install:", samples["tool"], samples["hand-proof"], "uv by hand, then the proof by hand"))
     print(compared("no-op re-run:", samples["noop-tool"], samples["noop-hand"], "uv by hand"))
     if samples["pip"]:
         print(compared("cold install:", samples["tool"], samples["pip"], "pip recipe"))
-    for kind in kinds:
-        print(compared(f"no-op, {kind}:", kind_samples[f"{kind}-tool"], kind_samples[f"{kind}-hand"], "uv by hand"))
+    # Each kind's re-run against uv by hand, and against the tool at --before where it ran.
+    for (kind, name), tool_samples in kind_samples.items():
+        if name != "jetson-install":
+            print(compared(f"no-op, {kind}:", kind_samples[(kind, "jetson-install")], tool_samples, name))
     cold_tool, cold_hand = (statistics.median(s.wall for s in samples[name]) for name in ("tool", "hand"))
     print(f"cold install, fixed overhead over uv by hand: {cold_tool - cold_hand:+.2f} s; each step (median):")
     for name in cold_steps[0]:
         print(f"  {name:14} {statistics.median(result[name] for result in cold_steps):6.2f} s")
-    shutil.rmtree(work, ignore_errors=True)
+    # What uv by hand also does: the install less its verify step.
+    by_hand_part = statistics.median(sample.wall - steps["verify"] for sample, steps in zip(samples["tool"], cold_steps))
+    print(f"cold install less its verify step: {by_hand_part:.2f} s, {by_hand_part / cold_hand:4.2f}x uv by hand")
 
 
 if __name__ == "__main__":
