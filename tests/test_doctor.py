@@ -477,6 +477,9 @@ def test_version_2_evidence_needs_the_kernel_and_runtime_sections(tmp_path: Path
 REAL_TORCH_PYTHON = os.environ.get("JETSON_INSTALL_REAL_TORCH_PYTHON")
 
 
+# Slow: the sealed proof imports the real torch under an empty bytecode folder, so it compiles
+# torch's sources: a minute of both cores, the same on every Python the fast tier runs on.
+@pytest.mark.slow
 def test_real_torch_is_judged_for_the_build_it_is() -> None:
     # tests/setup.d/10-real-torch-env: the CPU build where pip finds one on disk, else the one the
     # package index serves (a CUDA build), on this machine without a Jetson GPU either way.
