@@ -24,7 +24,7 @@ from jetson_install.base.errors import (
 )
 from jetson_install.base.redact import RedactingStream, json_text
 from jetson_install.cli.control_characters import refuse_control_characters
-from jetson_install.cli.options import NoCommandGiven
+from jetson_install.cli.groups import NoCommandGiven
 
 __all__ = ["STOPPING", "stop_like_ctrl_c", "restore", "StdoutClosed", "Stdout", "stdout_closed", "Stderr",
            "run_command", "report_error"]
@@ -191,7 +191,7 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
 
 def _said(exc: click.ClickException) -> str:
     """click's message, an unknown option's in the same words under every click release (8.1, the
-    newest for Python 3.8 and 3.9, said "No such option: --x"), as cli/options.py words an
+    newest for Python 3.8 and 3.9, said "No such option: --x"), as cli/groups.py words an
     unknown command."""
     if isinstance(exc, click.NoSuchOption):
         close = sorted(exc.possibilities or ())

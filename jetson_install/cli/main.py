@@ -27,7 +27,8 @@ from jetson_install.cli.exits import (
     stdout_closed,
     stop_like_ctrl_c,
 )
-from jetson_install.cli.options import CommandGroup, QuietStream, WithTargets, add_verbosity, install_options, platform_options
+from jetson_install.cli.groups import CommandGroup, QuietStream, WithTargets, add_verbosity
+from jetson_install.cli.options import install_options, platform_options
 
 if TYPE_CHECKING:
     from jetson_install.cli.commands.add import Addition
