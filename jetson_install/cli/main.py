@@ -1,6 +1,7 @@
 """The command line: parse the options (cli/options.py), call one function of the command's
 area (cli/commands/), render what it returns (cli/render.py); how a run ends, and with which exit
-code, is cli/exits.py's.
+code, is cli/exits.py's. A target's install, its plan, `add` and a saved plan's run are
+cli/install_commands.py's.
 
 What a command uses, its area's module (uv, HTTP, the doctor at its top), the renderer and the
 fixes, it imports when it runs: `--help`, `--version` and `detect` load none of it
@@ -11,12 +12,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import click
 
-from jetson_install.base.errors import EXIT_CHANGED, EXIT_CLOSED_OUTPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNSUPPORTED, BadInput
-from jetson_install.base.redact import json_text
+from jetson_install.base.errors import EXIT_CLOSED_OUTPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput
 from jetson_install.cli import options
 from jetson_install.cli.exits import (
     Stderr,
@@ -28,43 +28,13 @@ from jetson_install.cli.exits import (
     stop_like_ctrl_c,
 )
 from jetson_install.cli.groups import CommandGroup, QuietStream, WithTargets, add_verbosity
+from jetson_install.cli.install_commands import add, install_command, plan_add, plan_command
 from jetson_install.cli.options import install_options, platform_options
-
-if TYPE_CHECKING:
-    from jetson_install.cli.commands.add import Addition
-    from jetson_install.planning.fixes import Rerun
-    from jetson_install.planning.plan import Plan
-    from jetson_install.planning.plan_file import PlanFile
+from jetson_install.cli.output import exit_if, print_json, print_note
 
 #: What click reads to complete a command line instead of running it (`_{PROG_NAME}_COMPLETE`,
 #: https://click.palletsprojects.com/en/stable/shell-completion/); cli/completion.py answers it.
 COMPLETE_VARIABLE = "_JETSON_INSTALL_COMPLETE"
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json_text(data), nl=False)
-
-
-def _exit_if(code: int) -> None:
-    if code:
-        sys.exit(code)
-
-
-def _note(note: Optional[str]) -> None:
-    if note:
-        click.echo(f"note: {note}", err=True)
-
-
-def _install_command(target_id: str, summary: str) -> click.Command:
-    """`jetson-install TARGET`: install the target on the protected stack, then prove it works."""
-    return click.command(target_id, help=summary)(
-        options.INSTALL(lambda **given: _install(target_id, given, options.typed())))
-
-
-def _plan_command(target_id: str, summary: str) -> click.Command:
-    """`jetson-install plan TARGET`."""
-    return click.command(target_id, help=f"The ordered steps `jetson-install {target_id}` would take (offline "
-                                         "unless --resolve).")(options.PLAN(lambda **given: _plan(target_id, given)))
 
 
 def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
@@ -75,7 +45,7 @@ def _print_version(context: click.Context, _: click.Parameter, value: bool) -> N
         context.exit()
 
 
-@click.group(cls=WithTargets, make=_install_command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=WithTargets, make=install_command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version of jetson-install, its catalog, its uv and its Python, and exit.")
 def cli() -> None:
@@ -95,7 +65,7 @@ def detect(root: str, l4t: Optional[str], soc: Optional[str], as_json: bool) -> 
     from jetson_install.cli.render import platform_summary
 
     platform = detect_platform(platform_options(root, l4t, soc))
-    _print_json(platform.to_json()) if as_json else click.echo(platform_summary(platform, options.typed()))
+    print_json(platform.to_json()) if as_json else click.echo(platform_summary(platform, options.typed()))
     click.echo("".join(f"warning: {warning}\n" for warning in platform.warnings), err=True, nl=False)
 
 
@@ -110,8 +80,8 @@ def inspect(subject: str, root: str, l4t: Optional[str], soc: Optional[str], as_
     from jetson_install.cli.commands.inspect import inspect_subject, inspection_lines
 
     inspection = inspect_subject(subject, platform_options(root, l4t, soc))
-    _print_json(inspection.to_json()) if as_json else click.echo("\n".join(inspection_lines(inspection)))
-    _exit_if(0 if inspection.ok else EXIT_FAILED)
+    print_json(inspection.to_json()) if as_json else click.echo("\n".join(inspection_lines(inspection)))
+    exit_if(0 if inspection.ok else EXIT_FAILED)
 
 
 @cli.command()
@@ -122,66 +92,13 @@ def samples() -> None:
     click.echo("\n".join(f"sample:{name}" for name in sample_names()))
 
 
-@cli.group(cls=WithTargets, make=_plan_command)
+@cli.group(cls=WithTargets, make=plan_command)
 def plan() -> None:
     """Show what an install would do, changing nothing."""
 
 
-def _plan(target_id: str, given: Dict[str, Any]) -> None:
-    from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
-    from jetson_install.cli.render import plan_shown
-
-    the_plan = make_install_plan(install_options(target_id, given))
-    if given["out"]:
-        # Only here: a saved plan is made whole as the install makes it (its checks, the no-op
-        # decision), which a plain `plan` never loads.
-        from jetson_install.cli.commands.apply import saved_command
-
-        _save(the_plan, saved_command(options.typed(), Path.cwd()), given)
-        return
-    if given["resolve"]:
-        the_plan = resolve_plan(the_plan, options.typed())
-    _print_json(the_plan.to_json()) if given["as_json"] else click.echo(plan_shown(the_plan, options.typed()))
-    _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
-
-
-def _save(the_plan: Plan, command: Tuple[str, ...], given: Dict[str, Any]) -> None:
-    """`plan ... --out FILE`: the whole plan, saved for `--plan FILE`, and shown."""
-    from jetson_install.cli.commands.apply import save_plan
-    from jetson_install.cli.render import plan_text, saved_plan_lines
-
-    out = Path(given["out"])
-    the_plan, saved, warnings = save_plan(the_plan, options.typed(), command, out, given["resolve"])
-    click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
-    if given["as_json"]:
-        _print_json({**the_plan.to_json(), "would_change": saved.would_change,
-                     "would_change_reason": saved.would_change_reason, "plan_file": str(out)})
-    else:
-        click.echo(plan_text(the_plan))
-    click.echo("\n".join(saved_plan_lines(saved, out)), err=True)
-
-
-@plan.command("add")
-@options.PLAN_ADD
-def plan_add(requirements: Tuple[str, ...], venv: Optional[str], check_commands: Tuple[str, ...], as_json: bool,
-             resolve: bool, out: Optional[str]) -> None:
-    """The plan `jetson-install add` would run (offline unless --resolve or --out)."""
-    from jetson_install.cli.commands.add import addition
-    from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
-    from jetson_install.cli.render import addition_line, plan_text
-
-    flags = tuple(word for command in check_commands for word in ("--check-command", command))
-    made = addition(venv, requirements, flags, options.typed())
-    click.echo(addition_line(made.new, made.link, made.kept, made.command), err=True)
-    parsed = options.parsed(made.target, made.command.argv[1:])
-    the_plan = make_install_plan(install_options(made.target, parsed.params, parsed))
-    if out:
-        _save(the_plan, made.command.argv, {"out": out, "resolve": resolve, "as_json": as_json})
-        return
-    if resolve:
-        the_plan = resolve_plan(the_plan, made.command)
-    _print_json({**the_plan.to_json(), "add": made.to_json()}) if as_json else click.echo(plan_text(the_plan))
-    _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
+cli.add_command(add)
+plan.add_command(plan_add)
 
 
 @cli.command()
@@ -198,10 +115,10 @@ def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bo
     listed = read_channels(channel_id, check, vendor_index, mirrors,
                            options.given(click.get_current_context(), "default_index", default_index))
     if listed.reports is not None:
-        _print_json(check_json(listed.reports)) if as_json else click.echo("\n".join(check_lines(listed.reports)))
-        _exit_if(check_exit_code(listed.reports))
+        print_json(check_json(listed.reports)) if as_json else click.echo("\n".join(check_lines(listed.reports)))
+        exit_if(check_exit_code(listed.reports))
     else:
-        _print_json(channels_json(listed.catalog)) if as_json else \
+        print_json(channels_json(listed.catalog)) if as_json else \
             click.echo(channels_markdown(listed.catalog) if markdown else channels_text(listed.catalog))
 
 
@@ -241,90 +158,7 @@ def export(project_dir: str, uv: bool, channel_id: Optional[str], root: str, l4t
     click.echo(exported.fragment, nl=False) if exported.fragment is not None else click.echo(
         "\n".join(export_lines(exported)))
     for note in export_notes(exported):
-        _note(note)
-
-
-def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optional[Addition] = None,
-             context: Optional[click.Context] = None, saved: Optional[Tuple[PlanFile, Path]] = None) -> None:
-    """`rerun`: the command that runs, as typed (or as `add` or a saved plan made it); `added`:
-    what `add` asked for (in the JSON beside the install's own); `context`: where `given` was
-    parsed; `saved`: the plan file it runs exactly, and where it was read."""
-    from jetson_install.cli.commands.install import install, install_plan, preview
-    from jetson_install.cli.render import install_lines, plan_text
-    from jetson_install.tools.progress import display_for
-
-    if given["plan_file"] and saved is None:
-        _apply(target_id, given)
-        return
-    extra = {"add": added.to_json()} if added is not None else {}
-
-    def make() -> Plan:
-        return install_plan(install_options(target_id, given, context), given["lock_file"], given["wheelhouse"],
-                            rerun)
-
-    if saved is not None:
-        from jetson_install.cli.commands.apply import applied_plan
-
-        the_plan = applied_plan(saved[0], saved[1], make)
-    else:
-        the_plan = make()
-    if given["dry_run"] or not the_plan.supported:
-        decide = given["as_json"] or given["detailed_exitcode"]
-        the_plan, data, warnings = preview(the_plan, given["dry_run"], decide, rerun, given["upgrade"])
-        click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
-        _print_json({**data, **extra}) if given["as_json"] else click.echo(plan_text(the_plan))
-        _exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
-        _exit_if(EXIT_CHANGED if given["detailed_exitcode"] and data.get("would_change") else 0)
-        return
-    if not given["yes"] and sys.stdin.isatty() and not given["as_json"]:
-        click.echo(plan_text(the_plan), err=True)
-        if not click.confirm("Proceed?", default=True, err=True):
-            sys.exit(EXIT_INTERRUPTED)
-    done = install(the_plan, display_for(sys.stderr), rerun, given["upgrade"])
-    result = added.result(done.result) if added is not None else done.result
-    if given["as_json"]:
-        _print_json({**result.to_json(the_plan), "log": str(done.log), **extra})
-    click.echo("\n".join(install_lines(result, the_plan, done.log)), err=True)
-    _exit_if(result.exit_code)
-    _exit_if(EXIT_CHANGED if given["detailed_exitcode"] and result.status == "installed" else 0)
-
-
-def _apply(command: str, given: Dict[str, Any]) -> None:
-    """`TARGET --plan FILE`, `add --plan FILE`: the saved plan's install command, run exactly as
-    it was planned; only how it is shown and confirmed comes from this command line."""
-    from jetson_install.cli.commands.apply import read_saved
-    from jetson_install.planning.fixes import Rerun
-
-    path = Path(given["plan_file"])
-    saved = read_saved(path, command, options.given_on_command_line(click.get_current_context(), options.WITH_PLAN))
-    parsed = options.parsed(saved.command[0], saved.command[1:])
-    shown = {name: given[name] for name in options.WITH_PLAN if name != "plan_file"}
-    _install(saved.command[0], {**parsed.params, **shown}, Rerun(saved.command), None, parsed, (saved, path))
-
-
-@cli.command()
-@options.ADD
-def add(requirements: Tuple[str, ...], venv: Optional[str], dry_run: bool, yes: bool, as_json: bool,
-        check_commands: Tuple[str, ...], plan_file: Optional[str], detailed_exitcode: bool) -> None:
-    """Add packages to an environment, built as a new one beside it.
-
-    REQUIREMENT... are package names (with a version), git URLs or project folders. The new
-    environment is made by the command that made the old one, with what that one had added
-    kept, and is switched in only if its doctor passes; the old one stays for rollback."""
-    from jetson_install.cli.commands.add import addition
-    from jetson_install.cli.render import addition_line
-
-    if plan_file:
-        _apply("add", {"plan_file": plan_file, "dry_run": dry_run, "yes": yes, "as_json": as_json,
-                       "detailed_exitcode": detailed_exitcode})
-        return
-    flags = tuple(flag for flag, given in (("--dry-run", dry_run), ("--yes", yes), ("--json", as_json),
-                                           ("--detailed-exitcode", detailed_exitcode)) if given)
-    flags += tuple(word for command in check_commands for word in ("--check-command", command))
-    made = addition(venv, requirements, flags, options.typed())
-    click.echo(addition_line(made.new, made.link, made.kept, made.command), err=True)
-    parsed = options.parsed(made.target, made.command.argv[1:])
-    _install(made.target, parsed.params, made.command, made, parsed)  # a fix names it, as if typed
+        print_note(note)
 
 
 @cli.command("lock")
@@ -338,7 +172,7 @@ def lock(**given: Any) -> None:
     result = board_lock(install_options(target, given), given["python"], given["python_version"],
                         Path(given["output"] or f"{target}.lock"), options.typed())
     if given["as_json"]:
-        _print_json(result.to_json())
+        print_json(result.to_json())
     click.echo("\n".join(lock_lines(result)), err=True)
 
 
@@ -359,12 +193,12 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, push: Optional[str],
         result = fill_wheelhouse(Path(lock_file), where, tool_wheel, index, options.typed(), mirrors,
                                  allow_insecure_index)
         if as_json and not push:
-            _print_json(result)
+            print_json(result)
         click.echo("\n".join(wheelhouse_lines(result)), err=True)
     if push:
         pushed = push_wheelhouse(where, push, allow_insecure_index, lambda line: click.echo(line, err=True))
         if as_json:
-            _print_json(pushed)
+            print_json(pushed)
         click.echo("\n".join(pushed_lines(pushed)), err=True)
     if serve:
         def serving(server: WheelhouseServer) -> None:
@@ -390,14 +224,14 @@ def doctor(root: str, l4t: Optional[str], soc: Optional[str], venv: Optional[str
     from jetson_install.doctor import render_lines
 
     if list_checks:
-        _print_json(check_list_json(checks_listed())) if as_json else click.echo(check_list(checks_listed()))
+        print_json(check_list_json(checks_listed())) if as_json else click.echo(check_list(checks_listed()))
         return
     interpreter, note = doctoring.doctor_interpreter(venv, python)
-    _note(note)
+    print_note(note)
     run = doctoring.doctor(interpreter, platform_options(root, l4t, soc), only, strict or bool(gate_evidence), no_gpu,
                            preflight, evidence, gate_evidence, progress=lambda line: click.echo(line, err=True))
-    _print_json(run.evidence) if as_json else click.echo("\n".join(render_lines(run.report)))
-    _exit_if(run.report.exit_code)
+    print_json(run.evidence) if as_json else click.echo("\n".join(render_lines(run.report)))
+    exit_if(run.report.exit_code)
 
 
 @cli.command()
@@ -411,7 +245,7 @@ def dockerfile(root: str, l4t: Optional[str], soc: Optional[str], base: Optional
     if made.written is None:
         click.echo(made.text, nl=False)
         return
-    _note(made.note)
+    print_note(made.note)
     click.echo(dockerfile_written(str(output), made.base, made.written), err=True)
 
 
@@ -426,7 +260,7 @@ def container_entrypoint(venv: str, command: Tuple[str, ...]) -> None:
 
     start = container_start(Path(venv), os.environ, command)
     click.echo("\n".join(start.lines), err=True)
-    _exit_if(start.exit_code)
+    exit_if(start.exit_code)
     if command:
         os.execvp(command[0], list(command))
 
@@ -446,7 +280,7 @@ def evidence_check(files: Tuple[str, ...], max_age: Optional[float], requirement
 
     verdicts = judged(files, max_age, requirements, partial)
     click.echo("\n".join(verdict.line() for verdict in verdicts))
-    _exit_if(0 if all(verdict.ok for verdict in verdicts) else EXIT_FAILED)
+    exit_if(0 if all(verdict.ok for verdict in verdicts) else EXIT_FAILED)
 
 
 @evidence.command("table")
@@ -474,11 +308,11 @@ def labels(root: str, l4t: Optional[str], soc: Optional[str], evidence_file: Opt
         environment: Optional[Path] = Path(venv).absolute()
     else:
         environment, note = default_environment("labels") if evidence_file is None else (None, None)
-        _note(note)
+        print_note(note)
     result = runner_labels(platform_options(root, l4t, soc), evidence_file, max_age, environment, options.typed())
     click.echo("".join(f"warning: {warning}\n" for warning in result.warnings), err=True, nl=False)
     if as_json:
-        _print_json(result.to_json())
+        print_json(result.to_json())
         return
     click.echo(",".join(result.labels))
     click.echo(f"cuda: {'yes' if 'cuda' in result.labels else 'no'}: {result.cuda_reason}", err=True)
@@ -492,7 +326,7 @@ def list_command(as_json: bool) -> None:
     from jetson_install.envs.lifecycle import list_environments
 
     listed = list_environments()
-    _print_json(environments_json(listed)) if as_json else click.echo("\n".join(environments_lines(listed)))
+    print_json(environments_json(listed)) if as_json else click.echo("\n".join(environments_lines(listed)))
 
 
 def _environment(venv: Optional[str], command: str) -> Tuple[Path, str]:
@@ -500,7 +334,7 @@ def _environment(venv: Optional[str], command: str) -> Tuple[Path, str]:
     from jetson_install.cli.commands.lifecycle import environment_link
 
     link, where, note = environment_link(venv, command)
-    _note(note)
+    print_note(note)
     return link, where
 
 
@@ -513,7 +347,7 @@ def rollback(venv: Optional[str], as_json: bool) -> None:
 
     result = roll_back(*_environment(venv, "rollback"))
     if as_json:
-        _print_json(result.to_json())
+        print_json(result.to_json())
     click.echo("\n".join(rollback_lines(result)), err=as_json)
 
 
@@ -530,7 +364,7 @@ def uninstall(venv: Optional[str], yes: bool, as_json: bool) -> None:
         sys.exit(EXIT_INTERRUPTED)
     result = remove(link, where)
     if as_json:
-        _print_json(result.to_json())
+        print_json(result.to_json())
     click.echo("\n".join(uninstall_lines(result)), err=as_json)
 
 
@@ -545,7 +379,7 @@ def clean(dry_run: bool, failed_evidence: bool, as_json: bool) -> None:
 
     result = clean_up(dry_run, failed_evidence)
     if as_json:
-        _print_json(result.to_json())
+        print_json(result.to_json())
     click.echo("\n".join(clean_lines(result)), err=as_json)
 
 
@@ -558,7 +392,7 @@ def paths(as_json: bool) -> None:
     from jetson_install.cli.render import paths_lines
 
     found = find_paths()
-    _print_json({"schema_version": SCHEMA_VERSION, "paths": [place.to_json() for place in found]}) if as_json \
+    print_json({"schema_version": SCHEMA_VERSION, "paths": [place.to_json() for place in found]}) if as_json \
         else click.echo("\n".join(paths_lines(found)))
 
 
@@ -574,8 +408,8 @@ def outdated(venvs: Tuple[str, ...], default_index: Optional[str], as_json: bool
     from jetson_install.cli.render import outdated_lines
 
     found = find_outdated(venvs, options.given(click.get_current_context(), "default_index", default_index))
-    _print_json(found.to_json()) if as_json else click.echo("\n".join(outdated_lines(found)))
-    _exit_if(found.exit_code)
+    print_json(found.to_json()) if as_json else click.echo("\n".join(outdated_lines(found)))
+    exit_if(found.exit_code)
 
 
 add_verbosity(cli)
