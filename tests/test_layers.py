@@ -137,6 +137,7 @@ def test_planning_loads_nothing_that_runs_a_process_reads_an_index_or_runs_the_d
 # TOML parser only where a data file is read, the doctor and the runner only where they run.
 _SAMPLE = "sample:agx-orin-64gb-jp6.2"
 _NEVER_LOADED = ("requests", "urllib3", "jetson_install.tools.index", "jetson_install.tools.oci",
+                 "jetson_install.tools.oci_credentials", "jetson_install.tools.oci_mirror",
                  "jetson_install.tools.runner", "jetson_install.doctor", "jetson_install.running")
 _UNUSED: Dict[Tuple[str, ...], Tuple[str, ...]] = {
     ("--version",): _NEVER_LOADED + ("tomllib", "jetson_install.base.toml_file", "jetson_install.board",

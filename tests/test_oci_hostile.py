@@ -20,9 +20,10 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
+from jetson_install.base.errors import BlobMismatch, RegistryRefused, RegistryUnreachable
 from jetson_install.base.oci_ref import Reference, parse_reference
-from jetson_install.tools import oci
-from jetson_install.tools.oci import BlobMismatch, Registry, RegistryRefused, RegistryUnreachable
+from jetson_install.tools import oci_credentials
+from jetson_install.tools.oci import Registry
 
 TOKEN = "s3cret-token-never-elsewhere"
 DIGEST = "sha256:" + hashlib.sha256(b"the real wheel").hexdigest()
@@ -297,7 +298,7 @@ def test_a_credential_helper_that_hangs_or_prints_garbage_is_one_line_never_its_
     (helpers / "docker-credential-odd").write_text(script)
     (helpers / "docker-credential-odd").chmod(0o755)
     monkeypatch.setenv("PATH", f"{helpers}:{os.environ['PATH']}")
-    monkeypatch.setattr(oci, "_HELPER_TIMEOUT", 1.0)
+    monkeypatch.setattr(oci_credentials, "_HELPER_TIMEOUT", 1.0)
     (home / ".docker").mkdir()
     (home / ".docker" / "config.json").write_text(json.dumps({"credHelpers": {registry.host: "odd"}}))
     client, reference = _client(registry)
@@ -317,4 +318,4 @@ def test_a_docker_config_that_is_a_fifo_is_passed_over(servers: Tuple[_Server, _
     registry.routes["/v2/fleet/jp6/blobs/"] = lambda handler: handler.reply(200, b"the real wheel", {})
     client, reference = _client(registry)
     assert client.blob_size(reference, DIGEST) == len(b"the real wheel")
-    assert oci._credentials(reference) == ("fleet", TOKEN)  # ~/.netrc's, read on
+    assert oci_credentials.credentials(reference) == ("fleet", TOKEN)  # ~/.netrc's, read on

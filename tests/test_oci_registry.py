@@ -23,11 +23,11 @@ from support.index_server import LoopbackIndex
 from support.oci_registry import StubRegistry
 from support.stub_projects import IndexDirs
 
-from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.errors import BadInput, BlobMismatch, RegistryRefused, StepFailed
 from jetson_install.base.oci_ref import Reference, parse_reference
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
 from jetson_install.fleet.oci_wheelhouse import push_wheelhouse
-from jetson_install.tools.oci import BlobMismatch, Registry, RegistryRefused
+from jetson_install.tools.oci import Registry
 
 if TYPE_CHECKING:
     from jetson_install.catalog.catalog import VendorSource
@@ -365,7 +365,7 @@ def test_channels_check_says_changed_for_a_registry_whose_manifest_names_a_recor
         registry: StubRegistry, stub_index_dirs: IndexDirs, tmp_path: Path,
         start_index: Callable[..., LoopbackIndex]) -> None:
     """A tag whose manifest titles the recorded torch wheel with another blob: counted missing before."""
-    from jetson_install.tools.oci import Layer, wheelhouse_manifest
+    from jetson_install.base.oci_manifest import Layer, wheelhouse_manifest
 
     env = _runner_env(tmp_path / "runner", stub_index_dirs.vendor)
     good = start_index(stub_index_dirs.vendor, name="good")

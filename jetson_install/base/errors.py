@@ -30,6 +30,10 @@ __all__ = [
     "ElfError",
     "IndexUnreachable",
     "IndexRefused",
+    "RegistryError",
+    "RegistryUnreachable",
+    "RegistryRefused",
+    "BlobMismatch",
 ]
 
 EXIT_OK = 0
@@ -129,3 +133,20 @@ class IndexUnreachable(JetsonInstallError):
 class IndexRefused(JetsonInstallError):
     """The index answered, refusing the credentials (401, 403): its fix is the credentials', not a
     network's, so callers that replace an unreachable index's fix leave this one."""
+
+
+class RegistryError(JetsonInstallError):
+    """A registry's request did not succeed. Here, not beside the client (tools/oci.py): where
+    credentials are found (tools/oci_credentials.py) raises them too."""
+
+
+class RegistryUnreachable(RegistryError):
+    """The registry did not answer, or answered with an error."""
+
+
+class RegistryRefused(RegistryError):
+    """The registry (or its token service) refused the credentials it was given, or wanted some."""
+
+
+class BlobMismatch(RegistryError):
+    """A blob arrived with bytes other than its digest: refused, and nothing of it kept."""

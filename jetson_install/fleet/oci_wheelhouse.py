@@ -4,7 +4,7 @@ pull-through caches) with the hashes of its own lock deciding.
 
 Every file of the wheelhouse's lock is one blob, whose digest is the file's sha256, and the
 lock itself another; the manifest names each by the `org.opencontainers.image.title`
-annotation, as `oras push` does (tools/oci.py). Each file is checked against the lock before it
+annotation, as `oras push` does (base/oci_manifest.py). Each file is checked against the lock before it
 is sent, and the registry checks each blob against its digest on arrival.
 """
 
@@ -16,10 +16,11 @@ import stat
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.errors import BadInput, RegistryError, StepFailed
+from jetson_install.base.oci_manifest import Layer, wheelhouse_manifest
 from jetson_install.base.oci_ref import Reference
 from jetson_install.catalog.lock_file import FILES_DIR, WHEELHOUSE_LOCK, file_sha256, parse_lock, read_lock_text
-from jetson_install.tools.oci import Layer, RegistryError, registry_for, wheelhouse_manifest
+from jetson_install.tools.oci import registry_for
 
 __all__ = ["push_wheelhouse", "registry_runner_command"]
 

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from packaging.utils import canonicalize_name
 
-from jetson_install.base.errors import BadInput, IndexRefused, IndexUnreachable, StepFailed
+from jetson_install.base.errors import BadInput, IndexRefused, IndexUnreachable, RegistryError, StepFailed
 from jetson_install.base.outputs import replace_file
 from jetson_install.catalog.lock_file import (
     FILES_DIR,
@@ -25,7 +25,7 @@ from jetson_install.catalog.lock_file import (
 )
 from jetson_install.base.oci_ref import is_oci, parse_reference
 from jetson_install.tools.index import Stalled, fetch_file, project_files
-from jetson_install.tools.oci import RegistryError, blob_reference, fetch_by_reference
+from jetson_install.tools.oci_mirror import blob_reference, fetch_by_reference
 
 __all__ = ["wheelhouse_pages", "fill_wheelhouse", "tool_install_command"]
 

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from jetson_install.base.errors import StepFailed
+from jetson_install.base.errors import RegistryError, StepFailed
 from jetson_install.base.oci_ref import is_oci
 from jetson_install.base.layout import (
     COMPANIONS_INPUT,
@@ -55,7 +55,7 @@ from jetson_install.planning import vendor_sources
 from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.routes.shared import left_to_uv
 from jetson_install.running.execution import Run
-from jetson_install.tools import index, oci
+from jetson_install.tools import index, oci_mirror
 from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event, StepProgress
 
 __all__ = ["fetch", "fetched_companions", "wheels_cache"]
@@ -179,11 +179,11 @@ def _checked(chosen: ChosenFile, where: str, plan: Plan, run: Run) -> Tuple[str,
         try:
             if is_oci(chosen.url):  # a registry's blob, by its digest (checked as it arrives)
                 shown(0, 0)
-                oci.fetch_by_reference(chosen.url, partial, plan.settings.allow_insecure)
+                oci_mirror.fetch_by_reference(chosen.url, partial, plan.settings.allow_insecure)
             else:
                 index.fetch_file(_with_credentials(chosen.url, (*plan.indexes, *plan.route.file_sources())), partial,
                                  shown)
-        except oci.RegistryError as exc:
+        except RegistryError as exc:
             raise StepFailed("fetch", f"step 'fetch' failed: {exc.message}",
                              exc.fix or plan.route.unreachable_fix(plan, run.rerun, chosen.file)) from None
         except StepFailed as failure:

@@ -23,7 +23,7 @@ from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from jetson_install.base.errors import IndexRefused, IndexUnreachable, StepFailed
+from jetson_install.base.errors import IndexRefused, IndexUnreachable, RegistryError, RegistryRefused, StepFailed
 from jetson_install.base.oci_ref import is_oci, parse_reference
 from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
 from jetson_install.base.redirects import MAX_REDIRECTS, refused_redirect
@@ -228,16 +228,16 @@ def _registry_listings(source: VendorSource, index: str, names: List[str],
                        allow_insecure: bool) -> Dict[str, List[ListedFile]]:
     """A registry read as a mirror: its failures become an index's, so a dead or refusing
     registry is passed over as a dead or refusing index is."""
-    from jetson_install.tools import oci
+    from jetson_install.tools import oci_mirror
 
     builds = {name: [(build.file, build.sha256) for build in source.builds
                      if build.sha256 and canonicalize_name(build.name) == canonicalize_name(name)] for name in names}
     try:
-        return oci.recorded_listings(parse_reference(index, "a mirror"), builds, allow_insecure)
-    except oci.RegistryRefused as exc:
+        return oci_mirror.recorded_listings(parse_reference(index, "a mirror"), builds, allow_insecure)
+    except RegistryRefused as exc:
         raise IndexRefused(f"the registry {index} refused the request: {exc.message.split(': ', 1)[-1]}",
                            fix=exc.fix) from None
-    except oci.RegistryError as exc:
+    except RegistryError as exc:
         text = exc.message.split(": ", 1)[1] if exc.message.startswith(f"{index}: ") else exc.message
         cause = re.fullmatch(r"the registry \S+ did not answer \((.*)\)", text)
         raise IndexUnreachable(f"the vendor index {index} did not answer ({cause.group(1) if cause else text})",

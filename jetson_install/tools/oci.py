@@ -5,61 +5,41 @@ https://github.com/opencontainers/distribution-spec/blob/main/spec.md).
 A registry is a store addressed by sha256, and every file this tool installs is already known
 by its sha256 (a lock's entries, the catalog's builds): a blob is asked for by that digest and
 its bytes are checked against it as they arrive, so a registry, a tag or a manifest never
-decides a hash. A wheelhouse is pushed as one OCI image manifest whose layers are its files,
-each named by the `org.opencontainers.image.title` annotation, as `oras push` writes files
-(https://oras.land/docs/commands/oras_push), so `oras pull` reads it too.
+decides a hash. What a wheelhouse's manifest holds is base/oci_manifest.py's; a registry read
+as a mirror of the recorded builds, tools/oci_mirror.py's.
 
-Credentials are the registry clients' own: ~/.docker/config.json (its credential helpers, or
-`auths`) and ~/.netrc, read only when a registry asks for them, sent only to that registry or
-the token service it names, over https (or to loopback), and never logged or shown.
+Credentials are the registry clients' own (tools/oci_credentials.py finds them), read only when
+a registry asks for them, sent only to that registry or the token service it names, over https
+(or to loopback), and never logged or shown.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import hashlib
 import json
-import netrc
-import os
 import re
-import stat
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 from urllib.parse import urljoin, urlsplit
 
 import requests
 import requests.auth
 
-from jetson_install.base.errors import JetsonInstallError
+from jetson_install.base.errors import BlobMismatch, RegistryError, RegistryRefused, RegistryUnreachable
+from jetson_install.base.oci_manifest import EMPTY, MANIFEST_TYPE, TITLE, Layer, Manifest, sha256_digest
 from jetson_install.base.oci_ref import DIGEST, Reference, is_loopback_host
-from jetson_install.base.outputs import read_regular_file
 from jetson_install.base.redirects import MAX_REDIRECTS, refused_redirect
-from jetson_install.catalog.identity import ListedFile
+from jetson_install.tools.oci_credentials import CREDENTIALS_FIX, IDENTITY_TOKEN_USER, Secret, credentials
 
-__all__ = ["RegistryError", "RegistryUnreachable", "RegistryRefused", "BlobMismatch", "Layer", "Manifest",
-           "Registry", "wheelhouse_manifest", "registry_for", "recorded_listings", "blob_reference", "fetch_by_reference", "CREDENTIALS_FIX",
-           "MANIFEST_TYPE", "TITLE"]
+__all__ = ["Registry", "registry_for"]
 
 #: Seconds to open a connection, and to wait for each read: a registry that is down costs seconds, never a hang.
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 60.0  # a blob may be torch (0.5-2 GB), and a registry may assemble an upload before it answers
 
-# The media types of an OCI image manifest and of its unused config, the empty descriptor
-# (https://github.com/opencontainers/image-spec/blob/main/manifest.md#guidance-for-an-empty-descriptor).
-MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
-_EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
-_EMPTY = b"{}"
-# What `oras push` gives a file's layer by default (https://oras.land/docs/commands/oras_push).
-_FILE_TYPE = "application/vnd.oci.image.layer.v1.tar"
-# An artifact sets artifactType where its config is empty
-# (https://github.com/opencontainers/image-spec/blob/main/artifacts-guidance.md).
-ARTIFACT_TYPE = "application/vnd.jetson-install.wheelhouse.v1"
-# A layer's file name (https://github.com/opencontainers/image-spec/blob/main/annotations.md).
-TITLE = "org.opencontainers.image.title"
 _CHUNK = 1 << 20
 # The most of a manifest read: what registries accept and their clients read (the distribution
 # spec: "Registries SHOULD accept manifests of at least 4 megabytes"; containerd reads no more),
@@ -67,70 +47,6 @@ _CHUNK = 1 << 20
 _MANIFEST_LIMIT = 4 << 20
 # The most of any other answer read whole (a token, an error's JSON): each is a few hundred bytes.
 _ANSWER_LIMIT = 64 << 10
-_CONFIG_LIMIT = 1 << 20  # ~/.docker/config.json
-#: Seconds a docker credential helper has to answer (it may ask a keyring that is locked).
-_HELPER_TIMEOUT = 30.0
-#: What to do when a registry refuses: the two places registries' clients keep credentials, neither a command line.
-CREDENTIALS_FIX = ("log in as the registry's clients do: `docker login HOST` (~/.docker/config.json, or the credential "
-                   "helper it names), or a line in ~/.netrc (machine HOST login USER password TOKEN); never on a "
-                   "command line")
-
-
-class RegistryError(JetsonInstallError):
-    """A registry's request did not succeed."""
-
-
-class RegistryUnreachable(RegistryError):
-    """The registry did not answer, or answered with an error."""
-
-
-class RegistryRefused(RegistryError):
-    """The registry (or its token service) refused the credentials it was given, or wanted some."""
-
-
-class BlobMismatch(RegistryError):
-    """A blob arrived with bytes other than its digest: refused, and nothing of it kept."""
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One file of a manifest: its name (the title annotation), digest and size."""
-
-    title: str
-    digest: str
-    size: int
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A manifest as the registry served it: its digest (of these very bytes) and its layers."""
-
-    digest: str
-    layers: Tuple[Layer, ...]
-    artifact_type: Optional[str]
-
-    def by_digest(self) -> Dict[str, Layer]:
-        return {layer.digest: layer for layer in self.layers}
-
-
-def _sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def wheelhouse_manifest(layers: List[Layer]) -> bytes:
-    """An OCI image manifest of `layers` (the wheelhouse's files, in order), its config the
-    empty descriptor and its artifactType the wheelhouse's. Deterministic: the same files give
-    the same bytes, so the same digest."""
-    manifest = {
-        "schemaVersion": 2,
-        "mediaType": MANIFEST_TYPE,
-        "artifactType": ARTIFACT_TYPE,
-        "config": {"mediaType": _EMPTY_TYPE, "digest": _sha256(_EMPTY), "size": len(_EMPTY),
-                   "data": base64.b64encode(_EMPTY).decode("ascii")},
-        "layers": [{"mediaType": _FILE_TYPE, "digest": layer.digest, "size": layer.size,
-                    "annotations": {TITLE: layer.title}} for layer in layers],
-    }
-    return json.dumps(manifest, indent=2, sort_keys=False).encode("utf-8")
 
 
 def registry_for(reference: Reference, plain_http_allowed: bool) -> "Registry":
@@ -142,156 +58,6 @@ def registry_for(reference: Reference, plain_http_allowed: bool) -> "Registry":
 @functools.lru_cache(maxsize=None)  # thread-safe: at worst two threads each make one, and one is kept
 def _registry(host: str, plain_http_allowed: bool) -> "Registry":
     return Registry(Reference(host, "_"), plain_http_allowed)
-
-
-def blob_reference(reference: Reference, sha256: str) -> str:
-    """How a listing names a blob of the repository: its reference by digest (a tag never moves it)."""
-    return str(Reference(reference.host, reference.repository, None, f"sha256:{sha256}"))
-
-
-def recorded_listings(reference: Reference, builds: Mapping[str, List[Tuple[str, str]]],
-                      plain_http_allowed: bool) -> Dict[str, List[ListedFile]]:
-    """What a registry serves of the recorded builds, as a listing: for each project, each
-    build (file name, sha256) whose blob the repository holds, named by its digest. With a tag
-    or digest, its manifest says which it holds (one request); without, each blob is asked for
-    (HEAD). Nothing here trusts a name: a blob is the build only by its digest."""
-    registry = registry_for(reference, plain_http_allowed)
-    manifest = registry.manifest(reference) if reference.manifest_reference else None
-    held = manifest.by_digest() if manifest is not None else None
-    # A manifest that titles a recorded file with another digest serves another build under
-    # its name: listed with the digest it has, so that the reader refuses it as changed, as it
-    # refuses an index's (catalog/resolve.complete_set), instead of counting it missing.
-    titled = {layer.title: layer.digest for layer in manifest.layers} if manifest is not None else {}
-
-    def served(file: str, sha256: str) -> Optional[str]:
-        if held is not None:
-            return sha256 if f"sha256:{sha256}" in held else _hex(titled.get(file))
-        return sha256 if registry.blob_size(reference, f"sha256:{sha256}") is not None else None
-
-    listings: Dict[str, List[ListedFile]] = {}
-    for project, files in builds.items():
-        found = [(file, served(file, sha256)) for file, sha256 in files]
-        listings[project] = [ListedFile(file, blob_reference(reference, digest), digest) for file, digest in found
-                             if digest is not None]
-    return listings
-
-
-def _hex(digest: Optional[str]) -> Optional[str]:
-    """A layer's `sha256:HEX` digest as the hex a listing carries; None for none, or another algorithm."""
-    return digest[len("sha256:"):] if digest is not None and digest.startswith("sha256:") else None
-
-
-def fetch_by_reference(blob: str, destination: Path, plain_http_allowed: bool) -> int:
-    """The blob `blob` (an `oci://HOST/REPOSITORY@sha256:...` a listing gave) into `destination`, checked."""
-    from jetson_install.base.oci_ref import parse_reference
-
-    reference = parse_reference(blob, "a blob")
-    assert reference.digest is not None
-    return registry_for(reference, plain_http_allowed).fetch_blob(reference, reference.digest, destination)
-
-
-# -- credentials ---------------------------------------------------------------------------------
-
-_Secret = Tuple[str, str]  # (user, password); user "<token>" with an identity token, as docker's helpers give it
-_IDENTITY_TOKEN_USER = "<token>"
-
-
-def _docker_config() -> Dict[str, Any]:
-    """~/.docker/config.json (or $DOCKER_CONFIG/config.json), as docker reads it; {} where there is none."""
-    folder = os.environ.get("DOCKER_CONFIG") or str(Path.home() / ".docker")
-    try:
-        # Bounded, and a FIFO or device in its place is passed over rather than waited on.
-        text = read_regular_file(Path(folder) / "config.json", _CONFIG_LIMIT)
-        data = json.loads(text.decode("utf-8")) if text is not None else {}
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _hostname_of(key: str) -> str:
-    """An `auths` key as docker matches it: "https://host/v1/" and "host" both name host."""
-    if "://" in key:
-        key = key.split("://", 1)[1]
-    return key.split("/", 1)[0]
-
-
-def _from_helper(helper: str, host: str) -> Optional[_Secret]:
-    """A docker credential helper's answer for `host`: `docker-credential-NAME get`, the server
-    on its stdin, JSON {Username, Secret} on its stdout, which is never logged
-    (https://github.com/docker/docker-credential-helpers#development)."""
-    from jetson_install.tools import runner
-
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", helper):
-        return None
-    program = f"docker-credential-{helper}"
-    fix = f"check it by hand: echo {host} | {program} get"
-    done = runner.run([program, "get"], input_text=host, timeout=_HELPER_TIMEOUT, secret_stdout=True)
-    if done.timed_out:
-        raise RegistryRefused(f"the credential helper {program} gave no answer for {host} within "
-                              f"{_HELPER_TIMEOUT:g} s", fix=fix)
-    if done.returncode != 0:
-        return None  # "credentials not found": anonymous, or ~/.netrc
-    try:
-        answer = json.loads(done.stdout)
-        user, secret = str(answer["Username"]), str(answer["Secret"])
-    except (ValueError, KeyError, TypeError):
-        # Its output is never shown: it may hold the secret itself.
-        raise RegistryRefused(f"the credential helper {program} answered for {host} with something other than "
-                              "its JSON", fix=fix) from None
-    return (user, secret) if secret else None
-
-
-def _from_auths(entry: Mapping[str, Any]) -> Optional[_Secret]:
-    token = entry.get("identitytoken")
-    if isinstance(token, str) and token:
-        return _IDENTITY_TOKEN_USER, token
-    auth = entry.get("auth")
-    if isinstance(auth, str) and auth:
-        try:
-            user, _, password = base64.b64decode(auth).decode("utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        return (user, password) if password else None
-    name, secret = entry.get("username"), entry.get("password")
-    return (name, secret) if isinstance(name, str) and isinstance(secret, str) and secret else None
-
-
-def _from_netrc(hostname: str) -> Optional[_Secret]:
-    path = os.environ.get("NETRC") or str(Path.home() / ".netrc")
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None  # a FIFO or device in its place is passed over rather than waited on
-        found = netrc.netrc(path).authenticators(hostname)
-    except (OSError, netrc.NetrcParseError):
-        return None
-    if found is None or not found[2]:
-        return None
-    return found[0] or "", found[2]
-
-
-def _credentials(reference: Reference) -> Optional[_Secret]:
-    """The user and secret for the registry, where docker reads them (a credential helper
-    named for the host, else the default store, else `auths`), else ~/.netrc's line for its
-    host (https://docs.docker.com/reference/cli/docker/login/#credential-stores)."""
-    config = _docker_config()
-    helpers = config.get("credHelpers")
-    if isinstance(helpers, dict) and isinstance(helpers.get(reference.host), str):
-        found = _from_helper(helpers[reference.host], reference.host)
-        if found:
-            return found
-    store = config.get("credsStore")
-    if isinstance(store, str) and store:
-        found = _from_helper(store, reference.host)
-        if found:
-            return found
-    auths = config.get("auths")
-    if isinstance(auths, dict):
-        for key, entry in auths.items():
-            if isinstance(entry, dict) and _hostname_of(str(key)) == reference.host:
-                found = _from_auths(entry)
-                if found:
-                    return found
-    return _from_netrc(reference.hostname)
 
 
 # -- the token flow -----------------------------------------------------------------------------
@@ -329,7 +95,7 @@ class Registry:
         self._session.auth = _OwnAuthorization()
         self._base: Optional[str] = None
         self._authorization: Dict[str, str] = {}  # scope -> Authorization header
-        self._secret: Optional[_Secret] = None
+        self._secret: Optional[Secret] = None
         self._secret_read = False
         self._lock = threading.Lock()
 
@@ -353,7 +119,7 @@ class Registry:
                                       f"clients read ({_MANIFEST_LIMIT >> 20} MiB): refused",
                                       fix=f"push the wheelhouse there again: jetson-install wheelhouse DIR --push "
                                           f"{reference}")
-        digest = _sha256(body)
+        digest = sha256_digest(body)
         if reference.digest and digest != reference.digest:
             raise BlobMismatch(f"{reference}: the registry served a manifest whose sha256 is {digest}: refused",
                                fix="the registry's store is damaged or altered: push the wheelhouse again, or use "
@@ -433,7 +199,7 @@ class Registry:
         with response:
             self._answered(response, reference, f"the blob {digest}")
             data = _read(response, reference, f"the blob {digest}", limit)
-        if len(data) > limit or _sha256(data) != digest:
+        if len(data) > limit or sha256_digest(data) != digest:
             raise BlobMismatch(f"{reference}: the blob {digest} arrived with other bytes: refused",
                                fix="the registry's store is damaged or altered: push the wheelhouse again, or use "
                                    "another registry")
@@ -472,10 +238,10 @@ class Registry:
                                  headers={"Content-Type": MANIFEST_TYPE})
         with response:
             self._answered(response, reference, "the manifest", expected=(201,))
-        return _sha256(body)
+        return sha256_digest(body)
 
     def push_empty_config(self, reference: Reference) -> None:
-        self.push_blob(reference, _sha256(_EMPTY), len(_EMPTY), _EMPTY)
+        self.push_blob(reference, sha256_digest(EMPTY), len(EMPTY), EMPTY)
 
     # -- HTTP ------------------------------------------------------------------------------
 
@@ -590,7 +356,7 @@ class Registry:
         if secret is not None:
             self._check_clear(realm)
         try:
-            if secret is not None and secret[0] == _IDENTITY_TOKEN_USER:
+            if secret is not None and secret[0] == IDENTITY_TOKEN_USER:
                 # An identity (refresh) token is exchanged by POST (the token spec's OAuth2 form).
                 answer = self._session.post(realm, data={"grant_type": "refresh_token", "refresh_token": secret[1],
                                                          "service": params["service"], "scope": scope,
@@ -608,7 +374,7 @@ class Registry:
         with answer:
             self._token_answer(reference, scope, realm, secret, answer)
 
-    def _token_answer(self, reference: Reference, scope: str, realm: str, secret: Optional[_Secret],
+    def _token_answer(self, reference: Reference, scope: str, realm: str, secret: Optional[Secret],
                       answer: requests.Response) -> None:
         if answer.is_redirect:
             # Not followed: the request carried the credentials, for the token service the registry named.
@@ -633,9 +399,9 @@ class Registry:
                                       fix="check the registry's token service")
         self._authorization[scope] = f"Bearer {token}"
 
-    def _credentials(self, reference: Reference) -> Optional[_Secret]:
+    def _credentials(self, reference: Reference) -> Optional[Secret]:
         if not self._secret_read:
-            self._secret, self._secret_read = _credentials(reference), True
+            self._secret, self._secret_read = credentials(reference), True
         return self._secret
 
     def _check_clear(self, url: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import unquote, urlsplit
 
-from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.errors import BadInput, RegistryError, StepFailed
 from jetson_install.base.layout import FETCHED_DIR, LOCK_FILE, MANIFEST_FILE, TO_INSTALL_FILE, state_of
 from jetson_install.base.oci_ref import Reference, is_oci, parse_reference
 from jetson_install.base.outputs import replace_file
@@ -259,7 +259,7 @@ def read_lock_in_use(lock_file: Optional[str], wheelhouse: Optional[str], plan: 
 
 def _registry_lock(reference: Reference, allow_insecure: bool) -> Tuple[Reference, str]:
     """The lock a registry's wheelhouse manifest carries, and the reference pinned to that manifest."""
-    from jetson_install.tools.oci import RegistryError, registry_for
+    from jetson_install.tools.oci import registry_for
 
     fix = f"push a wheelhouse there (jetson-install wheelhouse DIR --lock FILE --push {reference}), or name its lock: --lock FILE"
     try:
@@ -328,7 +328,8 @@ def _fetch(step: Step, run: Execution) -> str:
     into the new environment's state folder; the manifest named, where one is, must list them all."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from jetson_install.tools.oci import Layer, RegistryError, registry_for
+    from jetson_install.base.oci_manifest import Layer
+    from jetson_install.tools.oci import registry_for
     from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event
 
     route = run.plan.route
