@@ -18,7 +18,9 @@ from support.cli import run_cli
 
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.catalog.constraints import channel_constraint_lines
-from jetson_install.catalog.uv_export import BOARD_MARKER, fragment, on_a_jetson, uv_settings
+from jetson_install.catalog.uv_export import fragment
+from jetson_install.catalog.uv_project import on_a_jetson
+from jetson_install.catalog.uv_settings import BOARD_MARKER, uv_settings
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -381,7 +381,7 @@ def clean_lines(result: Cleaned) -> List[str]:
 
 def export_lines(exported: Exported) -> List[str]:
     """What `export --uv` wrote into the project, a setting a line."""
-    from jetson_install.catalog.uv_export import settings_lines
+    from jetson_install.catalog.uv_settings import settings_lines
 
     settings, edit, channel = exported.settings, exported.edit, exported.settings.channel
     assert edit is not None

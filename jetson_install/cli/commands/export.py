@@ -11,7 +11,8 @@ from jetson_install.base.errors import BadInput, NotAJetson, Unsupported
 from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.catalog import Channel, load_catalog
 from jetson_install.catalog.settings import load_index_settings
-from jetson_install.catalog.uv_export import UvEdit, UvSettings, edit_project, fragment, uv_settings, write_atomically
+from jetson_install.catalog.uv_export import UvEdit, edit_project, fragment, write_atomically
+from jetson_install.catalog.uv_settings import UvSettings, uv_settings
 from jetson_install.cli.commands.channels import unknown_channel
 from jetson_install.cli.commands.given import PlatformOptions
 from jetson_install.cli.commands.platform import detect_platform
