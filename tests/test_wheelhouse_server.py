@@ -24,10 +24,11 @@ from support.cli import run_cli
 from support.stub_projects import IndexDirs
 from support.index_server import LoopbackIndex
 
+from jetson_install.cli.commands.fleet import serving_lines
 from jetson_install.fleet import wheelhouse_server
 from jetson_install.planning.fixes import Rerun
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
-from jetson_install.fleet.wheelhouse_server import WheelhouseServer, open_server, serving_lines
+from jetson_install.fleet.wheelhouse_server import WheelhouseServer, open_server
 
 TOP = Path(__file__).resolve().parent.parent
 SAMPLE = "sample:agx-orin-64gb-jp6.2"

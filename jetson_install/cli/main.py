@@ -182,9 +182,9 @@ def wheelhouse(directory: str, lock_file: str, serve: bool, push: Optional[str],
                tool_wheel: Optional[str], default_index: Optional[str], mirrors: Tuple[str, ...],
                allow_insecure_index: bool, as_json: bool) -> None:
     """Download every file of a lock into DIR, with a PEP 503 index beside them."""
-    from jetson_install.cli.commands.fleet import fill_wheelhouse, push_wheelhouse, serve_wheelhouse
+    from jetson_install.cli.commands.fleet import fill_wheelhouse, push_wheelhouse, serve_wheelhouse, serving_lines, serving_url
     from jetson_install.cli.render import pushed_lines, wheelhouse_lines
-    from jetson_install.fleet.wheelhouse_server import WheelhouseServer, serving_lines, serving_url
+    from jetson_install.fleet.wheelhouse_server import WheelhouseServer
 
     where = Path(directory).absolute()
     context = click.get_current_context()

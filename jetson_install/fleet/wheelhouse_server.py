@@ -27,11 +27,9 @@ import email.utils
 import errno
 import http.server
 import io
-import ipaddress
 import os
 import re
 import select
-import shlex
 import shutil
 import socket
 import stat
@@ -44,10 +42,9 @@ from urllib.parse import quote, unquote, urlsplit
 
 from jetson_install.base.errors import BadInput
 from jetson_install.catalog.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, Lock, read_lock
-from jetson_install.planning.fixes import Rerun, runner_command
+from jetson_install.planning.fixes import Rerun
 
-__all__ = ["WheelhouseServer", "open_server", "serving_lines", "serving_url", "IDLE_TIMEOUT", "HEAD_TIMEOUT",
-           "MAX_CONNECTIONS"]
+__all__ = ["WheelhouseServer", "open_server", "IDLE_TIMEOUT", "HEAD_TIMEOUT", "MAX_CONNECTIONS"]
 
 # uv downloads up to 50 files at once (DEFAULT_DOWNLOADS in astral-sh/uv
 # crates/uv-configuration/src/concurrency.rs); socketserver's queue is 5
@@ -474,35 +471,3 @@ def open_server(directory: Path, bind: str, port: int, rerun: "Rerun", *, idle_t
                            fix=f"use one of its addresses, or all of them: {rerun.with_option('--bind', '0.0.0.0')}") \
                 from None
         raise
-
-
-def serving_url(bind: str, port: int) -> str:
-    """The address runners reach a served wheelhouse at: this host's name where it listens on all."""
-    host = socket.gethostname() if bind in ("0.0.0.0", "::") else bind
-    return f"http://{host}:{port}/"
-
-
-def _reach(bind: str) -> str:
-    """Who can download what is served on `bind`."""
-    try:
-        address = ipaddress.ip_address(bind)
-    except ValueError:
-        return "this machine only" if bind == "localhost" else "the hosts that reach that address"
-    if address.is_unspecified:
-        # The default: the fleet's runners are other hosts, and must reach it.
-        return ("all of this machine's addresses, so any host that reaches this port can download them, as the "
-                "fleet's runners must (--bind 127.0.0.1 keeps it to this machine)")
-    return "this machine only" if address.is_loopback else "the hosts that reach that address"
-
-
-def serving_lines(server: WheelhouseServer, bind: str) -> List[str]:
-    """What `--serve` prints: first where it listens and what that exposes, then each runner's command."""
-    port = server.server_address[1]
-    lock = str(server.directory / WHEELHOUSE_LOCK)
-    return [f"serving {server.directory} (its {WHEELHOUSE_LOCK}, {FILES_DIR}/ and {SIMPLE_DIR}/, read-only, nothing "
-            f"else) on {bind}:{port}: {_reach(bind)}; Ctrl-C stops",
-            f"  on each runner, with its own copy of {lock} (the hashes come from it, so copy it as you trust it): "
-            + runner_command(server.lock.target, lock, serving_url(bind, port)),
-            f"  this server is for a few boards on a trusted network; a fleet's is nginx serving {server.directory} "
-            "as it is (docs/fleets.md) or an OCI registry: jetson-install wheelhouse "
-            f"{shlex.quote(str(server.directory))} --push oci://HOST/REPOSITORY:TAG"]

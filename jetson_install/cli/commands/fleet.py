@@ -1,18 +1,22 @@
 """`lock` and `wheelhouse`: a board's whole environment resolved into a lock, and a lock's
-files downloaded for a fleet and served to it."""
+files downloaded for a fleet and served to it (and what `--serve` says: where it listens, who
+can reach it, each runner's command)."""
 
 from __future__ import annotations
 
+import ipaddress
+import shlex
+import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from jetson_install.base.errors import StepFailed, Unsupported
 from jetson_install.base.oci_ref import parse_reference
 from jetson_install.base.outputs import check_output
 from jetson_install.base.sourced import Sourced
 from jetson_install.catalog.identity import NoBuildForPython
-from jetson_install.catalog.lock_file import read_lock
+from jetson_install.catalog.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, read_lock
 from jetson_install.catalog.settings import check_index_url, load_index_settings, wheelhouse_index
 from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
@@ -20,10 +24,10 @@ from jetson_install.fleet.lock import LockResult, lock_target, make_lock, no_bui
 from jetson_install.fleet.oci_wheelhouse import push_wheelhouse as push
 from jetson_install.fleet.wheelhouse import fill_wheelhouse as fill
 from jetson_install.fleet.wheelhouse_server import WheelhouseServer, open_server
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.fixes import Rerun, runner_command
 from jetson_install.tools.index import RUN_AGAIN
 
-__all__ = ["board_lock", "fill_wheelhouse", "push_wheelhouse", "serve_wheelhouse"]
+__all__ = ["board_lock", "fill_wheelhouse", "push_wheelhouse", "serve_wheelhouse", "serving_url", "serving_lines"]
 
 
 def board_lock(options: InstallOptions, python: Optional[str], python_version: Optional[str], output: Path,
@@ -77,3 +81,35 @@ def serve_wheelhouse(directory: Path, bind: str, port: int, rerun: Rerun,
             server.serve_forever()
         except KeyboardInterrupt:
             return
+
+
+def serving_url(bind: str, port: int) -> str:
+    """The address runners reach a served wheelhouse at: this host's name where it listens on all."""
+    host = socket.gethostname() if bind in ("0.0.0.0", "::") else bind
+    return f"http://{host}:{port}/"
+
+
+def _reach(bind: str) -> str:
+    """Who can download what is served on `bind`."""
+    try:
+        address = ipaddress.ip_address(bind)
+    except ValueError:
+        return "this machine only" if bind == "localhost" else "the hosts that reach that address"
+    if address.is_unspecified:
+        # The default: the fleet's runners are other hosts, and must reach it.
+        return ("all of this machine's addresses, so any host that reaches this port can download them, as the "
+                "fleet's runners must (--bind 127.0.0.1 keeps it to this machine)")
+    return "this machine only" if address.is_loopback else "the hosts that reach that address"
+
+
+def serving_lines(server: WheelhouseServer, bind: str) -> List[str]:
+    """What `--serve` prints: first where it listens and what that exposes, then each runner's command."""
+    port = server.server_address[1]
+    lock = str(server.directory / WHEELHOUSE_LOCK)
+    return [f"serving {server.directory} (its {WHEELHOUSE_LOCK}, {FILES_DIR}/ and {SIMPLE_DIR}/, read-only, nothing "
+            f"else) on {bind}:{port}: {_reach(bind)}; Ctrl-C stops",
+            f"  on each runner, with its own copy of {lock} (the hashes come from it, so copy it as you trust it): "
+            + runner_command(server.lock.target, lock, serving_url(bind, port)),
+            f"  this server is for a few boards on a trusted network; a fleet's is nginx serving {server.directory} "
+            "as it is (docs/fleets.md) or an OCI registry: jetson-install wheelhouse "
+            f"{shlex.quote(str(server.directory))} --push oci://HOST/REPOSITORY:TAG"]
