@@ -187,6 +187,20 @@ def test_a_redirect_off_a_plain_http_registry_is_not_followed(
     assert not other.seen
 
 
+def test_a_registry_that_redirects_without_end_is_refused_after_its_tenth_redirect(
+        servers: Tuple[_Server, _Server], home: Path, tmp_path: Path) -> None:
+    registry, _ = servers
+    registry.routes["/v2/fleet/jp6/blobs/"] = lambda handler: handler.reply(307, headers={
+        "Location": f"/v2/fleet/jp6/blobs/{DIGEST}?hop={len(handler.server.seen)}"})
+    client, reference = _client(registry)
+    with pytest.raises(RegistryUnreachable) as refused:
+        client.fetch_blob(reference, DIGEST, tmp_path / "wheel.whl")
+    assert refused.value.message.endswith("the registry redirected more than 10 times")
+    # The first request and the ten redirects followed: an eleventh is never asked for.
+    assert len([path for _, path, _ in registry.seen if path.startswith("/v2/fleet/jp6/blobs/")]) == 11
+    assert not (tmp_path / "wheel.whl").exists()
+
+
 def _challenge(server: _Server, token_path: str = "/token") -> Route:
     def route(handler: _Handler) -> None:
         if handler.headers.get("Authorization", "").startswith("Bearer "):

@@ -78,6 +78,12 @@ class _OwnAuthorization(requests.auth.AuthBase):
         return request
 
 
+def _too_long(reference: Reference, digest: str, size: int) -> BlobMismatch:
+    return BlobMismatch(f"{reference}: the blob {digest} runs past its {size} bytes: refused",
+                        fix="the registry's store is damaged or altered: push the wheelhouse again, or use another "
+                            "registry")
+
+
 class Registry:
     """The registry of `reference`'s host: one session, its scheme found once, and a token
     per repository scope. http is used only where `plain_http_allowed` (a loopback host, or
@@ -152,9 +158,6 @@ class Registry:
         `size` (the manifest's), as soon as it does. Returns its size."""
         if not DIGEST.fullmatch(digest):
             raise RegistryError(f"{digest!r} is not a sha256 digest")
-        too_long = BlobMismatch(f"{reference}: the blob {digest} runs past its {size} bytes: refused",
-                                fix="the registry's store is damaged or altered: push the wheelhouse again, or use "
-                                    "another registry")
         response = self._request("GET", reference, f"blobs/{digest}")
         with response:
             if response.status_code == 404:
@@ -164,7 +167,7 @@ class Registry:
             self._answered(response, reference, f"the blob {digest}")
             announced = response.headers.get("Content-Length", "")
             if size is not None and announced.isdigit() and int(announced) > size:
-                raise too_long
+                raise _too_long(reference, digest, size)
             hasher = hashlib.sha256()
             got_size = 0
             try:
@@ -172,7 +175,7 @@ class Registry:
                     for chunk in response.iter_content(chunk_size=_CHUNK):
                         got_size += len(chunk)
                         if size is not None and got_size > size:
-                            raise too_long
+                            raise _too_long(reference, digest, size)
                         hasher.update(chunk)
                         stream.write(chunk)
                         if progress is not None:
@@ -286,9 +289,13 @@ class Registry:
                 raise RegistryRefused(f"{reference}: the registry asked for credentials in the middle of an upload",
                                       fix=CREDENTIALS_FIX)
             response = self._once(method, url, scope, kwargs)
-        for _ in range(MAX_REDIRECTS + 1):
+        for followed in range(MAX_REDIRECTS + 1):
             if not response.is_redirect or method not in ("GET", "HEAD"):
                 break
+            if followed == MAX_REDIRECTS:
+                response.close()
+                raise RegistryUnreachable(f"{reference}: the registry redirected more than {MAX_REDIRECTS} times",
+                                          fix="check the registry's configuration")
             target = urljoin(url, response.headers.get("Location", ""))
             response.close()
             refused = refused_redirect(url, target)
@@ -297,10 +304,6 @@ class Registry:
                                           fix="serve the registry's blobs from its own host, or over https")
             url = target
             response = self._once(method, url, scope if self._own(url) else None, kwargs)
-        else:
-            response.close()
-            raise RegistryUnreachable(f"{reference}: the registry redirected more than {MAX_REDIRECTS} times",
-                                      fix="check the registry's configuration")
         if response.status_code == 401 and not self._own(url):
             response.close()
             raise RegistryRefused(f"{reference}: {_shown(url)}, where the registry redirected, asked for credentials: "
