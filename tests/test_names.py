@@ -29,4 +29,4 @@ def test_only_the_stdlib_probes_write_the_rule_by_hand() -> None:
     # They run in the target's interpreter, which need not have packaging.
     by_hand = re.compile(r're\.sub\(r"\[-_\.\]\+"')
     found = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if by_hand.search(path.read_text()))
-    assert found == ["probes/additions_probe.py", "probes/integrity_probe.py", "probes/stack_probe.py"]
+    assert found == ["probes/additions_probe.py", "probes/dist_records.py", "probes/stack_probe.py"]

@@ -6,7 +6,8 @@ the sealed proof is.
 
 -I -S: neither the environment's `.pth` files nor `sitecustomize` run in this probe, so none of
 them can change what it reports; site_layout.py beside it works out which folders `site`
-would read (the venv's from its layout, the user's, the system's), as Lib/site.py does.
+would read (the venv's from its layout, the user's, the system's), as Lib/site.py does;
+dist_records.py reads the distributions' RECORDs, and what_ran.py judges what ran.
 
 - Start-up hooks: every `*.pth` file in those folders with a line that `site` executes (one
   that starts with `import` and a space or tab: Lib/site.py, addpackage), and every
@@ -32,52 +33,28 @@ Prints one JSON line: {"probe": "integrity", "hashed": ..., "site_dirs": [...], 
 "hooks": [...], "distributions": {...}, "ran": {...}}.
 """
 
-import base64
-import csv
-import glob
-import hashlib
 import importlib.machinery
 import json
 import os
-import re
 import runpy
 import stat
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+# dist_records.py (the RECORDs' rows and digests) and what_ran.py (the `ran` section) beside this
+# file, run rather than imported: -I keeps this folder off sys.path.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_RECORDS = runpy.run_path(os.path.join(_HERE, "dist_records.py"))
+ALGORITHMS, NAMED, Records, digest_of, located, normalize, rows_of, same_digest = (_RECORDS[name] for name in (
+    "ALGORITHMS", "NAMED", "Records", "digest_of", "located", "normalize", "rows_of", "same_digest"))
+Ran = runpy.run_path(os.path.join(_HERE, "what_ran.py"))["Ran"]
+
 STACK = ("torch", "torchvision", "torchaudio", "bitsandbytes")
-#: What the sealed torch probe imports besides the vendor builds (it checks NumPy's version):
-#: its dependencies are the stack's too.
-SUBJECTS = ("numpy",)
-#: How many paths of one kind a report names; the count says how many there were.
-NAMED = 20
 # What `site` executes of a .pth file (Lib/site.py, addpackage).
 EXECUTED = ("import ", "import\t")
-# Algorithms a RECORD may use: sha256 or stronger (md5 and sha1 are refused by the spec above).
-ALGORITHMS = ("sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s")
 #: What an installer writes into a dist-info folder about the install itself, never a file of
 #: the wheel (the spec above; uv_cache.json is uv's).
 INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json")
-REQUIRES = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9][A-Za-z0-9._-]*)", re.MULTILINE)
-DPKG_LISTS = "/var/lib/dpkg/info/*.list"
-
-
-def normalize(name):
-    # PEP 503's rule (packaging.utils.canonicalize_name), for a probe without packaging.
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def digest_of(path, algorithm="sha256"):
-    """The digest of a regular file's bytes; OSError for anything else (the open of a FIFO
-    would wait for a writer, a device never ends)."""
-    digest = hashlib.new(algorithm)
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with open(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise OSError("%s is not a regular file" % path)
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest
 
 
 def pth_files(folder):
@@ -106,84 +83,6 @@ def read_pth(path):
             if os.path.isdir(folder):
                 added.append(os.path.abspath(folder))
     return executes, added
-
-
-def read_text(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
-def rows_of(text):
-    """A RECORD's rows as (path, hash, size), the last two as written ("sha256=...", "123")."""
-    rows = []
-    for line in text.splitlines():
-        # csv only for a quoted path (one with a comma): torch's RECORD has 15 000 lines.
-        row = next(csv.reader([line])) if line.startswith('"') else line.rsplit(",", 2)
-        if len(row) == 3 and row[0]:
-            rows.append(row)
-    return rows
-
-
-def located(folder, relative):
-    """A path a RECORD or manifest names relative to site-packages, made absolute."""
-    return os.path.normpath(os.path.join(folder, relative))
-
-
-class Records:
-    """Every distribution in the site folders, its RECORD kept as text: a distribution's rows
-    are parsed when its files are verified, or when what ran is looked up (the index)."""
-
-    def __init__(self, folders):
-        self.dists = {}  # normalized name -> (site folder, dist-info folder, version, RECORD text or None)
-        for folder in folders:
-            try:
-                names = sorted(os.listdir(folder))
-            except OSError:
-                continue
-            for name in names:
-                # An .egg-info (a setup.py install) has no RECORD: its files cannot be verified.
-                if not name.endswith((".dist-info", ".egg-info")):
-                    continue
-                dist, _, version = name[: -len(".dist-info")].partition("-")
-                key = normalize(dist)
-                if key not in self.dists:  # an import takes the first on the path; so does importlib.metadata
-                    self.dists[key] = (folder, name, version, read_text(os.path.join(folder, name, "RECORD")))
-        self._index = None
-
-    def owners(self, path):
-        """The distributions whose RECORD lists `path` (FOLDER/RELATIVE, as RECORD spells it)."""
-        found = []
-        for key, (folder, _, _, text) in self.dists.items():
-            if text is None or not path.startswith(folder + "/"):
-                continue
-            relative = path[len(folder) + 1:]
-            # A row's path starts the text or a line and ends at a comma; csv quotes one with a comma in it.
-            if text.startswith(relative + ",") or "\n" + relative + "," in text or '"' + relative + '",' in text:
-                found.append(key)
-        return found
-
-    def owner_of(self, path):
-        found = self.owners(path)
-        return found[0] if found else None
-
-    def index(self):
-        """Every RECORD row by its file's real path: [(distribution, hash, size)]."""
-        if self._index is None:
-            self._index = {}
-            for key, (folder, _, _, text) in self.dists.items():
-                real = os.path.realpath(folder)
-                for relative, hashed, size in rows_of(text or ""):
-                    self._index.setdefault(located(real, relative), []).append((key, hashed, size))
-        return self._index
-
-    def requirements(self, key):
-        """The names `key`'s METADATA requires (every Requires-Dist, whatever its marker)."""
-        folder, dist_info, _, _ = self.dists[key]
-        text = read_text(os.path.join(folder, dist_info, "METADATA")) or ""
-        return [normalize(name) for name in REQUIRES.findall(text.split("\n\n", 1)[0])]
 
 
 def describe_hook(kind, path, records):
@@ -224,19 +123,6 @@ def read_manifest(path):
         return {normalize(name): entry for name, entry in data["distributions"].items() if isinstance(entry, dict)}
     except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return None
-
-
-def same_digest(task):
-    """Whether a file's digest is the expected one: hex (a manifest's) or urlsafe base64,
-    unpadded (a RECORD's)."""
-    path, algorithm, expected = task
-    try:
-        digest = digest_of(path, algorithm)
-    except OSError:
-        return False
-    if len(expected) == 2 * digest.digest_size and re.fullmatch("[0-9a-f]+", expected):
-        return digest.hexdigest() == expected
-    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii") == expected.rstrip("=")
 
 
 def named(paths):
@@ -390,173 +276,6 @@ def recorded_names(path):
     except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return []
     return [name for name in names if isinstance(name, str)]
-
-
-def required_by(roots, records):
-    """The distributions `roots` require, transitively, by name (markers and extras aside)."""
-    found, pending = set(), list(roots)
-    while pending:
-        key = pending.pop()
-        if key in found:
-            continue
-        found.add(key)
-        if key in records.dists:
-            pending.extend(records.requirements(key))
-    return found
-
-
-def dpkg_packages(paths):
-    """{path: Debian package} for the paths dpkg's file lists name. A merged /usr lists
-    /lib/X for what now lies at /usr/lib/X, so both spellings are looked up."""
-    spellings = {}
-    for path in paths:
-        spellings[path] = path
-        if path.startswith("/usr/"):
-            spellings.setdefault(path[len("/usr"):], path)
-    found = {}
-    for listing in glob.glob(DPKG_LISTS):
-        package = os.path.basename(listing)[: -len(".list")].split(":")[0]
-        try:
-            with open(listing, encoding="utf-8", errors="surrogateescape") as lines:
-                for line in lines:
-                    path = spellings.get(line.rstrip("\n"))
-                    if path is not None:
-                        found.setdefault(path, package)
-        except OSError:
-            continue
-    return found
-
-
-def held_by(key, manifest):
-    """What a measured manifest entry holds: the wheel's files, or a kept stack's as installed."""
-    if ((manifest or {}).get(key) or {}).get("kept_from"):
-        return "%s's files as the environment was made" % key
-    return "%s's wheel" % key
-
-
-class Ran:
-    """What ran in the sealed proof, judged file by file."""
-
-    def __init__(self, folders, records, manifest, verified, vendor, hash_files):
-        self.records, self.manifest, self.verified, self.hash_files = records, manifest, verified, hash_files
-        self.folders = [(os.path.realpath(folder), folder) for folder in folders]
-        layout = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "site_layout.py"))
-        venv = layout["venv_config"](sys.executable)
-        self.prefix = os.path.realpath(venv[0]) if venv else None
-        self.interpreter = os.path.realpath(sys.executable)
-        self.required = required_by(vendor | set(SUBJECTS), records)
-        self.vendor = vendor
-        self.artifacts = {}  # real path -> distribution, for every file a measured manifest entry lists
-        for key, entry in (manifest or {}).items():
-            if key in records.dists and entry.get("measured") and isinstance(entry.get("files"), dict):
-                real = os.path.realpath(records.dists[key][0])
-                for relative in entry["files"]:
-                    self.artifacts[located(real, relative)] = key
-
-    def site_of(self, real):
-        for folder, _ in self.folders:
-            if real.startswith(folder + "/"):
-                return folder
-        return None
-
-    def judge(self, real, gone):
-        """(distribution, None) for a file accounted for, else (distribution or None, why)."""
-        if gone:
-            return None, "it was removed or replaced after it was loaded"
-        key = self.artifacts.get(real)
-        if key is not None:
-            if real in self.verified[key].matched:
-                return key, None
-            return key, "it differs from %s (the manifest's sha256)" % held_by(key, self.manifest)
-        owners = sorted({owner for owner, _, _ in self.records.index().get(real, ())})
-        if len(owners) > 1:
-            return None, "the RECORDs of %s all list it" % ", ".join(owners)
-        if not owners:
-            return None, "no distribution lists it"
-        key = owners[0]
-        entry = (self.manifest or {}).get(key) or {}
-        if entry.get("measured"):
-            return key, "%s's RECORD lists it, and %s does not hold it" % (key, held_by(key, self.manifest))
-        same = real in self.verified[key].matched if key in self.verified else self.matches_record(real)
-        return key, None if same else "it differs from %s's RECORD" % key
-
-    def matches_record(self, real):
-        """A file of a distribution the vendor checks did not cover, against its RECORD row:
-        by size, and with --hash by digest."""
-        _, hashed, size = self.records.index()[real][0]
-        algorithm, _, digest = hashed.partition("=")
-        try:
-            if size and str(os.stat(real).st_size) != size:
-                return False
-        except OSError:
-            return False
-        if not self.hash_files:
-            return True
-        return algorithm.lower() in ALGORITHMS and bool(digest) and same_digest((real, algorithm.lower(), digest))
-
-    def report(self, accounts):
-        """The `ran` section from the sealed probes' `files` lines."""
-        paths, made, path_entries = {}, 0, set()
-        for account in accounts.values():
-            if not isinstance(account, dict):
-                continue
-            pycache = account.get("pycache")
-            path_entries.update(account.get("path") or ())
-            listed = [os.path.join(folder, name) for folder, names in (account.get("modules") or {}).items()
-                      for name in names]
-            for path in listed + list(account.get("mapped") or ()):
-                gone = path.endswith(" (deleted)")
-                path = path[: -len(" (deleted)")] if gone else path
-                if pycache and (path + "/").startswith(pycache.rstrip("/") + "/"):
-                    made += 1
-                    continue
-                real = os.path.realpath(path)
-                paths[real] = paths.get(real, False) or gone
-        distributions, unaccounted, platform = {}, [], []
-        for real, gone in sorted(paths.items()):
-            site = self.site_of(real)
-            inside = site is not None or (self.prefix is not None and real.startswith(self.prefix + "/"))
-            if not inside or real == self.interpreter:
-                platform.append(real)
-                continue
-            key, why = self.judge(real, gone) if site is not None else (None, "it lies in the environment, outside "
-                                                                              "its site folders")
-            shown = os.path.relpath(real, site) if site is not None else real
-            if why is not None:
-                unaccounted.append({"path": shown, "why": why})
-            elif key is not None:
-                entry = distributions.setdefault(key, {
-                    "version": self.records.dists[key][2], "files": 0, "vendor": key in self.vendor,
-                    "required": key in self.required,
-                    "basis": self.verified[key].basis if real in self.artifacts else "record"})
-                entry["files"] += 1
-        return {
-            "probes": sorted(name for name, account in accounts.items() if isinstance(account, dict)),
-            "files": len(paths) + made,
-            "made": made,
-            "environment": len(paths) - len(platform),
-            "distributions": distributions,
-            "unaccounted": unaccounted[:NAMED],
-            "unaccounted_count": len(unaccounted),
-            "platform": platform_report(platform, sorted(path_entries, key=len, reverse=True)),
-        }
-
-
-def platform_report(paths, path_entries):
-    """The platform's files: each shared object by path, the Python modules by the folder of
-    the path they were found on (the standard library's), each with its Debian package."""
-    packages = dpkg_packages(paths)
-    folders, report = {}, []
-    for path in paths:
-        entry = next((folder for folder in path_entries if path.startswith(folder.rstrip("/") + "/")), None)
-        if entry is not None:
-            folders.setdefault(entry, []).append(path)
-        else:
-            report.append({"path": path, "files": 1, "package": packages.get(path)})
-    for folder, found in sorted(folders.items()):
-        names = sorted({packages[path] for path in found if path in packages})
-        report.append({"path": folder.rstrip("/") + "/", "files": len(found), "package": ", ".join(names) or None})
-    return sorted(report, key=lambda entry: entry["path"])
 
 
 def argument(argv, option):
