@@ -91,6 +91,30 @@ def test_no_import_cycle() -> None:
     assert not any(visit(name, []) for name in sorted(modules) if name not in state), " -> ".join(cycle)
 
 
+#: The most lines a module may have (issue 45): one longer holds several subjects, and is cut by subject.
+MAX_LINES = 500
+
+
+def _over(package: Path, limit: int) -> List[str]:
+    """Each module under `package` longer than `limit` lines, with its count, longest first."""
+    counted = [(len(path.read_text(encoding="utf-8").splitlines()), str(path.relative_to(package.parent)))
+               for path in package.rglob("*.py")]
+    return [f"{name} ({lines} lines)" for lines, name in sorted(counted, reverse=True) if lines > limit]
+
+
+def test_no_module_is_over_500_lines() -> None:
+    over = _over(PACKAGE, MAX_LINES)
+    assert not over, f"modules over {MAX_LINES} lines, to cut by subject: {', '.join(over)}"
+
+
+def test_the_line_bound_names_each_module_over_it(tmp_path: Path) -> None:
+    package = tmp_path / "jetson_install"
+    (package / "base").mkdir(parents=True)
+    (package / "base" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (package / "base" / "at_the_bound.py").write_text("x = 1\n" * MAX_LINES)
+    assert _over(package, MAX_LINES) == [f"jetson_install/base/long.py ({MAX_LINES + 1} lines)"]
+
+
 def test_every_table_entry_names_a_module() -> None:
     modules = {name[len("jetson_install."):] if name != "jetson_install" else name for name in _modules()}
     stale = [entry for entry in _layer_table() if entry not in modules]
