@@ -1,4 +1,4 @@
-"""base/toml_text.py: the edits change exactly what they name, in any valid TOML around them."""
+"""base/toml_edit.py (on base/toml_text.py): the edits change exactly what they name, in any valid TOML around them."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from jetson_install.base.toml_text import (
-    Marks, TomlEditError, TomlText, drop_empty_table, set_array_block, set_region,
-)
+from jetson_install.base.toml_edit import drop_empty_table, set_array_block, set_region
+from jetson_install.base.toml_text import Marks, TomlEditError, TomlText
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -16,9 +16,8 @@ from packaging.utils import canonicalize_name
 
 from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.base.toml_file import loads_toml
-from jetson_install.base.toml_text import (
-    TomlEditError, TomlText, drop_empty_table, region_statements, set_array_block, set_region, string,
-)
+from jetson_install.base.toml_edit import drop_empty_table, region_statements, set_array_block, set_region
+from jetson_install.base.toml_text import TomlEditError, TomlText, string
 from jetson_install.catalog.identity import VENDOR_PACKAGES
 from jetson_install.catalog.uv_project import Project, check, previous
 from jetson_install.catalog.uv_settings import BOARD_MARKER, UvSettings

@@ -18,7 +18,8 @@ from packaging.utils import canonicalize_name
 
 from jetson_install.base.errors import BadInput, JetsonInstallError
 from jetson_install.base.toml_file import loads_toml
-from jetson_install.base.toml_text import Marks, TomlText, array_block_lines, key_text, region_statements, string
+from jetson_install.base.toml_edit import array_block_lines, region_statements
+from jetson_install.base.toml_text import Marks, TomlText, key_text, string
 from jetson_install.board.root_facts import KERNEL
 from jetson_install.board.samples import SAMPLES_DIR, sample_names
 from jetson_install.catalog.identity import VENDOR_PACKAGES
