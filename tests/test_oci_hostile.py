@@ -12,13 +12,13 @@ import hashlib
 import json
 import os
 import ssl
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
+from support.tls import local_authority
 
 from jetson_install.base.errors import BlobMismatch, RegistryRefused, RegistryUnreachable
 from jetson_install.base.oci_ref import Reference, parse_reference
@@ -245,25 +245,15 @@ def test_an_upload_sent_to_another_host_carries_none_of_the_registrys_credential
     _no_secret_reached(other)
 
 
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=120)
-
-
 @pytest.fixture
 def tls_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tuple[_Server, _Server]]:
     """The registry on https://127.0.0.1 and storage on https://127.0.0.2, under an authority the client trusts."""
-    ca_key, ca, key, request, cert = (tmp_path / name for name in ("ca.key", "ca.pem", "key.pem", "req.csr", "cert.pem"))
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca), "-days", "1",
-             "-subj", "/CN=a test authority")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(request), "-subj", "/CN=127.0.0.1")
-    (tmp_path / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,IP:127.0.0.2\n")
-    _openssl("x509", "-req", "-in", str(request), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-             "-out", str(cert), "-days", "1", "-extfile", str(tmp_path / "san.cnf"))
+    authority = local_authority(tmp_path, ["127.0.0.1", "127.0.0.2"])
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
+    context.load_cert_chain(str(authority.cert), str(authority.key))
     for name in ("CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca))
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(authority.ca))
     yield from _pair(context)
 
 
