@@ -69,16 +69,17 @@ def test_no_verify_keeps_only_the_checks_that_need_no_gpu() -> None:
     assert verify["equivalent"][-1] == "--no-gpu"
     assert "no GPU needed" in verify["title"]
     # The doctor runs in the install's process: what it starts is the torch probe, sealed (in a
-    # fresh pycache folder it makes when it starts) and as the environment starts, and the
-    # integrity probe (isolated from the environment's start-up hooks, comparing sizes, judging
-    # what ran in the sealed probe, which it reads on its stdin).
+    # fresh pycache folder it makes when it starts) and as the environment starts (beside the
+    # sealed one until its first CUDA call; without OBLITERATUS and transformers, which no check
+    # selected here reads), and the integrity probe (isolated from the environment's start-up
+    # hooks, comparing sizes, judging what ran in the sealed probe, which it reads on its stdin).
     python = f"{data['venv']}.d/<new>/bin/python"
     probes = Path(verify["commands"][0][5]).parent
     state = f"{data['venv']}.d/<new>/jetson-install"
     assert verify["commands"] == [
         [python, "-I", "-S", "-X", "pycache_prefix=<pycache>", str(probes / "launch.py"), "--sealed",
          str(probes / "torch_probe.py")],
-        [python, str(probes / "launch.py"), str(probes / "torch_probe.py")],
+        [python, str(probes / "launch.py"), str(probes / "torch_probe.py"), "--hold-cuda", "--no-target"],
         [python, "-I", "-S", str(probes / "integrity_probe.py"), "--record", f"{state}/vendor.json",
          "--manifest", f"{state}/vendor-files.json", "--ran", "-"]]
 

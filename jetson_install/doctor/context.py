@@ -6,10 +6,9 @@ import importlib
 import json
 import os
 import shlex
-import shutil
-import tempfile
 import threading
 import time
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
@@ -148,28 +147,35 @@ def _run_probe(python: str, name: str, timeout: float,
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed)
 
 
-def _run_sealed(python: str, name: str, timeout: float, progress: Optional[Callable[[str], None]] = None,
-                env: Optional[Mapping[str, str]] = None, cancel: Optional[threading.Event] = None) -> ProbeOutcome:
-    """`name` sealed (probes.sealed_command), with no PYTHON* variable and a fresh, empty
-    pycache folder of its own, removed afterwards with what the proof compiled there."""
+def _run_sealed(python: str, name: str, pycache: str, timeout: float,
+                progress: Optional[Callable[[str], None]] = None, env: Optional[Mapping[str, str]] = None,
+                cancel: Optional[threading.Event] = None) -> ProbeOutcome:
+    """`name` sealed (probes.sealed_command), with no PYTHON* variable and `pycache`, the
+    run's fresh, empty pycache folder (made by run_doctor, shared by its sealed probes)."""
     watch = _ProbeWatch(name, python, progress) if progress is not None else None
-    pycache = tempfile.mkdtemp(prefix="jetson-install-proof-")
-    try:
-        completed = runner.run(sealed_command(python, name, pycache), timeout=timeout, env=env,
-                               unset=[variable for variable in os.environ if variable.startswith("PYTHON")]
-                               + ["PYTHONIOENCODING"],
-                               on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
-                               own_group=True, cancel=cancel)
-    finally:
-        shutil.rmtree(pycache, ignore_errors=True)
+    completed = runner.run(sealed_command(python, name, pycache), timeout=timeout, env=env,
+                           unset=[variable for variable in os.environ if variable.startswith("PYTHON")]
+                           + ["PYTHONIOENCODING"],
+                           on_line=watch.line if watch else None, on_tick=watch.tick if watch else None,
+                           own_group=True, cancel=cancel)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed,
                         _last_json_object(completed.stdout, "files"))
 
 
-def _run_started(python: str, name: str, timeout: float, env: Optional[Mapping[str, str]] = None,
-                 cancel: Optional[threading.Event] = None) -> ProbeOutcome:
-    """`name` as the user's python starts it (probes.started_command), after the sealed run."""
-    completed = runner.run(started_command(python, name), timeout=timeout, env=env, own_group=True, cancel=cancel)
+def _run_started(python: str, name: str, timeout: float, sealed: "Future[ProbeOutcome]", target: bool = True,
+                 env: Optional[Mapping[str, str]] = None, cancel: Optional[threading.Event] = None) -> ProbeOutcome:
+    """`name` as the user's python starts it (probes.started_command), beside the `sealed` run:
+    what needs no GPU (its imports) runs at once, and its first CUDA call waits for the line
+    sent on its stdin once the sealed run has ended, whatever its end: never two CUDA contexts
+    of one probe at once (a 4 GB module has little to spare). Its time limit is the sealed
+    run's and its own. `target`: whether a check reads OBLITERATUS and transformers."""
+
+    def once_sealed() -> str:
+        wait([sealed])
+        return "\n"
+
+    completed = runner.run(started_command(python, name, target), timeout=2 * timeout, env=env, own_group=True,
+                           cancel=cancel, input_text=once_sealed)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed,
                         _last_json_object(completed.stdout, "files"))
 

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -88,7 +89,9 @@ class CheckSpec:
     # Checks whose failure also makes this one fail (a CPU-only torch sees no CUDA): when both
     # fail, theirs is the problem to name first.
     explained_by: Tuple[str, ...] = ()
-    also: Tuple[str, ...] = ()  # further probes the check reads ("assembler")
+    # Further probes the check reads ("assembler"; "target": the torch probe as started reads
+    # OBLITERATUS and transformers).
+    also: Tuple[str, ...] = ()
     # Whether the channel's catalog entry decides if a failure counts (Channel.gate): for checks
     # whose meaning differs between channels.
     channel_decides: bool = False
@@ -133,14 +136,14 @@ CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec("bnb-int8", "bitsandbytes 8-bit matmul runs", True, "bitsandbytes", check_bnb_int8, ("bnb-library",)),
     # The target's checks read the torch probe as the user's python starts it (Context.target).
     CheckSpec("obliteratus", "OBLITERATUS uses cuda", True, "torch", check_obliteratus, ("torch-import",),
-              ("cuda-available",), also=("torch-started",)),
+              ("cuda-available",), also=("torch-started", "target")),
     CheckSpec(
         "jetson-contract", "OBLITERATUS' Jetson runtime contract holds", True, "torch", check_jetson_contract,
-        ("cuda-available", "obliteratus"), also=("torch-started",),
+        ("cuda-available", "obliteratus"), also=("torch-started", "target"),
     ),
     CheckSpec(
         "transformers-torch", "transformers sees torch", True, "torch", check_transformers_torch, ("torch-import",),
-        also=("torch-started",),
+        also=("torch-started", "target"),
     ),
     # What the user put on the stack: a missing system library (libGL.so.1) fails here, not in
     # the user's first import.
@@ -249,18 +252,23 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                  if platform is not None and platform.compute_capability and "assembler" in probes_needed else None)
     interrupted = threading.Event()  # set on an interruption: a probe not yet started is not started
     # Every probe at once (the integrity probe waits for the sealed proof's accounts of what ran).
-    with ThreadPoolExecutor(max_workers=10) as pool:
+    # One fresh, empty pycache folder for the run (made here, 0700), shared by its sealed probes,
+    # so that what one compiled from the environment's sources the other need not compile again;
+    # removed, with what the proof compiled, once the pool has seen every probe end.
+    with tempfile.TemporaryDirectory(prefix="jetson-install-proof-") as pycache, \
+            ThreadPoolExecutor(max_workers=10) as pool:
         try:
             torch_future = (
-                pool.submit(_run_sealed, interpreter, "torch", request.timeout, progress, triton_env, interrupted)
+                pool.submit(_run_sealed, interpreter, "torch", pycache, request.timeout, progress, triton_env,
+                            interrupted)
                 if "torch" in probes_needed
                 else None
             )
-            # As the user's python starts it, once the sealed run has ended: never two CUDA
-            # contexts of one probe at once (a 4 GB module has little to spare).
+            # As the user's python starts it, beside the sealed run until its first CUDA call,
+            # which waits for the sealed run's end: never two CUDA contexts of one probe at once.
             started_future = (
-                pool.submit(_run_started_after, torch_future, interpreter, "torch", request.timeout, interrupted,
-                            triton_env)
+                pool.submit(_run_started, interpreter, "torch", request.timeout, torch_future,
+                            "target" in probes_needed, triton_env, interrupted)
                 if "torch-started" in probes_needed and torch_future is not None
                 else None
             )
@@ -271,12 +279,14 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 else None
             )
             bnb_future = (
-                pool.submit(_run_sealed, interpreter, "bitsandbytes", request.timeout, progress, cancel=interrupted)
+                pool.submit(_run_sealed, interpreter, "bitsandbytes", pycache, request.timeout, progress,
+                            cancel=interrupted)
                 if "bitsandbytes" in probes_needed
                 else None
             )
             bnb_started_future = (
-                pool.submit(_run_started_after, bnb_future, interpreter, "bitsandbytes", request.timeout, interrupted)
+                pool.submit(_run_started, interpreter, "bitsandbytes", request.timeout, bnb_future,
+                            cancel=interrupted)
                 if "bitsandbytes-started" in probes_needed and bnb_future is not None
                 else None
             )
@@ -362,12 +372,6 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
         profile=request.profile,
         complete=len(results) == len(CHECKS),
     )
-
-
-def _run_started_after(sealed: "Future[ProbeOutcome]", python: str, name: str, timeout: float,
-                       cancel: threading.Event, env: Optional[Mapping[str, str]] = None) -> ProbeOutcome:
-    sealed.result()
-    return _run_started(python, name, timeout, env, cancel)
 
 
 def _run_integrity(python: str, request: DoctorRequest, progress: Optional[Callable[[str], None]],

@@ -1,7 +1,8 @@
 """Standalone probe scripts run by the target interpreter; they never import jetson_install.
 
 This module is the tool's side only: how a probe is started (the doctor starts its own, the
-ones that decide `cuda` twice: sealed, then as the user's python starts; the verify step's plan
+ones that decide `cuda` twice: sealed, and as the user's python starts, side by side until
+the first CUDA call of the second, which waits for the first to end; the verify step's plan
 lists the same command lines, the protect step runs the assembler probe, and
 the stack probe reads an interpreter's packages without importing torch).
 """
@@ -43,11 +44,14 @@ def sealed_command(python: str, probe: str, pycache: str = PYCACHE) -> Tuple[str
             str(here / SCRIPTS[probe]))
 
 
-def started_command(python: str, probe: str) -> Tuple[str, ...]:
+def started_command(python: str, probe: str, target: bool = True) -> Tuple[str, ...]:
     """`probe` as the user's `python` starts (site on, every start-up hook run), through the
-    same launcher, which accounts for what ran."""
+    same launcher, which accounts for what ran; started beside the sealed probe, it waits for
+    a line on its stdin before its first CUDA call (--hold-cuda). `target`: the torch probe
+    reads OBLITERATUS and transformers too (a check reads them)."""
     here = Path(__file__).parent
-    return (python, str(here / LAUNCHER), str(here / SCRIPTS[probe]))
+    return (python, str(here / LAUNCHER), str(here / SCRIPTS[probe]), "--hold-cuda",
+            *(() if target or probe != "torch" else ("--no-target",)))
 
 
 def integrity_command(python: str, record: Optional[str], hash_files: bool, manifest: Optional[str] = None,

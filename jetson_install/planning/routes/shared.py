@@ -197,9 +197,10 @@ def verify_step(plan: Plan, title: str) -> Step:
     """The doctor on the new environment, keeping its evidence in the environment; with
     --no-verify only the checks that need no GPU. It runs in the install's process, which
     already holds the platform and the catalog: its commands are the probes it starts (the
-    torch probe sealed and as started, then the integrity probe, which judges what ran in the
-    sealed one, with the additions probe and --check-command's where given, for the checks that
-    need no GPU: python-abi, libraries, startup-hooks, vendor-files, loaded-files, torch-import,
+    torch probe sealed and as started, side by side until the second's first CUDA call, which
+    waits for the first to end; then the integrity probe, which judges what ran in the sealed
+    one; with the additions probe and --check-command's where given, for the checks that need
+    no GPU: python-abi, libraries, startup-hooks, vendor-files, loaded-files, torch-import,
     torch-build and additions; the integrity probe compares the vendor files by size, as any
     doctor but the strict one does; the full doctor also runs the bitsandbytes probe both ways
     and the assembler probe where the platform names a compute capability), and the command
@@ -208,7 +209,9 @@ def verify_step(plan: Plan, title: str) -> Step:
     # The vendor step's record names the vendor builds and companions; a kept stack has none.
     record = f"{state_of(plan)}/{RECORD_FILE}" if plan.route.resolves() else None
     manifest = f"{state_of(plan)}/{MANIFEST_FILE}"
-    commands: List[Tuple[str, ...]] = [sealed_command(python, "torch"), started_command(python, "torch"),
+    # With --no-verify no check reads OBLITERATUS or transformers: the torch probe leaves them out.
+    commands: List[Tuple[str, ...]] = [sealed_command(python, "torch"),
+                                       started_command(python, "torch", target=plan.verify),
                                        integrity_command(python, record, False, manifest, ran=True),
                                        *additions_commands(plan, python)]
     if plan.verify:
