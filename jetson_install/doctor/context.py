@@ -167,15 +167,17 @@ def _run_started(python: str, name: str, timeout: float, sealed: "Future[ProbeOu
     """`name` as the user's python starts it (probes.started_command), beside the `sealed` run:
     what needs no GPU (its imports) runs at once, and its first CUDA call waits for the line
     sent on its stdin once the sealed run has ended, whatever its end: never two CUDA contexts
-    of one probe at once (a 4 GB module has little to spare). Its time limit is the sealed
-    run's and its own. `target`: whether a check reads OBLITERATUS and transformers."""
+    of one probe at once (a 4 GB module has little to spare). It yields the CPU to the sealed
+    run (niceness +10: where cores are few, as under emulation, the proof keeps its pace), and
+    its time limit is the sealed run's and its own. `target`: whether a check reads OBLITERATUS
+    and transformers."""
 
     def once_sealed() -> str:
         wait([sealed])
         return "\n"
 
     completed = runner.run(started_command(python, name, target), timeout=2 * timeout, env=env, own_group=True,
-                           cancel=cancel, input_text=once_sealed)
+                           cancel=cancel, input_text=once_sealed, nice=10)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed,
                         _last_json_object(completed.stdout, "files"))
 
