@@ -162,22 +162,24 @@ def _run_sealed(python: str, name: str, pycache: str, timeout: float,
                         _last_json_object(completed.stdout, "files"))
 
 
-def _run_started(python: str, name: str, timeout: float, sealed: "Future[ProbeOutcome]", target: bool = True,
-                 env: Optional[Mapping[str, str]] = None, cancel: Optional[threading.Event] = None) -> ProbeOutcome:
-    """`name` as the user's python starts it (probes.started_command), beside the `sealed` run:
-    what needs no GPU (its imports) runs at once, and its first CUDA call waits for the line
-    sent on its stdin once the sealed run has ended, whatever its end: never two CUDA contexts
-    of one probe at once (a 4 GB module has little to spare). It yields the CPU to the sealed
-    run (niceness +10: where cores are few, as under emulation, the proof keeps its pace), and
-    its time limit is the sealed run's and its own. `target`: whether a check reads OBLITERATUS
-    and transformers."""
+def _run_started(python: str, name: str, timeout: float, sealed: "Future[ProbeOutcome]", beside: bool,
+                 target: bool = True, env: Optional[Mapping[str, str]] = None,
+                 cancel: Optional[threading.Event] = None) -> ProbeOutcome:
+    """`name` as the user's python starts it (probes.started_command). `beside`: started with
+    the `sealed` run, doing what needs no GPU (its imports) at once, its time limit the sealed
+    run's and its own; else once the sealed run has ended. Either way its first CUDA call waits
+    for the line sent on its stdin once the sealed run has ended, whatever its end: never two
+    CUDA contexts of one probe at once (a 4 GB module has little to spare). `target`: whether a
+    check reads OBLITERATUS and transformers."""
+    if not beside:
+        wait([sealed])
 
     def once_sealed() -> str:
         wait([sealed])
         return "\n"
 
-    completed = runner.run(started_command(python, name, target), timeout=2 * timeout, env=env, own_group=True,
-                           cancel=cancel, input_text=once_sealed, nice=10)
+    completed = runner.run(started_command(python, name, target), timeout=2 * timeout if beside else timeout,
+                           env=env, own_group=True, cancel=cancel, input_text=once_sealed)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed,
                         _last_json_object(completed.stdout, "files"))
 

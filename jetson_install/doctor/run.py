@@ -251,6 +251,9 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     assembler = (assembler_command(interpreter, platform.compute_capability, platform.board_root)
                  if platform is not None and platform.compute_capability and "assembler" in probes_needed else None)
     interrupted = threading.Event()  # set on an interruption: a probe not yet started is not started
+    # The probes as started run beside the sealed ones where each of them has a core: where
+    # cores are fewer (two, under emulation), they would only slow the proof down.
+    beside = 2 * len(probes_needed & {"torch", "bitsandbytes"}) <= _cores()
     # Every probe at once (the integrity probe waits for the sealed proof's accounts of what ran).
     # One fresh, empty pycache folder for the run (made here, 0700), shared by its sealed probes,
     # so that what one compiled from the environment's sources the other need not compile again;
@@ -264,10 +267,10 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 if "torch" in probes_needed
                 else None
             )
-            # As the user's python starts it, beside the sealed run until its first CUDA call,
-            # which waits for the sealed run's end: never two CUDA contexts of one probe at once.
+            # As the user's python starts it, its first CUDA call once the sealed run has ended:
+            # never two CUDA contexts of one probe at once.
             started_future = (
-                pool.submit(_run_started, interpreter, "torch", request.timeout, torch_future,
+                pool.submit(_run_started, interpreter, "torch", request.timeout, torch_future, beside,
                             "target" in probes_needed, triton_env, interrupted)
                 if "torch-started" in probes_needed and torch_future is not None
                 else None
@@ -285,7 +288,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 else None
             )
             bnb_started_future = (
-                pool.submit(_run_started, interpreter, "bitsandbytes", request.timeout, bnb_future,
+                pool.submit(_run_started, interpreter, "bitsandbytes", request.timeout, bnb_future, beside,
                             cancel=interrupted)
                 if "bitsandbytes-started" in probes_needed and bnb_future is not None
                 else None
@@ -372,6 +375,14 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
         profile=request.profile,
         complete=len(results) == len(CHECKS),
     )
+
+
+def _cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _run_integrity(python: str, request: DoctorRequest, progress: Optional[Callable[[str], None]],

@@ -1,8 +1,8 @@
 """Standalone probe scripts run by the target interpreter; they never import jetson_install.
 
 This module is the tool's side only: how a probe is started (the doctor starts its own, the
-ones that decide `cuda` twice: sealed, and as the user's python starts, side by side until
-the first CUDA call of the second, which waits for the first to end; the verify step's plan
+ones that decide `cuda` twice: sealed, and as the user's python starts, side by side where
+each has a core, the second's first CUDA call waiting for the first to end; the verify step's plan
 lists the same command lines, the protect step runs the assembler probe, and
 the stack probe reads an interpreter's packages without importing torch).
 """

@@ -84,20 +84,6 @@ def _dies_with_us() -> Optional[Callable[[], None]]:
     return preexec
 
 
-def _child_setup(nice: int) -> Optional[Callable[[], None]]:
-    """What the child runs before exec: _dies_with_us, after adding `nice` to its niceness."""
-    dies = _dies_with_us()
-    if not nice:
-        return dies
-
-    def preexec() -> None:
-        os.nice(nice)
-        if dies is not None:
-            dies()
-
-    return preexec
-
-
 def run(
     argv: Sequence[str],
     *,
@@ -111,7 +97,6 @@ def run(
     own_group: bool = False,
     secret_stdout: bool = False,
     cancel: Optional[threading.Event] = None,
-    nice: int = 0,
 ) -> Completed:
     """Run argv to completion, reading its output as it comes; never raises for a failing child.
 
@@ -125,8 +110,7 @@ def run(
     ``own_group`` everything the child started; `cancel` (for a child another thread starts):
     once end_children set it, the child is not started. With ``secret_stdout`` (a credential
     helper's answer) the child's stdout is kept out of the log: only its stderr is logged.
-    ``input_text``: what the child reads on its stdin (InputText), closed after it. ``nice``:
-    added to the child's niceness (a probe that works beside another yields the CPU to it).
+    ``input_text``: what the child reads on its stdin (InputText), closed after it.
     """
     name = os.path.basename(str(argv[0]))
     log.debug("run: %s", " ".join(str(a) for a in argv))
@@ -147,7 +131,7 @@ def run(
                 # A probe gets its own process group, so a timeout ends what it started too;
                 # uv stays in ours, so a kill of the whole install reaches it.
                 start_new_session=own_group,
-                preexec_fn=_child_setup(nice),
+                preexec_fn=_dies_with_us(),
             )
         except OSError as exc:
             return Completed(tuple(argv), 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")

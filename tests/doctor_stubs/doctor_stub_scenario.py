@@ -2,8 +2,28 @@
 
 import json
 import os
+import sys
+import time
 
 _PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doctor_stub_scenario.json")
 
 with open(_PATH) as handle:
     SCENARIO = json.load(handle)
+
+
+def event(what):
+    """With "events" in the scenario (a file): one line, this process's kind (sealed: no site)
+    and `what` (torch imported, its first CUDA call, its exit), for tests of the probes' order."""
+    if SCENARIO.get("events"):
+        with open(SCENARIO["events"], "a") as log:
+            log.write(("sealed " if sys.flags.no_site else "started ") + what + "\n")
+
+
+def wait_for_event(line, seconds=60):
+    """Until the events file has `line` (another probe got there), or `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with open(SCENARIO["events"]) as log:
+            if line in log.read().splitlines():
+                return
+        time.sleep(0.05)

@@ -197,8 +197,8 @@ def verify_step(plan: Plan, title: str) -> Step:
     """The doctor on the new environment, keeping its evidence in the environment; with
     --no-verify only the checks that need no GPU. It runs in the install's process, which
     already holds the platform and the catalog: its commands are the probes it starts (the
-    torch probe sealed and as started, side by side until the second's first CUDA call, which
-    waits for the first to end; then the integrity probe, which judges what ran in the sealed
+    torch probe sealed and as started, side by side where each has a core, the second's first
+    CUDA call waiting for the first to end; then the integrity probe, which judges what ran in the sealed
     one; with the additions probe and --check-command's where given, for the checks that need
     no GPU: python-abi, libraries, startup-hooks, vendor-files, loaded-files, torch-import,
     torch-build and additions; the integrity probe compares the vendor files by size, as any

@@ -1,9 +1,13 @@
 """Stub torch whose behaviour the scenario file chooses; tensors are constant-filled."""
 
+import atexit
 import math
 import time
 
-from doctor_stub_scenario import SCENARIO
+from doctor_stub_scenario import SCENARIO, event
+
+event("import")
+atexit.register(event, "exit")
 
 time.sleep(SCENARIO.get("import_seconds", 0))  # a real `import torch` takes seconds on a Jetson
 if SCENARIO.get("torch_import_error"):
