@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Set, Tuple
 
 import pytest
+from support.installer import Installer
 
 TOP = Path(__file__).resolve().parent.parent
 PACKAGE = TOP / "jetson_install"
@@ -194,3 +195,36 @@ def test_a_fast_command_loads_nothing_it_does_not_use(args: Tuple[str, ...]) -> 
     loaded = ast.literal_eval(result.stdout.strip().splitlines()[-1])
     unused = [name for name in loaded if any(name == prefix or name.startswith(prefix + ".") for prefix in _UNUSED[args])]
     assert not unused, f"`jetson-install {' '.join(args)}` loaded what it does not use: {unused}"
+
+
+# What a no-op re-run, which every CI job on a runner makes, uses not at all: it runs no step (no
+# step's handlers, no uv, so none of uv's failure patterns), reads no index, no wheel and no lock,
+# builds nothing and keeps no stack.
+_NOT_ON_A_NO_OP = ("requests", "urllib3", "importlib.metadata", "zipfile", "concurrent.futures",
+                   "jetson_install.tools.index", "jetson_install.tools.oci", "jetson_install.tools.uv_errors",
+                   "jetson_install.doctor", "jetson_install.running.handlers", "jetson_install.running.fetch",
+                   "jetson_install.planning.vendor_sources", "jetson_install.catalog.lock_file",
+                   "jetson_install.planning.bitsandbytes_source", "jetson_install.running.bitsandbytes_build",
+                   "jetson_install.envs.stack")
+
+
+@pytest.mark.slow  # it installs first
+def test_a_no_op_rerun_loads_nothing_it_does_not_use(installer: Installer) -> None:
+    assert installer.run()[0] == 0
+    probe = ("import io, contextlib, json, runpy, sys\n"
+             f"sys.argv = ['jetson-install', *{installer.args()!r}]\n"
+             "out = io.StringIO()\n"
+             "try:\n"
+             "    with contextlib.redirect_stdout(out):\n"
+             "        runpy.run_module('jetson_install', run_name='__main__')\n"
+             "except SystemExit as exc:\n"
+             "    assert exc.code in (0, None), exc.code\n"
+             "print(json.loads(out.getvalue())['status'], sorted(sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                            env=installer.env)
+    assert result.returncode == 0, result.stderr
+    status, loaded = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert status == "unchanged"
+    unused = [name for name in ast.literal_eval(loaded)
+              if any(name == prefix or name.startswith(prefix + ".") for prefix in _NOT_ON_A_NO_OP)]
+    assert not unused, f"a no-op re-run loaded what it does not use: {unused}"

@@ -16,7 +16,6 @@ from jetson_install.base.oci_ref import is_loopback_host, is_oci, parse_referenc
 from jetson_install.base.sourced import CONFIG_PREFIX, Sourced
 from jetson_install.base.toml_file import TomlData
 from jetson_install.base.user_dirs import config_dir
-from jetson_install.catalog.lock_file import SIMPLE_DIR
 
 __all__ = ["IndexSettings", "CONFIG_VARIABLE", "config_path", "config_file", "read_config", "load_index_settings",
            "check_index_url", "wheelhouse_index", "wheelhouse_folder"]
@@ -121,6 +120,9 @@ def wheelhouse_index(location: str) -> str:
     there as it is."""
     if is_oci(location):
         return location  # a registry's wheelhouse: its blobs, by the lock's sha256
+    # Here, not at the top: only a wheelhouse's index needs the lock's layout.
+    from jetson_install.catalog.lock_file import SIMPLE_DIR
+
     folder = wheelhouse_folder(location)
     if folder is None:
         return f"{location.rstrip('/')}/{SIMPLE_DIR}/"

@@ -10,17 +10,19 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.layout import INTERPRETER_CACHE
 from jetson_install.base.process import Completed
 from jetson_install.base.user_dirs import cache_dir
-from jetson_install.envs.stack import STACK_PACKAGES, ExistingStack, StackPackage
 from jetson_install.probes import probe_command
 from jetson_install.tools import uv
 from jetson_install.tools.runner import run, run_uv
+
+if TYPE_CHECKING:
+    from jetson_install.envs.stack import ExistingStack
 
 
 class Policy(Protocol):
@@ -224,6 +226,9 @@ def _run_stack_probe(python: str) -> Dict[str, Any]:
 
 def inspect_stack(python: str) -> "ExistingStack":
     """The torch stack `python` sees, read without importing torch."""
+    # Here, not at the top: only --use-existing-torch reads a stack.
+    from jetson_install.envs.stack import STACK_PACKAGES, ExistingStack, StackPackage
+
     data = _run_stack_probe(python)
     packages = {}
     cuda_error = None

@@ -33,17 +33,18 @@ import json
 import os
 import re
 import stat
-import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from jetson_install.base.errors import JetsonInstallError
 from jetson_install.base.layout import FETCHED_FILE, MANIFEST_FILE, state_of
 from jetson_install.base.outputs import replace_file
+
+if TYPE_CHECKING:
+    import zipfile
 
 __all__ = ["FORMAT", "DistributionFiles", "WheelRefused", "read_wheel", "read_kept", "unmeasured", "write_manifest",
            "read_manifest", "manifest_path", "file_sha256", "write_fetched", "read_fetched", "remember", "remembered"]
@@ -96,6 +97,9 @@ def read_kept(name: str, version: str, location: str, record_sha256: Optional[st
     """A kept distribution's files as installed in `location` (by `python`, not by the tool),
     each hashed now and checked against its RECORD, whose sha256 (`record_sha256`, as the plan
     read it) must still be the same; unmeasured, saying why, where any of that fails."""
+    # Here and in read_wheel, not at the top: a no-op re-run reads only the manifest, never a wheel's files.
+    from concurrent.futures import ThreadPoolExecutor
+
     kept = f"kept from {python}"
     folder = Path(location)
     found = [path for path in folder.glob("*.dist-info") if path.is_dir()
@@ -176,6 +180,8 @@ def read_wheel(path: Path, sha256: Optional[str], where: str) -> DistributionFil
         name, version, _, _ = parse_wheel_filename(path.name)
     except InvalidWheelFilename:
         raise _refused(path, "its name is not a wheel's") from None
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The whole file's digest is read beside the members': two reads of one file, side by side.
         whole = pool.submit(file_sha256, path)
@@ -189,6 +195,8 @@ def read_wheel(path: Path, sha256: Optional[str], where: str) -> DistributionFil
 
 
 def _verified_members(path: Path, name: str) -> Dict[str, str]:
+    import zipfile
+
     try:
         archive = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:

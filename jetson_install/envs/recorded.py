@@ -21,7 +21,6 @@ from jetson_install.base.layout import (
     STATE_DIR,
 )
 from jetson_install.catalog.catalog import DEFAULT_INDEX_LABEL, Channel, VendorSource
-from jetson_install.catalog.lock_file import read_lock
 from jetson_install.envs.record import read_record
 
 __all__ = ["write_private", "recorded_plan", "recorded_vendor", "recorded_doctor_inputs", "doctor_view", "recorded_lock",
@@ -91,6 +90,9 @@ def recorded_lock(environment: Path) -> Optional[Dict[str, Any]]:
     record = read_record(environment)
     if not isinstance(digest, str) or record is None:
         return None
+    # Here, not at the top: only an environment made from a lock has one to read.
+    from jetson_install.catalog.lock_file import read_lock
+
     try:
         lock = read_lock(environment / STATE_DIR / LOCK_FILE, LOCK_FILE, follow=False)
     except BadInput:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 from jetson_install.base.errors import BadInput
 from jetson_install.catalog.settings import IndexSettings
-from jetson_install.planning.bitsandbytes_source import parse_choice
 
 if TYPE_CHECKING:
     from jetson_install.envs.stack import ExistingStack
@@ -63,4 +62,7 @@ class PlanOptions:
         """None: no bitsandbytes build; "": the default release's; else build=VALUE's value."""
         if self.bitsandbytes is None:
             return None
+        # Here, not at the top: only --bitsandbytes build needs the build's modules (git, the releases).
+        from jetson_install.planning.bitsandbytes_source import parse_choice
+
         return parse_choice(self.bitsandbytes) or ""

@@ -19,7 +19,6 @@ from jetson_install.planning.index_fixes import offers_fallback
 from jetson_install.planning.plan import Execution, Plan
 from jetson_install.tools import runner, uv
 from jetson_install.tools.progress import Display, StepProgress
-from jetson_install.tools.uv_errors import read_uv_failure
 
 __all__ = ["Run", "StepHandler"]
 
@@ -126,6 +125,9 @@ class Run(Execution):
         if result.timed_out:
             raise StepFailed(step_id, f"step '{step_id}' failed: uv did not finish in time",
                              f"check the network and the indexes, then run: {self.command}")
+        # Here, not at the top: uv's failure patterns are read only when uv failed.
+        from jetson_install.tools.uv_errors import read_uv_failure
+
         failure = read_uv_failure(result.stderr)
         raise StepFailed(step_id, f"step '{step_id}' failed: {failure.summary}",
                          fix_for_uv_failure(failure, self._context(fixes_as or step_id, index), usual_fix))

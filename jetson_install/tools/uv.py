@@ -25,7 +25,6 @@ from jetson_install.base.process import Completed
 from jetson_install.base.redact import credentials
 from jetson_install.base.versions import satisfies
 from jetson_install.tools.progress import BUILD, BUILT, DOWNLOAD, DOWNLOADED, PHASE, Event
-from jetson_install.tools.uv_errors import read_uv_failure
 
 __all__ = [
     "PROGRAM",
@@ -268,6 +267,8 @@ def summarize_failure(result: Completed) -> str:
     """uv's error line and its deepest cause, as one line (see uv_errors)."""
     if result.timed_out:
         return "uv did not finish in time"
+    # Here, not at the top: uv's failure patterns are read only when uv failed.
+    from jetson_install.tools.uv_errors import read_uv_failure
 
     return read_uv_failure(result.stderr).summary
 

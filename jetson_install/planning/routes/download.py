@@ -24,7 +24,6 @@ from jetson_install.catalog.targets import Target
 from jetson_install.catalog.constraints import constraint_lines
 from jetson_install.catalog.identity import Resolution, VersionSet
 from jetson_install.catalog.settings import IndexSettings
-from jetson_install.planning.bitsandbytes_source import plan_build
 from jetson_install.planning.plan import Plan, Route
 from jetson_install.planning.routes import shared
 from jetson_install.tools import uv
@@ -55,6 +54,7 @@ class DownloadRoute(Route):
         if self.choice is None:
             return self
         # Here, not at the top: only --bitsandbytes build needs the build's modules (git, the releases).
+        from jetson_install.planning.bitsandbytes_source import plan_build
 
         return dataclasses.replace(self, build=plan_build(self.choice or None, torch, plan.platform.compute_capability))
 
