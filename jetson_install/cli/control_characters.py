@@ -4,7 +4,7 @@ of the tool's environment variables is refused, naming the option it was given t
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import List, Set
 
 import click
 
@@ -22,7 +22,8 @@ def refuse_control_characters(args: List[str], group: click.Group) -> None:
 
     given = [(f"${variable}", os.environ[variable]) for variable in options.ENVIRONMENT_VARIABLES
              if variable in os.environ]
-    given += [(_named(args, number, group), arg.split("=", 1)[-1] if arg.startswith("--") else arg)
+    taking_values = set(_taking_values(group))  # the whole command tree's, walked once
+    given += [(_named(args, number, taking_values), arg.split("=", 1)[-1] if arg.startswith("--") else arg)
               for number, arg in enumerate(args)]
     for where, value in given:
         if where in _CHECKED_ON_THEIR_OWN:
@@ -40,13 +41,14 @@ _CHECKED_ON_THEIR_OWN = ("--vendor-index", "--default-index", "--cpu-index", "$J
                          "$JETSON_INSTALL_VENDOR_INDEX", "--base")
 
 
-def _named(args: List[str], number: int, group: click.Group) -> str:
-    """What the user calls args[number]: its option (`--with`), or the argument it is."""
+def _named(args: List[str], number: int, taking_values: Set[str]) -> str:
+    """What the user calls args[number]: its option (`--with`, one of `taking_values`), or the
+    argument it is."""
     arg = args[number]
     if arg.startswith("--") and "=" in arg:
         return arg.split("=", 1)[0]
     before = args[number - 1] if number else ""
-    if before.startswith("-") and "=" not in before and before in _taking_values(group):
+    if before.startswith("-") and "=" not in before and before in taking_values:
         return before
     return f"argument {number + 1}"
 
