@@ -195,7 +195,9 @@ def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Opti
     return [*argv, source]
 
 
-_NOT_INSTALLED = re.compile(r"The package `[^`]+` requires `([^`]+)`, but it's not installed")
+# The patterns of uv's output below are strings, compiled (and cached by `re`) on first use: a
+# no-op re-run, which starts no uv, never compiles them.
+_NOT_INSTALLED = r"The package `[^`]+` requires `([^`]+)`, but it's not installed"
 
 
 def judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
@@ -204,7 +206,7 @@ def judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
     itself imports, and keep only the real problems."""
     problems, provided = [], 0
     for line in (result.stdout + "\n" + result.stderr).splitlines():
-        found = _NOT_INSTALLED.search(line)
+        found = re.search(_NOT_INSTALLED, line)
         if not found:
             if line.strip().startswith("The package"):
                 problems.append(line.strip())
@@ -225,13 +227,13 @@ def judge_unseen(result: Completed, visible: Mapping[str, str]) -> Completed:
     return Completed(result.argv, 0, f"All installed packages are compatible ({note})\n", "")
 
 
-_OTHER_PLATFORM = re.compile(r"The package `([^`]+)` was built for a different platform")
+_OTHER_PLATFORM = r"The package `([^`]+)` was built for a different platform"
 # NVIDIA's aarch64 nvidia-cusparselt-cu13 0.8.x wheels are named for manylinux2014_aarch64 (what
 # an installer picks them by) but their WHEEL file records `py3-none-manylinux2014_sbsa`, a
 # platform no interpreter has, so a wheel-tag check calls them "built for a different platform"
 # though they install and run; fixed in 0.9.1, while torch pins 0.8.x
 # (https://github.com/newton-physics/newton/pull/3582).
-_SBSA_PLATFORM = re.compile(r"^manylinux\w*_sbsa$")
+_SBSA_PLATFORM = r"^manylinux\w*_sbsa$"
 
 
 def judge_sbsa_tags(result: Completed, wheel_tags: Mapping[str, Sequence[str]], machine: str) -> Completed:
@@ -240,11 +242,11 @@ def judge_sbsa_tags(result: Completed, wheel_tags: Mapping[str, Sequence[str]], 
     is the Arm server flavour of aarch64): those are NVIDIA's mislabel, said as a note."""
     problems, mislabelled = [], []
     for line in (result.stdout + "\n" + result.stderr).splitlines():
-        found = _OTHER_PLATFORM.search(line)
+        found = re.search(_OTHER_PLATFORM, line)
         if found:
             name = canonicalize_name(found.group(1))
             tags = wheel_tags.get(name, ())
-            if machine == "aarch64" and tags and all(_SBSA_PLATFORM.match(tag.split("-")[-1]) for tag in tags):
+            if machine == "aarch64" and tags and all(re.match(_SBSA_PLATFORM, tag.split("-")[-1]) for tag in tags):
                 mislabelled.append(f"{name} (its WHEEL file says {', '.join(tags)})")
                 continue
         if line.strip().startswith("The package") or "requirement(s) met by the parent" in line:
@@ -275,11 +277,11 @@ def summarize_failure(result: Completed) -> str:
 
 # What uv prints into a pipe for each file over 1 MiB and each source build
 # (https://github.com/astral-sh/uv/pull/11165), e.g. "Downloading torch (731.1MiB)".
-_DOWNLOADING = re.compile(r"^Downloading (?P<name>.+?)(?: \((?P<size>[0-9.]+ ?[KMGT]?i?B)\))?$")
-_EVENTS = ((re.compile(r"^Downloaded (?P<name>.+)$"), DOWNLOADED), (re.compile(r"^Building (?P<name>.+)$"), BUILD),
-           (re.compile(r"^Built (?P<name>.+)$"), BUILT))
+_DOWNLOADING = r"^Downloading (?P<name>.+?)(?: \((?P<size>[0-9.]+ ?[KMGT]?i?B)\))?$"
+_EVENTS = ((r"^Downloaded (?P<name>.+)$", DOWNLOADED), (r"^Building (?P<name>.+)$", BUILD),
+           (r"^Built (?P<name>.+)$", BUILT))
 # The stage uv finished, as its summary lines say it: "Resolved 87 packages in 1.20s".
-_PHASE = re.compile(r"^(?P<what>Resolved|Prepared|Installed|Uninstalled|Audited|Built) (?P<count>[0-9]+) packages? in ")
+_PHASE = r"^(?P<what>Resolved|Prepared|Installed|Uninstalled|Audited|Built) (?P<count>[0-9]+) packages? in "
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
           "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4}
 
@@ -287,15 +289,15 @@ _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40
 def read_event(line: str) -> Optional[Event]:
     """The download, build or finished stage a line of uv's stderr announces, if any."""
     text = line.strip()
-    match = _PHASE.match(text)
+    match = re.match(_PHASE, text)
     if match:
         return Event(PHASE, f"{match.group('what').lower()} {match.group('count')} package"
                             + ("" if match.group("count") == "1" else "s"))
-    match = _DOWNLOADING.match(text)
+    match = re.match(_DOWNLOADING, text)
     if match:
         return Event(DOWNLOAD, match.group("name"), parse_size(match.group("size") or ""))
     for pattern, kind in _EVENTS:
-        match = pattern.match(text)
+        match = re.match(pattern, text)
         if match:
             # "obliteratus @ file:///long/path" is shown as its name: the source is in the log.
             return Event(kind, match.group("name").split(" @ ", 1)[0])
