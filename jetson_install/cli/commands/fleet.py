@@ -9,7 +9,7 @@ import shlex
 import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from jetson_install.base.errors import StepFailed, Unsupported
 from jetson_install.base.oci_ref import parse_reference
@@ -21,11 +21,11 @@ from jetson_install.catalog.settings import check_index_url, load_index_settings
 from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
 from jetson_install.fleet.lock import LockResult, lock_target, make_lock, no_build_for_the_boards_python, tool_entries
-from jetson_install.fleet.oci_wheelhouse import push_wheelhouse as push
-from jetson_install.fleet.wheelhouse import fill_wheelhouse as fill
-from jetson_install.fleet.wheelhouse_server import WheelhouseServer, open_server
 from jetson_install.planning.fixes import Rerun, runner_command
 from jetson_install.tools.index import RUN_AGAIN
+
+if TYPE_CHECKING:
+    from jetson_install.fleet.wheelhouse_server import WheelhouseServer
 
 __all__ = ["board_lock", "fill_wheelhouse", "push_wheelhouse", "serve_wheelhouse", "serving_url", "serving_lines"]
 
@@ -59,6 +59,9 @@ def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str],
     own = wheelhouse_index(str(directory))
     sources = [mirror.value for mirror in settings.mirrors if mirror.value != own]
     tool = tool_entries(Path(tool_wheel), lock, default_index.value) if tool_wheel is not None else []
+    # Here and in the two below, not at the top: `lock` never fills, pushes or serves a wheelhouse.
+    from jetson_install.fleet.wheelhouse import fill_wheelhouse as fill
+
     try:
         return fill(lock, directory, tool, sources, settings.allow_insecure)
     except StepFailed as exc:
@@ -68,6 +71,8 @@ def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str],
 def push_wheelhouse(directory: Path, reference: str, allow_insecure: bool,
                     progress: Callable[[str], None]) -> Dict[str, Any]:
     """`wheelhouse --push`: DIR to an OCI registry, as one artifact of its lock's files."""
+    from jetson_install.fleet.oci_wheelhouse import push_wheelhouse as push
+
     return push(directory, parse_reference(reference, "--push"), allow_insecure, progress)
 
 
@@ -75,6 +80,8 @@ def serve_wheelhouse(directory: Path, bind: str, port: int, rerun: Rerun,
                      serving: Callable[[WheelhouseServer], None]) -> None:
     """`wheelhouse --serve`: `directory` over HTTP until Ctrl-C; `serving` is told the server
     (the port it listens on: port 0 picks one) once it does."""
+    from jetson_install.fleet.wheelhouse_server import open_server
+
     with open_server(directory, bind, port, rerun) as server:
         serving(server)
         try:
