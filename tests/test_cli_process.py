@@ -10,6 +10,7 @@ with credentials (test_secrets.py), the console script of the built wheel (test_
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -157,3 +158,18 @@ def test_a_closed_stdout_ends_quietly_with_the_documented_status(args: List[str]
     finally:
         os.close(writer)
     assert (result.returncode, result.stderr) == (141, "")
+
+
+def test_only_the_process_s_own_command_line_leaves_its_objects_to_the_exit() -> None:
+    # The process's command line freezes what it made (Python's last collections would walk it
+    # all before the exit frees it); a caller's in-process run leaves its collector as it was.
+    at_exit = ("import atexit, gc, runpy, sys\n"
+               "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, file=sys.stderr))\n"
+               f"sys.argv = ['jetson-install', 'detect', '--root', {SAMPLE!r}]\n"
+               "runpy.run_module('jetson_install', run_name='__main__')\n")
+    result = subprocess.run([sys.executable, "-c", at_exit], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "frozen True"
+    before = gc.get_freeze_count()
+    assert run_cli("detect", "--root", SAMPLE).returncode == 0
+    assert gc.get_freeze_count() == before

@@ -9,6 +9,7 @@ fixes, it imports when it runs: `--help`, `--version` and `detect` load none of 
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -443,4 +444,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     finally:
         sys.stdout, sys.stderr = streams
         restore(handlers)
+    if argv is None:
+        # The process's own command line (the console script, `python -m`), not a caller's: what
+        # the run made is freed with the process. Python's last garbage collections at exit would
+        # walk every object first; frozen, they are not walked.
+        gc.freeze()
     sys.exit(EXIT_CLOSED_OUTPUT if stderr.closed_early and code in (0, None) else code)
