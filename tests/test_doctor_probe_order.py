@@ -3,6 +3,7 @@ where each has a core, and never two CUDA contexts of one probe at once (issue 4
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List
 
@@ -48,3 +49,18 @@ def test_a_run_of_the_target_checks_imports_the_target_as_started_and_one_withou
     assert with_target.runtime["transformers"]["version"] == "5.20.2"
     without = run(python, only=("startup-hooks",))
     assert without.runtime["transformers"]["version"] is None
+
+
+def test_the_file_python_writes_a_pyc_through_is_no_foreign_file_but_one_of_no_listed_source_is(
+        tmp_path: Path) -> None:
+    """A probe beside the integrity probe compiles into the environment's __pycache__ through
+    `NAME.pyc.NNN`, renamed into place at once; the integrity probe may list it meanwhile."""
+    python = make_env(tmp_path / "env")
+    (package,) = (tmp_path / "env").glob("lib/python*/site-packages/torch")
+    tag = "cpython-%d%d" % sys.version_info[:2]
+    (package / "__pycache__").mkdir(exist_ok=True)
+    (package / "__pycache__" / f"cuda.{tag}.pyc.140234567").write_bytes(b"being written")
+    assert {check.id: check.status for check in run(python, only=("vendor-files",)).checks}["vendor-files"] == "ok"
+    (package / "__pycache__" / f"planted.{tag}.pyc.1").write_bytes(b"no source of torch's")
+    found = run(python, only=("vendor-files",)).check("vendor-files")
+    assert found.status == "fail" and f"torch/__pycache__/planted.{tag}.pyc.1" in found.detail, found.detail

@@ -248,9 +248,14 @@ def files_under(root):
 
 
 def cached(path, listed):
-    """A __pycache__ file of a listed source (`mod.cpython-310.pyc` for `mod.py`)."""
+    """A __pycache__ file of a listed source (`mod.cpython-310.pyc` for `mod.py`), or the file
+    Python writes one through (`mod.cpython-310.pyc.NNN`, renamed into place at once: what a
+    probe beside this one leaves for an instant while it compiles; Python never runs it:
+    _write_atomic in Lib/importlib/_bootstrap_external.py, https://github.com/python/cpython)."""
     parent, _, name = path.rpartition("/")
-    if not parent.endswith("/__pycache__") or not name.endswith(".pyc"):
+    stem, _, digits = name.rpartition(".")
+    written = stem.endswith(".pyc") and digits.isdigit()
+    if not parent.endswith("/__pycache__") or not (name.endswith(".pyc") or written):
         return False
     return parent[: -len("__pycache__")] + name.split(".")[0] + ".py" in listed
 
