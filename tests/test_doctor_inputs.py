@@ -80,7 +80,7 @@ def test_a_ctrl_c_while_the_probes_run_ends_them(tmp_path: Path) -> None:
 
     started = tmp_path / "started"
     python = tmp_path / "python3"
-    python.write_text(f'#!/bin/sh\ncase "$1" in -c) printf 3.11 ;; *) echo $$ >> {started}; exec sleep 120 ;; esac\n')
+    python.write_text(f'#!/bin/sh\ncase "$1" in -E) printf 3.11 ;; *) echo $$ >> {started}; exec sleep 120 ;; esac\n')
     python.chmod(0o755)
 
     def probes() -> List[int]:
@@ -194,7 +194,7 @@ def test_a_sigterm_while_the_doctor_runs_is_named_in_its_stop_line(tmp_path: Pat
 
     started = tmp_path / "started"
     python = tmp_path / "python3"
-    python.write_text(f'#!/bin/sh\ncase "$1" in -c) printf 3.11 ;; *) echo $$ >> {started}; exec sleep 120 ;; esac\n')
+    python.write_text(f'#!/bin/sh\ncase "$1" in -E) printf 3.11 ;; *) echo $$ >> {started}; exec sleep 120 ;; esac\n')
     python.chmod(0o755)
     process = subprocess.Popen([sys.executable, "-m", "jetson_install", "doctor", "--python", str(python), "--root",
                                 "sample:agx-orin-64gb-jp6.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

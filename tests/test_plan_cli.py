@@ -68,32 +68,37 @@ def test_no_verify_keeps_only_the_checks_that_need_no_gpu() -> None:
     assert verify["kind"] == "doctor" and verify["equivalent"][:2] == ["jetson-install", "doctor"]
     assert verify["equivalent"][-1] == "--no-gpu"
     assert "no GPU needed" in verify["title"]
-    # The doctor runs in the install's process: what it starts is the torch probe, sealed (in a
-    # fresh pycache folder it makes when it starts) and as the environment starts (beside the
-    # sealed one until its first CUDA call; without OBLITERATUS and transformers, which no check
-    # selected here reads), and the integrity probe (isolated from the environment's start-up
-    # hooks, comparing sizes, judging what ran in the sealed probe, which it reads on its stdin).
+    # The doctor runs in the install's process: what it starts is the torch probe sealed (in a
+    # fresh pycache folder it makes when it starts) and the integrity probe (isolated from the
+    # environment's start-up hooks, comparing sizes, judging what ran in the sealed probe, which
+    # it reads on its stdin), then, once they have ended, the torch probe as the environment
+    # starts (without OBLITERATUS and transformers, which no check selected here reads).
     python = f"{data['venv']}.d/<new>/bin/python"
     probes = Path(verify["commands"][0][5]).parent
     state = f"{data['venv']}.d/<new>/jetson-install"
     assert verify["commands"] == [
         [python, "-I", "-S", "-X", "pycache_prefix=<pycache>", str(probes / "launch.py"), "--sealed",
          str(probes / "torch_probe.py")],
-        [python, str(probes / "launch.py"), str(probes / "torch_probe.py"), "--hold-cuda", "--no-target"],
         [python, "-I", "-S", str(probes / "integrity_probe.py"), "--record", f"{state}/vendor.json",
-         "--manifest", f"{state}/vendor-files.json", "--ran", "-"]]
+         "--manifest", f"{state}/vendor-files.json", "--ran", "-"],
+        [python, str(probes / "launch.py"), str(probes / "torch_probe.py"), "--no-target"]]
 
 
 def test_the_verify_step_lists_what_its_doctor_starts_and_the_doctor_command_to_run_later() -> None:
     data = plan_json("--root", "sample:agx-orin-64gb-jp6.2")
     verify = next(s for s in data["steps"] if s["id"] == "verify")
     python = f"{data['venv']}.d/<new>/bin/python"
-    assert [command[0] for command in verify["commands"][:5]] == [python] * 5
-    scripts = [Path(word).name for command in verify["commands"][:5] for word in command if word.endswith("_probe.py")]
-    # The probes that decide `cuda` sealed, then as started; the integrity probe between.
-    assert scripts == ["torch_probe.py", "torch_probe.py", "integrity_probe.py", "bnb_probe.py", "bnb_probe.py"]
-    assert ["--sealed" in command for command in verify["commands"][:5]] == [True, False, False, True, False]
-    assert verify["commands"][5][:3] == ["uv", "pip", "check"]
+    commands = verify["commands"]
+    scripts = [next((Path(word).name for word in command if word.endswith("_probe.py")), command[0])
+               for command in commands]
+    # The sealed proof (the probes that decide `cuda` sealed, the integrity probe that judges
+    # what ran in them), then what runs the environment's own code: the same probes as started,
+    # uv pip check (uv asks the interpreter what it is) and the assembler probe (Triton's ptxas).
+    assert scripts == ["torch_probe.py", "bnb_probe.py", "integrity_probe.py", "torch_probe.py", "bnb_probe.py",
+                       "uv", "assembler_probe.py"]
+    assert ["--sealed" in command for command in commands] == [True, True, False, False, False, False, False]
+    assert [command[0] for command in commands if command[0] != "uv"] == [python] * 6
+    assert commands[5][:3] == ["uv", "pip", "check"]
     assert verify["equivalent"] == ["jetson-install", "doctor", "--venv", data["venv"], "--evidence",
                                     f"{data['venv']}/jetson-install/evidence.json", "--root",
                                     "sample:agx-orin-64gb-jp6.2"]

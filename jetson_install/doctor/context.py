@@ -8,7 +8,6 @@ import os
 import shlex
 import threading
 import time
-from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
@@ -162,24 +161,12 @@ def _run_sealed(python: str, name: str, pycache: str, timeout: float,
                         _last_json_object(completed.stdout, "files"))
 
 
-def _run_started(python: str, name: str, timeout: float, sealed: "Future[ProbeOutcome]", beside: bool,
-                 target: bool = True, env: Optional[Mapping[str, str]] = None,
-                 cancel: Optional[threading.Event] = None) -> ProbeOutcome:
-    """`name` as the user's python starts it (probes.started_command). `beside`: started with
-    the `sealed` run, doing what needs no GPU (its imports) at once, its time limit the sealed
-    run's and its own; else once the sealed run has ended. Either way its first CUDA call waits
-    for the line sent on its stdin once the sealed run has ended, whatever its end: never two
-    CUDA contexts of one probe at once (a 4 GB module has little to spare). `target`: whether a
-    check reads OBLITERATUS and transformers."""
-    if not beside:
-        wait([sealed])
-
-    def once_sealed() -> str:
-        wait([sealed])
-        return "\n"
-
-    completed = runner.run(started_command(python, name, target), timeout=2 * timeout if beside else timeout,
-                           env=env, own_group=True, cancel=cancel, input_text=once_sealed)
+def _run_started(python: str, name: str, timeout: float, target: bool = True,
+                 env: Optional[Mapping[str, str]] = None, cancel: Optional[threading.Event] = None) -> ProbeOutcome:
+    """`name` as the user's python starts it (probes.started_command), once the sealed proof
+    has ended (run_doctor). `target`: whether a check reads OBLITERATUS and transformers."""
+    completed = runner.run(started_command(python, name, target), timeout=timeout, env=env, own_group=True,
+                           cancel=cancel)
     return ProbeOutcome(name, _last_json_object(completed.stdout, name), completed,
                         _last_json_object(completed.stdout, "files"))
 

@@ -217,8 +217,10 @@ def _resolve_interpreter(python: str) -> str:
     if known is not None and int(known.version.split(".")[0]) >= 3:
         return found
     # Written for Python 2 and 3 alike, so a Python 2 target is named as such; /bin/true
-    # and other programs that exit 0 print no version.
-    answer = runner.run([found, "-c", "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"], timeout=60)
+    # and other programs that exit 0 print no version. Without the environment's start-up code
+    # (-E -s -S, which Python 2 knows too): nothing of it runs before the sealed proof either.
+    answer = runner.run([found, "-E", "-s", "-S", "-c", "import sys; sys.stdout.write('%d.%d' % sys.version_info[:2])"],
+                        timeout=60)
     version = answer.stdout.strip()
     if not answer.ok or not re.match(r"^\d+\.\d+$", version):
         raise BadInput(f"{python} is not a Python interpreter (it did not answer with its version)",
@@ -251,107 +253,106 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     assembler = (assembler_command(interpreter, platform.compute_capability, platform.board_root)
                  if platform is not None and platform.compute_capability and "assembler" in probes_needed else None)
     interrupted = threading.Event()  # set on an interruption: a probe not yet started is not started
-    # The probes as started run beside the sealed ones where each of them has a core: where
-    # cores are fewer (two, under emulation), they would only slow the proof down.
-    beside = 2 * len(probes_needed & {"torch", "bitsandbytes"}) <= _cores()
-    # Every probe at once (the integrity probe waits for the sealed proof's accounts of what ran).
-    # One fresh, empty pycache folder for the run (made here, 0700), shared by its sealed probes,
-    # so that what one compiled from the environment's sources the other need not compile again;
-    # removed, with what the proof compiled, once the pool has seen every probe end.
-    with tempfile.TemporaryDirectory(prefix="jetson-install-proof-") as pycache, \
-            ThreadPoolExecutor(max_workers=10) as pool:
-        try:
-            torch_future = (
-                pool.submit(_run_sealed, interpreter, "torch", pycache, request.timeout, progress, triton_env,
-                            interrupted)
-                if "torch" in probes_needed
-                else None
-            )
-            # As the user's python starts it, its first CUDA call once the sealed run has ended:
-            # never two CUDA contexts of one probe at once.
-            started_future = (
-                pool.submit(_run_started, interpreter, "torch", request.timeout, torch_future, beside,
-                            "target" in probes_needed, triton_env, interrupted)
-                if "torch-started" in probes_needed and torch_future is not None
-                else None
-            )
-            assembler_future = (
-                pool.submit(_run_probe, interpreter, "assembler", request.timeout, progress, assembler, triton_env,
-                            interrupted)
-                if assembler is not None
-                else None
-            )
-            bnb_future = (
-                pool.submit(_run_sealed, interpreter, "bitsandbytes", pycache, request.timeout, progress,
-                            cancel=interrupted)
-                if "bitsandbytes" in probes_needed
-                else None
-            )
-            bnb_started_future = (
-                pool.submit(_run_started, interpreter, "bitsandbytes", request.timeout, bnb_future, beside,
-                            cancel=interrupted)
-                if "bitsandbytes-started" in probes_needed and bnb_future is not None
-                else None
-            )
-            sealed = [future for future in (torch_future, bnb_future) if future is not None] \
-                if "ran" in probes_needed else None
-            integrity_future = (
-                pool.submit(_run_integrity, interpreter, request, progress, sealed, interrupted)
-                if "integrity" in probes_needed
-                else None
-            )
-            pip_future = pool.submit(_safe_pip_check, interpreter, interrupted) if "uv" in probes_needed else None
-            added_future = (
-                pool.submit(_run_probe, interpreter, "additions", request.timeout, progress,
-                            additions_command(interpreter, request.additions),
-                            cancel=interrupted)
-                if "additions" in probes_needed and request.additions
-                else None
-            )
-            commands_future = (
-                pool.submit(_run_check_commands, interpreter, request.check_commands, request.timeout, interrupted)
-                if "additions" in probes_needed and request.check_commands
-                else None
-            )
-            pending: List["Future[Any]"] = [future for future in (torch_future, bnb_future, integrity_future,
-                                                                  pip_future, added_future, commands_future,
-                                                                  assembler_future, started_future,
-                                                                  bnb_started_future)
-                                            if future is not None]
-            # Waited for a tick at a time: a signal may wake any thread, and only this one's
-            # return to Python code raises the Ctrl-C.
-            while wait(pending, timeout=runner.TICK_SECONDS).not_done:
-                pass
-            ctx = Context(
-                python=interpreter,
-                platform=request.platform,
-                channel=request.channel,
-                vendor=request.vendor,
-                torch=torch_future.result() if torch_future else ProbeOutcome("torch", {}, None),
-                bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
-                pip_check=pip_future.result() if pip_future else None,
-                source_commit=request.source_commit,
-                install_command=request.install_command,
-                profile=request.profile,
-                platform_options=request.platform_options,
-                target=request.target,
-                integrity=(integrity_future.result() if integrity_future
-                           else ProbeOutcome("integrity", {}, None)),
-                strict=request.strict,
-                additions_requested=request.additions if added_future else (),
-                additions=added_future.result() if added_future else ProbeOutcome("additions", {}, None),
-                check_commands=commands_future.result() if commands_future else (),
-                assembler=(assembler_future.result() if assembler_future
-                           else ProbeOutcome("assembler", {}, None)),
-                torch_started=started_future.result() if started_future else ProbeOutcome("torch", {}, None),
-                bnb_started=(bnb_started_future.result() if bnb_started_future
-                             else ProbeOutcome("bitsandbytes", {}, None)),
-            )
-        except BaseException:
-            # Ctrl-C reaches no probe (each runs in a process group of its own), and a SIGTERM to
-            # the tool alone no child at all (uv pip check): the pool would wait for them to end.
-            runner.end_children(interrupted)
-            raise
+    # Two phases. The sealed proof first: the sealed probes side by side, beside the integrity
+    # probe (-I -S, which judges what ran in them), none of which runs the environment's
+    # start-up code. Then, once all of those have ended and the proof's pycache folder is gone,
+    # what runs the environment's own code (its start-up hooks, uv's query of the interpreter
+    # included, a Triton's ptxas, a check command): nothing of it may run while the proof does,
+    # where it could write into the folder the sealed probes read (a timestamp .pyc of a
+    # source they import) or change a file between its run and its judgment.
+    pycache = tempfile.mkdtemp(prefix="jetson-install-proof-")  # fresh, empty, 0700, shared by the sealed probes
+    try:
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            try:
+                torch_future = (
+                    pool.submit(_run_sealed, interpreter, "torch", pycache, request.timeout, progress, triton_env,
+                                interrupted)
+                    if "torch" in probes_needed
+                    else None
+                )
+                bnb_future = (
+                    pool.submit(_run_sealed, interpreter, "bitsandbytes", pycache, request.timeout, progress,
+                                cancel=interrupted)
+                    if "bitsandbytes" in probes_needed
+                    else None
+                )
+                sealed = [future for future in (torch_future, bnb_future) if future is not None] \
+                    if "ran" in probes_needed else None
+                integrity_future = (
+                    pool.submit(_run_integrity, interpreter, request, progress, sealed, interrupted)
+                    if "integrity" in probes_needed
+                    else None
+                )
+                _wait_all([torch_future, bnb_future, integrity_future])
+                shutil.rmtree(pycache, ignore_errors=True)
+                # As the user's python starts them, once the sealed run has ended: never two CUDA
+                # contexts of one probe at once (a 4 GB module has little to spare).
+                pip_future = (pool.submit(_safe_pip_check, interpreter, interrupted) if "uv" in probes_needed
+                              else None)
+                started_future = (
+                    pool.submit(_run_started, interpreter, "torch", request.timeout, "target" in probes_needed,
+                                triton_env, interrupted)
+                    if "torch-started" in probes_needed and torch_future is not None
+                    else None
+                )
+                bnb_started_future = (
+                    pool.submit(_run_started, interpreter, "bitsandbytes", request.timeout, cancel=interrupted)
+                    if "bitsandbytes-started" in probes_needed and bnb_future is not None
+                    else None
+                )
+                # Runs the environment's Triton's ptxas (and is started as the user's python starts).
+                assembler_future = (
+                    pool.submit(_run_probe, interpreter, "assembler", request.timeout, progress, assembler, triton_env,
+                                interrupted)
+                    if assembler is not None
+                    else None
+                )
+                added_future = (
+                    pool.submit(_run_probe, interpreter, "additions", request.timeout, progress,
+                                additions_command(interpreter, request.additions),
+                                cancel=interrupted)
+                    if "additions" in probes_needed and request.additions
+                    else None
+                )
+                commands_future = (
+                    pool.submit(_run_check_commands, interpreter, request.check_commands, request.timeout, interrupted)
+                    if "additions" in probes_needed and request.check_commands
+                    else None
+                )
+                _wait_all([pip_future, added_future, commands_future, assembler_future, started_future,
+                           bnb_started_future])
+                ctx = Context(
+                    python=interpreter,
+                    platform=request.platform,
+                    channel=request.channel,
+                    vendor=request.vendor,
+                    torch=torch_future.result() if torch_future else ProbeOutcome("torch", {}, None),
+                    bnb=bnb_future.result() if bnb_future else ProbeOutcome("bitsandbytes", {}, None),
+                    pip_check=pip_future.result() if pip_future else None,
+                    source_commit=request.source_commit,
+                    install_command=request.install_command,
+                    profile=request.profile,
+                    platform_options=request.platform_options,
+                    target=request.target,
+                    integrity=(integrity_future.result() if integrity_future
+                               else ProbeOutcome("integrity", {}, None)),
+                    strict=request.strict,
+                    additions_requested=request.additions if added_future else (),
+                    additions=added_future.result() if added_future else ProbeOutcome("additions", {}, None),
+                    check_commands=commands_future.result() if commands_future else (),
+                    assembler=(assembler_future.result() if assembler_future
+                               else ProbeOutcome("assembler", {}, None)),
+                    torch_started=started_future.result() if started_future else ProbeOutcome("torch", {}, None),
+                    bnb_started=(bnb_started_future.result() if bnb_started_future
+                                 else ProbeOutcome("bitsandbytes", {}, None)),
+                )
+            except BaseException:
+                # Ctrl-C reaches no probe (each runs in a process group of its own), and a SIGTERM to
+                # the tool alone no child at all (uv pip check): the pool would wait for them to end.
+                runner.end_children(interrupted)
+                raise
+    finally:  # every probe has ended (the pool waited): nothing writes into it now
+        shutil.rmtree(pycache, ignore_errors=True)
     results: Dict[str, CheckResult] = {}
     for spec in selected:
         if spec.id in request.left_out:
@@ -377,12 +378,12 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     )
 
 
-def _cores() -> int:
-    """The cores this process may run on (its CPU affinity, where the OS tells it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+def _wait_all(futures: Sequence[Optional["Future[Any]"]]) -> None:
+    """Until every one of `futures` (None: not started) has ended. Waited for a tick at a time:
+    a signal may wake any thread, and only this one's return to Python code raises the Ctrl-C."""
+    pending = [future for future in futures if future is not None]
+    while wait(pending, timeout=runner.TICK_SECONDS).not_done:
+        pass
 
 
 def _run_integrity(python: str, request: DoctorRequest, progress: Optional[Callable[[str], None]],

@@ -1,10 +1,9 @@
 """Standalone probe scripts run by the target interpreter; they never import jetson_install.
 
 This module is the tool's side only: how a probe is started (the doctor starts its own, the
-ones that decide `cuda` twice: sealed, and as the user's python starts, side by side where
-each has a core, the second's first CUDA call waiting for the first to end; the verify step's plan
-lists the same command lines, the protect step runs the assembler probe, and
-the stack probe reads an interpreter's packages without importing torch).
+ones that decide `cuda` twice: sealed, and as the user's python starts once every sealed one
+has ended; the verify step's plan lists the same command lines, the protect step runs the
+assembler probe, and the stack probe reads an interpreter's packages without importing torch).
 """
 
 from __future__ import annotations
@@ -46,11 +45,10 @@ def sealed_command(python: str, probe: str, pycache: str = PYCACHE) -> Tuple[str
 
 def started_command(python: str, probe: str, target: bool = True) -> Tuple[str, ...]:
     """`probe` as the user's `python` starts (site on, every start-up hook run), through the
-    same launcher, which accounts for what ran; started beside the sealed probe, it waits for
-    a line on its stdin before its first CUDA call (--hold-cuda). `target`: the torch probe
-    reads OBLITERATUS and transformers too (a check reads them)."""
+    same launcher, which accounts for what ran. `target`: the torch probe reads OBLITERATUS and
+    transformers too (a check reads them)."""
     here = Path(__file__).parent
-    return (python, str(here / LAUNCHER), str(here / SCRIPTS[probe]), "--hold-cuda",
+    return (python, str(here / LAUNCHER), str(here / SCRIPTS[probe]),
             *(() if target or probe != "torch" else ("--no-target",)))
 
 

@@ -1,14 +1,10 @@
 """Probe bitsandbytes inside the target interpreter: which native library loaded, and do its CUDA kernels run.
 
-Run as ``python bnb_probe.py [--hold-cuda]`` by jetson-install doctor, in a process of its
+Run as ``python bnb_probe.py`` by jetson-install doctor, in a process of its
 own, because a failing bitsandbytes kernel prints ``Error ... ops.cu`` to
 stderr and calls exit(1) (BNB_CHECK_RETURN in csrc/compat.cuh,
 https://github.com/bitsandbytes-foundation/bitsandbytes). Only the standard library, torch and
 bitsandbytes may be imported here.
-
-``--hold-cuda``: one line is read on stdin after ``import torch``, before the first CUDA call
-(importing bitsandbytes asks torch for the device): the doctor sends it once the sealed probe
-has ended.
 
 Output: one JSON object per line on stdout; the last line counts. Findings so
 far are printed before each kernel test, so when a kernel kills the process
@@ -176,8 +172,6 @@ def main():
         report["complete"] = True
         emit()
         return
-    if "--hold-cuda" in sys.argv[1:]:
-        sys.stdin.readline()
     cuda_ready = bool(torch.cuda.is_available()) and torch.cuda.device_count() > 0
     capability = tuple(torch.cuda.get_device_capability(0)) if cuda_ready else None
     report["capability"] = list(capability) if capability else None

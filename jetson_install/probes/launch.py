@@ -7,10 +7,11 @@ it (standalone; stdlib only; Python 3.8+).
 Sealed: no `.pth` file is processed and no sitecustomize or usercustomize imported (-S), no
 PYTHON* variable read (-I; the doctor also starts it without them), no __pycache__ of the
 environment read (pycache_prefix names the doctor run's fresh, empty folder, shared by its
-sealed probes, where Triton's and inductor's caches go too); the environment's site folders, as site_layout.py finds them from its layout,
-are appended to sys.path, never given to site.addsitedir (which would run their .pth files).
-As started, nothing is changed: the hooks have run before this file (the probe's own
---hold-cuda makes it wait, before its first CUDA call, for its sealed twin's end).
+sealed probes, where Triton's and inductor's caches go too; no process that runs the
+environment's own code runs until they have ended, so nothing else writes there); the
+environment's site folders, as site_layout.py finds them from its layout, are appended to
+sys.path, never given to site.addsitedir (which would run their .pth files).
+As started, nothing is changed: the hooks have run before this file.
 
 Either way, once the probe returns (or raises, or calls sys.exit), one more JSON line:
 {"probe": "files", "sealed": ..., "site_dirs": [...], "path": sys.path, "pycache": ...,

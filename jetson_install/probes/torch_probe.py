@@ -1,14 +1,11 @@
 """Probe torch, CUDA kernels, NumPy, transformers and OBLITERATUS inside the target interpreter.
 
-Run as ``python torch_probe.py [--no-target] [--hold-cuda]`` by jetson-install doctor.
+Run as ``python torch_probe.py [--no-target]`` by jetson-install doctor.
 Only the standard library, torch, numpy, transformers and obliteratus may be imported here:
 this file runs in an environment where jetson_install is not installed.
 
 ``--no-target``: OBLITERATUS and transformers are left out (no check the doctor runs reads
-them). ``--hold-cuda``: one line is read on stdin before the first CUDA call; the doctor
-starts this probe as the user's python starts it beside the sealed one, and sends that line
-once the sealed one has ended, so what needs no GPU runs side by side and never two CUDA
-contexts of one probe at once.
+them).
 
 Output: one JSON object per line on stdout; the last line counts. Before each
 step the probe prints its findings so far with that step's section marked
@@ -341,16 +338,13 @@ def main():
     target = not sys.flags.no_site and "--no-target" not in sys.argv[1:]
     if loaded:
         torch = loaded[0]
-        if target:  # needs no GPU: before the wait
-            step("transformers", probe_transformers)
-        if "--hold-cuda" in sys.argv[1:]:
-            sys.stdin.readline()
         step("cuda", probe_cuda, torch)
         device = report["cuda"]["available"] and report["cuda"]["device_count"] > 0
         if device:
             step("matmul", probe_matmul, torch)
         if target:
             step("obliteratus", probe_obliteratus)
+            step("transformers", probe_transformers)
         # The kernels most likely to crash the process come last, after the facts above are out.
         if device:
             step("jetson_contract", probe_jetson_contract, torch)

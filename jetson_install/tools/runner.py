@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, TYPE_CHECKING, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 
 from jetson_install.base.process import Completed
@@ -38,9 +38,6 @@ _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "__PYVENV_LAUNCHER__", "VIRTUAL_ENV", "
 #: How often on_tick is called while a child runs: often enough for a live line's clock.
 TICK_SECONDS = 0.25
 LineCallback = Callable[[str, str], None]
-#: What a child reads on its stdin: the text, or what gives it once it is ready (called in a
-#: thread of its own while the child runs: a probe that waits for another's end).
-InputText = Union[str, Callable[[], str]]
 # The children run() started that still run, each with whether it leads a group of its own (end_children).
 _children: Dict["subprocess.Popen[bytes]", bool] = {}
 _children_lock = threading.Lock()
@@ -90,7 +87,7 @@ def run(
     timeout: Optional[float] = None,
     env: Optional[Mapping[str, str]] = None,
     cwd: Optional[str] = None,
-    input_text: Optional[InputText] = None,
+    input_text: Optional[str] = None,
     unset: Sequence[str] = (),
     on_line: Optional[LineCallback] = None,
     on_tick: Optional[Callable[[], None]] = None,
@@ -110,7 +107,6 @@ def run(
     ``own_group`` everything the child started; `cancel` (for a child another thread starts):
     once end_children set it, the child is not started. With ``secret_stdout`` (a credential
     helper's answer) the child's stdout is kept out of the log: only its stderr is logged.
-    ``input_text``: what the child reads on its stdin (InputText), closed after it.
     """
     name = os.path.basename(str(argv[0]))
     log.debug("run: %s", " ".join(str(a) for a in argv))
@@ -186,7 +182,7 @@ def _end_timed_out(proc: "subprocess.Popen[bytes]", own_group: bool, threads: Se
 
 
 def _follow(proc: "subprocess.Popen[bytes]", argv: Sequence[str], name: str, timeout: Optional[float],
-            input_text: Optional[InputText], on_line: Optional[LineCallback], on_tick: Optional[Callable[[], None]],
+            input_text: Optional[str], on_line: Optional[LineCallback], on_tick: Optional[Callable[[], None]],
             own_group: bool, secret_stdout: bool = False) -> Completed:
     """Read a started child's output as it comes, to its end (or its timeout)."""
     arrived: "queue.Queue[Tuple[str, Optional[str]]]" = queue.Queue()
@@ -258,10 +254,10 @@ def _read_lines(pipe: IO[bytes], stream: str, arrived: "queue.Queue[Tuple[str, O
     arrived.put((stream, None))
 
 
-def _write_input(pipe: IO[bytes], text: InputText) -> None:
+def _write_input(pipe: IO[bytes], text: str) -> None:
     try:
         with pipe:
-            pipe.write((text if isinstance(text, str) else text()).encode("utf-8"))
+            pipe.write(text.encode("utf-8"))
     except OSError:
         pass  # the child exited without reading it all; its exit status says why
 
@@ -285,7 +281,7 @@ def uv_binary() -> str:
 
 def run_uv(argv: Sequence[str], *, timeout: Optional[float] = 3600, indexes: Sequence[str] = (),
            sources: Sequence[str] = (), env: Optional[Mapping[str, str]] = None,
-           watch: Optional["StepProgress"] = None, input_text: Optional[InputText] = None) -> Completed:
+           watch: Optional["StepProgress"] = None, input_text: Optional[str] = None) -> Completed:
     """Run an argv uv.py built, with the uv binary jetson-install ships; `indexes` are the URLs
     (with any credentials) the argv may name, `sources` the requirements (with any credentials)
     whose git URLs it names without them; `watch` (the running step) hears of each download

@@ -3,7 +3,6 @@
 import json
 import os
 import sys
-import time
 
 _PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doctor_stub_scenario.json")
 
@@ -18,12 +17,3 @@ def event(what):
         with open(SCENARIO["events"], "a") as log:
             log.write(("sealed " if sys.flags.no_site else "started ") + what + "\n")
 
-
-def wait_for_event(line, seconds=60):
-    """Until the events file has `line` (another probe got there), or `seconds` have passed."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with open(SCENARIO["events"]) as log:
-            if line in log.read().splitlines():
-                return
-        time.sleep(0.05)

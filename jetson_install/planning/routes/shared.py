@@ -196,30 +196,31 @@ def additions_commands(plan: Plan, python: str) -> List[Tuple[str, ...]]:
 def verify_step(plan: Plan, title: str) -> Step:
     """The doctor on the new environment, keeping its evidence in the environment; with
     --no-verify only the checks that need no GPU. It runs in the install's process, which
-    already holds the platform and the catalog: its commands are the probes it starts (the
-    torch probe sealed and as started, side by side where each has a core, the second's first
-    CUDA call waiting for the first to end; then the integrity probe, which judges what ran in the sealed
-    one; with the additions probe and --check-command's where given, for the checks that need
-    no GPU: python-abi, libraries, startup-hooks, vendor-files, loaded-files, torch-import,
-    torch-build and additions; the integrity probe compares the vendor files by size, as any
-    doctor but the strict one does; the full doctor also runs the bitsandbytes probe both ways
-    and the assembler probe where the platform names a compute capability), and the command
-    that does the same later is `jetson-install doctor` on DIR."""
+    already holds the platform and the catalog: its commands are the probes it starts, in two
+    phases (docs/doctor.md): the sealed proof (the torch probe sealed, the integrity probe,
+    which judges what ran in it, and with a full doctor the bitsandbytes probe sealed), then,
+    once that has ended, what runs the environment's own code (the torch probe as the user's
+    python starts it; with a full doctor the bitsandbytes probe so too, uv pip check, which
+    asks the interpreter what it is, and the assembler probe where the platform names a compute
+    capability; the additions probe and --check-command's where given). With --no-verify only the checks that need no GPU:
+    python-abi, libraries, startup-hooks, vendor-files, loaded-files, torch-import, torch-build
+    and additions; the integrity probe compares the vendor files by size, as any doctor but the
+    strict one does. The command that does the same later is `jetson-install doctor` on DIR."""
     python = python_of(plan)
     # The vendor step's record names the vendor builds and companions; a kept stack has none.
     record = f"{state_of(plan)}/{RECORD_FILE}" if plan.route.resolves() else None
     manifest = f"{state_of(plan)}/{MANIFEST_FILE}"
     # With --no-verify no check reads OBLITERATUS or transformers: the torch probe leaves them out.
-    commands: List[Tuple[str, ...]] = [sealed_command(python, "torch"),
-                                       started_command(python, "torch", target=plan.verify),
-                                       integrity_command(python, record, False, manifest, ran=True),
-                                       *additions_commands(plan, python)]
+    sealed: List[Tuple[str, ...]] = [sealed_command(python, "torch")]
+    started: List[Tuple[str, ...]] = [started_command(python, "torch", target=plan.verify)]
     if plan.verify:
-        commands += [sealed_command(python, "bitsandbytes"), started_command(python, "bitsandbytes"),
-                     tuple(uv.pip_check_argv(python))]
+        sealed.append(sealed_command(python, "bitsandbytes"))
+        started += [started_command(python, "bitsandbytes"), tuple(uv.pip_check_argv(python))]
         assembler = assembler_probe(plan)
         if assembler is not None:  # the compile check's half that needs no GPU
-            commands.append(assembler)
+            started.append(assembler)
+    sealed.append(integrity_command(python, record, False, manifest, ran=True))
+    commands = [*sealed, *started, *additions_commands(plan, python)]
     options = (*plan.doctor_platform_args, *plan.route.profile.options,
                *(() if plan.verify else ("--no-gpu",)))
     equivalent = (PROGRAM, "doctor", "--venv", plan.venv, "--evidence", f"{plan.venv}/{STATE_DIR}/{EVIDENCE_FILE}",
