@@ -128,6 +128,13 @@ class _IndexRead:
             except BaseException as exc:  # handed to the thread that waits for it
                 self._outcome.append(exc)
 
+        # sysconfig's first read is not thread-safe before Python 3.12
+        # (https://github.com/python/cpython/issues/92452): the reader's wheel tags and the steps
+        # that run meanwhile (uv's binary, found through sysconfig) would both be first, and one
+        # got EXE as None. Read once here, before there is a second thread.
+        import sysconfig  # only where the index is read: a no-op re-run needs none of it
+
+        sysconfig.get_config_vars()
         self._thread = threading.Thread(target=read, name="vendor-index", daemon=True)
         self._thread.start()
 

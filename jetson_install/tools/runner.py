@@ -271,8 +271,8 @@ _FINDING_BINARY = threading.Lock()
 
 
 def uv_binary() -> str:
-    # find_uv_bin reads sysconfig, whose first read is not thread-safe: two threads at once
-    # got EXE as None ("can only concatenate str (not "NoneType") to str").
+    # find_uv_bin reads sysconfig, whose first read is not thread-safe before Python 3.12
+    # (https://github.com/python/cpython/issues/92452): two threads at once got EXE as None.
     from uv import find_uv_bin  # where uv runs: a no-op re-run starts none
 
     with _FINDING_BINARY:
