@@ -478,6 +478,23 @@ def test_the_sealed_proof_sees_no_python_variable_and_leaves_no_bytecode(tmp_pat
     assert list(site_packages(python).rglob("__pycache__")) == []
 
 
+def test_torch_compiles_inside_the_sealed_proof_never_in_workers_that_run_the_hooks(tmp_path: Path) -> None:
+    # inductor starts parallel compile workers as `sys.executable ENTRY` (site on: the
+    # environment's .pth hooks run, during the proof) unless TORCHINDUCTOR_COMPILE_THREADS is 1
+    # (torch/_inductor/config.py decide_compile_threads reads it first).
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os\nprint(os.environ.get('TORCHINDUCTOR_COMPILE_THREADS'))\n")
+    launcher = TOP / "jetson_install" / "probes" / "launch.py"
+    sealed = subprocess.run([sys.executable, "-I", "-S", "-X", f"pycache_prefix={tmp_path / 'pycache'}", str(launcher),
+                             "--sealed", str(probe)], capture_output=True, text=True, timeout=120)
+    assert sealed.stdout.splitlines()[0] == "1", sealed.stdout + sealed.stderr
+    # As the user's python starts it, nothing is changed.
+    started = subprocess.run([sys.executable, str(launcher), str(probe)], capture_output=True, text=True, timeout=120,
+                             env={key: value for key, value in os.environ.items()
+                                  if key != "TORCHINDUCTOR_COMPILE_THREADS"})
+    assert started.stdout.splitlines()[0] == "None", started.stdout + started.stderr
+
+
 @pytest.mark.slow
 def test_an_install_given_a_pth_wheel_that_fakes_a_device_fails_and_says_why(
         tmp_path: Path, private_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex]) -> None:

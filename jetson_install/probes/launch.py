@@ -8,7 +8,8 @@ Sealed: no `.pth` file is processed and no sitecustomize or usercustomize import
 PYTHON* variable read (-I; the doctor also starts it without them), no __pycache__ of the
 environment read (pycache_prefix names the doctor run's fresh, empty folder, shared by its
 sealed probes, where Triton's and inductor's caches go too; no process that runs the
-environment's own code runs until they have ended, so nothing else writes there); the
+environment's own code runs until they have ended, so nothing else writes there; torch
+compiles in this process, never in workers started site on); the
 environment's site folders, as site_layout.py finds them from its layout, are appended to
 sys.path, never given to site.addsitedir (which would run their .pth files).
 As started, nothing is changed: the hooks have run before this file.
@@ -89,6 +90,11 @@ def main(argv):
         layout = runpy.run_path(os.path.join(HERE, "site_layout.py"))
         folders = layout["site_folders"]()[0]
         sys.path.extend(folder for folder in folders if folder not in sys.path)
+        # inductor's parallel compile starts its workers as `sys.executable ENTRY`, site on and
+        # without this pycache folder (torch/_inductor/compile_worker/subproc_pool.py): they would
+        # run the environment's .pth hooks while the proof runs. One thread compiles, in this
+        # process (the variable comes first in torch/_inductor/config.py decide_compile_threads).
+        os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         prefix = getattr(sys, "pycache_prefix", None)
         if prefix:
             # What the proof compiles goes to its own fresh folder, not to the user's caches.
