@@ -33,6 +33,7 @@ from jetson_install.base.redact import CREDENTIALS_FIX, redact
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
 from jetson_install.base.toml_file import load_toml
+from jetson_install.base.work_folders import remove_abandoned
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.board.samples import root_shown
 from jetson_install.catalog.identity import NoBuildForPython
@@ -283,15 +284,15 @@ _PART = ".part"
 
 
 def _remove_abandoned(scratch: Path, output: Optional[Path]) -> None:
-    """What killed locks left: their work folders, and beside `output` a wheel not yet renamed
-    (`.NAME.PID.part`) or the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`, as
-    replace_file names it), once the process named is gone."""
-    leftovers = [(path, path.name[len(_WORK_PREFIX):].split("-", 1)[0]) for path in scratch.glob(f"{_WORK_PREFIX}*")]
-    if output is not None:
-        leftovers += [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1])
-                      for path in output.parent.glob(f".*{_PART}")]
-        leftovers += [(path, path.name[len(output.name) + 2:].split(".", 1)[0])
-                      for path in output.parent.glob(f".{glob_escape(output.name)}.*.tmp")]
+    """What killed locks left: their work folders (work_folders.py), and beside `output` a wheel
+    not yet renamed (`.NAME.PID.part`) or the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`,
+    as replace_file names it), once the process named is gone."""
+    remove_abandoned(_WORK_PREFIX, scratch)
+    if output is None:
+        return
+    leftovers = [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1]) for path in output.parent.glob(f".*{_PART}")]
+    leftovers += [(path, path.name[len(output.name) + 2:].split(".", 1)[0])
+                  for path in output.parent.glob(f".{glob_escape(output.name)}.*.tmp")]
     for path, pid in leftovers:
         try:
             os.kill(int(pid), 0)
