@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.layout import BUILD_CACHE_DIR
 from jetson_install.base.steps import Step
 from jetson_install.base.user_dirs import cache_dir
+from jetson_install.base.work_folders import make_work_folder
 from jetson_install.envs.interpreters import inspect_interpreter
 from jetson_install.envs.manifest import WheelRefused, read_wheel, write_manifest
 from jetson_install.envs.record import record_built
@@ -168,9 +168,9 @@ def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_
         progress(f"      bitsandbytes for sm_{request.capability} from the build cache ({reused.path.name})")
         return reused
     cache.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(cache)
     shutil.rmtree(final, ignore_errors=True)  # a damaged entry is rebuilt, never installed
-    work = Path(tempfile.mkdtemp(prefix=f".building-{os.getpid()}-", dir=cache))
+    # Named by this process: the next build removes it where a kill (or a reboot) left it.
+    work = make_work_folder(".building-", cache)
     try:
         source = work / "source"
         started = time.monotonic()
@@ -219,18 +219,6 @@ def _cached(folder: Path) -> Optional[BuiltWheel]:
     if digest != record.get("sha256"):
         return None
     return BuiltWheel(wheel, digest, True, record)
-
-
-def _remove_abandoned(cache: Path) -> None:
-    """Work folders of builds whose process is gone (killed, or the machine rebooted)."""
-    for folder in cache.glob(".building-*"):
-        try:
-            pid = int(folder.name.split("-")[1])
-            os.kill(pid, 0)
-        except (ValueError, IndexError, ProcessLookupError):
-            shutil.rmtree(folder, ignore_errors=True)
-        except PermissionError:
-            pass  # another user's live build
 
 
 def _copy_checkout(source: BuildSource, dest: Path) -> None:

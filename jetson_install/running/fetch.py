@@ -38,6 +38,7 @@ from jetson_install.base.steps import Step
 from jetson_install.base.tags import wheel_rank, wheel_tags
 from jetson_install.base.toml_file import load_toml
 from jetson_install.base.user_dirs import cache_dir
+from jetson_install.base.work_folders import remove_abandoned
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.identity import ChosenFile, Companion, IdentityMismatch, Resolution
 from jetson_install.envs.manifest import (
@@ -61,6 +62,8 @@ from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event, StepProgr
 __all__ = ["fetch", "fetched_companions", "wheels_cache"]
 
 log = logging.getLogger("jetson_install")
+# A run's downloads, in the wheels cache: PREFIX + PID (work_folders.py removes a killed run's).
+_PARTIAL = ".part-"
 
 
 def wheels_cache() -> Path:
@@ -93,7 +96,8 @@ def fetch(step: Step, run: Run) -> str:
         replace_file(state / COMPANIONS_INPUT, "".join(f"{line}\n" for line in vendor.companions))
         run.run(companions_compile, reach)
         companions = _pylock_files(state / COMPANIONS_PYLOCK, plan)
-    _remove_abandoned(wheels_cache())
+    # Downloads cut short by a killed run (their process is gone): nothing of a run grows after it.
+    remove_abandoned(_PARTIAL, wheels_cache())
     while True:
         try:
             assert plan.resolution is not None
@@ -172,7 +176,7 @@ def _checked(chosen: ChosenFile, where: str, plan: Plan, run: Run) -> Tuple[str,
         if kept is not None:
             return chosen.name, cached, kept
     # Downloaded under its own name (which the wheel's reader parses) in a folder of this run's.
-    partial = cache / f".part-{os.getpid()}" / chosen.file
+    partial = cache / f"{_PARTIAL}{os.getpid()}" / chosen.file
     partial.parent.mkdir(parents=True, exist_ok=True)
     shown = _Shown(run.current, chosen.file)
     try:
@@ -272,17 +276,6 @@ def _with_credentials(url: str, indexes: Sequence[str]) -> str:
         userinfo = named.netloc.rpartition("@")[0]
         return urlunsplit((parts.scheme, f"{userinfo}@{parts.netloc}", parts.path, parts.query, parts.fragment))
     return url
-
-
-def _remove_abandoned(cache: Path) -> None:
-    """Downloads cut short by a killed run (their process is gone): nothing of a run grows after it."""
-    for partial in cache.glob(".part-*"):
-        try:
-            os.kill(int(partial.name[len(".part-"):]), 0)
-        except (ValueError, ProcessLookupError):
-            shutil.rmtree(partial, ignore_errors=True)
-        except PermissionError:
-            pass  # another user's live download
 
 
 def _from_next_source(plan: Plan, run: Run, failure: StepFailed) -> Plan:
