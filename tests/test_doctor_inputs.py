@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import threading
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, List
+from typing import TYPE_CHECKING
 
-import pytest
 
 from support.cli import CliResult, run_cli
+from support.interrupts import HangingPython, alive, ctrl_c_when, wait_until
 
 from jetson_install.tools import runner
 
@@ -49,14 +46,6 @@ def test_a_python_2_target_is_named_with_a_fix_that_works(tmp_path: Path) -> Non
     assert "SyntaxError" not in result.stderr + result.stdout
 
 
-def alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status
-
-
 def test_a_hung_probe_is_ended_with_everything_it_started(tmp_path: Path) -> None:
     from jetson_install.doctor.context import _run_probe
 
@@ -67,10 +56,7 @@ def test_a_hung_probe_is_ended_with_everything_it_started(tmp_path: Path) -> Non
     assert outcome.completed is not None and outcome.completed.timed_out
     assert "timed out" in outcome.failure()
     helper = int(outcome.completed.stdout.split()[0])
-    deadline = time.monotonic() + 10
-    while alive(helper) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(helper)
+    assert wait_until(lambda: not alive(helper), 10)
 
 
 def test_a_ctrl_c_while_the_probes_run_ends_them(tmp_path: Path) -> None:
@@ -78,40 +64,13 @@ def test_a_ctrl_c_while_the_probes_run_ends_them(tmp_path: Path) -> None:
     # own, get no SIGINT from the terminal, and must not be left running on to their end.
     from jetson_install.doctor import DoctorRequest, run_doctor
 
-    started = tmp_path / "started"
-    python = tmp_path / "python3"
-    python.write_text(f'#!/bin/sh\ncase "$1" in -E) printf 3.11 ;; *) echo $$ >> {started}; exec sleep 120 ;; esac\n')
-    python.chmod(0o755)
-
-    def probes() -> List[int]:
-        return [int(line) for line in started.read_text().split()] if started.exists() else []
-
-    ended: List[bool] = []
-
-    def interrupt() -> None:
-        deadline = time.monotonic() + 60
-        while len(probes()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
-        deadline = time.monotonic() + 30
-        while any(alive(pid) for pid in probes()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        ended.append(len(probes()) == 2 and not any(alive(pid) for pid in probes()))
-
-    # Ctrl-C as a terminal's foreground job gets it: a run started in the background (a shell's
-    # `&`, as a CI script or tests/test_pythons.py's child may be) inherits SIGINT ignored.
-    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
-    thread = threading.Thread(target=interrupt)
-    thread.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            # Both probes, without uv pip check: uv stays in the terminal's group, which this
-            # interrupt (of this process alone) does not reach.
-            run_doctor(DoctorRequest(str(python), None, None, only=("torch-import", "bnb-library")))
-    finally:
-        thread.join()
-        signal.signal(signal.SIGINT, ignored)
-    assert ended == [True]
+    python = HangingPython(tmp_path)
+    with ctrl_c_when(lambda: len(python.probes()) >= 2):
+        # Both probes, without uv pip check: uv stays in the terminal's group, which this
+        # interrupt (of this process alone) does not reach.
+        run_doctor(DoctorRequest(str(python.path), None, None, only=("torch-import", "bnb-library")))
+    assert wait_until(lambda: not any(alive(pid) for pid, _ in python.probes()), 30), python.probes()
+    assert len(python.probes()) == 2
 
 
 def test_pip_check_that_could_not_run_always_says_why() -> None:
@@ -192,16 +151,13 @@ def test_a_sigterm_while_the_doctor_runs_is_named_in_its_stop_line(tmp_path: Pat
     import subprocess
     import sys
 
-    started = tmp_path / "started"
-    python = tmp_path / "python3"
-    python.write_text(f'#!/bin/sh\ncase "$1" in -E) printf 3.11 ;; *) echo $$ >> {started}; exec sleep 120 ;; esac\n')
-    python.chmod(0o755)
-    process = subprocess.Popen([sys.executable, "-m", "jetson_install", "doctor", "--python", str(python), "--root",
+    python = HangingPython(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "jetson_install", "doctor", "--python", str(python.path), "--root",
                                 "sample:agx-orin-64gb-jp6.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-    while not started.exists():  # a probe runs: the doctor waits for it
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.05)
+    # A probe runs: the doctor waits for it.
+    assert wait_until(lambda: bool(python.probes()) or process.poll() is not None, 60) and process.poll() is None, \
+        process.communicate()
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130

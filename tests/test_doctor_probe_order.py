@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import stat
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -24,6 +21,7 @@ from jetson_install.doctor import context
 from jetson_install.doctor import run as doctor_run
 from jetson_install.tools import runner
 from support.doctor_env import make_env, run
+from support.interrupts import HangingPython, alive, ctrl_c_when
 from support.wheels import build_wheel
 
 # A start-up hook a package can ship (the reviewer's proof of concept): it finds the pycache
@@ -170,47 +168,17 @@ def test_a_sealed_probe_that_times_out_still_leaves_no_pycache_folder(
     assert folders and not os.path.exists(folders[0])
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as status:
-            return status.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_ctrl_c_during_the_sealed_proof_starts_nothing_more_and_removes_its_pycache_folder(
         tmp_path: Path) -> None:
-    started = tmp_path / "started"
-    python = tmp_path / "python3"
-    python.write_text(f'#!/bin/sh\ncase "$1" in -E) printf 3.11 ;; *) echo "$$ $*" >> {started}; '
-                      'exec sleep 120 ;; esac\n')
-    python.chmod(0o755)
-
-    def probes() -> List[List[str]]:
-        return [line.split(" ", 1) for line in started.read_text().splitlines()] if started.exists() else []
-
-    def interrupt() -> None:
-        deadline = time.monotonic() + 60
-        while sum("--sealed" in argv for _, argv in probes()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    # As test_doctor_inputs' Ctrl-C test: a run in the background inherits SIGINT ignored.
-    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
-    thread = threading.Thread(target=interrupt)
-    thread.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            run_doctor(DoctorRequest(str(python), None, None, only=("startup-hooks", "bnb-library")))
-    finally:
-        thread.join()
-        signal.signal(signal.SIGINT, ignored)
-    seen = probes()
+    python = HangingPython(tmp_path)
+    with ctrl_c_when(lambda: python.sealed() >= 2):
+        run_doctor(DoctorRequest(str(python.path), None, None, only=("startup-hooks", "bnb-library")))
+    seen = python.probes()
     # The sealed probes and the integrity probe (-I -S); nothing that runs the environment's code.
-    assert sum("--sealed" in argv for _, argv in seen) == 2, seen
+    assert python.sealed() == 2, seen
     assert all(argv.startswith("-I -S ") for _, argv in seen), seen
-    assert not any(alive(int(pid)) for pid, _ in seen)
-    (folder,) = set(re.findall(r"pycache_prefix=(\S+)", started.read_text()))
+    assert not any(alive(pid) for pid, _ in seen)
+    (folder,) = set(re.findall(r"pycache_prefix=(\S+)", python.started.read_text()))
     assert not os.path.exists(folder)
 
 
