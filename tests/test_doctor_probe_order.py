@@ -6,11 +6,14 @@ gone; that folder is the run's (0700), shared by its sealed probes, removed howe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -21,7 +24,7 @@ from jetson_install.doctor import context
 from jetson_install.doctor import run as doctor_run
 from jetson_install.tools import runner
 from support.doctor_env import make_env, run
-from support.interrupts import HangingPython, alive, ctrl_c_when
+from support.interrupts import HangingPython, alive, ctrl_c_when, wait_until
 from support.wheels import build_wheel
 
 # A start-up hook a package can ship (the reviewer's proof of concept): it finds the pycache
@@ -180,6 +183,36 @@ def test_a_ctrl_c_during_the_sealed_proof_starts_nothing_more_and_removes_its_py
     assert not any(alive(pid) for pid, _ in seen)
     (folder,) = set(re.findall(r"pycache_prefix=(\S+)", python.started.read_text()))
     assert not os.path.exists(folder)
+
+
+def test_a_doctor_killed_during_the_sealed_proof_leaves_its_pycache_folder_and_the_next_run_removes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    python = HangingPython(tmp_path)
+    code = ("import sys; from jetson_install.doctor import DoctorRequest, run_doctor; "
+            "run_doctor(DoctorRequest(sys.argv[1], None, None, only=('startup-hooks', 'bnb-library')))")
+    doctor = subprocess.Popen([sys.executable, "-c", code, str(python.path)], env=dict(os.environ, TMPDIR=str(scratch)))
+    try:
+        assert wait_until(lambda: python.sealed() >= 2 or doctor.poll() is not None, 60) and doctor.poll() is None
+        doctor.kill()  # SIGKILL: no `finally` of the doctor's runs
+        doctor.wait(timeout=60)
+    finally:
+        for pid, _ in python.probes():  # each in a process group of its own: they outlive the doctor
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    (left,) = scratch.iterdir()
+    assert left.name.startswith(f"jetson-install-proof-{doctor.pid}-") and left.is_dir()
+    live = scratch / f"jetson-install-proof-{os.getpid()}-abcdefgh"  # a running doctor's
+    live.mkdir()
+    answers = tmp_path / "answers" / "python3"  # a stand-in whose probes end at once, saying nothing
+    answers.parent.mkdir()
+    answers.write_text('#!/bin/sh\ncase "$1" in -E) printf 3.11 ;; esac\n')
+    answers.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    checks = said(run_doctor(DoctorRequest(str(answers), None, None, only=("startup-hooks",))))
+    assert checks["startup-hooks"][0] == "fail", checks
+    assert [path.name for path in scratch.iterdir()] == [live.name]  # the killed one's and its own are gone
 
 
 def test_a_run_of_the_target_checks_imports_the_target_as_started_and_one_without_them_does_not(

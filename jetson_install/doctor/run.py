@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -66,6 +65,7 @@ from jetson_install.doctor.report import (
     _torch_evidence,
 )
 from jetson_install.base.schema import evidence_schema
+from jetson_install.base.work_folders import make_work_folder
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, Verdict
 from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
@@ -152,6 +152,8 @@ CHECKS: Tuple[CheckSpec, ...] = (
     CheckSpec("pip-check", "uv pip check is clean", True, "uv", check_pip),
 )
 _BY_ID = {spec.id: spec for spec in CHECKS}
+# The sealed proof's pycache folder, in the temporary folder: PREFIX + PID + "-...".
+_PROOF_PREFIX = "jetson-install-proof-"
 # What an install checks even with --no-verify (image builds without GPU access): these need
 # no GPU, and a CPU-only or other-CUDA torch, a library it cannot load, or changed vendor files must not
 # reach the user's environment.
@@ -260,7 +262,9 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     # included, a Triton's ptxas, a check command): nothing of it may run while the proof does,
     # where it could write into the folder the sealed probes read (a timestamp .pyc of a
     # source they import) or change a file between its run and its judgment.
-    pycache = tempfile.mkdtemp(prefix="jetson-install-proof-")  # fresh, empty, 0700, shared by the sealed probes
+    # Fresh, empty, 0700, shared by the sealed probes; named by this process, so the next run
+    # removes it where a SIGKILL left it.
+    pycache = str(make_work_folder(_PROOF_PREFIX))
     try:
         with ThreadPoolExecutor(max_workers=10) as pool:
             try:
