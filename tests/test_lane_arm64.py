@@ -191,6 +191,19 @@ def test_the_preflight_doctor_passes_as_preflight(arm64: Arm64Root) -> None:
     assert checks["obliteratus"]["status"] == "ok" and "'cpu'" in checks["obliteratus"]["detail"]
     assert checks["cuda-available"]["status"] == "not_applicable"
     assert checks["pip-check"]["status"] == "ok"
+    # On the root's Debian Python: the proof ran sealed, every vendor file has the size its wheel
+    # held, no file that ran is unaccounted for, and the environment as started agrees.
+    integrity = evidence["integrity"]
+    distributions = integrity["distributions"]
+    assert all(found["verified"] == found["expected"] > 0 for found in distributions.values()), distributions
+    # The vendor set the install fetched is held to its wheels' hashes; the preflight's
+    # bitsandbytes, which uv installs from the default index and the tool does not fetch, to its
+    # RECORD, which its detail says (so hashes_from is "record" and `accounted` false here).
+    assert {name: distributions[name]["basis"] for name in ("torch", "torchvision", "torchaudio")} \
+        == dict.fromkeys(("torch", "torchvision", "torchaudio"), "artifact"), distributions
+    assert "bitsandbytes: expected hashes from the environment's own RECORD" in checks["vendor-files"]["detail"]
+    assert integrity["ran"]["sealed"] is True and integrity["ran"]["unaccounted_count"] == 0
+    assert integrity["as_started"]["same"] is True and checks["loaded-files"]["status"] == "ok"
     strict = arm64.tool("doctor", "doctor", "--venv", ENV, *RELEASE, "--strict")
     assert strict.returncode == 2 and "--strict is the Jetson runtime gate" in strict.stderr
 
