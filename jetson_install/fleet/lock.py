@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from glob import escape as glob_escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -30,7 +30,6 @@ from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.oci_ref import is_oci
 from jetson_install.base.outputs import read_regular_file, replace_file
 from jetson_install.base.redact import CREDENTIALS_FIX, redact
-from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
 from jetson_install.base.toml_file import load_toml
 from jetson_install.base.work_folders import remove_abandoned
@@ -39,7 +38,8 @@ from jetson_install.board.samples import root_shown
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, read_lock, render_lock
 from jetson_install.envs.interpreters import inspect_interpreter
-from jetson_install.tools import git, runner, uv
+from jetson_install.fleet.target_build import TargetBuild, resolves_without_a_build
+from jetson_install.tools import runner, uv
 from jetson_install.tools.index import fetch_file
 from jetson_install.tools.uv_errors import read_uv_failure
 
@@ -173,32 +173,36 @@ class LockResult:
         return {"schema_version": 1, "command": "lock", "lock": self.path, "wheel": self.wheel, **self.lock.to_json()}
 
 
-def make_lock(plan: "Plan", target: LockTarget, output: Path) -> LockResult:
-    """The lock of `plan` (resolved: `resolve_plan`) for `target`: the vendor set as the vendor
-    index resolved it (its files, URLs, sha256), the rest resolved from the default index alone
-    (one resolution over both indexes would take each package from the first that has it), the
-    plan's target built into a wheel beside `output`."""
-    resolution = plan.resolution
-    # `lock` refuses a board with no vendor source, and resolves the plan, before it comes here.
-    assert resolution is not None and plan.channel is not None and plan.vendor is not None
-    requirement, default_index = plan.requirement, plan.settings.default_index.value
+def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[[], "Plan"]) -> LockResult:
+    """The lock of `plan` for `target`: the vendor set as the vendor index resolved it (`resolve`:
+    the plan with that set; its files, URLs, sha256), the rest resolved from the default index
+    alone (one resolution over both indexes would take each package from the first that has it),
+    the plan's target built into a wheel beside `output`. The target is checked out and built
+    on a thread meanwhile (target_build.py); an error is the one a lock made step by step meets
+    first: the vendor index's, the checkout's, the build's, the resolution's."""
+    target_url = plan.requirement.url if plan.requirement is not None else None
+    default_index = plan.settings.default_index.value
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(Path(tempfile.gettempdir()), output)
     # A killed lock leaves its work folder (a clone, a build): named by its pid, so the next
     # lock removes it once that process is gone.
     work = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
+    building = TargetBuild(target_url, default_index, work) if target_url is not None else None
     try:
+        plan = resolve()
+        resolution, requirement = plan.resolution, plan.requirement
+        # `lock` refuses a board with no vendor source before it comes here.
+        assert resolution is not None and plan.channel is not None and plan.vendor is not None
         vendor = _vendor_entries(work, resolution, plan.vendor_index, target)
-        built: List[Locked] = []
         rest_requirements: List[str] = []
-        wheel, built_wheel, commit = None, None, None
-        if requirement is not None:
-            built_wheel, commit = _build_target(requirement, default_index, work)
-            digest = file_sha256(built_wheel)
-            wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
-            rest_requirements.append(str(replace(requirement, url=built_wheel.as_uri())))
-            built.append(Locked(requirement.name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
+        commit, wheel_first = None, None
+        if building is not None and requirement is not None:
+            source, commit = building.source()
+            # Static metadata: uv reads the checkout's, which the wheel is built with, so the rest
+            # resolves while the wheel is built; else from the wheel, once built.
+            wheel_first = None if resolves_without_a_build(source) else building.wheel()
+            rest_requirements.append(str(replace(requirement, url=(wheel_first or source).as_uri())))
         # The vendor files as direct references: their dependencies come from the default index,
         # and the vendor index is asked for nothing else.
         rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
@@ -206,8 +210,21 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path) -> LockResult:
         rest_requirements += list(plan.vendor.companions)
         # pip in the environment, as `uv venv --seed` puts it there, so later plain `pip install`s work.
         rest_requirements.append("pip")
-        rest = _resolve(work, "default", rest_requirements, plan.constraints, default_index, target, no_deps=False,
-                        skip=[entry.name for entry in vendor + built])
+        skip = [entry.name for entry in vendor] + ([requirement.name] if requirement is not None else [])
+        try:
+            rest = _resolve(work, "default", rest_requirements, plan.constraints, default_index, target,
+                            no_deps=False, skip=skip)
+        except StepFailed:
+            if building is not None:
+                building.wheel()  # a build that failed too: its failure, the one met first step by step
+            raise
+        built_wheel = building.wheel() if building is not None else None
+        built: List[Locked] = []
+        wheel, digest = None, ""
+        if built_wheel is not None and requirement is not None:
+            digest = file_sha256(built_wheel)
+            wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
+            built.append(Locked(requirement.name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
         # The header names the source without a token in its URL: a lock is copied to every runner.
         lock = Lock(plan.channel.id, target.python, target.arch, target.platform,
                     redact(str(requirement)) if requirement else "none (the stack alone)", commit, __version__,
@@ -225,6 +242,8 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path) -> LockResult:
             if requirement is not None:
                 remove_unnamed_builds(output.parent, requirement.name)
     finally:
+        if building is not None:
+            building.stop()  # nothing of it runs on (an error, Ctrl-C) once the work folder goes
         shutil.rmtree(work, ignore_errors=True)
     return LockResult(lock, str(output), str(wheel) if wheel else None, target.install_python)
 
@@ -427,47 +446,3 @@ def requirement_files(requirement: str, constraints: Sequence[str], default_inde
                                                               "serves another file than it lists")
         files.append(destination)
     return files
-
-
-def _build_target(requirement: TargetRequirement, default_index: Optional[str], work: Path) -> Tuple[Path, Optional[str]]:
-    """Build the target once into a wheel in `work`; return it and the source commit."""
-    url = requirement.url
-    if url.startswith("git+"):
-        repository, _, ref = url[len("git+"):].rpartition("@") if "@" in url.split("://", 1)[1] else (url[4:], "", "")
-        checkout = work / "source"
-        clone = git.clone(repository, checkout, timeout=600)
-        if not clone.ok:
-            raise StepFailed("build", f"git clone {redact(repository)} failed: {clone.last_stderr_line()}",
-                             "check the --source URL and the network, then run the lock again")
-        if ref:
-            switched = git.checkout(checkout, ref)
-            if not switched.ok:
-                raise StepFailed("build", f"{redact(repository)} has no ref {ref}: {switched.last_stderr_line()}",
-                                 "pass a tag, branch or commit the repository has: --ref REF")
-        source = checkout
-    elif url.startswith("file://"):
-        source = Path(unquote(urlsplit(url).path))
-    else:
-        raise BadInput(f"a lock builds the source once from git or a checkout, and {url} is an archive",
-                       fix="pass the repository URL or a checkout as --source")
-    commit = git.head_commit(source) if (source / ".git").exists() else None
-    if commit is not None:
-        from jetson_install.envs.source_tree import is_build_output
-
-        status = git.changes(source)
-        edited = sorted(entry[3:] for entry in (status or "").split("\0") if entry and not is_build_output(entry[3:]))
-        if status is None or edited:
-            # The lock names a commit as its source's identity: no commit describes an edited tree.
-            raise BadInput(f"--source {source} has uncommitted changes ({', '.join(edited[:3]) or 'git cannot say'}"
-                           f"{', ...' if len(edited) > 3 else ''}), so no commit names what the lock would build",
-                           fix=f"commit or stash them (git -C {source} status), then run the lock again")
-    built = work / "wheel"
-    result = runner.run_uv(uv.build_wheel_argv(sys.executable, str(source), str(built), default_index, isolation=True),
-                           indexes=[default_index] if default_index else [])
-    wheels = sorted(built.glob("*.whl"))
-    if not result.ok or not wheels:
-        raise StepFailed("build", f"building {source} into a wheel failed: {uv.summarize_failure(result)}",
-                         "fix the build error above, then run the lock again")
-    return wheels[0], commit
-
-

@@ -26,6 +26,7 @@ from jetson_install.tools.index import RUN_AGAIN
 
 if TYPE_CHECKING:
     from jetson_install.fleet.wheelhouse_server import WheelhouseServer
+    from jetson_install.planning.plan import Plan
 
 __all__ = ["board_lock", "fill_wheelhouse", "push_wheelhouse", "serve_wheelhouse", "serving_url", "serving_lines"]
 
@@ -39,11 +40,15 @@ def board_lock(options: InstallOptions, python: Optional[str], python_version: O
     if not plan.supported or plan.vendor is None or plan.channel is None:
         raise Unsupported(plan.reason or "no vendor source for this board", fix=plan.remedy or None)
     target = lock_target(plan, python, python_version, rerun)
-    try:
-        plan = resolve_plan(plan, rerun, target.python)
-    except NoBuildForPython as exc:
-        raise no_build_for_the_boards_python(exc, target, plan.vendor_index or "the vendor source", rerun) from None
-    return make_lock(plan, target, output)
+
+    def resolved() -> "Plan":
+        try:
+            return resolve_plan(plan, rerun, target.python)
+        except NoBuildForPython as exc:
+            raise no_build_for_the_boards_python(exc, target, plan.vendor_index or "the vendor source", rerun) from None
+
+    # The vendor index is read while the target is checked out and built.
+    return make_lock(plan, target, output, resolved)
 
 
 def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Sourced[Optional[str]],

@@ -1,0 +1,142 @@
+"""A lock's target from its source, on a thread of its own: checked out at one commit, checked
+(no uncommitted changes: the commit is the lock's name for it) and built once into the wheel
+that goes beside the lock.
+
+None of it needs the vendor set, so it runs while the vendor index is read; and where the
+project's metadata is static, uv resolves the rest from the checkout while the wheel is built
+(make_lock). The thread only starts git and uv: an interruption of the lock ends them
+(`stop`), as the doctor ends the probes its threads start.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Callable, Optional, Tuple, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from jetson_install.base.errors import BadInput, CatalogError, StepFailed
+from jetson_install.base.redact import redact
+from jetson_install.base.toml_file import load_toml
+from jetson_install.tools import git, runner, uv
+
+__all__ = ["TargetBuild", "resolves_without_a_build"]
+
+T = TypeVar("T")
+
+# The fields a resolution reads: where none is dynamic, uv takes them from pyproject.toml as
+# they are, and a build backend must build a wheel of those same values
+# (https://packaging.python.org/en/latest/specifications/pyproject-toml/#dynamic).
+_RESOLVED_FIELDS = {"version", "requires-python", "dependencies", "optional-dependencies"}
+
+
+def resolves_without_a_build(source: Path) -> bool:
+    """Whether uv resolves the project at `source` from its pyproject.toml without running its
+    build backend (one that has none, or that names a resolved field as dynamic, is built by uv
+    in that folder: not while our own build runs there)."""
+    try:
+        project = load_toml(source / "pyproject.toml").get("project")
+    except CatalogError:  # no pyproject.toml, or not TOML: uv builds it to learn its metadata
+        return False
+    if not isinstance(project, dict) or not isinstance(project.get("version"), str):
+        return False
+    dynamic = project.get("dynamic", [])
+    return isinstance(dynamic, list) and all(isinstance(field, str) and field not in _RESOLVED_FIELDS
+                                             for field in dynamic)
+
+
+class TargetBuild:
+    """The target's checkout, then its build, started at once on a daemon thread (an interrupted
+    lock does not wait for it); `source` and `wheel` wait for each and raise what it raised."""
+
+    def __init__(self, url: str, default_index: Optional[str], work: Path) -> None:
+        self._checked: "Future[Tuple[Path, Optional[str]]]" = Future()
+        self._built: "Future[Path]" = Future()
+        self._cancel = threading.Event()
+
+        def run() -> None:
+            with runner.cancelled_with(self._cancel):  # no child starts once `stop` has run
+                _settle(self._checked, lambda: _checkout(url, work))
+                failed = self._checked.exception()
+                if failed is None:
+                    source = self._checked.result()[0]
+                    _settle(self._built, lambda: _build(source, default_index, work))
+                else:
+                    self._built.set_exception(failed)
+
+        # sysconfig's first read is not thread-safe before Python 3.12
+        # (https://github.com/python/cpython/issues/92452): uv's binary, found through it here,
+        # and the vendor index's wheel tags, read meanwhile, would both be first. Read it now.
+        import sysconfig
+
+        sysconfig.get_config_vars()
+        self._thread = threading.Thread(target=run, name="lock-target", daemon=True)
+        self._thread.start()
+
+    def source(self) -> Tuple[Path, Optional[str]]:
+        """The checked-out source and its commit (None: a folder that is not a git checkout)."""
+        return self._checked.result()
+
+    def wheel(self) -> Path:
+        return self._built.result()
+
+    def stop(self) -> None:
+        """End git or uv if one runs, start none after, and wait for the thread: the work folder
+        it writes into is removed next."""
+        runner.end_children(self._cancel)
+        self._thread.join()
+
+
+def _settle(future: "Future[T]", make: Callable[[], T]) -> None:
+    try:
+        future.set_result(make())
+    except BaseException as exc:  # handed to the thread that waits for it
+        future.set_exception(exc)
+
+
+def _checkout(url: str, work: Path) -> Tuple[Path, Optional[str]]:
+    """The source of the target's `url` (a clone in `work`, at its ref) and its commit."""
+    if url.startswith("git+"):
+        repository, _, ref = url[len("git+"):].rpartition("@") if "@" in url.split("://", 1)[1] else (url[4:], "", "")
+        checkout = work / "source"
+        clone = git.clone(repository, checkout, timeout=600)
+        if not clone.ok:
+            raise StepFailed("build", f"git clone {redact(repository)} failed: {clone.last_stderr_line()}",
+                             "check the --source URL and the network, then run the lock again")
+        if ref:
+            switched = git.checkout(checkout, ref)
+            if not switched.ok:
+                raise StepFailed("build", f"{redact(repository)} has no ref {ref}: {switched.last_stderr_line()}",
+                                 "pass a tag, branch or commit the repository has: --ref REF")
+        source = checkout
+    elif url.startswith("file://"):
+        source = Path(unquote(urlsplit(url).path))
+    else:
+        raise BadInput(f"a lock builds the source once from git or a checkout, and {url} is an archive",
+                       fix="pass the repository URL or a checkout as --source")
+    commit = git.head_commit(source) if (source / ".git").exists() else None
+    if commit is not None:
+        from jetson_install.envs.source_tree import is_build_output
+
+        status = git.changes(source)
+        edited = sorted(entry[3:] for entry in (status or "").split("\0") if entry and not is_build_output(entry[3:]))
+        if status is None or edited:
+            # The lock names a commit as its source's identity: no commit describes an edited tree.
+            raise BadInput(f"--source {source} has uncommitted changes ({', '.join(edited[:3]) or 'git cannot say'}"
+                           f"{', ...' if len(edited) > 3 else ''}), so no commit names what the lock would build",
+                           fix=f"commit or stash them (git -C {source} status), then run the lock again")
+    return source, commit
+
+
+def _build(source: Path, default_index: Optional[str], work: Path) -> Path:
+    """The target built once into a wheel in `work`."""
+    built = work / "wheel"
+    result = runner.run_uv(uv.build_wheel_argv(sys.executable, str(source), str(built), default_index, isolation=True),
+                           indexes=[default_index] if default_index else [])
+    wheels = sorted(built.glob("*.whl"))
+    if not result.ok or not wheels:
+        raise StepFailed("build", f"building {source} into a wheel failed: {uv.summarize_failure(result)}",
+                         "fix the build error above, then run the lock again")
+    return wheels[0]
