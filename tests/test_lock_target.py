@@ -12,12 +12,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Callable, Dict, List
 
 import pytest
 from support.index_server import LoopbackIndex
+from support.interrupts import alive, wait_until
 from support.stub_projects import IndexDirs
 from test_lock import catalog_env
 
@@ -46,25 +46,9 @@ def _git_that_waits_at_clone(tmp_path: Path, env: Dict[str, str]) -> Path:
 
 def _wait_for(path: Path, process: "subprocess.Popen[str]") -> int:
     """The pid `path` holds, once the waiting clone has written it."""
-    deadline = time.monotonic() + 60
-    while not (path.is_file() and path.read_text().strip()):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "the clone never started"
-        time.sleep(0.02)
+    assert wait_until(lambda: process.poll() is not None or (path.is_file() and path.read_text().strip() != ""), 60)
+    assert process.poll() is None, process.communicate()
     return int(path.read_text())
-
-
-def _ends(pid: int) -> bool:
-    """Whether process `pid` is gone within 10 s, looked at until it is."""
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
@@ -86,7 +70,7 @@ def test_an_interrupted_lock_ends_the_clone_its_thread_started_and_keeps_the_pre
     assert process.returncode == 130, stderr
     how = "Ctrl-C" if stop == "SIGINT" else stop
     assert stderr.splitlines()[-2:][0] == f"error: interrupted ({how})" and "Traceback" not in stderr, stderr
-    assert _ends(clone), "the clone the lock's thread started outlived it"
+    assert wait_until(lambda: not alive(clone), 10), "the clone the lock's thread started outlived it"
     assert output.read_text() == "the previous lock\n"
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".board.lock")) == []
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []  # its work folder
@@ -108,7 +92,7 @@ def test_a_vendor_index_that_does_not_answer_ends_the_clone_and_is_the_error_sai
     assert error.startswith("error: ") and gone_url.split("/simple")[0] in error and "clone" not in error, stderr
     assert fix.startswith("  fix: "), stderr
     if started.is_file():  # the clone had started: it was ended with the lock
-        assert _ends(int(started.read_text()))
+        assert wait_until(lambda: not alive(int(started.read_text())), 10)
     assert not output.exists()
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []
 
