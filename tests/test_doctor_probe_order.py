@@ -1,7 +1,8 @@
 """The sealed proof runs alone (issue 45): no process that runs the environment's own code (the
 probes as the user's python starts them, the assembler probe, the additions probe, a
 --check-command) starts before every sealed probe has ended and the proof's pycache folder is
-gone; that folder is the run's (0700), shared by its sealed probes, removed however the run ends.
+gone; that folder is the run's (0700), shared by its sealed probes, removed however the run ends
+(after a SIGKILL, by the next run).
 """
 
 from __future__ import annotations
