@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, replace
 from glob import escape as glob_escape
 from pathlib import Path
@@ -32,7 +31,7 @@ from jetson_install.base.outputs import read_regular_file, replace_file
 from jetson_install.base.redact import CREDENTIALS_FIX, redact
 from jetson_install.base.tags import platform_glibc, python_platform, wheel_rank, wheel_tags
 from jetson_install.base.toml_file import load_toml
-from jetson_install.base.work_folders import remove_abandoned
+from jetson_install.base.work_folders import make_work_folder
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.board.samples import root_shown
 from jetson_install.catalog.identity import NoBuildForPython
@@ -184,10 +183,10 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
     default_index = plan.settings.default_index.value
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(Path(tempfile.gettempdir()), output)
+    _remove_abandoned(output)
     # A killed lock leaves its work folder (a clone, a build): named by its pid, so the next
     # lock removes it once that process is gone.
-    work = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
+    work = make_work_folder(_WORK_PREFIX)
     building = TargetBuild(target_url, default_index, work) if target_url is not None else None
     try:
         plan = resolve()
@@ -302,13 +301,10 @@ _WORK_PREFIX = "jetson-install-lock-"
 _PART = ".part"
 
 
-def _remove_abandoned(scratch: Path, output: Optional[Path]) -> None:
-    """What killed locks left: their work folders (work_folders.py), and beside `output` a wheel
-    not yet renamed (`.NAME.PID.part`) or the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`,
-    as replace_file names it), once the process named is gone."""
-    remove_abandoned(_WORK_PREFIX, scratch)
-    if output is None:
-        return
+def _remove_abandoned(output: Path) -> None:
+    """What killed locks left beside `output` (their work folders go as work_folders.py makes
+    them): a wheel not yet renamed (`.NAME.PID.part`) or the lock's own text not yet renamed
+    (`.LOCK.PID.XXXX.tmp`, as replace_file names it), once the process named is gone."""
     leftovers = [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1]) for path in output.parent.glob(f".*{_PART}")]
     leftovers += [(path, path.name[len(output.name) + 2:].split(".", 1)[0])
                   for path in output.parent.glob(f".{glob_escape(output.name)}.*.tmp")]
@@ -353,8 +349,7 @@ def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[
     url = wheel.absolute().as_uri()
     # Named as a lock's work folder, by pid, so that the next lock or wheelhouse removes it when
     # a kill left it behind.
-    _remove_abandoned(Path(tempfile.gettempdir()), None)
-    scratch = Path(tempfile.mkdtemp(prefix=f"{_WORK_PREFIX}{os.getpid()}-"))
+    scratch = make_work_folder(_WORK_PREFIX)
     try:
         rest = _resolve(scratch, "default", [f"{name} @ {url}"], None, default_index, target, no_deps=False,
                         skip=[name])
