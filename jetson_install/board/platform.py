@@ -15,7 +15,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from jetson_install.base.errors import BadInput, InvalidReleaseFile, NotAJetson
 from jetson_install.base.sourced import Sourced
-from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.board.platform_data import MajorFacts, PlatformData, platform_data
 from jetson_install.board.release_files import L4T, parse_l4t
 from jetson_install.board.root_facts import (
@@ -121,7 +120,14 @@ def detect(root: Path, l4t_override: Optional[Sourced[str]] = None, data: Option
     source gives the L4T release.
     """
     return decide(read_facts(root), Overrides(l4t_override, soc_override), data or platform_data(),
-                  upgrade=running_upgrade_command)
+                  upgrade=_upgrade_command)
+
+
+def _upgrade_command() -> str:
+    # Here, not at the top: only a release newer than the data names the upgrade (a no-op re-run never does).
+    from jetson_install.base.upgrade import running_upgrade_command
+
+    return running_upgrade_command()
 
 
 def decide(facts: RootFacts, overrides: Overrides, data: PlatformData,

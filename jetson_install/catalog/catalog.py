@@ -23,7 +23,6 @@ from packaging.version import InvalidVersion, Version
 from jetson_install.base.schema import Key
 from jetson_install.base.sourced import Sourced
 from jetson_install.base.toml_file import TomlData
-from jetson_install.base.upgrade import running_upgrade_command
 from jetson_install.board.platform import Platform
 from jetson_install.board.platform_data import platform_data
 from jetson_install.catalog.catalog_file import default_catalog_path
@@ -242,6 +241,9 @@ class Catalog:
         l4t = platform.l4t
         in_range = [c for c in self.channels if c.covers(l4t.major, l4t.minor)]
         if not in_range:
+            # Here, not at the top: only a release no channel covers names the upgrade.
+            from jetson_install.base.upgrade import running_upgrade_command
+
             return ChannelMatch(
                 None,
                 f"unsupported: unknown L4T release {l4t} (no channel in wheels-index.toml covers it)",
