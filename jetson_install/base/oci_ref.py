@@ -9,14 +9,13 @@ registry's other clients read them.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, replace
 from typing import Optional
 
 from jetson_install.base.errors import BadInput
 
-__all__ = ["SCHEME", "Reference", "is_oci", "parse_reference", "is_loopback_host", "DIGEST"]
+__all__ = ["SCHEME", "Reference", "is_oci", "parse_reference", "DIGEST"]
 
 SCHEME = "oci://"
 # The repository name, the tag and the digest, as the distribution spec writes them:
@@ -106,17 +105,3 @@ def _valid_port(host: str) -> bool:
         return True
     port = host.rsplit(":", 1)[1]
     return 0 < int(port) < 65536
-
-
-def is_loopback_host(host: str) -> bool:
-    """Loopback only in forms every URL parser reads alike: 'localhost', a canonical IPv4
-    address (uv reads '0127.0.0.1' as octal, 87.0.0.1) or an IPv6 one; never a %-escaped host."""
-    if host == "localhost":
-        return True
-    if "%" in host:  # a %-escaped host, or an IPv6 zone: read differently by different parsers
-        return False
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback and (address.version == 6 or str(address) == host)

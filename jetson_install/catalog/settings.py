@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from jetson_install.base.errors import BadInput
-from jetson_install.base.oci_ref import is_loopback_host, is_oci, parse_reference
+from jetson_install.base.hosts import is_loopback_host
 from jetson_install.base.sourced import CONFIG_PREFIX, Sourced
 from jetson_install.base.toml_file import TomlData
 from jetson_install.base.user_dirs import config_dir
@@ -103,21 +103,29 @@ def load_index_settings(
     if "wheelhouse" in config:
         sources.append(Sourced(wheelhouse_index(config["wheelhouse"]), f"{CONFIG_PREFIX}{path} wheelhouse"))
     for mirror in sources:
-        where = "--mirror" if mirror.source == "--mirror" else mirror.source
-        if is_oci(mirror.value):
-            parse_reference(mirror.value, where)  # a registry: https, or plain http where insecure is allowed
-        else:
-            check_index_url(mirror.value, where, insecure)
+        _check_mirror(mirror.value, "--mirror" if mirror.source == "--mirror" else mirror.source, insecure)
     unique: Dict[str, Sourced[str]] = {}
     for mirror in sources:
         unique.setdefault(mirror.value, mirror)  # named twice: tried once, where it was first named
     return IndexSettings(vendor, default, insecure, tuple(unique.values()))
 
 
+def _check_mirror(url: str, where: str, insecure: bool) -> None:
+    # Here, not at the top: only a mirror or a wheelhouse can name a registry, and most runs name neither.
+    from jetson_install.base.oci_ref import is_oci, parse_reference
+
+    if is_oci(url):
+        parse_reference(url, where)  # a registry: https, or plain http where insecure is allowed
+    else:
+        check_index_url(url, where, insecure)
+
+
 def wheelhouse_index(location: str) -> str:
     """The index a wheelhouse (`jetson-install wheelhouse DIR`) carries: DIR/simple/, as a
     file URL for a folder on this machine; a wheelhouse pushed to a registry (oci://) is read
     there as it is."""
+    from jetson_install.base.oci_ref import is_oci  # only a wheelhouse's setting can name a registry
+
     if is_oci(location):
         return location  # a registry's wheelhouse: its blobs, by the lock's sha256
     # Here, not at the top: only a wheelhouse's index needs the lock's layout.
@@ -131,6 +139,8 @@ def wheelhouse_index(location: str) -> str:
 
 def wheelhouse_folder(location: str) -> Optional[Path]:
     """The folder on this machine a wheelhouse setting names; None for a URL or a registry."""
+    from jetson_install.base.oci_ref import is_oci  # only a wheelhouse's setting can name a registry
+
     if is_oci(location) or urlsplit(location).scheme in ("http", "https", "file"):
         return None
     return Path(location).expanduser().absolute()

@@ -29,8 +29,9 @@ import requests
 import requests.auth
 
 from jetson_install.base.errors import BlobMismatch, RegistryError, RegistryRefused, RegistryUnreachable
+from jetson_install.base.hosts import is_loopback_host
 from jetson_install.base.oci_manifest import EMPTY, MANIFEST_TYPE, TITLE, Layer, Manifest, sha256_digest
-from jetson_install.base.oci_ref import DIGEST, Reference, is_loopback_host
+from jetson_install.base.oci_ref import DIGEST, Reference
 from jetson_install.base.redirects import MAX_REDIRECTS, refused_redirect
 from jetson_install.tools.oci_credentials import CREDENTIALS_FIX, IDENTITY_TOKEN_USER, Secret, credentials
 
