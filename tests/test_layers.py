@@ -199,8 +199,9 @@ def test_a_fast_command_loads_nothing_it_does_not_use(args: Tuple[str, ...]) -> 
 
 # What a no-op re-run, which every CI job on a runner makes, uses not at all: it runs no step (no
 # step's handlers, no uv, so none of uv's failure patterns), reads no index, no wheel and no lock,
-# builds nothing and keeps no stack; it names no registry (oci://) and no upgrade of the tool.
-_NOT_ON_A_NO_OP = ("requests", "urllib3", "importlib.metadata", "zipfile", "concurrent.futures",
+# builds nothing and keeps no stack; it names no registry (oci://) and no upgrade of the tool, and
+# checks no RECORD.
+_NOT_ON_A_NO_OP = ("requests", "urllib3", "importlib.metadata", "zipfile", "concurrent.futures", "base64",
                    "jetson_install.tools.index", "jetson_install.tools.oci", "jetson_install.tools.uv_errors",
                    "jetson_install.doctor", "jetson_install.running.handlers", "jetson_install.running.fetch",
                    "jetson_install.planning.vendor_sources", "jetson_install.catalog.lock_file",

@@ -25,7 +25,6 @@ the RECORD names the file once installed; digests are lowercase hex sha256.
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
@@ -255,6 +254,10 @@ def _record_name(path: Path, members: Mapping[str, zipfile.ZipInfo], name: str) 
 
 def _record_rows(path: Path, data: bytes, record_name: str) -> Dict[str, Tuple[str, str, Optional[int]]]:
     """member -> (algorithm, expected hex digest, size or None), for every row but the RECORD's own."""
+    # Here and in _b64, not at the top: only a RECORD read or checked needs base64, and a no-op
+    # re-run, which reads the manifest alone, reads none.
+    import base64
+
     rows: Dict[str, Tuple[str, str, Optional[int]]] = {}
     try:
         text = data.decode("utf-8")
@@ -312,6 +315,8 @@ def _installed_path(member: str, dist_info: str) -> Optional[str]:
 
 
 def _b64(digest: bytes) -> str:
+    import base64
+
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
