@@ -27,7 +27,7 @@ from jetson_install.base.outputs import write_own
 from jetson_install.base.redact import redact
 from jetson_install.catalog.identity import Companion, Resolution
 
-__all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "missing_files", "installed_versions", "installed_torch_cuda",
+__all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "installed_versions", "installed_torch_cuda",
            "read_record", "write_record", "record_path", "record_built", "record_installed"]
 
 
@@ -59,16 +59,19 @@ def _dist_info(environment: Path, name: str) -> Optional[Path]:
 def installed_package(environment: Path, name: str) -> Optional[InstalledPackage]:
     """Read `name`'s dist-info in the environment (a file read: the tool never imports torch)."""
     dist_info = _dist_info(environment, name)
-    if dist_info is None:
-        return None
+    return None if dist_info is None else _read_package(dist_info, name)[0]
+
+
+def _read_package(dist_info: Path, name: str) -> Tuple[InstalledPackage, Optional[bytes]]:
+    """The package a dist-info holds, and its RECORD's bytes (None where it cannot be read)."""
     version = dist_info.name[: -len(".dist-info")].partition("-")[2]
     try:
         wheel = (dist_info / "WHEEL").read_text(encoding="utf-8", errors="replace")
         record = (dist_info / "RECORD").read_bytes()
     except OSError:
-        return InstalledPackage(name, version, (), "missing")
+        return InstalledPackage(name, version, (), "missing"), None
     tags = tuple(line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:"))
-    return InstalledPackage(name, version, tags, hashlib.sha256(record).hexdigest())
+    return InstalledPackage(name, version, tags, hashlib.sha256(record).hexdigest()), record
 
 
 #: How many of a distribution's files beyond its top-level __init__.py files are looked at:
@@ -76,17 +79,11 @@ def installed_package(environment: Path, name: str) -> Optional[InstalledPackage
 _LARGEST, _SPREAD = 4, 12
 
 
-def missing_files(environment: Path, name: str) -> List[str]:
-    """Files `name`'s RECORD lists that are gone or of another size, from a spot-check: every
-    top-level package's __init__.py, the largest files and a spread of the rest, by stat alone
-    (a deleted `torch/` is seen without hashing gigabytes)."""
-    dist_info = _dist_info(environment, name)
-    if dist_info is None:
-        return []
-    try:
-        lines = (dist_info / "RECORD").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []  # a missing RECORD is its own difference (installed_package)
+def _missing_files(dist_info: Path, record: bytes) -> List[str]:
+    """Files the dist-info's RECORD (`record`, its bytes) lists that are gone or of another size,
+    from a spot-check: every top-level package's __init__.py, the largest files and a spread of
+    the rest, by stat alone (a deleted `torch/` is seen without hashing gigabytes)."""
+    lines = record.decode("utf-8", errors="replace").splitlines()
     entries: List[Tuple[str, Optional[int]]] = []
     for line in lines:
         # path,hash,size; csv only for a quoted path (one with a comma), since torch's RECORD has 15 000 lines.
@@ -202,10 +199,12 @@ class EnvironmentRecord:
         """How the environment's vendor packages differ from what was installed; empty when intact."""
         problems = []
         for name, recorded in self.installed.items():
-            now = installed_package(environment, name)
+            # Each dist-info found and its RECORD read once: torch's lists some 15 000 files.
+            dist_info = _dist_info(environment, name)
+            now, record = _read_package(dist_info, name) if dist_info is not None else (None, None)
             file = self.resolution.file(name)
             label = file.file if file else name
-            if now is None:
+            if now is None or dist_info is None:
                 problems.append(f"{name} is gone (installed: {label})")
             elif now.version != recorded.version or now.tags != recorded.tags:
                 problems.append(f"{name} {now.version} ({', '.join(now.tags) or 'no tag'}) replaced {label}")
@@ -213,7 +212,7 @@ class EnvironmentRecord:
                 problems.append(f"{name} {now.version} has another RECORD than the installed {label} "
                                 "(reinstalled from another file)")
             else:
-                gone = missing_files(environment, name)
+                gone = _missing_files(dist_info, record) if record is not None else []
                 if gone:
                     more = f" (and {len(gone) - 1} more of the files checked)" if len(gone) > 1 else ""
                     problems.append(f"{name} {now.version} lost files its RECORD lists: {gone[0]}{more}")
