@@ -240,7 +240,7 @@ def test_an_interrupted_build_leaves_no_half_wheel(checkout: Path, tmp_path: Pat
 def test_a_killed_builds_work_folder_and_a_damaged_entry_do_not_survive(checkout: Path, tmp_path: Path) -> None:
     request = _request(build.local_source(checkout))
     cache = tmp_path / "cache"
-    abandoned = cache / ".building-999999999-x"  # no such process: a build killed with -9
+    abandoned = cache / ".building-999999999-abcdefgh"  # a build killed with -9: nothing holds it
     (abandoned / "wheel").mkdir(parents=True)
     built = building.build_wheel(request, cache, lambda line: None)
     assert not abandoned.exists()

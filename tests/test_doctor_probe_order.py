@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
+from jetson_install.base.work_folders import make_work_folder
 from jetson_install.doctor import DoctorRequest, run_doctor
 from jetson_install.doctor import context
 from jetson_install.doctor import run as doctor_run
@@ -204,8 +205,7 @@ def test_a_doctor_killed_during_the_sealed_proof_leaves_its_pycache_folder_and_t
                 os.kill(pid, signal.SIGKILL)
     (left,) = scratch.iterdir()
     assert left.name.startswith(f"jetson-install-proof-{doctor.pid}-") and left.is_dir()
-    live = scratch / f"jetson-install-proof-{os.getpid()}-abcdefgh"  # a running doctor's
-    live.mkdir()
+    live = make_work_folder("jetson-install-proof-", scratch)  # a running doctor's (held by this process)
     answers = tmp_path / "answers" / "python3"  # a stand-in whose probes end at once, saying nothing
     answers.parent.mkdir()
     answers.write_text('#!/bin/sh\ncase "$1" in -E) printf 3.11 ;; esac\n')
@@ -213,7 +213,8 @@ def test_a_doctor_killed_during_the_sealed_proof_leaves_its_pycache_folder_and_t
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     checks = said(run_doctor(DoctorRequest(str(answers), None, None, only=("startup-hooks",))))
     assert checks["startup-hooks"][0] == "fail", checks
-    assert [path.name for path in scratch.iterdir()] == [live.name]  # the killed one's and its own are gone
+    assert [path.name for path in scratch.iterdir()] == [live.path.name]  # the killed one's and its own are gone
+    live.close()
 
 
 def test_a_run_of_the_target_checks_imports_the_target_as_started_and_one_without_them_does_not(

@@ -541,11 +541,11 @@ def test_a_wheelhouse_with_the_tool_installs_it_with_no_network(fleet: Fleet, tm
         lane_unavailable("fleet", "unshare -n does not work here (it needs root or user namespaces)")
     lock = _tiny_lock(tmp_path, "%d.%d" % sys.version_info[:2], os.uname().machine, "native")
     served = LoopbackIndex(WHEELHOUSE, name="tool-deps", core_metadata=False).start()
-    # What a wheelhouse killed while it resolved the tool left: its work folder, named by its pid.
+    # What a wheelhouse killed while it resolved the tool left: its work folder, which nothing holds.
     ended = subprocess.Popen(["true"])
     ended.wait()
     scratch = Path(fleet["env"]["TMPDIR"])
-    (scratch / f"jetson-install-lock-{ended.pid}-abc").mkdir()
+    (scratch / f"jetson-install-lock-{ended.pid}-abcdefgh").mkdir()
     try:
         house = tmp_path / "house"
         made = subprocess.run([sys.executable, "-m", "jetson_install", "wheelhouse", str(house), "--lock", str(lock),

@@ -1,17 +1,35 @@
-"""A run's work folder is named by its pid, and the next run of the same kind removes what a
-killed one left (base/work_folders.py): only this user's real folders whose process is gone."""
+"""A run holds its work folder (an flock) while it lives, and the next run of the same kind
+removes what a killed one left (base/work_folders.py): only this user's real folders of the form
+make_work_folder makes that no run holds, whatever pid namespace the run is in."""
 
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
+import sys
+import tempfile
+import threading
 from pathlib import Path
-from typing import Iterator, Set
+from types import SimpleNamespace
+from typing import Any, Iterator, List, Set, Tuple, cast
 
 import pytest
 
 from jetson_install.base.work_folders import make_work_folder, remove_abandoned
+from jetson_install.catalog.identity import ChosenFile
+from jetson_install.running import fetch
+from jetson_install.tools import index
+
+# A run of the tool's kind: makes a folder, says where, and uses it until its stdin closes.
+_RUN = ("import sys; from pathlib import Path; from jetson_install.base.work_folders import make_work_folder; "
+        "folder = make_work_folder(sys.argv[1], Path(sys.argv[2])); print(folder.path, flush=True); "
+        "sys.stdin.read(); folder.close()")
+# Another process that holds a folder's flock (as a run of another pid namespace does).
+_HOLD = ("import fcntl, os, sys; descriptor = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY); "
+         "fcntl.flock(descriptor, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
+_SOURCE = str(Path(__file__).resolve().parent.parent)
 
 
 def ended_pid() -> int:
@@ -21,33 +39,134 @@ def ended_pid() -> int:
     return process.pid
 
 
+def started(argv: List[str]) -> "subprocess.Popen[str]":
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=_SOURCE))
+
+
 @pytest.fixture
-def live_pid() -> Iterator[int]:
-    """The pid of a process that runs (another than this one) until the test ends."""
-    process = subprocess.Popen(["cat"], stdin=subprocess.PIPE)
-    yield process.pid
-    assert process.stdin is not None
-    process.stdin.close()
-    process.wait(timeout=30)
+def processes() -> Iterator[List["subprocess.Popen[str]"]]:
+    """Processes a test starts, ended (SIGKILL) when it ends."""
+    running: List["subprocess.Popen[str]"] = []
+    yield running
+    for process in running:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def a_run(processes: List["subprocess.Popen[str]"], prefix: str, parent: Path) -> Tuple["subprocess.Popen[str]", Path]:
+    process = started([sys.executable, "-c", _RUN, prefix, str(parent)])
+    processes.append(process)
+    assert process.stdout is not None
+    return process, Path(process.stdout.readline().strip())
 
 
 def names(folder: Path) -> Set[str]:
     return {path.name for path in folder.iterdir()}
 
 
-def test_a_folder_whose_process_is_gone_is_removed_and_a_live_process_s_kept(tmp_path: Path, live_pid: int) -> None:
+def test_a_killed_run_s_folder_is_removed_and_a_live_run_s_and_other_names_are_kept(
+        tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
+    killed, killed_folder = a_run(processes, "work-", tmp_path)
+    _, live_folder = a_run(processes, "work-", tmp_path)
+    assert killed_folder.name.startswith(f"work-{killed.pid}-") and stat.S_IMODE(killed_folder.stat().st_mode) == 0o700
+    (killed_folder / "inside").mkdir()
+    killed.send_signal(signal.SIGKILL)  # no `finally` runs: the folder stays, its lock goes with the process
+    killed.wait(timeout=30)
     gone = ended_pid()
-    (tmp_path / f"work-{gone}-abcdefgh" / "inside").mkdir(parents=True)  # made by mkdtemp, then killed
-    (tmp_path / f"work-{gone}").mkdir()  # a folder named by the pid alone (the fetch step's)
-    (tmp_path / f"work-{2 ** 64}-abcdefgh").mkdir()  # no process has that number
-    kept = {f"work-{live_pid}-abcdefgh", f"work-{os.getpid()}-abcdefgh", f"other-{gone}-abcdefgh",
-            "work-notapid", "work-0-abcdefgh", f"work-{gone}x"}
+    (tmp_path / f"work-{gone}-abcd_f9h").mkdir()  # a run killed by an earlier version (nothing held it)
+    # Names of another form than make_work_folder's, though their pid is gone: a user's own.
+    kept = {f"work-{gone}-abc", f"work-{gone}-abcdefgh-notes", f"work-{gone}-ABCDEFGH", f"work-{gone}-abcdefghi",
+            f"work-{gone}x", "work-notapid", "work-0-abcdefgh", f"other-{gone}-abcdefgh",
+            f"work-{gone}-abcdefgh.new"}  # a folder being made (its staging name)
     for name in kept:
         (tmp_path / name).mkdir()
     made = make_work_folder("work-", tmp_path)
-    assert names(tmp_path) == kept | {made.name}
-    assert made.name.startswith(f"work-{os.getpid()}-") and stat.S_IMODE(made.stat().st_mode) == 0o700
-    assert make_work_folder("work-", tmp_path) != made  # each fresh
+    assert names(tmp_path) == kept | {live_folder.name, made.path.name}
+    assert made.path.name.startswith(f"work-{os.getpid()}-") and stat.S_IMODE(made.path.stat().st_mode) == 0o700
+    again = make_work_folder("work-", tmp_path)  # each fresh, and a live run's (this one's) is kept
+    assert again.path != made.path and made.path.is_dir()
+    made.close()
+    again.close()
+    assert names(tmp_path) == kept | {live_folder.name}
+
+
+def test_a_user_s_own_folder_of_a_like_name_is_kept(tmp_path: Path) -> None:
+    mine = {"jetson-install-lock-2024-notes", f"jetson-install-lock-{ended_pid()}-notes"}
+    for name in mine:
+        (tmp_path / name / "notes.txt").mkdir(parents=True)
+    with make_work_folder("jetson-install-lock-", tmp_path) as made:
+        assert names(tmp_path) == mine | {made.name}
+    assert names(tmp_path) == mine
+
+
+def test_a_folder_another_process_holds_is_kept_though_its_pid_is_gone(
+        tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
+    held = tmp_path / f"work-{ended_pid()}-abcdefgh"  # the pid its run has in its own pid namespace
+    held.mkdir()
+    holder = started([sys.executable, "-c", _HOLD, str(held)])
+    processes.append(holder)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    remove_abandoned("work-", tmp_path)
+    assert held.is_dir()
+    holder.kill()
+    holder.wait(timeout=30)
+    remove_abandoned("work-", tmp_path)
+    assert not held.exists()
+
+
+def test_a_live_run_in_another_pid_namespace_keeps_its_folder(
+        tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
+    """A container sharing the host's /tmp: its run's pid there names no process here."""
+    if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare --pid does not work here (it needs root or user namespaces); "
+                    "test_a_folder_another_process_holds_is_kept_though_its_pid_is_gone holds the rule")
+    gone = ended_pid()  # the pid the run gets in its namespace: none of this namespace's has it
+    # The namespace's first process sets its next pid, then starts the run.
+    code = (f"import subprocess, sys; open('/proc/sys/kernel/ns_last_pid', 'w').write('{gone - 1}'); "
+            f"sys.exit(subprocess.run([sys.executable, '-c', {_RUN!r}, 'work-', {str(tmp_path)!r}]).returncode)")
+    namespace = started(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code])
+    processes.append(namespace)
+    assert namespace.stdout is not None
+    made = Path(namespace.stdout.readline().strip())
+    assert made.name.startswith(f"work-{gone}-") and not Path(f"/proc/{gone}").exists()
+    remove_abandoned("work-", tmp_path)
+    assert made.is_dir()
+    assert namespace.stdin is not None
+    namespace.stdin.close()  # the run ends as it should: its folder goes with it
+    assert namespace.wait(timeout=60) == 0
+    assert names(tmp_path) == set()
+
+
+def test_a_remover_never_takes_a_folder_being_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A remover that cannot see this process (another pid namespace's), running between each
+    step of making a folder: after mkdtemp (not yet held) and after the rename (held)."""
+    def unseen(pid: int, signal_number: int) -> None:
+        raise ProcessLookupError(pid)
+
+    made = tempfile.mkdtemp
+    renamed = os.rename
+
+    def mkdtemp(*args: Any, **kwargs: Any) -> str:
+        path: str = made(*args, **kwargs)
+        with monkeypatch.context() as other_namespace:
+            other_namespace.setattr(os, "kill", unseen)
+            remove_abandoned("work-", tmp_path)
+        assert Path(path).is_dir()
+        return path
+
+    def rename(source: str, destination: str) -> None:
+        renamed(source, destination)
+        with monkeypatch.context() as other_namespace:
+            other_namespace.setattr(os, "kill", unseen)
+            remove_abandoned("work-", tmp_path)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(os, "rename", rename)
+    folder = make_work_folder("work-", tmp_path)
+    assert names(tmp_path) == {folder.path.name}
+    folder.close()
+    assert names(tmp_path) == set()
 
 
 def test_a_symlink_and_a_file_of_an_abandoned_name_are_left_alone(tmp_path: Path) -> None:
@@ -56,10 +175,10 @@ def test_a_symlink_and_a_file_of_an_abandoned_name_are_left_alone(tmp_path: Path
     (elsewhere / "keep").mkdir(parents=True)
     work = tmp_path / "work"
     work.mkdir()
-    (work / f"work-{gone}-link").symlink_to(elsewhere, target_is_directory=True)
-    (work / f"work-{gone}-file").write_text("not a folder of ours\n")
+    (work / f"work-{gone}-linkabcd").symlink_to(elsewhere, target_is_directory=True)
+    (work / f"work-{gone}-fileabcd").write_text("not a folder of ours\n")
     remove_abandoned("work-", work)
-    assert names(work) == {f"work-{gone}-link", f"work-{gone}-file"}
+    assert names(work) == {f"work-{gone}-linkabcd", f"work-{gone}-fileabcd"}
     assert (elsewhere / "keep").is_dir()
 
 
@@ -70,3 +189,45 @@ def test_another_user_s_folder_is_left_alone(tmp_path: Path) -> None:
     os.chown(theirs, 65534, 65534)  # nobody's
     remove_abandoned("work-", tmp_path)
     assert (theirs / "inside").is_dir()
+
+
+def test_two_downloads_of_one_pid_at_once_get_folders_of_their_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two fetch steps of the same pid (two containers' runs sharing the cache, here two threads
+    of one process): each downloads into a fresh folder of its own, removed when it is done."""
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(fetch, "wheels_cache", lambda: cache)
+    both = threading.Barrier(2, timeout=60)
+    folders: List[Path] = []
+
+    class Stop(Exception):
+        pass
+
+    def fetch_file(url: str, destination: Path, shown: object) -> None:
+        folders.append(destination.parent)
+        destination.write_bytes(b"part of a wheel")
+        both.wait()  # both downloads under way at once
+        raise Stop
+
+    monkeypatch.setattr(index, "fetch_file", fetch_file)
+    plan = cast(Any, SimpleNamespace(vendor_location="the vendor index", indexes=(),
+                                     route=SimpleNamespace(source_option="--vendor-index", file_sources=lambda: ())))
+    run = cast(Any, SimpleNamespace(current=None, rerun=SimpleNamespace(with_option=lambda option, value: "again")))
+    chosen = ChosenFile("torch", "2.5.0", "torch-2.5.0-cp310-cp310-linux_aarch64.whl",
+                        "http://127.0.0.1:9/torch-2.5.0-cp310-cp310-linux_aarch64.whl", "", False)
+    stopped: List[BaseException] = []
+
+    def download() -> None:
+        try:
+            fetch._checked(chosen, "the vendor index", plan, run)
+        except Stop as stop:
+            stopped.append(stop)
+
+    threads = [threading.Thread(target=download) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(stopped) == 2 and len(set(folders)) == 2, folders
+    assert all(folder.name.startswith(f".part-{os.getpid()}-") for folder in folders)
+    assert list(cache.iterdir()) == []  # each removed its own

@@ -262,9 +262,10 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     # included, a Triton's ptxas, a check command): nothing of it may run while the proof does,
     # where it could write into the folder the sealed probes read (a timestamp .pyc of a
     # source they import) or change a file between its run and its judgment.
-    # Fresh, empty, 0700, shared by the sealed probes; named by this process, so the next run
-    # removes it where a SIGKILL left it.
-    pycache = str(make_work_folder(_PROOF_PREFIX))
+    # Fresh, empty, 0700, shared by the sealed probes; held by this process while it lives, so
+    # the next run removes it where a SIGKILL left it, and no run removes it before.
+    proof_folder = make_work_folder(_PROOF_PREFIX)
+    pycache = str(proof_folder.path)
     try:
         with ThreadPoolExecutor(max_workers=10) as pool:
             try:
@@ -288,7 +289,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                     else None
                 )
                 _wait_all([torch_future, bnb_future, integrity_future])
-                shutil.rmtree(pycache, ignore_errors=True)
+                proof_folder.close()
                 # As the user's python starts them, once the sealed run has ended: never two CUDA
                 # contexts of one probe at once (a 4 GB module has little to spare).
                 pip_future = (pool.submit(_safe_pip_check, interpreter, interrupted) if "uv" in probes_needed
@@ -356,7 +357,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 runner.end_children(interrupted)
                 raise
     finally:  # every probe has ended (the pool waited): nothing writes into it now
-        shutil.rmtree(pycache, ignore_errors=True)
+        proof_folder.close()
     results: Dict[str, CheckResult] = {}
     for spec in selected:
         if spec.id in request.left_out:

@@ -184,9 +184,10 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(output)
-    # A killed lock leaves its work folder (a clone, a build): named by its pid, so the next
-    # lock removes it once that process is gone.
-    work = make_work_folder(_WORK_PREFIX)
+    # A killed lock leaves its work folder (a clone, a build): held while this process lives, so
+    # the next lock removes it once that process is gone.
+    work_folder = make_work_folder(_WORK_PREFIX)
+    work = work_folder.path
     building = TargetBuild(target_url, default_index, work) if target_url is not None else None
     try:
         plan = resolve()
@@ -243,7 +244,7 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
     finally:
         if building is not None:
             building.stop()  # nothing of it runs on (an error, Ctrl-C) once the work folder goes
-        shutil.rmtree(work, ignore_errors=True)
+        work_folder.close()
     return LockResult(lock, str(output), str(wheel) if wheel else None, target.install_python)
 
 
@@ -347,14 +348,10 @@ def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[
                        f"jetson-install runs Python {sys.version_info[0]}.{sys.version_info[1]}",
                        fix="make the lock for the board: jetson-install lock --root ... (without --python)")
     url = wheel.absolute().as_uri()
-    # Named as a lock's work folder, by pid, so that the next lock or wheelhouse removes it when
-    # a kill left it behind.
-    scratch = make_work_folder(_WORK_PREFIX)
-    try:
+    # A lock's work folder, so that the next lock or wheelhouse removes it when a kill left it behind.
+    with make_work_folder(_WORK_PREFIX) as scratch:
         rest = _resolve(scratch, "default", [f"{name} @ {url}"], None, default_index, target, no_deps=False,
                         skip=[name])
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return [Locked(name, str(version), url, file_sha256(wheel), "built")] + rest
 
 

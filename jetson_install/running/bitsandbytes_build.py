@@ -169,8 +169,10 @@ def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_
         return reused
     cache.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(final, ignore_errors=True)  # a damaged entry is rebuilt, never installed
-    # Named by this process: the next build removes it where a kill (or a reboot) left it.
-    work = make_work_folder(".building-", cache)
+    # Held by this process while it lives: the next build removes it where a kill (or a reboot)
+    # left it, and none removes it before.
+    work_folder = make_work_folder(".building-", cache)
+    work = work_folder.path
     try:
         source = work / "source"
         started = time.monotonic()
@@ -203,7 +205,7 @@ def build_wheel(request: BuildRequest, cache: Path, progress: Progress, default_
                 raise
         progress(f"      built {wheel.name} for sm_{request.capability} in {record['seconds']:.0f} s")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        work_folder.close()
     built = _cached(final)
     assert built is not None
     return BuiltWheel(built.path, built.sha256, False, built.record)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -38,7 +37,7 @@ from jetson_install.base.steps import Step
 from jetson_install.base.tags import wheel_rank, wheel_tags
 from jetson_install.base.toml_file import load_toml
 from jetson_install.base.user_dirs import cache_dir
-from jetson_install.base.work_folders import remove_abandoned
+from jetson_install.base.work_folders import make_work_folder, remove_abandoned
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.identity import ChosenFile, Companion, IdentityMismatch, Resolution
 from jetson_install.envs.manifest import (
@@ -62,7 +61,7 @@ from jetson_install.tools.progress import DOWNLOAD, DOWNLOADED, Event, StepProgr
 __all__ = ["fetch", "fetched_companions", "wheels_cache"]
 
 log = logging.getLogger("jetson_install")
-# A run's downloads, in the wheels cache: PREFIX + PID (work_folders.py removes a killed run's).
+# A run's downloads, in the wheels cache (work_folders.py removes a killed run's).
 _PARTIAL = ".part-"
 
 
@@ -175,9 +174,12 @@ def _checked(chosen: ChosenFile, where: str, plan: Plan, run: Run) -> Tuple[str,
         kept = _cached(cached, chosen)
         if kept is not None:
             return chosen.name, cached, kept
-    # Downloaded under its own name (which the wheel's reader parses) in a folder of this run's.
-    partial = cache / f"{_PARTIAL}{os.getpid()}" / chosen.file
-    partial.parent.mkdir(parents=True, exist_ok=True)
+    # Downloaded under its own name (which the wheel's reader parses) in a fresh folder of this
+    # run's, held while it runs: no other run (a container's process of the same pid included)
+    # removes it or puts a file in it between the hash check and the rename.
+    cache.mkdir(parents=True, exist_ok=True)
+    folder = make_work_folder(_PARTIAL, cache)
+    partial = folder.path / chosen.file
     shown = _Shown(run.current, chosen.file)
     try:
         try:
@@ -202,7 +204,7 @@ def _checked(chosen: ChosenFile, where: str, plan: Plan, run: Run) -> Tuple[str,
         os.replace(partial, final)
         remember(final, files)
     finally:
-        shutil.rmtree(partial.parent, ignore_errors=True)
+        folder.close()
     shown.done(final.stat().st_size)
     return chosen.name, final, files
 
