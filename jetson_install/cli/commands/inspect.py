@@ -4,8 +4,6 @@ and where that is, and the verdict for the board the options name (envs/gpu_insp
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import List
@@ -13,6 +11,7 @@ from typing import List
 from packaging.requirements import InvalidRequirement, Requirement
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.work_folders import make_work_folder
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.constraints import constraint_lines
 from jetson_install.catalog.settings import load_index_settings
@@ -50,8 +49,8 @@ def inspect_subject(subject: str, options: PlatformOptions) -> Inspection:
     constraints = constraint_lines(source.preferred.requirement_lines(), source.numpy)
     settings = load_index_settings(None, "--vendor-index", None, "--default-index", False, ())
     target = LockTarget(channel.python, platform.arch or "aarch64", ubuntu_glibc(platform.ubuntu))
-    work = Path(tempfile.mkdtemp(prefix="jetson-install-inspect-"))
-    try:
+    # Held while it is used: the next inspect removes it where a kill left it (a wheel's download).
+    with make_work_folder("jetson-install-inspect-") as work:
         files = requirement_files(requirement, constraints, settings.default_index.value, target, work)
         reports: List[FileReport] = []
         elf = other = 0
@@ -62,8 +61,6 @@ def inspect_subject(subject: str, options: PlatformOptions) -> Inspection:
             notes.append(f"read {file.name}, downloaded for Python {channel.python} on {target.platform} under "
                          f"channel {channel.id}'s constraints, then removed")
         return Inspection(requirement, board, tuple(reports), elf, other, tuple(notes))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _requirement(subject: str) -> str:
