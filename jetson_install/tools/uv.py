@@ -64,6 +64,13 @@ _INDEX_NAME = "private"
 _CREDENTIAL_VARIABLES = ("UV_INDEX_PRIVATE_USERNAME", "UV_INDEX_PRIVATE_PASSWORD")
 
 
+# uv applies the `tool.uv.sources` of a folder it builds or resolves, and of a workspace any
+# folder above it declares, even with --no-config (a pyproject.toml planted in the temporary
+# folder redirected a lock's packages); --no-sources reads "the standards-compliant, publishable
+# package metadata" (https://docs.astral.sh/uv/reference/cli/#uv-build--no-sources).
+_NO_SOURCES = "--no-sources"
+
+
 def _index_args(default_index: Optional[str]) -> List[str]:
     if not default_index:
         return []
@@ -152,7 +159,7 @@ def lock_compile_argv(requirements_file: str, constraints_file: Optional[str], i
     target = (["--python", interpreter] if interpreter
               else ["--python-version", python_version, "--python-platform", str(python_platform)])
     return [
-        PROGRAM, "pip", "compile", "--no-config", *target, *(["--no-deps"] if no_deps else []),
+        PROGRAM, "pip", "compile", "--no-config", _NO_SOURCES, *target, *(["--no-deps"] if no_deps else []),
         *(["--constraint", constraints_file] if constraints_file else []), *_index_args(index),
         "--generate-hashes", "--format", "pylock.toml", "--no-header", "--output-file", output_file, requirements_file,
     ]
@@ -187,8 +194,9 @@ def cache_dir_argv() -> List[str]:
 
 def build_wheel_argv(python: str, source: str, out_dir: str, default_index: Optional[str], isolation: bool) -> List[str]:
     """A wheel of the project in `source`, for `python`; with isolation its build requirements
-    come from the default index, without it from `python`'s own environment."""
-    argv = [PROGRAM, "build", "--no-config", "--wheel", "--python", python, "--out-dir", out_dir,
+    come from the default index, without it from `python`'s own environment (never from a
+    `tool.uv.sources` of the project's, nor of a uv workspace a folder above it declares)."""
+    argv = [PROGRAM, "build", "--no-config", _NO_SOURCES, "--wheel", "--python", python, "--out-dir", out_dir,
             *_index_args(default_index)]
     if not isolation:
         argv.append("--no-build-isolation")
