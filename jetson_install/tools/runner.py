@@ -113,6 +113,7 @@ def run(
     # A child is started and registered under the lock end_children takes: it ends every child
     # started before it, and no child given its `cancel` is started after it.
     cancel = cancel if cancel is not None else getattr(_cancelled_with, "event", None)
+    own_group = own_group or getattr(_cancelled_with, "own_group", False)
     with _children_lock:
         if cancel is not None and cancel.is_set():
             return Completed(tuple(argv), -9, "", f"{argv[0]} was not started: the run was interrupted")
@@ -143,14 +144,15 @@ _cancelled_with = threading.local()
 
 
 @contextlib.contextmanager
-def cancelled_with(cancel: threading.Event) -> Iterator[None]:
+def cancelled_with(cancel: threading.Event, own_group: bool = False) -> Iterator[None]:
     """Every child this thread starts meanwhile is given `cancel` (for code that starts one
-    through functions of its own, such as uv pip check)."""
-    _cancelled_with.event = cancel
+    through functions of its own, such as uv pip check), and with `own_group` a process group
+    of its own, so that end_children ends what it started too (uv's build backend)."""
+    _cancelled_with.event, _cancelled_with.own_group = cancel, own_group
     try:
         yield
     finally:
-        _cancelled_with.event = None
+        _cancelled_with.event, _cancelled_with.own_group = None, False
 
 
 def end_children(cancel: Optional[threading.Event] = None) -> None:
