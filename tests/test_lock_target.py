@@ -1,19 +1,24 @@
 """`jetson-install lock`'s target, checked out and built on a thread of its own while the vendor
-index is read and the rest resolved (fleet/target_build.py): an interruption or the vendor
-index's failure ends the git or uv that thread started, the lock says the error it would have
-said step by step, and the rest is resolved from the checkout, leaving nothing in uv's cache.
+index is read (fleet/target_build.py): an interruption or the vendor index's failure ends the
+git or uv that thread started (and what uv started: the build backend), the lock says the
+error it would have said step by step, and the rest is resolved from the built wheel, never
+from anything a uv workspace in a folder above the clone says.
 
-A `git` first on PATH that waits at `clone` holds the thread there, in a known state."""
+A `git` first on PATH that waits at `clone` holds the thread there, in a known state; a build
+backend that waits holds it in the build."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import zipfile
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, Iterator, List
 
 import pytest
 from support.index_server import LoopbackIndex
@@ -45,10 +50,64 @@ def _git_that_waits_at_clone(tmp_path: Path, env: Dict[str, str]) -> Path:
 
 
 def _wait_for(path: Path, process: "subprocess.Popen[str]") -> int:
-    """The pid `path` holds, once the waiting clone has written it."""
+    """The pid `path` holds, once the waiting clone (or backend) has written it."""
     assert wait_until(lambda: process.poll() is not None or (path.is_file() and path.read_text().strip() != ""), 60)
     assert process.poll() is None, process.communicate()
     return int(path.read_text())
+
+
+def _end(*pids: int) -> None:
+    """A failed test's cleanup: nothing it started runs on."""
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _source_variant(repository: Path, at: Path, edit: Callable[[Path], None]) -> Path:
+    """A copy of the stub repository with `edit` made and committed, tagged v0.1.3 again."""
+    shutil.copytree(repository, at, symlinks=True)
+    edit(at)
+    for command in (["add", "-A"], ["commit", "-q", "-m", "a variant"], ["tag", "-f", "v0.1.3"]):
+        subprocess.run(["git", "-C", str(at), "-c", "user.name=test", "-c", "user.email=test@example.invalid",
+                        *command], check=True, capture_output=True)
+    return at
+
+
+def _backend_edit(old: str, new: str) -> Callable[[Path], None]:
+    def edit(source: Path) -> None:
+        backend = source / "_build" / "stub_backend.py"
+        text = backend.read_text()
+        assert old in text
+        backend.write_text(text.replace(old, new))
+    return edit
+
+
+@pytest.fixture
+def closing_index(tmp_path: Path) -> Iterator[Callable[[Path], str]]:
+    """An index URL whose server, once `state` exists, closes each connection unanswered (a
+    vendor index that fails at a moment the test chose)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    state: List[Path] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            wait_until(lambda: state[0].exists(), 60)
+            connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    def url(after: Path) -> str:
+        state.append(after)
+        return f"http://127.0.0.1:{listener.getsockname()[1]}/simple/"
+
+    yield url
+    listener.close()
 
 
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
@@ -64,81 +123,162 @@ def test_an_interrupted_lock_ends_the_clone_its_thread_started_and_keeps_the_pre
     process = subprocess.Popen(_lock_argv(vendor_index.url, public_index.url, obliteratus_git_repo, output),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    clone = _wait_for(started, process)
-    os.kill(process.pid, getattr(signal, stop))
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
-    how = "Ctrl-C" if stop == "SIGINT" else stop
-    assert stderr.splitlines()[-2:][0] == f"error: interrupted ({how})" and "Traceback" not in stderr, stderr
-    assert wait_until(lambda: not alive(clone), 10), "the clone the lock's thread started outlived it"
+    clone = 0
+    try:
+        clone = _wait_for(started, process)
+        os.kill(process.pid, getattr(signal, stop))
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130, stderr
+        how = "Ctrl-C" if stop == "SIGINT" else stop
+        assert stderr.splitlines()[-2:][0] == f"error: interrupted ({how})" and "Traceback" not in stderr, stderr
+        assert wait_until(lambda: not alive(clone), 10), "the clone the lock's thread started outlived it"
+    finally:
+        _end(process.pid, *([clone] if clone else []))
     assert output.read_text() == "the previous lock\n"
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".board.lock")) == []
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []  # its work folder
 
 
-def test_a_vendor_index_that_does_not_answer_ends_the_clone_and_is_the_error_said(
-        stub_index_dirs: IndexDirs, public_index: LoopbackIndex, obliteratus_git_repo: Path, tmp_path: Path) -> None:
+def test_a_vendor_index_that_fails_while_the_clone_runs_ends_the_clone_and_is_the_error_said(
+        stub_index_dirs: IndexDirs, public_index: LoopbackIndex, obliteratus_git_repo: Path, tmp_path: Path,
+        closing_index: Callable[[Path], str]) -> None:
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
     started = _git_that_waits_at_clone(tmp_path, env)
-    gone = LoopbackIndex(stub_index_dirs.vendor, name="gone").start()
-    gone_url = gone.url
-    gone.stop()  # nothing listens at its port now
+    failing = closing_index(started)  # fails once the clone runs
     output = tmp_path / "board.lock"
-    process = subprocess.Popen(_lock_argv(gone_url, public_index.url, obliteratus_git_repo, output),
+    process = subprocess.Popen(_lock_argv(failing, public_index.url, obliteratus_git_repo, output),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 1, stderr
-    [error, fix] = stderr.splitlines()[:2]
-    assert error.startswith("error: ") and gone_url.split("/simple")[0] in error and "clone" not in error, stderr
-    assert fix.startswith("  fix: "), stderr
-    if started.is_file():  # the clone had started: it was ended with the lock
-        assert wait_until(lambda: not alive(int(started.read_text())), 10)
+    clone = 0
+    try:
+        clone = _wait_for(started, process)
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 1, stderr
+        [error, fix] = stderr.splitlines()[:2]
+        assert error.startswith("error: ") and failing.split("/simple")[0] in error and "clone" not in error, stderr
+        assert fix.startswith("  fix: "), stderr
+        assert wait_until(lambda: not alive(clone), 10), "the clone the lock's thread started outlived it"
+    finally:
+        _end(process.pid, *([clone] if clone else []))
     assert not output.exists()
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []
 
 
-def _cache_files(env: Dict[str, str]) -> List[str]:
-    cache = Path(env["UV_CACHE_DIR"])
-    return sorted(str(path.relative_to(cache)) for path in cache.rglob("*"))
-
-
-@pytest.mark.slow  # three locks
-def test_the_rest_is_resolved_from_the_checkout_leaving_nothing_in_uvs_cache_and_a_dynamic_project_from_its_wheel(
-        stub_index_dirs: IndexDirs, start_index: Callable[..., LoopbackIndex], obliteratus_git_repo: Path,
-        tmp_path: Path) -> None:
+def test_when_the_vendor_index_and_the_build_both_fail_the_vendor_index_is_the_error_said(
+        stub_index_dirs: IndexDirs, public_index: LoopbackIndex, obliteratus_git_repo: Path, tmp_path: Path,
+        closing_index: Callable[[Path], str]) -> None:
+    """The order a lock made step by step meets them: the vendor index first, though the build
+    failed before it on the thread."""
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
-    # Files a client may keep, as a real index's: uv fetches the vendor files by URL once.
-    vendor_index = start_index(stub_index_dirs.vendor, name="vendor", cache_files=True)
-    public_index = start_index(stub_index_dirs.public, name="public", cache_files=True)
-    first, second = tmp_path / "first.lock", tmp_path / "second.lock"
-    for output in (first, second):
-        done = subprocess.run(_lock_argv(vendor_index.url, public_index.url, obliteratus_git_repo, output),
-                              capture_output=True, text=True, env=env)
-        assert done.returncode == 0, done.stderr
-        if output == first:
-            cache = _cache_files(env)
-    # uv read the checkout's pyproject.toml: no copy of the target, at a path of this run's own,
-    # is kept in uv's cache by each lock (it was, unpacked, while uv read the built wheel).
-    assert _cache_files(env) == cache
-    assert first.read_text() == second.read_text()
-    # A project whose version its build backend decides: uv would build it to learn it, in the
-    # checkout the wheel is built in, so the rest is resolved from the built wheel: the same lock.
-    dynamic = tmp_path / "dynamic"
-    shutil.copytree(obliteratus_git_repo, dynamic, symlinks=True)
-    pyproject = dynamic / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('version = "0.1.3"', 'dynamic = ["version"]'))
-    for command in (["add", "-A"], ["commit", "-q", "-m", "dynamic version"], ["tag", "-f", "v0.1.3"]):
-        subprocess.run(["git", "-C", str(dynamic), "-c", "user.name=test", "-c", "user.email=test@example.invalid",
-                        *command], check=True, capture_output=True)
-    third = tmp_path / "third.lock"
-    done = subprocess.run(_lock_argv(vendor_index.url, public_index.url, dynamic, third), capture_output=True,
+    failed = tmp_path / "build-failed"
+    broken = _source_variant(obliteratus_git_repo, tmp_path / "broken", _backend_edit(
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        f"    open({str(failed)!r}, 'w').close()\n    raise SystemExit('the stub build fails')\n"))
+    failing = closing_index(failed)  # fails once the build has
+    output = tmp_path / "board.lock"
+    done = subprocess.run(_lock_argv(failing, public_index.url, broken, output), capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert failed.exists(), done.stderr
+    [error, fix] = done.stderr.splitlines()[:2]
+    assert error.startswith("error: ") and failing.split("/simple")[0] in error and "build" not in error, done.stderr
+    assert fix.startswith("  fix: ") and "stub build fails" not in done.stderr, done.stderr
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
+def test_a_lock_stopped_during_the_build_ends_the_build_backend_too(
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
+        obliteratus_git_repo: Path, tmp_path: Path, stop: str) -> None:
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    building = tmp_path / "backend-pid"
+    waiting = _source_variant(obliteratus_git_repo, tmp_path / "waiting", _backend_edit(
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        f"    open({str(building)!r}, 'w').write(str(os.getpid()))\n"
+        "    import threading\n    threading.Event().wait()  # until the lock ends it\n"))
+    output = tmp_path / "board.lock"
+    process = subprocess.Popen(_lock_argv(vendor_index.url, public_index.url, waiting, output),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    backend = 0
+    try:
+        backend = _wait_for(building, process)
+        os.kill(process.pid, getattr(signal, stop))
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130, stderr
+        assert stderr.splitlines()[-2:][0] == f"error: interrupted ({stop})" and "Traceback" not in stderr, stderr
+        assert wait_until(lambda: not alive(backend), 10), "the build backend outlived the lock"
+    finally:
+        _end(process.pid, *([backend] if backend else []))
+    assert not output.exists()
+    assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []
+
+
+def _planted_wheel(folder: Path, name: str, version: str, ran: Path) -> None:
+    """A wheel of `name` whose .pth file, run at every start of Python where it is installed,
+    writes `ran`."""
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": "raise SystemExit('planted')\n",
+             f"{name}-planted.pth": f"import pathlib; pathlib.Path({str(ran)!r}).write_text('ran')\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: x\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{info}/RECORD", "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n")
+
+
+@pytest.mark.slow  # two locks
+@pytest.mark.parametrize("explicit", [True, False])
+def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock_nor_runs_in_the_build(
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
+        obliteratus_git_repo: Path, tmp_path: Path, explicit: bool) -> None:
+    """What any local user can write into a shared temporary folder, where the lock clones its
+    target: a workspace naming the clone a member, with an index of their wheels (explicit,
+    reached through `tool.uv.sources`, or not) for a package the lock resolves and one the
+    target's build requires."""
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+
+    def build_requires_six(source: Path) -> None:
+        pyproject = source / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace("requires = []", 'requires = ["six"]'))
+
+    needs_six = _source_variant(obliteratus_git_repo, tmp_path / "needs-six", build_requires_six)
+    clean = tmp_path / "clean.lock"
+    done = subprocess.run(_lock_argv(vendor_index.url, public_index.url, needs_six, clean), capture_output=True,
                           text=True, env=env)
     assert done.returncode == 0, done.stderr
+    planted, ran = tmp_path / "planted", tmp_path / "planted-code-ran"
+    planted.mkdir()
+    for name in ("rich", "six"):
+        _planted_wheel(planted, name, "99.0", ran)
+    sources = '[tool.uv.sources]\nrich = { index = "planted" }\nsix = { index = "planted" }\n' if explicit else ""
+    (Path(env["TMPDIR"]) / "pyproject.toml").write_text(
+        '[tool.uv.workspace]\nmembers = ["jetson-install-lock-*/source"]\n'
+        f'[[tool.uv.index]]\nname = "planted"\nurl = "{planted}"\nformat = "flat"\n'
+        f'explicit = {str(explicit).lower()}\n{sources}')
+    output = tmp_path / "board.lock"
+    done = subprocess.run(_lock_argv(vendor_index.url, public_index.url, needs_six, output), capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert not ran.exists(), "a planted build requirement ran in the target's build"
+    assert output.read_text() == clean.read_text()
+    assert "99.0" not in output.read_text()
 
-    def entries(path: Path) -> List[object]:
-        return [(entry.name, entry.version, entry.url, entry.sha256) for entry in parse_lock(path.read_text(), str(path)).entries
-                if entry.origin != "built"]
 
-    assert entries(third) == entries(first)
-    [built] = [entry for entry in parse_lock(third.read_text(), str(third)).entries if entry.origin == "built"]
-    assert (built.name, built.version) == ("obliteratus", "0.1.3")
+@pytest.mark.slow  # a lock
+def test_the_rest_is_resolved_from_the_built_wheel_whose_backend_adds_a_dependency_pyproject_does_not_state(
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
+        obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    """As setuptools does with `install_requires` in setup.py beside a [project] table that has
+    no `dependencies`: the wheel requires what pyproject.toml does not say, and a board installs
+    the lock with --no-deps, so the lock must hold it."""
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    adds = _source_variant(obliteratus_git_repo, tmp_path / "adds", _backend_edit(
+        "DEPENDENCIES = [", "DEPENDENCIES = ['pytest>=8', "))
+    output = tmp_path / "board.lock"
+    done = subprocess.run(_lock_argv(vendor_index.url, public_index.url, adds, output), capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert [entry.version for entry in parse_lock(output.read_text(), str(output)).entries
+            if entry.name == "pytest"] == ["8.3.3"], output.read_text()

@@ -37,7 +37,7 @@ from jetson_install.board.samples import root_shown
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, read_lock, render_lock
 from jetson_install.envs.interpreters import inspect_interpreter
-from jetson_install.fleet.target_build import TargetBuild, resolves_without_a_build
+from jetson_install.fleet.target_build import TargetBuild
 from jetson_install.tools import runner, uv
 from jetson_install.tools.index import fetch_file
 from jetson_install.tools.uv_errors import read_uv_failure
@@ -188,21 +188,28 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
     # the next lock removes it once that process is gone.
     work_folder = make_work_folder(_WORK_PREFIX)
     work = work_folder.path
-    building = TargetBuild(target_url, default_index, work) if target_url is not None else None
+    building: Optional[TargetBuild] = None
     try:
+        if target_url is not None:
+            building = TargetBuild(target_url, default_index, work)
+            building.start()
         plan = resolve()
         resolution, requirement = plan.resolution, plan.requirement
         # `lock` refuses a board with no vendor source before it comes here.
         assert resolution is not None and plan.channel is not None and plan.vendor is not None
         vendor = _vendor_entries(work, resolution, plan.vendor_index, target)
         rest_requirements: List[str] = []
-        commit, wheel_first = None, None
+        built: List[Locked] = []
+        commit, wheel, built_wheel, digest = None, None, None, ""
         if building is not None and requirement is not None:
-            source, commit = building.source()
-            # Static metadata: uv reads the checkout's, which the wheel is built with, so the rest
-            # resolves while the wheel is built; else from the wheel, once built.
-            wheel_first = None if resolves_without_a_build(source) else building.wheel()
-            rest_requirements.append(str(replace(requirement, url=(wheel_first or source).as_uri())))
+            commit = building.source()[1]
+            # The rest is resolved from the built wheel: its metadata is what boards install
+            # (--no-deps), which a backend may build otherwise than pyproject.toml states.
+            built_wheel = building.wheel()
+            digest = file_sha256(built_wheel)
+            wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
+            rest_requirements.append(str(replace(requirement, url=built_wheel.as_uri())))
+            built.append(Locked(requirement.name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
         # The vendor files as direct references: their dependencies come from the default index,
         # and the vendor index is asked for nothing else.
         rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
@@ -210,21 +217,8 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
         rest_requirements += list(plan.vendor.companions)
         # pip in the environment, as `uv venv --seed` puts it there, so later plain `pip install`s work.
         rest_requirements.append("pip")
-        skip = [entry.name for entry in vendor] + ([requirement.name] if requirement is not None else [])
-        try:
-            rest = _resolve(work, "default", rest_requirements, plan.constraints, default_index, target,
-                            no_deps=False, skip=skip)
-        except StepFailed:
-            if building is not None:
-                building.wheel()  # a build that failed too: its failure, the one met first step by step
-            raise
-        built_wheel = building.wheel() if building is not None else None
-        built: List[Locked] = []
-        wheel, digest = None, ""
-        if built_wheel is not None and requirement is not None:
-            digest = file_sha256(built_wheel)
-            wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
-            built.append(Locked(requirement.name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
+        rest = _resolve(work, "default", rest_requirements, plan.constraints, default_index, target, no_deps=False,
+                        skip=[entry.name for entry in vendor + built])
         # The header names the source without a token in its URL: a lock is copied to every runner.
         lock = Lock(plan.channel.id, target.python, target.arch, target.platform,
                     redact(str(requirement)) if requirement else "none (the stack alone)", commit, __version__,

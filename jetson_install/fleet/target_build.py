@@ -2,10 +2,10 @@
 (no uncommitted changes: the commit is the lock's name for it) and built once into the wheel
 that goes beside the lock.
 
-None of it needs the vendor set, so it runs while the vendor index is read; and where the
-project's metadata is static, uv resolves the rest from the checkout while the wheel is built
-(make_lock). The thread only starts git and uv: an interruption of the lock ends them
-(`stop`), as the doctor ends the probes its threads start.
+None of it needs the vendor set, so it runs while the vendor index is read (make_lock); the
+rest is resolved from the built wheel, whose metadata is what boards install. The thread only
+starts git and uv, each in a process group of its own: an interruption of the lock ends them
+and what they started, a build backend included (`stop`), as the doctor ends its probes.
 """
 
 from __future__ import annotations
@@ -17,51 +17,39 @@ from pathlib import Path
 from typing import Callable, Optional, Tuple, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from jetson_install.base.errors import BadInput, CatalogError, StepFailed
+from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.redact import redact
-from jetson_install.base.toml_file import load_toml
 from jetson_install.tools import git, runner, uv
 
-__all__ = ["TargetBuild", "resolves_without_a_build"]
+__all__ = ["TargetBuild"]
 
 T = TypeVar("T")
 
-# The fields a resolution reads: where none is dynamic, uv takes them from pyproject.toml as
-# they are, and a build backend must build a wheel of those same values
-# (https://packaging.python.org/en/latest/specifications/pyproject-toml/#dynamic).
-_RESOLVED_FIELDS = {"version", "requires-python", "dependencies", "optional-dependencies"}
-
-
-def resolves_without_a_build(source: Path) -> bool:
-    """Whether uv resolves the project at `source` from its pyproject.toml without running its
-    build backend (one that has none, or that names a resolved field as dynamic, is built by uv
-    in that folder: not while our own build runs there)."""
-    try:
-        project = load_toml(source / "pyproject.toml").get("project")
-    except CatalogError:  # no pyproject.toml, or not TOML: uv builds it to learn its metadata
-        return False
-    if not isinstance(project, dict) or not isinstance(project.get("version"), str):
-        return False
-    dynamic = project.get("dynamic", [])
-    return isinstance(dynamic, list) and all(isinstance(field, str) and field not in _RESOLVED_FIELDS
-                                             for field in dynamic)
-
-
 class TargetBuild:
     """The target's checkout, then its build, started at once on a daemon thread (an interrupted
-    lock does not wait for it); `source` and `wheel` wait for each and raise what it raised."""
+    lock does not wait for it); `source` and `wheel` wait for each and raise what it raised.
+
+    A clone in `work` is built at once; the user's own checkout (a file:// URL) only once
+    `may_build` is called (after the vendor index answered): a lock that fails before that
+    leaves no build of its own in the user's tree, as none did when the steps ran in turn."""
 
     def __init__(self, url: str, default_index: Optional[str], work: Path) -> None:
         self._checked: "Future[Tuple[Path, Optional[str]]]" = Future()
         self._built: "Future[Path]" = Future()
         self._cancel = threading.Event()
+        self._go = threading.Event()
+        if not url.startswith("file://"):
+            self._go.set()
 
         def run() -> None:
-            with runner.cancelled_with(self._cancel):  # no child starts once `stop` has run
+            # No child starts once `stop` has run, and each leads a group of its own, so `stop`
+            # ends what it started too (uv's build backend, git's helpers).
+            with runner.cancelled_with(self._cancel, own_group=True):
                 _settle(self._checked, lambda: _checkout(url, work))
                 failed = self._checked.exception()
                 if failed is None:
                     source = self._checked.result()[0]
+                    self._go.wait()
                     _settle(self._built, lambda: _build(source, default_index, work))
                 else:
                     self._built.set_exception(failed)
@@ -73,20 +61,30 @@ class TargetBuild:
 
         sysconfig.get_config_vars()
         self._thread = threading.Thread(target=run, name="lock-target", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread (apart from making it, so that whoever stops it holds it first)."""
         self._thread.start()
 
     def source(self) -> Tuple[Path, Optional[str]]:
         """The checked-out source and its commit (None: a folder that is not a git checkout)."""
         return self._checked.result()
 
+    def may_build(self) -> None:
+        """Let the build of a local checkout start (a clone's has already)."""
+        self._go.set()
+
     def wheel(self) -> Path:
+        self.may_build()
         return self._built.result()
 
     def stop(self) -> None:
-        """End git or uv if one runs, start none after, and wait for the thread: the work folder
-        it writes into is removed next."""
+        """End git or uv if one runs, with what it started, start none after, and wait for the
+        thread (if it started): the work folder it writes into is removed next."""
         runner.end_children(self._cancel)
-        self._thread.join()
+        self._go.set()  # a build that waited is not started: the cancel is set
+        if self._thread.ident is not None:
+            self._thread.join()
 
 
 def _settle(future: "Future[T]", make: Callable[[], T]) -> None:
