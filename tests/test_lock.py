@@ -268,6 +268,11 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
                           text=True).stdout.strip()
     (out / f".orin.lock.{gone}.k2j3h4.tmp").write_text("half a lock")
     (out / f".{first.name}.{gone}.part").write_bytes(b"half a wheel")
+    # The user's own files of the same look are not the lock's: kept, whatever their form.
+    (out / ".thesis.pdf.part").write_text("a download of the user's")
+    (out / ".mydir.part").mkdir()
+    (out / ".mydir.part" / "notes").write_text("kept")
+    (out / f".notes.txt.{gone}.part").write_text("not a wheel the lock writes")
     (source / "obliteratus" / "extra.py").write_text("X = 1\n")
     _commit(source, "another commit")
     again = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, source, out / "orin.lock",
@@ -275,14 +280,16 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
     assert again.returncode == 0, again.stderr
     orin, thor = _built(out / "orin.lock"), _built(out / "thor.lock")
     assert orin != thor and thor == first  # the other lock's wheel stays; each lock names its own bytes
+    users = [".thesis.pdf.part", ".mydir.part", f".notes.txt.{gone}.part"]
     assert sorted(path.name for path in out.iterdir()) == sorted(
-        ["orin.lock", "thor.lock", orin.name, thor.name, "obliteratus-0.1.0-py3-none-any.whl"])
+        ["orin.lock", "thor.lock", orin.name, thor.name, "obliteratus-0.1.0-py3-none-any.whl", *users])
+    assert (out / ".mydir.part" / "notes").read_text() == "kept"
     (out / "thor.lock").unlink()
     once_more = jetson_install(cli_env, *lock_argv(vendor_index.url, public_index.url, source, out / "orin.lock",
                                                    "--python", sys.executable, root=board_here))
     assert once_more.returncode == 0, once_more.stderr
     assert sorted(path.name for path in out.iterdir()) == sorted(
-        ["orin.lock", orin.name, "obliteratus-0.1.0-py3-none-any.whl"])  # thor's build, named by no lock, went
+        ["orin.lock", orin.name, "obliteratus-0.1.0-py3-none-any.whl", *users])  # thor's build, named by no lock, went
 
 
 @pytest.mark.slow

@@ -14,9 +14,9 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import sys
 from dataclasses import dataclass, replace
-from glob import escape as glob_escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 from urllib.parse import unquote, urlsplit
@@ -275,9 +275,8 @@ def remove_unnamed_builds(folder: Path, distribution: str) -> None:
     named: Set[str] = set()
     builds: List[Path] = []
     for path in folder.iterdir():
-        parts = path.name[: -len(".whl")].split("-") if path.name.endswith(".whl") else []
-        if len(parts) == 6 and _OWN_BUILD.fullmatch(parts[2]) and \
-                canonicalize_name(parts[0]) == canonicalize_name(distribution):
+        if path.name.endswith(".whl") and _is_own_build(path.name) and \
+                canonicalize_name(path.name.split("-", 1)[0]) == canonicalize_name(distribution):
             builds.append(path)
             continue
         try:
@@ -298,22 +297,39 @@ _PART = ".part"
 
 def _remove_abandoned(output: Path) -> None:
     """What killed locks left beside `output` (their work folders go as work_folders.py makes
-    them): a wheel not yet renamed (`.NAME.PID.part`) or the lock's own text not yet renamed
-    (`.LOCK.PID.XXXX.tmp`, as replace_file names it), once the process named is gone."""
-    leftovers = [(path, path.name[: -len(_PART)].rsplit(".", 1)[-1]) for path in output.parent.glob(f".*{_PART}")]
-    leftovers += [(path, path.name[len(output.name) + 2:].split(".", 1)[0])
-                  for path in output.parent.glob(f".{glob_escape(output.name)}.*.tmp")]
-    for path, pid in leftovers:
+    them): a wheel not yet renamed (`.NAME.PID.part`, NAME a build name own_build_name gives) or
+    the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`, as replace_file names it), once
+    the process named is gone. Only this user's regular files of exactly those forms are
+    removed: a user's `.thesis.pdf.part` or a folder `.mydir.part/` there is not the lock's."""
+    part = re.compile(r"\.(?P<name>[^/]+\.whl)\.(?P<pid>[1-9][0-9]*)" + re.escape(_PART))
+    text = re.compile(re.escape(f".{output.name}.") + r"(?P<pid>[1-9][0-9]*)\.[A-Za-z0-9_]+\.tmp")
+    try:
+        entries = list(os.scandir(output.parent))
+    except OSError:
+        return
+    for entry in entries:
+        found = part.fullmatch(entry.name) or text.fullmatch(entry.name)
+        if found is None or ("name" in found.groupdict() and not _is_own_build(found.group("name"))):
+            continue
         try:
-            os.kill(int(pid), 0)
-        except (ValueError, ProcessLookupError):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):  # not ours to remove
-                    path.unlink()
+            status = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # gone meanwhile
+        if not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid():
+            continue
+        try:
+            os.kill(int(found.group("pid")), 0)
+        except (ProcessLookupError, OverflowError):  # gone, or a number no process has
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
         except PermissionError:
             pass  # another user's live lock
+
+
+def _is_own_build(filename: str) -> bool:
+    """Whether `filename` is a wheel name own_build_name gives."""
+    parts = filename[: -len(".whl")].split("-")
+    return len(parts) == 6 and _OWN_BUILD.fullmatch(parts[2]) is not None
 
 
 def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[Locked]:
