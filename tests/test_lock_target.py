@@ -18,7 +18,7 @@ import sys
 import threading
 import zipfile
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 from support.index_server import LoopbackIndex
@@ -83,13 +83,14 @@ def _backend_edit(old: str, new: str) -> Callable[[Path], None]:
 
 
 @pytest.fixture
-def closing_index(tmp_path: Path) -> Iterator[Callable[[Path], str]]:
-    """An index URL whose server, once `state` exists, closes each connection unanswered (a
-    vendor index that fails at a moment the test chose)."""
+def closing_index(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """An index URL whose server, once `state` exists (or `wait` seconds passed, for a state
+    that must not come), closes each connection unanswered (a vendor index that fails at a
+    moment the test chose)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
-    state: List[Path] = []
+    state: List[Tuple[Path, float]] = []
 
     def serve() -> None:
         while True:
@@ -97,13 +98,13 @@ def closing_index(tmp_path: Path) -> Iterator[Callable[[Path], str]]:
                 connection, _ = listener.accept()
             except OSError:
                 return  # closed: the test is over
-            wait_until(lambda: state[0].exists(), 60)
+            wait_until(lambda: state[0][0].exists(), state[0][1])
             connection.close()
 
     threading.Thread(target=serve, daemon=True).start()
 
-    def url(after: Path) -> str:
-        state.append(after)
+    def url(after: Path, wait: float = 60) -> str:
+        state.append((after, wait))
         return f"http://127.0.0.1:{listener.getsockname()[1]}/simple/"
 
     yield url
@@ -141,7 +142,7 @@ def test_an_interrupted_lock_ends_the_clone_its_thread_started_and_keeps_the_pre
 
 def test_a_vendor_index_that_fails_while_the_clone_runs_ends_the_clone_and_is_the_error_said(
         stub_index_dirs: IndexDirs, public_index: LoopbackIndex, obliteratus_git_repo: Path, tmp_path: Path,
-        closing_index: Callable[[Path], str]) -> None:
+        closing_index: Callable[..., str]) -> None:
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
     started = _git_that_waits_at_clone(tmp_path, env)
     failing = closing_index(started)  # fails once the clone runs
@@ -165,7 +166,7 @@ def test_a_vendor_index_that_fails_while_the_clone_runs_ends_the_clone_and_is_th
 
 def test_when_the_vendor_index_and_the_build_both_fail_the_vendor_index_is_the_error_said(
         stub_index_dirs: IndexDirs, public_index: LoopbackIndex, obliteratus_git_repo: Path, tmp_path: Path,
-        closing_index: Callable[[Path], str]) -> None:
+        closing_index: Callable[..., str]) -> None:
     """The order a lock made step by step meets them: the vendor index first, though the build
     failed before it on the thread."""
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
@@ -184,6 +185,27 @@ def test_when_the_vendor_index_and_the_build_both_fail_the_vendor_index_is_the_e
     assert error.startswith("error: ") and failing.split("/simple")[0] in error and "build" not in error, done.stderr
     assert fix.startswith("  fix: ") and "stub build fails" not in done.stderr, done.stderr
     assert not output.exists()
+
+
+@pytest.mark.slow  # the vendor index waits for a build that must not start
+def test_the_build_of_the_users_own_checkout_waits_for_the_vendor_index(
+        stub_index_dirs: IndexDirs, public_index: LoopbackIndex, obliteratus_git_repo: Path, tmp_path: Path,
+        closing_index: Callable[..., str]) -> None:
+    """A lock that fails before its vendor set is known leaves no build of its own in the
+    user's tree (a backend writes build/ and egg-info there), as when its steps ran in turn."""
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    built = tmp_path / "build-started"
+    checkout = _source_variant(obliteratus_git_repo, tmp_path / "checkout", _backend_edit(
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        f"    open({str(built)!r}, 'w').close()\n"))
+    failing = closing_index(built, 10)  # fails once a build started, or after 10 s without one
+    done = subprocess.run([sys.executable, "-m", "jetson_install", "lock", "--root", SAMPLE, "--vendor-index", failing,
+                           "--default-index", public_index.url, "--source", str(checkout),
+                           "--output", str(tmp_path / "board.lock")], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 1 and failing.split("/simple")[0] in done.stderr.splitlines()[0], done.stderr
+    assert not built.exists(), "the lock built the user's checkout before its vendor index answered"
 
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
