@@ -30,6 +30,7 @@ from support.wheels import build_wheel
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
 from jetson_install.base.tags import wheel_tags
 from support.index_server import LoopbackIndex
+from support.interrupts import wait_until
 from support.stub_projects import IndexDirs
 
 TOP = Path(__file__).resolve().parent.parent
@@ -290,6 +291,43 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
     assert once_more.returncode == 0, once_more.stderr
     assert sorted(path.name for path in out.iterdir()) == sorted(
         ["orin.lock", orin.name, "obliteratus-0.1.0-py3-none-any.whl", *users])  # thor's build, named by no lock, went
+
+
+@pytest.mark.slow
+def test_a_lock_keeps_the_part_file_of_a_lock_that_holds_the_folder_though_its_pid_names_no_process_here(
+        cli_env: Dict[str, str], vendor_index: LoopbackIndex, public_index: LoopbackIndex, board_here: Path,
+        obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    # Another lock writing into the same folder from another pid namespace (a container sharing
+    # it): its pid names no process here, and it holds the folder's flock while its file exists.
+    import fcntl
+    import threading
+
+    out = tmp_path / "locks"
+    out.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    theirs = out / f".obliteratus-0.1.3-0{'a' * 16}-py3-none-any.whl.{gone}.part"
+    held = os.open(out, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    theirs.write_bytes(b"a wheel another lock is writing")
+    made: List[CliResult] = []
+    running = threading.Thread(target=lambda: made.append(jetson_install(
+        cli_env, *lock_argv(vendor_index.url, public_index.url, obliteratus_git_repo, out / "orin.lock",
+                            "--python", sys.executable, root=board_here))))
+    running.start()
+    try:
+        # This lock waits for the folder (/proc/locks lists a waiter, "->", on its inode).
+        waiting = f":{out.stat().st_ino} "
+        assert wait_until(lambda: any("->" in line and waiting in line
+                                      for line in Path("/proc/locks").read_text().splitlines()), 120), \
+            made[0].stderr if made else "the lock never came to the folder"
+        assert theirs.read_bytes() == b"a wheel another lock is writing"
+        theirs.unlink()  # the other lock renames its wheel into place and lets the folder go
+    finally:
+        os.close(held)
+        running.join(timeout=120)
+    assert made and made[0].returncode == 0, made[0].stderr if made else "the lock did not end"
+    assert sorted(path.name for path in out.iterdir() if path.name.startswith(".")) == []
 
 
 @pytest.mark.slow

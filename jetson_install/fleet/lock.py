@@ -183,7 +183,6 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
     default_index = plan.settings.default_index.value
     output = output.absolute()
     output.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(output)
     # A killed lock leaves its work folder (a clone, a build): held while this process lives, so
     # the next lock removes it once that process is gone.
     work_folder = make_work_folder(_WORK_PREFIX)
@@ -228,6 +227,7 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
         # the pair: a lock killed at any moment leaves one whole pair, never a lock naming
         # another wheel's bytes (two renames, one after the other, did: seen in CI).
         with _folder_held(output.parent):
+            _remove_abandoned(output)
             if wheel is not None and built_wheel is not None and not (wheel.is_file() and file_sha256(wheel) == digest):
                 part = output.parent / f".{wheel.name}.{os.getpid()}{_PART}"
                 shutil.copyfile(built_wheel, part)
@@ -300,7 +300,10 @@ def _remove_abandoned(output: Path) -> None:
     them): a wheel not yet renamed (`.NAME.PID.part`, NAME a build name own_build_name gives) or
     the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`, as replace_file names it), once
     the process named is gone. Only this user's regular files of exactly those forms are
-    removed: a user's `.thesis.pdf.part` or a folder `.mydir.part/` there is not the lock's."""
+    removed: a user's `.thesis.pdf.part` or a folder `.mydir.part/` there is not the lock's.
+    Called with the folder's flock held, which a live lock holds for as long as such a file of
+    its own exists: a lock in another pid namespace sharing the folder (where its pid names
+    another process, or none) never loses its file to this one."""
     part = re.compile(r"\.(?P<name>[^/]+\.whl)\.(?P<pid>[1-9][0-9]*)" + re.escape(_PART))
     text = re.compile(re.escape(f".{output.name}.") + r"(?P<pid>[1-9][0-9]*)\.[A-Za-z0-9_]+\.tmp")
     try:
