@@ -25,6 +25,7 @@ __all__ = ["TargetBuild"]
 
 T = TypeVar("T")
 
+
 class TargetBuild:
     """The target's checkout, then its build, started at once on a daemon thread (an interrupted
     lock does not wait for it); `source` and `wheel` wait for each and raise what it raised.
