@@ -111,6 +111,22 @@ def closing_index(tmp_path: Path) -> Iterator[Callable[..., str]]:
     listener.close()
 
 
+def _stop_once_started(process: "subprocess.Popen[str]", started: Path, stop: str, child: str) -> None:
+    """Send `stop` to the lock once `started` names the pid of its `child`: the lock ends with
+    exit 130 and its one line, and the child with it; whatever fails, neither is left running."""
+    pid = 0
+    try:
+        pid = _wait_for(started, process)
+        os.kill(process.pid, getattr(signal, stop))
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130, stderr
+        how = "Ctrl-C" if stop == "SIGINT" else stop
+        assert stderr.splitlines()[-2:][0] == f"error: interrupted ({how})" and "Traceback" not in stderr, stderr
+        assert wait_until(lambda: not alive(pid), 10), f"{child} outlived the lock"
+    finally:
+        _end(process.pid, *([pid] if pid else []))
+
+
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_lock_ends_the_clone_its_thread_started_and_keeps_the_previous_lock(
         stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
@@ -124,17 +140,7 @@ def test_an_interrupted_lock_ends_the_clone_its_thread_started_and_keeps_the_pre
     process = subprocess.Popen(_lock_argv(vendor_index.url, public_index.url, obliteratus_git_repo, output),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    clone = 0
-    try:
-        clone = _wait_for(started, process)
-        os.kill(process.pid, getattr(signal, stop))
-        _, stderr = process.communicate(timeout=60)
-        assert process.returncode == 130, stderr
-        how = "Ctrl-C" if stop == "SIGINT" else stop
-        assert stderr.splitlines()[-2:][0] == f"error: interrupted ({how})" and "Traceback" not in stderr, stderr
-        assert wait_until(lambda: not alive(clone), 10), "the clone the lock's thread started outlived it"
-    finally:
-        _end(process.pid, *([clone] if clone else []))
+    _stop_once_started(process, started, stop, "the clone the lock's thread started")
     assert output.read_text() == "the previous lock\n"
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".board.lock")) == []
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []  # its work folder
@@ -222,16 +228,7 @@ def test_a_lock_stopped_during_the_build_ends_the_build_backend_too(
     output = tmp_path / "board.lock"
     process = subprocess.Popen(_lock_argv(vendor_index.url, public_index.url, waiting, output),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    backend = 0
-    try:
-        backend = _wait_for(building, process)
-        os.kill(process.pid, getattr(signal, stop))
-        _, stderr = process.communicate(timeout=60)
-        assert process.returncode == 130, stderr
-        assert stderr.splitlines()[-2:][0] == f"error: interrupted ({stop})" and "Traceback" not in stderr, stderr
-        assert wait_until(lambda: not alive(backend), 10), "the build backend outlived the lock"
-    finally:
-        _end(process.pid, *([backend] if backend else []))
+    _stop_once_started(process, building, stop, "the build backend")
     assert not output.exists()
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []
 
