@@ -33,6 +33,8 @@ from jetson_install.base.errors import BadInput, StepFailed
 
 STANDIN = Path(__file__).parent / "resources" / "bitsandbytes-standin"
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+# The one file the builds keep in the cache: the lock that tells a build folder being made from a killed one's.
+_BUILDS_LOCK = f".building-uid{os.geteuid()}.lock"
 JP60_TORCH = "2.4.0a0+3bcc3cddb5.nv24.07.16234504"  # JetPack 6.0's NVIDIA torch
 
 
@@ -231,7 +233,7 @@ def test_an_interrupted_build_leaves_no_half_wheel(checkout: Path, tmp_path: Pat
     monkeypatch.setattr(runner, "run", interrupted_compile)
     with pytest.raises(KeyboardInterrupt):
         building.build_wheel(request, cache, lambda line: None)
-    assert list(cache.iterdir()) == []
+    assert [p.name for p in cache.iterdir()] == [_BUILDS_LOCK]
     monkeypatch.setattr(runner, "run", real_run)
     assert not building.build_wheel(request, cache, lambda line: None).reused
 
@@ -255,7 +257,7 @@ def test_a_compile_error_names_its_cause_and_caches_nothing(checkout: Path, tmp_
     cache = tmp_path / "cache"
     with pytest.raises(StepFailed, match=r"bitsandbytes compile failed: .*error"):
         building.build_wheel(_request(build.local_source(checkout)), cache, lambda line: None)
-    assert [p.name for p in cache.iterdir()] == []
+    assert [p.name for p in cache.iterdir()] == [_BUILDS_LOCK]
 
 
 # --------------------------------------------------------------------------- through `jetson-install obliteratus`

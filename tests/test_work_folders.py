@@ -29,6 +29,22 @@ _RUN = ("import sys; from pathlib import Path; from jetson_install.base.work_fol
 # Another process that holds a folder's flock (as a run of another pid namespace does).
 _HOLD = ("import fcntl, os, sys; descriptor = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY); "
          "fcntl.flock(descriptor, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
+# A run killed while it makes its folder: it stops (until its stdin closes) once mkdtemp made the
+# staging folder, before that folder's flock, and says which folder it made.
+_MAKING = """
+import fcntl, os, sys
+from pathlib import Path
+from jetson_install.base import work_folders
+flock = fcntl.flock
+def stopped_before_the_folder_s(descriptor, operation):
+    named = os.readlink("/proc/self/fd/%d" % descriptor)
+    if named.endswith(".new"):
+        print(named, flush=True)
+        sys.stdin.read()
+    flock(descriptor, operation)
+fcntl.flock = stopped_before_the_folder_s
+work_folders.make_work_folder(sys.argv[1], Path(sys.argv[2]))
+"""
 _SOURCE = str(Path(__file__).resolve().parent.parent)
 
 
@@ -65,6 +81,11 @@ def names(folder: Path) -> Set[str]:
     return {path.name for path in folder.iterdir()}
 
 
+def lock_file(prefix: str) -> str:
+    """The one file make_work_folder keeps beside the folders of `prefix` (this user's lock)."""
+    return f".{prefix.lstrip('.')}uid{os.geteuid()}.lock"
+
+
 def test_a_killed_run_s_folder_is_removed_and_a_live_run_s_and_other_names_are_kept(
         tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
     killed, killed_folder = a_run(processes, "work-", tmp_path)
@@ -75,13 +96,15 @@ def test_a_killed_run_s_folder_is_removed_and_a_live_run_s_and_other_names_are_k
     killed.wait(timeout=30)
     gone = ended_pid()
     (tmp_path / f"work-{gone}-abcd_f9h").mkdir()  # a run killed by an earlier version (nothing held it)
+    (tmp_path / f"work-{gone}-abcdefgh.new" / "inside").mkdir(parents=True)  # one killed while making its folder
     # Names of another form than make_work_folder's, though their pid is gone: a user's own.
     kept = {f"work-{gone}-abc", f"work-{gone}-abcdefgh-notes", f"work-{gone}-ABCDEFGH", f"work-{gone}-abcdefghi",
             f"work-{gone}x", "work-notapid", "work-0-abcdefgh", f"other-{gone}-abcdefgh",
-            f"work-{gone}-abcdefgh.new"}  # a folder being made (its staging name)
+            f"work-{gone}-abcdefgh.newer", f"work-{gone}-abc.new", f"work-{gone}-abcdefgh.new.old"}
     for name in kept:
         (tmp_path / name).mkdir()
     made = make_work_folder("work-", tmp_path)
+    kept.add(lock_file("work-"))  # the one file the runs keep
     assert names(tmp_path) == kept | {live_folder.name, made.path.name}
     assert made.path.name.startswith(f"work-{os.getpid()}-") and stat.S_IMODE(made.path.stat().st_mode) == 0o700
     again = make_work_folder("work-", tmp_path)  # each fresh, and a live run's (this one's) is kept
@@ -96,8 +119,8 @@ def test_a_user_s_own_folder_of_a_like_name_is_kept(tmp_path: Path) -> None:
     for name in mine:
         (tmp_path / name / "notes.txt").mkdir(parents=True)
     with make_work_folder("jetson-install-lock-", tmp_path) as made:
-        assert names(tmp_path) == mine | {made.name}
-    assert names(tmp_path) == mine
+        assert names(tmp_path) == mine | {made.name, lock_file("jetson-install-lock-")}
+    assert names(tmp_path) == mine | {lock_file("jetson-install-lock-")}
 
 
 def test_a_folder_another_process_holds_is_kept_though_its_pid_is_gone(
@@ -135,7 +158,7 @@ def test_a_live_run_in_another_pid_namespace_keeps_its_folder(
     assert namespace.stdin is not None
     namespace.stdin.close()  # the run ends as it should: its folder goes with it
     assert namespace.wait(timeout=60) == 0
-    assert names(tmp_path) == set()
+    assert names(tmp_path) == {lock_file("work-")}
 
 
 def test_a_remover_never_takes_a_folder_being_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,9 +187,52 @@ def test_a_remover_never_takes_a_folder_being_made(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
     monkeypatch.setattr(os, "rename", rename)
     folder = make_work_folder("work-", tmp_path)
-    assert names(tmp_path) == {folder.path.name}
+    assert names(tmp_path) == {folder.path.name, lock_file("work-")}
     folder.close()
-    assert names(tmp_path) == set()
+    assert names(tmp_path) == {lock_file("work-")}
+
+
+def test_a_run_killed_while_making_its_folder_leaves_it_to_the_next_run_and_a_live_one_keeps_it(
+        tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
+    """SIGKILL between mkdtemp and the folder's flock: the staging folder, held by no one, is the
+    next run's to remove; while its maker lives (in any pid namespace) no remover takes it."""
+    maker = started([sys.executable, "-c", _MAKING, "work-", str(tmp_path)])
+    processes.append(maker)
+    assert maker.stdout is not None
+    staging = Path(maker.stdout.readline().strip())
+    assert staging.name.startswith(f"work-{maker.pid}-") and staging.name.endswith(".new") and staging.is_dir()
+    remove_abandoned("work-", tmp_path)
+    assert staging.is_dir()  # its maker is alive: not yet held, but being made
+    maker.kill()
+    maker.wait(timeout=30)
+    with make_work_folder("work-", tmp_path) as made:
+        assert names(tmp_path) == {made.name, lock_file("work-")}
+
+
+def test_a_folder_being_made_that_its_maker_holds_is_kept(
+        tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
+    staging = tmp_path / f"work-{ended_pid()}-abcdefgh.new"  # held, not yet renamed
+    staging.mkdir()
+    holder = started([sys.executable, "-c", _HOLD, str(staging)])
+    processes.append(holder)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    remove_abandoned("work-", tmp_path)
+    assert staging.is_dir()
+
+
+def test_a_lock_file_name_that_is_no_file_of_this_user_s_keeps_folders_being_made(tmp_path: Path) -> None:
+    """A symlink (or another user's file) at the lock's name: nothing is written through it, no
+    folder being made is removed (none can be proved abandoned), and runs still make theirs."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / lock_file("work-")).symlink_to(elsewhere / "planted")
+    staging = work / f"work-{ended_pid()}-abcdefgh.new"
+    staging.mkdir()
+    with make_work_folder("work-", work) as made:
+        assert names(work) == {made.name, staging.name, lock_file("work-")}
+    assert names(elsewhere) == set() and staging.is_dir()
 
 
 def test_a_symlink_and_a_file_of_an_abandoned_name_are_left_alone(tmp_path: Path) -> None:
@@ -230,4 +296,4 @@ def test_two_downloads_of_one_pid_at_once_get_folders_of_their_own(
         thread.join(timeout=60)
     assert len(stopped) == 2 and len(set(folders)) == 2, folders
     assert all(folder.name.startswith(f".part-{os.getpid()}-") for folder in folders)
-    assert list(cache.iterdir()) == []  # each removed its own
+    assert names(cache) == {lock_file(".part-")}  # each removed its own

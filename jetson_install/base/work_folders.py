@@ -2,7 +2,9 @@
 a killed run left (SIGKILL runs no `finally`, and ends the lock with the process) is removed by the
 next run that makes one of the same prefix: nothing of a run keeps growing after it, and no live
 run's folder goes, even one of a process in another pid namespace (a container sharing the host's
-`/tmp` or `~/.cache`, where asking for its pid answers "no such process")."""
+`/tmp` or `~/.cache`, where asking for its pid answers "no such process"). Even a run killed while
+its folder was being made, before it held it: a lock file per prefix and user beside the folders
+(one, kept: nothing that grows) tells a folder being made from one whose maker is dead."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from typing import Optional, Type
 
 __all__ = ["WorkFolder", "make_work_folder", "remove_abandoned"]
 
-# A folder is made under this suffix, which no remover matches, and renamed once it is held.
+# A folder is made under this suffix and renamed once it is held; a remover takes one of this
+# name only where it proves its maker dead (remove_abandoned).
 _STAGING = ".new"
 
 
@@ -58,62 +61,121 @@ def make_work_folder(prefix: str, parent: Optional[Path] = None) -> WorkFolder:
     where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
     remove_abandoned(prefix, where)
     while True:
-        # Made under a name no remover matches and held before it takes its own: a remover never
-        # sees it unheld between mkdtemp and the flock (the rename keeps the inode, so the lock).
-        staging = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", suffix=_STAGING, dir=str(where))
-        final = staging[: -len(_STAGING)]
-        descriptor = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+        # Made under a name that is held before it becomes the folder's own (the rename keeps the
+        # inode, so the lock), and made and held under the prefix's lock, shared: a remover that
+        # holds that lock alone finds every staging folder of the form held, or its maker dead.
+        guard = _prefix_lock(prefix, where, fcntl.LOCK_SH)
         try:
+            staging = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", suffix=_STAGING, dir=str(where))
+            try:
+                descriptor = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.rmdir(staging)
+                raise
             # A filesystem without flock (NFS refuses one on a folder opened to read) leaves the
             # folder unheld: no remover can take it there either, so it is kept, never removed live.
             with contextlib.suppress(OSError):
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fresh: no one else has it
+        finally:
+            if guard is not None:
+                os.close(guard)
+        final = staging[: -len(_STAGING)]
+        try:
             # mkdtemp made the staging name unique, not the final one: a rename would replace an
             # (empty) folder of that name, so a name taken already is given up for another.
             if not os.path.lexists(final):
                 os.rename(staging, final)
                 return WorkFolder(Path(final), descriptor)
+            os.rmdir(staging)  # while held: no remover takes it meanwhile
         except BaseException:
-            os.close(descriptor)
             with contextlib.suppress(OSError):
                 os.rmdir(staging)
+            os.close(descriptor)
             raise
         os.close(descriptor)
-        os.rmdir(staging)
 
 
 def remove_abandoned(prefix: str, parent: Path) -> None:
     """Remove the folders in `parent` that make_work_folder made for `prefix` (named exactly
-    PREFIX + PID + "-" + 8 of mkdtemp's letters) and that no run holds: only a real folder
-    (never a symlink, nor what one points to) that this user owns, taken with its flock (held
-    while it goes, so two removers never race); a name of another form is left alone."""
-    form = re.compile(re.escape(prefix) + r"[1-9][0-9]*-[a-z0-9_]{8}")
+    PREFIX + PID + "-" + 8 of mkdtemp's letters, or that + ".new" while being made) and that no
+    run holds: only a real folder (never a symlink, nor what one points to) that this user owns,
+    taken with its flock (held while it goes, so two removers never race); a name of another form
+    is left alone. A folder being made is taken only under the prefix's lock, held alone (not
+    waited for: while a run makes one, the next run takes what a killed one left)."""
+    form = re.compile(re.escape(prefix) + r"[1-9][0-9]*-[a-z0-9_]{8}(?:" + re.escape(_STAGING) + ")?")
     try:
-        entries = list(os.scandir(parent))
+        entries = [entry for entry in os.scandir(parent) if form.fullmatch(entry.name)]
     except OSError:
         return  # no such folder yet, or not ours to read: nothing of ours is there
-    for entry in entries:
-        if form.fullmatch(entry.name) is None:
-            continue
+    taken = [(entry.path, held) for entry in entries if not entry.name.endswith(_STAGING)
+             for held in [_taken(entry)] if held is not None]
+    staging = [entry for entry in entries if entry.name.endswith(_STAGING)]
+    guard = _prefix_lock(prefix, parent, fcntl.LOCK_EX | fcntl.LOCK_NB) if staging else None
+    if guard is not None:
         try:
-            found = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue  # gone meanwhile
-        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
-            continue
+            taken += [(entry.path, held) for entry in staging for held in [_taken(entry)] if held is not None]
+        finally:
+            os.close(guard)
+    for path, descriptor in taken:
         try:
-            descriptor = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            continue  # gone, or a link swapped in meanwhile
-        try:
-            opened = os.fstat(descriptor)
-            if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino):
-                continue  # another folder than the one looked at
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            continue  # held: a live run's (in any pid namespace), or a filesystem without flock
-        else:
             # rmtree never follows a link inside the folder (nor one swapped in for it meanwhile).
-            shutil.rmtree(entry.path, ignore_errors=True)
+            shutil.rmtree(path, ignore_errors=True)
         finally:
             os.close(descriptor)
+
+
+def _taken(entry: "os.DirEntry[str]") -> Optional[int]:
+    """`entry`'s folder held (its flock, on the descriptor returned), where it is a real folder
+    of this user's that no run holds; else None."""
+    try:
+        found = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None  # gone meanwhile
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
+        return None
+    try:
+        descriptor = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None  # gone, or a link swapped in meanwhile
+    try:
+        opened = os.fstat(descriptor)
+        if (opened.st_dev, opened.st_ino) == (found.st_dev, found.st_ino):  # the folder looked at
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return descriptor
+    except OSError:
+        pass  # held: a live run's (in any pid namespace), or a filesystem without flock
+    os.close(descriptor)
+    return None
+
+
+def _prefix_lock(prefix: str, parent: Path, operation: int) -> Optional[int]:
+    """The lock of `prefix`'s folders in `parent`, taken by `operation` (flock's), on the
+    descriptor returned: a hidden file "." + PREFIX + "uid" + this user's id + ".lock" there (no
+    glob of PREFIX + "*" lists it; PREFIX's own leading dot not doubled), kept for good
+    (removing a lock file another run has open would give two runs two locks). None where it
+    cannot be taken: refused (LOCK_NB), a file that cannot be made, a filesystem without flock,
+    or a name that is not this user's own plain file (another user's could be held for ever)."""
+    path = parent / f".{prefix.lstrip('.')}uid{os.geteuid()}.lock"
+    while True:
+        try:
+            descriptor = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CREAT, 0o600)
+        except OSError:
+            return None
+        held = False
+        try:
+            opened = os.fstat(descriptor)
+            if not stat.S_ISREG(opened.st_mode) or opened.st_uid != os.geteuid():
+                return None
+            fcntl.flock(descriptor, operation)
+            named = os.stat(path, follow_symlinks=False)  # the lock is the file the name gives now
+            held = (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+        except FileNotFoundError:
+            pass  # removed meanwhile: the lock is the next file's of the name
+        except OSError:
+            return None  # refused, or a filesystem without flock
+        finally:
+            if not held:
+                os.close(descriptor)
+        if held:
+            return descriptor
