@@ -6,13 +6,20 @@ on whether the check counts. The real Triton 3.7.1 assembler runs in the arm64 l
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
+import pytest
 from support.doctor_env import JP6, ORIN, make_env, run, stub_ptxas
+from support.interrupts import wait_until
 
 from jetson_install.board.platform import Platform
 from jetson_install.catalog.catalog import GateRule
@@ -25,6 +32,24 @@ REFUSED = "ptxas fatal   : Value 'sm_110a' is not defined for option 'gpu-name'"
 # Triton 3.6: a ptxas-blackwell of CUDA 12.9, which does not know Thor.
 TRITON_36 = {"triton_version": "3.6.0", "triton_blackwell_release": "12.9", "triton_rejects": ["sm_110a"]}
 THOR_DEVICE = {"capability": [11, 0], "arch_list": ["sm_110"], "device_name": "NVIDIA Thor"}
+# A Triton assembler that answers --version and refuses Thor, but asked by the assembler probe
+# (a .ptx file), says its pid and that file, then runs until it is killed.
+HANGING_PTXAS = """#!/bin/sh
+case "$1" in --version) printf 'Cuda compilation tools, release 12.9, V12.9.0\\n'; exit 0;; esac
+for arg in "$@"; do case "$arg" in *.ptx) ptx="$arg";; esac; done
+[ -n "$ptx" ] || {{ echo "{refused}" >&2; exit 255; }}
+printf '%s %s\\n' "$$" "$ptx" > "{said}.part" && mv "{said}.part" "{said}"
+exec sleep 600
+"""
+# The doctor a user kills (-9) while the assembler probe runs: argv is the python and the board root.
+KILLED_DOCTOR = """
+import sys
+from pathlib import Path
+from jetson_install.doctor import DoctorRequest, run_doctor
+from support.doctor_env import JP6
+from test_doctor_compile import thor
+run_doctor(DoctorRequest(sys.argv[1], thor(Path(sys.argv[2])), JP6, only=("compile",)))
+"""
 
 
 def thor(root: Path) -> Platform:
@@ -218,6 +243,39 @@ def test_a_root_given_is_read_never_run_only_this_machines_assembler_runs(tmp_pa
             "machine's.") in help_text
 
 
+def test_a_killed_doctor_leaves_its_assembler_files_in_a_folder_it_held_which_the_next_run_removes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_pip_check: List[str]) -> None:
+    """SIGKILL (the doctor, then the probe and its ptxas: a process group of their own) runs no
+    `finally`: the probe's PTX stays, in the folder the doctor held as the probe's TMPDIR."""
+    python = make_env(tmp_path / "env", **TRITON_36, **THOR_DEVICE)
+    (blackwell,) = (tmp_path / "env").glob("lib/python*/site-packages/triton/backends/nvidia/bin/ptxas-blackwell")
+    said = tmp_path / "ptxas-said"
+    blackwell.write_text(HANGING_PTXAS.format(said=said, refused=REFUSED))
+    root = board_root(tmp_path, assembles=True)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    tests = Path(__file__).resolve().parent
+    doctor = subprocess.Popen([sys.executable, "-c", KILLED_DOCTOR, python, str(root)],
+                              env=dict(os.environ, TMPDIR=str(scratch), PYTHONPATH=f"{tests.parent}{os.pathsep}{tests}"))
+    try:
+        assert wait_until(lambda: said.exists() or doctor.poll() is not None, 120) and doctor.poll() is None
+    finally:
+        doctor.kill()
+        doctor.wait(timeout=60)
+        if said.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(int(said.read_text().split()[0])), signal.SIGKILL)
+    ptx = Path(said.read_text().split()[1])
+    assert ptx.is_file() and ptx.parent.parent.parent == scratch, ptx  # the probe's own folder, in the held one
+    assert ptx.parent.parent.name.startswith(f"jetson-install-ptx-{doctor.pid}-")
+    stub_ptxas(blackwell, "12.9", ("sm_110a",))  # Triton 3.6's, which refuses Thor (the board's can)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    assert run(python, platform=thor(root)).check("compile").status == "fail"
+    # Nothing of the killed run's nor of this one's; only the one lock file each kind of folder keeps.
+    assert sorted(path.name for path in scratch.iterdir()) == [f".jetson-install-{kind}-uid{os.geteuid()}.lock"
+                                                              for kind in ("proof", "ptx")]
+
+
 def test_the_plan_of_a_thor_says_where_the_install_would_point_triton(tmp_path: Path) -> None:
     from support.cli import run_cli
 
@@ -257,9 +315,19 @@ def test_the_protect_step_points_triton_at_the_boards_assembler(tmp_path: Path, 
         (environment / "jetson-install").mkdir(exist_ok=True)
         step = Step("protect", "protect", "keep the constraints", (assembler_command(python, "11.0", str(root)),))
         warnings: List[str] = []
-        fake = SimpleNamespace(run=lambda command, fix: runner.run(command, timeout=120), warnings=warnings,
-                               staging=environment, plan=SimpleNamespace(route=SimpleNamespace(kept=lambda: ())))
-        return _protect(step, cast(Run, fake)), warnings
+        folders: List[Path] = []
+
+        def probe(command: Tuple[str, ...], fix: str, env: Optional[Dict[str, str]] = None) -> runner.Completed:
+            assert env is not None  # the probe's temporary folder: one this run holds (a kill leaves it to the next)
+            folders.append(Path(env["TMPDIR"]))
+            assert folders[0].is_dir() and folders[0].name.startswith(f"jetson-install-ptx-{os.getpid()}-")
+            return runner.run(command, timeout=120, env=env)
+
+        fake = SimpleNamespace(run=probe, warnings=warnings, staging=environment,
+                               plan=SimpleNamespace(route=SimpleNamespace(kept=lambda: ())))
+        detail = _protect(step, cast(Run, fake))
+        assert len(folders) == 1 and not folders[0].exists()
+        return detail, warnings
 
     root = board_root(tmp_path, assembles=True)
     board = root / "usr/local/cuda/bin/ptxas"

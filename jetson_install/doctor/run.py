@@ -65,7 +65,7 @@ from jetson_install.doctor.report import (
     _torch_evidence,
 )
 from jetson_install.base.schema import evidence_schema
-from jetson_install.base.work_folders import make_work_folder
+from jetson_install.base.work_folders import WorkFolder, make_work_folder
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, SKIP, CheckResult, Verdict
 from jetson_install.base.errors import BadInput
 from jetson_install.envs.interpreters import known_interpreter
@@ -73,7 +73,7 @@ from jetson_install.envs.activation import activate_variables
 from jetson_install.envs.manifest import manifest_path
 from jetson_install.envs.record import record_path
 from jetson_install.doctor.additions import additions_evidence, check_additions
-from jetson_install.probes import additions_command, assembler_command, check_command, integrity_command
+from jetson_install.probes import ASSEMBLER_WORK, additions_command, assembler_command, check_command, integrity_command
 
 
 @dataclass(frozen=True)
@@ -266,6 +266,7 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
     # the next run removes it where a SIGKILL left it, and no run removes it before.
     proof_folder = make_work_folder(_PROOF_PREFIX)
     pycache = str(proof_folder.path)
+    assembler_folder: Optional[WorkFolder] = None  # the assembler probe's TMPDIR, held the same way
     try:
         with ThreadPoolExecutor(max_workers=10) as pool:
             try:
@@ -306,10 +307,11 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                     else None
                 )
                 # Runs the environment's Triton's ptxas (and is started as the user's python starts).
+                assembler_folder = make_work_folder(ASSEMBLER_WORK) if assembler is not None else None
                 assembler_future = (
-                    pool.submit(_run_probe, interpreter, "assembler", request.timeout, progress, assembler, triton_env,
-                                interrupted)
-                    if assembler is not None
+                    pool.submit(_run_probe, interpreter, "assembler", request.timeout, progress, assembler,
+                                dict(triton_env, TMPDIR=str(assembler_folder.path)), interrupted)
+                    if assembler_folder is not None
                     else None
                 )
                 added_future = (
@@ -356,8 +358,10 @@ def run_doctor(request: DoctorRequest, progress: Optional[Callable[[str], None]]
                 # the tool alone no child at all (uv pip check): the pool would wait for them to end.
                 runner.end_children(interrupted)
                 raise
-    finally:  # every probe has ended (the pool waited): nothing writes into it now
+    finally:  # every probe has ended (the pool waited): nothing writes into them now
         proof_folder.close()
+        if assembler_folder is not None:
+            assembler_folder.close()
     results: Dict[str, CheckResult] = {}
     for spec in selected:
         if spec.id in request.left_out:

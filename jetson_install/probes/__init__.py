@@ -14,7 +14,7 @@ from typing import Optional, Sequence, Tuple
 
 from jetson_install.base.git_urls import requirement_for_a_probe
 
-__all__ = ["SCRIPTS", "BOARD_PTXAS", "PYCACHE", "probe_command", "sealed_command", "started_command",
+__all__ = ["SCRIPTS", "BOARD_PTXAS", "PYCACHE", "ASSEMBLER_WORK", "probe_command", "sealed_command", "started_command",
            "integrity_command", "additions_command", "check_command", "assembler_command"]
 
 #: Each probe by name, and its script beside this file.
@@ -26,6 +26,10 @@ LAUNCHER = "launch.py"
 PYCACHE = "<pycache>"
 #: The assembler of the board's own CUDA, under its root (JetPack installs CUDA there).
 BOARD_PTXAS = "usr/local/cuda/bin/ptxas"
+#: The prefix of the work folder (base/work_folders.py) that the tool runs the assembler probe
+#: in as its temporary folder (TMPDIR: the probe's PTX and cubin, what ptxas writes): held while
+#: the probe runs, so what a killed doctor or install left there goes with the next run's.
+ASSEMBLER_WORK = "jetson-install-ptx-"
 
 
 def probe_command(python: str, probe: str) -> Tuple[str, ...]:

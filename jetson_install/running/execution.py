@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.base.errors import StepFailed
 from jetson_install.base.layout import VENDOR_PYLOCK
@@ -68,14 +68,16 @@ class Run(Execution):
     def progress(self, line: str) -> None:
         self.display(line)
 
-    def run(self, command: Sequence[str], fix: str) -> Completed:
-        """Run one command of the running step as the plan wrote it; uv's warnings become the
-        run's warnings, and a failure the step's, with the fix for its cause."""
+    def run(self, command: Sequence[str], fix: str, env: Optional[Mapping[str, str]] = None) -> Completed:
+        """Run one command of the running step as the plan wrote it (`env`: variables it runs
+        with besides the tool's own); uv's warnings become the run's warnings, and a failure the
+        step's, with the fix for its cause."""
         program = command[0]
         if program == uv.PROGRAM:
-            result = runner.run_uv(command, indexes=self.plan.indexes, sources=self.plan.sources, watch=self._current)
+            result = runner.run_uv(command, indexes=self.plan.indexes, sources=self.plan.sources, watch=self._current,
+                                   env=env)
         else:
-            result = runner.run(command, timeout=3600, on_tick=self._current.tick if self._current else None)
+            result = runner.run(command, timeout=3600, env=env, on_tick=self._current.tick if self._current else None)
         if program == uv.PROGRAM:
             # uv resolving the vendor set (the fetch step's) fails as asking the vendor source does: its fixes.
             vendor = any(part.endswith(f"/{VENDOR_PYLOCK}") for part in command)

@@ -21,6 +21,7 @@ from jetson_install.base.outputs import write_own
 from jetson_install.base.redact import redact
 from jetson_install.base.steps import Step
 from jetson_install.base.upgrade import running_upgrade_command
+from jetson_install.base.work_folders import make_work_folder
 from jetson_install.board.apt import install_command
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.doctor import GPU_FREE_CHECKS
@@ -36,6 +37,7 @@ from jetson_install.envs.record import distributions_state, record_installed
 from jetson_install.envs.gpu_inspect import inspect_added
 from jetson_install.envs.sonames import Missing, environment_libraries, site_packages_of
 from jetson_install.planning.routes.shared import target_lines
+from jetson_install.probes import ASSEMBLER_WORK
 from jetson_install.running.bitsandbytes_build import run_build_step
 from jetson_install.running.fetch import fetch, fetched_companions
 from jetson_install.running.execution import Run, StepHandler
@@ -125,7 +127,8 @@ def _protect(step: Step, run: Run) -> str:
     triton: Dict[str, str] = {}
     said = ""
     if step.commands:  # the assembler probe, on a board: Triton's own assembler and the board's
-        probed = run.run(step.commands[0], "")
+        with make_work_folder(ASSEMBLER_WORK) as work:  # its TMPDIR, held: a kill leaves it to the next run
+            probed = run.run(step.commands[0], "", env={"TMPDIR": str(work)})
         triton, said = _board_assembler(_last_json_object(probed.stdout, "assembler"))
         if said and not triton:
             run.warnings.append(said)
