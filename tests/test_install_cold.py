@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from support.catalogs import stub_catalog_text
 from support.cli import run_cli
 from support.installer import VENDOR_PACKAGES, Installer
 from support.index_server import LoopbackIndex
-from support.stub_projects import IndexDirs
+from support.stub_projects import IndexDirs, planted_workspace_wheel
 from typing import Callable
 
 TOP = Path(__file__).resolve().parent.parent
@@ -192,3 +193,28 @@ def test_two_runs_in_the_same_second_each_log_to_a_file_of_their_own(tmp_path: P
         logger.handlers[:] = handlers
     assert first != second and first.is_file() and second.is_file()
     assert logs.own_logs() == sorted([first, second])
+
+
+@pytest.mark.slow
+def test_a_uv_workspace_planted_above_the_checkout_neither_chooses_packages_nor_runs_in_the_build(
+        installer: Installer, tmp_path: Path) -> None:
+    """What another local user can write into a shared folder above the user's checkout
+    (`--source /tmp/OBLITERATUS`): a workspace naming the checkout a member, whose sources send
+    a dependency of OBLITERATUS and a requirement of its build to their own wheels."""
+    shared = tmp_path / "shared"
+    checkout = shared / "OBLITERATUS"
+    shutil.copytree(installer.source, checkout)
+    pyproject = checkout / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("requires = []", 'requires = ["six"]'))
+    planted, ran = tmp_path / "planted", tmp_path / "planted-code-ran"
+    planted.mkdir()
+    for name in ("rich", "six"):
+        planted_workspace_wheel(planted, name, "99.0", ran)
+    (shared / "pyproject.toml").write_text(
+        '[tool.uv.workspace]\nmembers = ["OBLITERATUS"]\n'
+        f'[[tool.uv.index]]\nname = "planted"\nurl = "{planted}"\nformat = "flat"\nexplicit = true\n'
+        '[tool.uv.sources]\nrich = { index = "planted" }\nsix = { index = "planted" }\n')
+    status, _, stderr = installer.run(checkout)
+    assert status == 0, stderr
+    assert not ran.exists(), "a planted wheel was installed and ran"
+    assert installer.python("import importlib.metadata as m; print(m.version('rich'))") != "99.0"

@@ -16,14 +16,13 @@ import socket
 import subprocess
 import sys
 import threading
-import zipfile
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Tuple
 
 import pytest
 from support.index_server import LoopbackIndex
 from support.interrupts import alive, wait_until
-from support.stub_projects import IndexDirs
+from support.stub_projects import IndexDirs, planted_workspace_wheel
 from test_lock import catalog_env
 
 from jetson_install.catalog.lock_file import parse_lock
@@ -233,20 +232,6 @@ def test_a_lock_stopped_during_the_build_ends_the_build_backend_too(
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []
 
 
-def _planted_wheel(folder: Path, name: str, version: str, ran: Path) -> None:
-    """A wheel of `name` whose .pth file, run at every start of Python where it is installed,
-    writes `ran`."""
-    info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": "raise SystemExit('planted')\n",
-             f"{name}-planted.pth": f"import pathlib; pathlib.Path({str(ran)!r}).write_text('ran')\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: x\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as archive:
-        for path, text in files.items():
-            archive.writestr(path, text)
-        archive.writestr(f"{info}/RECORD", "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n")
-
-
 @pytest.mark.slow  # two locks
 @pytest.mark.parametrize("explicit", [True, False])
 def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock_nor_runs_in_the_build(
@@ -270,7 +255,7 @@ def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock
     planted, ran = tmp_path / "planted", tmp_path / "planted-code-ran"
     planted.mkdir()
     for name in ("rich", "six"):
-        _planted_wheel(planted, name, "99.0", ran)
+        planted_workspace_wheel(planted, name, "99.0", ran)
     sources = '[tool.uv.sources]\nrich = { index = "planted" }\nsix = { index = "planted" }\n' if explicit else ""
     (Path(env["TMPDIR"]) / "pyproject.toml").write_text(
         '[tool.uv.workspace]\nmembers = ["jetson-install-lock-*/source"]\n'

@@ -66,8 +66,10 @@ _CREDENTIAL_VARIABLES = ("UV_INDEX_PRIVATE_USERNAME", "UV_INDEX_PRIVATE_PASSWORD
 
 # uv applies the `tool.uv.sources` of a folder it builds or resolves, and of a workspace any
 # folder above it declares, even with --no-config (a pyproject.toml planted in the temporary
-# folder redirected a lock's packages); --no-sources reads "the standards-compliant, publishable
-# package metadata" (https://docs.astral.sh/uv/reference/cli/#uv-build--no-sources).
+# folder redirected a lock's packages, one above a user's checkout an install's); --no-sources
+# reads "the standards-compliant, publishable package metadata"
+# (https://docs.astral.sh/uv/reference/cli/#uv-build--no-sources): every command that may build
+# or resolve the target carries it.
 _NO_SOURCES = "--no-sources"
 
 
@@ -120,8 +122,8 @@ def files_compile_argv(python: str, requirements_file: str, output: str, default
     """What uv resolves `requirements_file` to on the default index for `python`, as PEP 751
     pylock.toml: every file with its URL and sha256, for the fetch step to download and check
     (`no_deps`: those packages alone)."""
-    return [PROGRAM, "pip", "compile", "--no-config", "--python", python, *(["--no-deps"] if no_deps else []),
-            "--format", "pylock.toml", "--no-header", *_index_args(default_index), "--output-file", output,
+    return [PROGRAM, "pip", "compile", "--no-config", _NO_SOURCES, "--python", python,
+            *(["--no-deps"] if no_deps else []), "--format", "pylock.toml", "--no-header", *_index_args(default_index), "--output-file", output,
             requirements_file]
 
 
@@ -129,7 +131,7 @@ def target_install_argv(
     python: str, requirements: Sequence[str], constraints_file: str, default_index: Optional[str]
 ) -> List[str]:
     return [
-        PROGRAM, "pip", "install", "--no-config", "--python", python,
+        PROGRAM, "pip", "install", "--no-config", _NO_SOURCES, "--python", python,
         "--constraint", constraints_file, *_index_args(default_index), *requirements,
     ]
 
@@ -138,7 +140,7 @@ def compile_argv(python: str, requirements_file: str, constraints_file: str, def
                  output_file: str) -> List[str]:
     """Resolve for `python`'s markers without installing anything."""
     return [
-        PROGRAM, "pip", "compile", "--no-config", "--python", python, "--constraint", constraints_file,
+        PROGRAM, "pip", "compile", "--no-config", _NO_SOURCES, "--python", python, "--constraint", constraints_file,
         *_index_args(default_index), "--no-header", "--no-annotate", "--output-file", output_file, requirements_file,
     ]
 
@@ -146,7 +148,7 @@ def compile_argv(python: str, requirements_file: str, constraints_file: str, def
 def no_deps_install_argv(python: str, requirements_file: str, default_index: Optional[str]) -> List[str]:
     """Install exactly a resolved list: nothing it names is resolved again."""
     return [
-        PROGRAM, "pip", "install", "--no-config", "--python", python, "--no-deps",
+        PROGRAM, "pip", "install", "--no-config", _NO_SOURCES, "--python", python, "--no-deps",
         *_index_args(default_index), "--requirements", requirements_file,
     ]
 

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence
 
@@ -637,3 +638,17 @@ def make_obliteratus_git_repo(dest: Path, version: str = "0.1.3", tag: str = OBL
     _git(root, "commit", "-q", "-m", "stub obliteratus " + version)
     _git(root, "tag", tag)
     return root
+
+
+def planted_workspace_wheel(folder: Path, name: str, version: str, ran: Path) -> None:
+    """A wheel of `name` whose .pth file, run at every start of Python where it is installed,
+    writes `ran`."""
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": "raise SystemExit('planted')\n",
+             f"{name}-planted.pth": f"import pathlib; pathlib.Path({str(ran)!r}).write_text('ran')\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: x\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{info}/RECORD", "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n")
