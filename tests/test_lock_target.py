@@ -169,6 +169,31 @@ def test_a_vendor_index_that_fails_while_the_clone_runs_ends_the_clone_and_is_th
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []
 
 
+def test_a_token_in_a_source_url_without_a_ref_reaches_neither_gits_command_line_nor_the_output(
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, tmp_path: Path) -> None:
+    """The token's `@` is not a ref's: git is given the repository without the token (ps shows
+    every local user a command line), and the error line and -v output name it masked."""
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    argv_file = tmp_path / "git-argv"
+    folder = tmp_path / "fake-git"
+    folder.mkdir()
+    fake = folder / "git"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {argv_file}\n'
+                    "echo 'fatal: unable to access the repository' >&2\nexit 128\n")
+    fake.chmod(0o755)
+    env["PATH"] = f"{folder}{os.pathsep}{env['PATH']}"
+    done = subprocess.run([sys.executable, "-m", "jetson_install", "lock", "--root", SAMPLE, "--vendor-index",
+                           vendor_index.url, "--default-index", public_index.url, "--source",
+                           "https://ci-bot:s3cr3t-t0ken@127.0.0.1:9/team/obliteratus.git",
+                           "--output", str(tmp_path / "board.lock"), "-v"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert argv_file.read_text().splitlines()[:4] == ["clone", "--quiet", "--", "https://127.0.0.1:9/team/obliteratus.git"]
+    logs = "".join(path.read_text(errors="replace") for path in tmp_path.rglob("*.log"))
+    assert "s3cr3t" not in done.stdout + done.stderr + logs + argv_file.read_text(), done.stderr
+    assert "git clone https://ci-bot:****@127.0.0.1:9/team/obliteratus.git failed" in done.stderr, done.stderr
+
+
 def test_when_the_vendor_index_and_the_build_both_fail_the_vendor_index_is_the_error_said(
         stub_index_dirs: IndexDirs, public_index: LoopbackIndex, obliteratus_git_repo: Path, tmp_path: Path,
         closing_index: Callable[..., str]) -> None:

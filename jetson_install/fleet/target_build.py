@@ -18,6 +18,7 @@ from typing import Callable, Optional, Tuple, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from jetson_install.base.errors import BadInput, StepFailed
+from jetson_install.base.git_urls import split_git_url
 from jetson_install.base.redact import redact
 from jetson_install.tools import git, runner, uv
 
@@ -98,7 +99,7 @@ def _settle(future: "Future[T]", make: Callable[[], T]) -> None:
 def _checkout(url: str, work: Path) -> Tuple[Path, Optional[str]]:
     """The source of the target's `url` (a clone in `work`, at its ref) and its commit."""
     if url.startswith("git+"):
-        repository, _, ref = url[len("git+"):].rpartition("@") if "@" in url.split("://", 1)[1] else (url[4:], "", "")
+        repository, ref = split_git_url(url)
         checkout = work / "source"
         clone = git.clone(repository, checkout, timeout=600)
         if not clone.ok:
