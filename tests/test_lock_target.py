@@ -9,6 +9,7 @@ backend that waits holds it in the build."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -255,6 +256,70 @@ def test_a_lock_stopped_during_the_build_ends_the_build_backend_too(
     _stop_once_started(process, building, stop, "the build backend")
     assert not output.exists()
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []
+
+
+def test_a_kill_of_the_lock_s_whole_process_group_ends_the_build_backend_too(
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
+        obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    """`timeout -s KILL`, `kill -9 -- -PGID`, a CI runner's kill of the job's group after its
+    grace period: the lock can do nothing then, so its children must be in that group."""
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    building = tmp_path / "backend-pid"
+    waiting = _source_variant(obliteratus_git_repo, tmp_path / "waiting", _backend_edit(
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        f"    open({str(building)!r}, 'w').write(str(os.getpid()))\n"
+        "    import threading\n    threading.Event().wait()  # until it is killed\n"))
+    process = subprocess.Popen(_lock_argv(vendor_index.url, public_index.url, waiting, tmp_path / "board.lock"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               start_new_session=True)  # the lock leads its group, as under timeout(1)
+    backend = 0
+    try:
+        backend = _wait_for(building, process)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate(timeout=60)
+        assert wait_until(lambda: not alive(backend), 10), "the build backend outlived a kill of the lock's group"
+    finally:
+        _end(process.pid, *([backend] if backend else []))
+
+
+def test_the_ssh_of_the_lock_s_clone_can_ask_on_the_terminal(
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, tmp_path: Path) -> None:
+    """ssh asks for a key's passphrase or about a new host key on /dev/tty, whatever
+    GIT_TERMINAL_PROMPT says: a lock run at a terminal keeps it for its clone."""
+    import fcntl
+    import pty
+    import termios
+
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    said = tmp_path / "ssh-saw-a-terminal"
+    fake = tmp_path / "fake-ssh"
+    fake.write_text(f"#!/bin/sh\nif (exec 3</dev/tty) 2>/dev/null; then echo yes > {said}; else echo no > {said}; fi\n"
+                    "echo 'Host key verification failed.' >&2\nexit 255\n")
+    fake.chmod(0o755)
+    env["GIT_SSH_COMMAND"] = str(fake)
+    master, terminal = pty.openpty()
+
+    def take_the_terminal() -> None:  # after the new session's setsid: the terminal becomes its own
+        fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "jetson_install", "lock", "--root", SAMPLE, "--vendor-index", vendor_index.url,
+         "--default-index", public_index.url, "--source", "git+ssh://git@example.invalid/team/obliteratus.git",
+         "--ref", "v0.1.3", "--output", str(tmp_path / "board.lock")],
+        stdin=terminal, stdout=terminal, stderr=terminal, env=env, start_new_session=True,
+        preexec_fn=take_the_terminal)
+    os.close(terminal)
+    shown = b""
+    try:
+        with contextlib.suppress(OSError):  # EIO once the lock has closed the terminal
+            for chunk in iter(lambda: os.read(master, 4096), b""):
+                shown += chunk
+        assert process.wait(timeout=120) == 1, shown
+    finally:
+        os.close(master)
+        _end(process.pid)
+    assert said.read_text() == "yes\n", shown
 
 
 @pytest.mark.slow  # two locks

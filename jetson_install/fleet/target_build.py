@@ -4,8 +4,9 @@ that goes beside the lock.
 
 None of it needs the vendor set, so it runs while the vendor index is read (make_lock); the
 rest is resolved from the built wheel, whose metadata is what boards install. The thread only
-starts git and uv, each in a process group of its own: an interruption of the lock ends them
-and what they started, a build backend included (`stop`), as the doctor ends its probes.
+starts git and uv: an interruption of the lock ends them and what they started, a build
+backend included (`stop`), as the doctor ends its probes. They stay in the tool's process group
+and session, so a kill of that whole group reaches them too, and ssh can ask on the terminal.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ class TargetBuild:
             self._go.set()
 
         def run() -> None:
-            # No child starts once `stop` has run, and each leads a group of its own, so `stop`
-            # ends what it started too (uv's build backend, git's helpers).
-            with runner.cancelled_with(self._cancel, own_group=True):
+            # No child starts once `stop` has run, and `stop` ends what each started too (uv's
+            # build backend, git's helpers).
+            with runner.cancelled_with(self._cancel):
                 _settle(self._checked, lambda: _checkout(url, work))
                 failed = self._checked.exception()
                 if failed is None:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 
 from jetson_install.base.process import Completed
@@ -103,8 +103,9 @@ def run(
     caller's thread. The Completed holds the whole output, exactly as captured.
 
     A timeout gives returncode -9 and ``timed_out=True``; a missing executable
-    gives returncode 127 with the reason on stderr. Ctrl-C ends the child too, and with
-    ``own_group`` everything the child started; `cancel` (for a child another thread starts):
+    gives returncode 127 with the reason on stderr. Ctrl-C ends the child too, with every
+    process it started (`_kill`); ``own_group`` (a probe) starts it in a process group of its
+    own, which ends as well; `cancel` (for a child another thread starts):
     once end_children set it, the child is not started. With ``secret_stdout`` (a credential
     helper's answer) the child's stdout is kept out of the log: only its stderr is logged.
     """
@@ -113,7 +114,6 @@ def run(
     # A child is started and registered under the lock end_children takes: it ends every child
     # started before it, and no child given its `cancel` is started after it.
     cancel = cancel if cancel is not None else getattr(_cancelled_with, "event", None)
-    own_group = own_group or getattr(_cancelled_with, "own_group", False)
     with _children_lock:
         if cancel is not None and cancel.is_set():
             return Completed(tuple(argv), -9, "", f"{argv[0]} was not started: the run was interrupted")
@@ -125,8 +125,9 @@ def run(
                 stderr=subprocess.PIPE,
                 env=child_environment(env, unset),
                 cwd=cwd,
-                # A probe gets its own process group, so a timeout ends what it started too;
-                # uv stays in ours, so a kill of the whole install reaches it.
+                # A probe gets its own process group, so a timeout ends even what left its tree;
+                # uv and git stay in ours, so a kill of the tool's whole group reaches them and
+                # what they started (a build backend), and their ssh keeps the terminal to ask on.
                 start_new_session=own_group,
                 preexec_fn=_dies_with_us(),
             )
@@ -144,20 +145,19 @@ _cancelled_with = threading.local()
 
 
 @contextlib.contextmanager
-def cancelled_with(cancel: threading.Event, own_group: bool = False) -> Iterator[None]:
+def cancelled_with(cancel: threading.Event) -> Iterator[None]:
     """Every child this thread starts meanwhile is given `cancel` (for code that starts one
-    through functions of its own, such as uv pip check), and with `own_group` a process group
-    of its own, so that end_children ends what it started too (uv's build backend)."""
-    _cancelled_with.event, _cancelled_with.own_group = cancel, own_group
+    through functions of its own, such as uv pip check)."""
+    _cancelled_with.event = cancel
     try:
         yield
     finally:
-        _cancelled_with.event, _cancelled_with.own_group = None, False
+        _cancelled_with.event = None
 
 
 def end_children(cancel: Optional[threading.Event] = None) -> None:
-    """End every child that still runs (with what it started, where it leads a group of its
-    own), and set `cancel`, so that the other threads given it start none after. A Ctrl-C or
+    """End every child that still runs, with what it started (uv's build backend), and set
+    `cancel`, so that the other threads given it start none after. A Ctrl-C or
     SIGTERM is raised in the main thread alone, and reaches no child in a group of its own (a
     SIGTERM to the tool alone, as CI runners send it, reaches none at all): one that another
     thread waits for (the doctor's probes and its uv pip check run side by side) would run on
@@ -240,13 +240,59 @@ def _follow(proc: "subprocess.Popen[bytes]", argv: Sequence[str], name: str, tim
 
 
 def _kill(proc: "subprocess.Popen[bytes]", own_group: bool) -> None:
+    """End `proc` and every process descended from it; with `own_group`, its whole group too."""
+    if proc.returncode is None:  # not reaped: its pid is still its own
+        _end_tree(proc.pid)
     if own_group:
-        try:
+        with contextlib.suppress(OSError):  # the group is already gone
             os.killpg(proc.pid, signal.SIGKILL)
-            return
-        except OSError:  # the group is already gone
-            pass
-    proc.kill()
+
+
+def _end_tree(root: int) -> None:
+    """SIGKILL `root` and its descendants, found by their parent pids in /proc. Each is stopped
+    first, and /proc read again until no new one appears: a stopped process starts none, while
+    a killed one's children would go to init, out of the chain, and live on (a SIGTERM to the
+    tool alone reaches no child; the children share the tool's group only so that a kill of
+    that whole group reaches them all)."""
+    stopped: Set[int] = set()
+    while True:
+        parents = _children_by_parent()
+        tree, todo = set(), [root]
+        while todo:
+            pid = todo.pop()
+            if pid not in tree:
+                tree.add(pid)
+                todo.extend(parents.get(pid, ()))
+        found = tree - stopped
+        if not found:
+            break
+        for pid in found:
+            _signal(pid, signal.SIGSTOP)
+        stopped |= found
+    for pid in stopped:
+        _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid: int, number: int) -> None:
+    with contextlib.suppress(OSError):  # it ended meanwhile
+        os.kill(pid, number)
+
+
+def _children_by_parent() -> Dict[int, List[int]]:
+    """Each process's children by its pid, as /proc says now (none known without a /proc)."""
+    children: Dict[int, List[int]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as stat:
+                        # proc(5): "pid (comm) state ppid ...", where comm may hold spaces and parentheses.
+                        fields = stat.read().rpartition(b")")[2].split()
+                except OSError:  # it ended meanwhile
+                    continue
+                if len(fields) > 1:
+                    children.setdefault(int(fields[1]), []).append(int(name))
+    return children
 
 
 def _read_lines(pipe: IO[bytes], stream: str, arrived: "queue.Queue[Tuple[str, Optional[str]]]") -> None:
