@@ -74,6 +74,18 @@ def test_without_the_token_git_fails_at_once_instead_of_asking(server: str, tmp_
     assert git.remote_refs(server.replace("http://", "http://user:wrong@"), "v1") is None
 
 
+def test_a_failure_is_said_by_its_cause_not_by_gits_advice_after_it(tmp_path: Path) -> None:
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_text("#!/bin/sh\necho \"Warning: Permanently added 'example.invalid' to the list of known hosts.\" >&2\n"
+                        "echo 'Permission denied (publickey).' >&2\nexit 255\n")
+    fake_ssh.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GIT_SSH_COMMAND", str(fake_ssh))
+        cloned = git.clone("ssh://git@example.invalid/team/repo.git", tmp_path / "clone", timeout=60)
+    assert "and the repository exists." in cloned.stderr  # git's advice, after a blank line
+    assert git.failure(cloned) == "Permission denied (publickey). fatal: Could not read from remote repository."
+
+
 def test_a_shallow_clone_of_a_tag_is_at_the_tags_commit(repository: Tuple[Path, str], tmp_path: Path) -> None:
     destination = tmp_path / "shallow"
     cloned = git.clone(repository[0].as_uri(), destination, timeout=60, branch="v1", shallow=True)

@@ -286,7 +286,8 @@ def test_a_kill_of_the_lock_s_whole_process_group_ends_the_build_backend_too(
 def test_the_ssh_of_the_lock_s_clone_can_ask_on_the_terminal(
         stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex, tmp_path: Path) -> None:
     """ssh asks for a key's passphrase or about a new host key on /dev/tty, whatever
-    GIT_TERMINAL_PROMPT says: a lock run at a terminal keeps it for its clone."""
+    GIT_TERMINAL_PROMPT says: a lock run at a terminal keeps it for its clone. Where the clone
+    fails, the error names ssh's cause, not git's advice, and the fix the command to check with."""
     import fcntl
     import pty
     import termios
@@ -320,6 +321,11 @@ def test_the_ssh_of_the_lock_s_clone_can_ask_on_the_terminal(
         os.close(master)
         _end(process.pid)
     assert said.read_text() == "yes\n", shown
+    url = "ssh://git@example.invalid/team/obliteratus.git"
+    [error, fix] = shown.decode().splitlines()[:2]
+    assert error == f"error: git clone {url} failed: Host key verification failed. fatal: Could not read from remote " \
+                    "repository.", shown
+    assert fix.startswith("  fix: ") and "ssh-add" in fix and f"check with: git ls-remote {url};" in fix, shown
 
 
 @pytest.mark.slow  # two locks

@@ -104,12 +104,12 @@ def _checkout(url: str, work: Path) -> Tuple[Path, Optional[str]]:
         checkout = work / "source"
         clone = git.clone(repository, checkout, timeout=600)
         if not clone.ok:
-            raise StepFailed("build", f"git clone {redact(repository)} failed: {clone.last_stderr_line()}",
-                             "check the --source URL and the network, then run the lock again")
+            raise StepFailed("build", f"git clone {redact(repository)} failed: {redact(git.failure(clone))}",
+                             _clone_fix(repository))
         if ref:
             switched = git.checkout(checkout, ref)
             if not switched.ok:
-                raise StepFailed("build", f"{redact(repository)} has no ref {ref}: {switched.last_stderr_line()}",
+                raise StepFailed("build", f"{redact(repository)} has no ref {ref}: {git.failure(switched)}",
                                  "pass a tag, branch or commit the repository has: --ref REF")
         source = checkout
     elif url.startswith("file://"):
@@ -129,6 +129,15 @@ def _checkout(url: str, work: Path) -> Tuple[Path, Optional[str]]:
                            f"{', ...' if len(edited) > 3 else ''}), so no commit names what the lock would build",
                            fix=f"commit or stash them (git -C {source} status), then run the lock again")
     return source, commit
+
+
+def _clone_fix(repository: str) -> str:
+    if urlsplit(repository).scheme == "ssh":
+        # ssh asks for a key's passphrase or about a new host key on the terminal; git's own
+        # ls-remote, run there, asks the same and says whether this account may read the repository.
+        return (f"make sure ssh offers a key the host accepts (ssh-add -l lists the agent's keys; ssh-add adds "
+                f"yours) and knows the host's key, check with: git ls-remote {redact(repository)}; then run the lock again")
+    return "check the --source URL and the network, then run the lock again"
 
 
 def _build(source: Path, default_index: Optional[str], work: Path) -> Path:

@@ -231,7 +231,7 @@ def _fetch(source: BuildSource, dest: Path) -> None:
     clone = git.clone(source.location, dest, timeout=1800, branch=str(source.version), shallow=True)
     if not clone.ok:
         raise StepFailed("bitsandbytes", f"cannot fetch bitsandbytes {source.version} from {source.location}: "
-                                         f"{clone.last_stderr_line()}",
+                                         f"{git.failure(clone)}",
                          "on a board without internet, clone it elsewhere and pass the folder: "
                          "--bitsandbytes build=/path/to/bitsandbytes")
     head = git.head_commit(dest) or "no commit"

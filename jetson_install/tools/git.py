@@ -16,8 +16,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from jetson_install.base.git_urls import credential_environment, without_credentials
 from jetson_install.base.process import Completed
 
-__all__ = ["clone_argv", "clone", "checkout", "head_commit", "changes", "remote_refs", "remote_tags", "upstream",
-           "upstream_commit", "contains", "file_at"]
+__all__ = ["failure", "clone_argv", "clone", "checkout", "head_commit", "changes", "remote_refs", "remote_tags",
+           "upstream", "upstream_commit", "contains", "file_at"]
 
 def _run(argv: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = None) -> Completed:
     # Here, not at the top: planning imports this module for the command lines it shows, and a
@@ -25,6 +25,22 @@ def _run(argv: Sequence[str], timeout: float, env: Optional[Dict[str, str]] = No
     from jetson_install.tools import runner
 
     return runner.run(["git", *argv], timeout=timeout, env={"GIT_TERMINAL_PROMPT": "0", **(env or {})})
+
+
+def failure(completed: Completed) -> str:
+    """What went wrong, as git's failed run said it: its lines up to the first blank one (ssh's
+    `Host key verification failed.` or the server's `remote: ...`, then git's `fatal: ...`),
+    not the advice git adds after that blank line (`...and the repository exists.`)."""
+    said: List[str] = []
+    for line in completed.stderr.splitlines():
+        if not line.strip():
+            if said:
+                break
+        elif not line.lower().startswith(("warning:", "hint:")):  # ssh's "Warning: Permanently added ..."
+            said.append(line.strip())
+    if said:
+        return " ".join(said[:4])
+    return "it did not finish in time" if completed.timed_out else f"git exited {completed.returncode}"
 
 
 def clone_argv(url: str, destination: str, branch: Optional[str] = None, shallow: bool = False) -> List[str]:

@@ -215,8 +215,7 @@ def _source(recorded: Mapping[str, Any], command: Rerun) -> Found:
         return None
     answer = git.remote_tags(repository, NETWORK_TIMEOUT)
     if not answer.ok:
-        why = f"no answer within {NETWORK_TIMEOUT:g} s" if answer.timed_out else (answer.last_stderr_line() or
-                                                                                   f"git exited {answer.returncode}")
+        why = f"no answer within {NETWORK_TIMEOUT:g} s" if answer.timed_out else git.failure(answer)
         return Unread("source", f"the tags of {redact(repository)} could not be read ({why})")
     tags = [line.partition("\t")[2][len("refs/tags/"):] for line in answer.stdout.splitlines() if "\trefs/tags/" in line]
     newest = _newest_tag(ref, tags)
@@ -292,8 +291,8 @@ def _checkout(checkout: Path, upgrade: str) -> Found:
     answer = git.upstream_commit(checkout, remote, branch, NETWORK_TIMEOUT)
     commit = answer.stdout.split("\t", 1)[0].strip() if answer.ok else ""
     if not commit:
-        why = f"no answer within {NETWORK_TIMEOUT:g} s" if answer.timed_out else (answer.last_stderr_line() or
-                                                                                   f"{branch} is not there")
+        why = (f"no answer within {NETWORK_TIMEOUT:g} s" if answer.timed_out else
+               git.failure(answer) if not answer.ok else f"{branch} is not there")
         return Unread("jetson-install", f"{remote}/{branch} of {shlex.quote(str(checkout))} could not be read "
                                         f"({redact(why)})")
     if git.contains(checkout, commit):
