@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 from pathlib import Path
 from typing import Iterator, Tuple
@@ -84,6 +85,18 @@ def test_a_failure_is_said_by_its_cause_not_by_gits_advice_after_it(tmp_path: Pa
         cloned = git.clone("ssh://git@example.invalid/team/repo.git", tmp_path / "clone", timeout=60)
     assert "and the repository exists." in cloned.stderr  # git's advice, after a blank line
     assert git.failure(cloned) == "Permission denied (publickey). fatal: Could not read from remote repository."
+
+
+def test_reading_the_users_checkout_takes_no_lock_a_kill_could_leave(repository: Tuple[Path, str]) -> None:
+    """`git status` refreshes a stale index under .git/index.lock unless told not to: a lock
+    stopped meanwhile (SIGKILL) would leave that file, and the user's next `git commit` fails."""
+    work = repository[0].parent.parent / "work"
+    readme = work / "README"
+    stat = readme.stat()
+    os.utime(readme, (stat.st_atime, stat.st_mtime + 10))  # the index's record of it is stale now
+    index = (work / ".git" / "index").stat()
+    assert git.changes(work) == ""  # the same content: no change
+    assert (work / ".git" / "index").stat().st_ino == index.st_ino, "git status wrote the index (under its lock)"
 
 
 def test_a_shallow_clone_of_a_tag_is_at_the_tags_commit(repository: Tuple[Path, str], tmp_path: Path) -> None:

@@ -70,8 +70,11 @@ def head_commit(directory: Path) -> Optional[str]:
 def changes(directory: Path) -> Optional[str]:
     """`git status` of the checkout as NUL-separated porcelain entries (untracked files
     included, renames as a deletion and an addition), or None where git cannot say."""
+    # The checkout is the user's, and a stopped lock SIGKILLs this git: without GIT_OPTIONAL_LOCKS=0
+    # it refreshes the index under .git/index.lock, which a kill leaves and the user's next
+    # commit then refuses (https://git-scm.com/docs/git-status#_background_refresh).
     result = _run(["-C", str(directory), "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"],
-                  60)
+                  60, {"GIT_OPTIONAL_LOCKS": "0"})
     return result.stdout if result.ok else None
 
 
