@@ -22,7 +22,7 @@ from jetson_install.envs.source_identity import Sources
 from jetson_install.catalog.identity import Resolution
 from jetson_install.planning.plan import Plan
 from jetson_install.running.execution import Run
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 from jetson_install.base.layout import OWNER_MARK, STATE_DIR
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.planner import make_plan

@@ -10,7 +10,7 @@ from typing import List, Tuple
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 
 PROPERTY = settings(max_examples=80, deadline=None)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jetson_install.planning.fixes import Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, repository_of
+from jetson_install.planning.fixes import StepContext, fix_for_os_error, fix_for_uv_failure, repository_of
+from jetson_install.planning.rerun import Rerun
 from jetson_install.tools.uv_errors import UvFailure, read_uv_failure
 
 CAPTURED = Path(__file__).parent / "resources" / "uv-errors"
@@ -166,7 +167,7 @@ def test_a_mirror_refusing_the_credentials_says_so_not_not_found(name: str, step
 
 
 def test_a_lock_installed_from_a_served_wheelhouse_may_carry_credentials_in_its_url() -> None:
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
 
     failure = read_uv_failure((CAPTURED / "install-file-401.txt").read_text())
     rerun = Rerun(("obliteratus", "--lock", "f.lock", "--wheelhouse=https://mirror.example/house", "--yes"))

@@ -26,7 +26,7 @@ from support.index_server import LoopbackIndex
 
 from jetson_install.cli.commands.fleet import serving_lines
 from jetson_install.fleet import wheelhouse_server
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
 from jetson_install.fleet.wheelhouse_server import WheelhouseServer, open_server
 

@@ -163,7 +163,7 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         report_error(BadInput(_said(exc), fix=f"see its options: {help_command}"), as_json)
         return EXIT_BAD_INPUT
     except (click.Abort, KeyboardInterrupt) as exc:
-        from jetson_install.planning.fixes import Rerun
+        from jetson_install.planning.rerun import Rerun
 
         # click turns an interruption in a command into Abort, keeping it as the cause.
         stopped = exc.__cause__ if isinstance(exc, click.Abort) else exc
@@ -171,7 +171,7 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         report_error(JetsonInstallError(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
         return EXIT_INTERRUPTED
     except AnotherUsers as exc:
-        from jetson_install.planning.fixes import Rerun
+        from jetson_install.planning.rerun import Rerun
 
         report_error(BadInput(exc.message, fix=f"run it as the user who made it: sudo -u {exc.owner} "
                                                f"{Rerun(tuple(args))}"), as_json)
@@ -180,7 +180,8 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         report_error(exc, as_json)
         return exc.exit_code
     except OSError as exc:
-        from jetson_install.planning.fixes import Rerun, fix_for_os_error, os_error_reason
+        from jetson_install.planning.fixes import fix_for_os_error, os_error_reason
+        from jetson_install.planning.rerun import Rerun
 
         report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, f"run: {Rerun(tuple(args))}")),
                      as_json)

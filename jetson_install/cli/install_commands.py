@@ -17,7 +17,7 @@ from jetson_install.cli.output import exit_if, print_json
 
 if TYPE_CHECKING:
     from jetson_install.cli.commands.add import Addition
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
     from jetson_install.planning.plan import Plan
     from jetson_install.planning.plan_file import PlanFile
 
@@ -142,7 +142,7 @@ def _apply(command: str, given: Dict[str, Any]) -> None:
     """`TARGET --plan FILE`, `add --plan FILE`: the saved plan's install command, run exactly as
     it was planned; only how it is shown and confirmed comes from this command line."""
     from jetson_install.cli.commands.apply import read_saved
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
 
     path = Path(given["plan_file"])
     saved = read_saved(path, command, options.given_on_command_line(click.get_current_context(), options.WITH_PLAN))

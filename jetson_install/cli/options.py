@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
     from jetson_install.cli.commands.given import InstallOptions, PlatformOptions
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
 
 __all__ = ["OPTIONS", "INSTALL_OPTIONS", "with_options", "given", "platform_options", "install_options", "parsed", "typed",
            "given_on_command_line", "WITH_PLAN", "INSTALL", "PLAN", "PLAN_ADD", "PATHS", "OUTDATED", "DETECT", "CHANNELS", "CONSTRAINTS", "EXPORT", "ADD", "LOCK",
@@ -331,7 +331,7 @@ CLEAN = _stacked(with_options("dry-run", dry_run={"help": "Show what would be re
 
 def typed() -> Rerun:
     """The command as the user gave it (main's arguments), to run again with changes."""
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
 
     return Rerun(tuple(click.get_current_context().find_root().obj or ()))
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jetson_install.cli.commands.paths import Place
     from jetson_install.envs.lifecycle import Cleaned, EnvironmentView, Listed, RolledBack, Uninstalled
     from jetson_install.fleet.lock import LockResult
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
     from jetson_install.planning.plan import Plan
     from jetson_install.planning.plan_file import PlanFile
     from jetson_install.running.install import InstallResult

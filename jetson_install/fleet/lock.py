@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from packaging.tags import Tag
 
     from jetson_install.catalog.identity import Resolution
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
     from jetson_install.planning.plan import Plan
 
 __all__ = ["pick_file", "entries_from_pylock", "LockTarget", "lock_target", "no_build_for_the_boards_python",

@@ -42,7 +42,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from jetson_install.base.errors import BadInput
 from jetson_install.catalog.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, Lock, read_lock
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 
 __all__ = ["WheelhouseServer", "open_server", "IDLE_TIMEOUT", "HEAD_TIMEOUT", "MAX_CONNECTIONS"]
 

@@ -10,8 +10,9 @@ from typing import Union
 from jetson_install.base.errors import IndexUnreachable
 from jetson_install.catalog.identity import NoBuildForPython, NothingInPolicy
 from jetson_install.envs.interpreters import served_interpreter
-from jetson_install.planning.fixes import Rerun, StepContext, index_down_fix, other_python_fix, vendor_missing_fix
+from jetson_install.planning.fixes import StepContext, index_down_fix, other_python_fix, vendor_missing_fix
 from jetson_install.planning.plan import Plan
+from jetson_install.planning.rerun import Rerun
 
 __all__ = ["offers_fallback", "index_failure_fix"]
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from jetson_install.base.process import Completed
     from jetson_install.planning.bitsandbytes_source import PlannedBuild
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
     from jetson_install.tools.progress import StepProgress
 
 __all__ = ["SCHEMA_VERSION", "InterpreterPolicy", "DoctorProfile", "JETSON_PROFILE", "Route", "Plan", "with_interpreter", "for_python", "resolved_plan", "Execution",

@@ -23,7 +23,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from jetson_install.base.errors import BadInput
 from jetson_install.base.outputs import read_regular_file, replace_file
 from jetson_install.base.redact import redact_data
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MAX_BYTES", "PlanFile", "write_plan_file", "read_plan_file"]
 

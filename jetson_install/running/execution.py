@@ -13,10 +13,11 @@ from jetson_install.base.layout import VENDOR_PYLOCK
 from jetson_install.base.process import Completed
 from jetson_install.base.steps import Step, StepResult
 from jetson_install.planning.fixes import (
-    Rerun, StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of,
+    StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of,
 )
 from jetson_install.planning.index_fixes import offers_fallback
 from jetson_install.planning.plan import Execution, Plan
+from jetson_install.planning.rerun import Rerun
 from jetson_install.tools import runner, uv
 from jetson_install.tools.progress import Display, StepProgress
 

@@ -26,7 +26,7 @@ from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.interpreters import Interpreter
 from jetson_install.envs.record import installed_versions
 from jetson_install.envs.source_identity import Sources
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.running.execution import Run, StepHandler
 from jetson_install.running.noop import decide, plan_fingerprint, sources_of

@@ -26,9 +26,9 @@ from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.identity import NoBuildForPython, NothingInPolicy, Resolution
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter
-from jetson_install.planning.fixes import Rerun
 from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.plan import Plan, resolved_plan, with_interpreter
+from jetson_install.planning.rerun import Rerun
 from jetson_install.running.noop import Current, decide, known_set, sources_of
 
 __all__ = ["interpreter_for", "Checked", "check", "Prepared", "prepare", "read_vendor_set", "vendor_step_failure",

@@ -20,7 +20,7 @@ from jetson_install.cli.commands.lifecycle import default_environment
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.recorded import recorded_additions, recorded_plan
 from jetson_install.envs.record import read_record
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 from jetson_install.planning.planner import additions
 from jetson_install.running.install import InstallResult
 

@@ -25,7 +25,7 @@ from jetson_install.catalog.identity import Resolution
 from jetson_install.cli.commands.add import in_folder
 from jetson_install.cli.commands.version import catalog_revision
 from jetson_install.envs.home import EnvironmentHome
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 from jetson_install.planning.plan import Plan, resolved_plan
 from jetson_install.planning.vendor_sources import no_longer_served
 from jetson_install.planning.plan_file import PlanFile, read_plan_file, write_plan_file

@@ -22,7 +22,7 @@ from jetson_install.fleet.evidence import (
 from jetson_install.fleet.labels import RunnerLabels, runner_labels
 
 if TYPE_CHECKING:
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
 
 __all__ = ["doctor_interpreter", "doctor", "judged", "tabulated", "labels"]
 

@@ -21,7 +21,8 @@ from jetson_install.catalog.settings import check_index_url, load_index_settings
 from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
 from jetson_install.fleet.lock import LockResult, lock_target, make_lock, no_build_for_the_boards_python, tool_entries
-from jetson_install.planning.fixes import Rerun, runner_command
+from jetson_install.planning.fixes import runner_command
+from jetson_install.planning.rerun import Rerun
 from jetson_install.tools.index import RUN_AGAIN
 
 if TYPE_CHECKING:

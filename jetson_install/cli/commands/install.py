@@ -11,7 +11,7 @@ from jetson_install.base.errors import BadInput, JetsonInstallError, StepFailed
 from jetson_install.base.logs import start_log
 from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.planning.plan import Plan
 from jetson_install.running.install import InstallResult

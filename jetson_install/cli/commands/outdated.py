@@ -32,7 +32,7 @@ from jetson_install.cli.commands.add import in_folder
 from jetson_install.envs.lifecycle import list_environments
 from jetson_install.envs.record import read_record
 from jetson_install.envs.recorded import recorded_plan
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 from jetson_install.tools import git, uv
 from jetson_install.tools.runner import run_uv
 

@@ -16,7 +16,7 @@ from jetson_install.cli.commands.lifecycle import default_venv
 from jetson_install.cli.commands.platform import detect_platform
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.recorded import recorded_additions, recorded_check_commands
-from jetson_install.planning.fixes import Rerun
+from jetson_install.planning.rerun import Rerun
 from jetson_install.planning.options import PlanOptions
 from jetson_install.planning.plan import Plan, for_python, resolved_plan
 from jetson_install.planning.planner import make_plan

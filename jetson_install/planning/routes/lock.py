@@ -45,7 +45,7 @@ from jetson_install.planning.routes import shared
 from jetson_install.tools import uv
 
 if TYPE_CHECKING:
-    from jetson_install.planning.fixes import Rerun
+    from jetson_install.planning.rerun import Rerun
 
 __all__ = ["LockInUse", "LockRoute", "lock_resolution", "with_lock", "read_lock_in_use"]
 
