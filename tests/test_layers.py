@@ -199,14 +199,15 @@ def test_a_fast_command_loads_nothing_it_does_not_use(args: Tuple[str, ...]) -> 
 
 # What a no-op re-run, which every CI job on a runner makes, uses not at all: it runs no step (no
 # step's handlers, no uv, so none of uv's failure patterns), reads no index, no wheel and no lock,
-# builds nothing and keeps no stack; it names no registry (oci://) and no upgrade of the tool, and
-# checks no RECORD.
+# builds nothing and keeps no stack; it names no registry (oci://) and no upgrade of the tool,
+# checks no RECORD, and fails nothing, so it prints no fix (its command is planning/rerun.py's).
 _NOT_ON_A_NO_OP = ("requests", "urllib3", "importlib.metadata", "zipfile", "concurrent.futures", "base64",
                    "jetson_install.tools.index", "jetson_install.tools.oci", "jetson_install.tools.uv_errors",
                    "jetson_install.doctor", "jetson_install.running.handlers", "jetson_install.running.fetch",
                    "jetson_install.planning.vendor_sources", "jetson_install.catalog.lock_file",
                    "jetson_install.planning.bitsandbytes_source", "jetson_install.running.bitsandbytes_build",
-                   "jetson_install.envs.stack", "jetson_install.base.oci_ref", "jetson_install.base.upgrade")
+                   "jetson_install.envs.stack", "jetson_install.base.oci_ref", "jetson_install.base.upgrade",
+                   "jetson_install.planning.fixes", "jetson_install.planning.index_fixes")
 
 
 @pytest.mark.slow  # it installs first

@@ -1,25 +1,26 @@
 """One install run, as the executor keeps it and its steps' handlers see it (plan.Execution):
 the plan as it stands, the steps done so far, and each command's outcome, whose failure becomes
-the step's, with the fix for its cause."""
+the step's, with the fix for its cause. The fixes (planning/fixes.py, index_fixes.py, and uv's
+failure patterns) are imported where a step failed: a no-op re-run, which runs no step, never
+loads them."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from jetson_install.base.errors import StepFailed
 from jetson_install.base.layout import VENDOR_PYLOCK
 from jetson_install.base.process import Completed
 from jetson_install.base.steps import Step, StepResult
-from jetson_install.planning.fixes import (
-    StepContext, fix_for_os_error, fix_for_uv_failure, os_error_reason, repository_of,
-)
-from jetson_install.planning.index_fixes import offers_fallback
 from jetson_install.planning.plan import Execution, Plan
 from jetson_install.planning.rerun import Rerun
 from jetson_install.tools import runner, uv
 from jetson_install.tools.progress import Display, StepProgress
+
+if TYPE_CHECKING:
+    from jetson_install.planning.fixes import StepContext
 
 __all__ = ["Run", "StepHandler"]
 
@@ -106,6 +107,8 @@ class Run(Execution):
             detail = handler(step, self)
             status = "ok"
         except OSError as exc:
+            from jetson_install.planning.fixes import fix_for_os_error, os_error_reason
+
             raise StepFailed(step.id, f"step '{step.id}' failed: {os_error_reason(exc)}",
                              fix_for_os_error(exc, f"run: {self.command}")) from None
         except KeyboardInterrupt:
@@ -128,7 +131,7 @@ class Run(Execution):
         if result.timed_out:
             raise StepFailed(step_id, f"step '{step_id}' failed: uv did not finish in time",
                              f"check the network and the indexes, then run: {self.command}")
-        # Here, not at the top: uv's failure patterns are read only when uv failed.
+        from jetson_install.planning.fixes import fix_for_uv_failure
         from jetson_install.tools.uv_errors import read_uv_failure
 
         failure = read_uv_failure(result.stderr)
@@ -136,6 +139,9 @@ class Run(Execution):
                          fix_for_uv_failure(failure, self._context(fixes_as or step_id, index), usual_fix))
 
     def _context(self, step_id: str, index: Optional[str]) -> StepContext:
+        from jetson_install.planning.fixes import StepContext, repository_of
+        from jetson_install.planning.index_fixes import offers_fallback
+
         plan = self.plan
         return StepContext(step_id, self.command, index, Path(plan.venv + ".d"),
                            repository_of(plan.source_url or ""),

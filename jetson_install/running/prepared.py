@@ -26,7 +26,6 @@ from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.identity import NoBuildForPython, NothingInPolicy, Resolution
 from jetson_install.envs.home import EnvironmentHome
 from jetson_install.envs.interpreters import Interpreter, choose_interpreter
-from jetson_install.planning.index_fixes import index_failure_fix
 from jetson_install.planning.plan import Plan, resolved_plan, with_interpreter
 from jetson_install.planning.rerun import Rerun
 from jetson_install.running.noop import Current, decide, known_set, sources_of
@@ -125,8 +124,10 @@ def read_vendor_set(plan: Plan, python: str, rerun: Rerun) -> Resolution:
     set for it, raises with the vendor step's fix (the channel's fallback, another vendor index,
     a mirror, another Python)."""
     assert plan.vendor is not None
-    # Imported here: a no-op re-run, which never reads an index, never loads the listings' code.
+    # Imported here: a no-op re-run, which never reads an index, never loads the listings' code
+    # nor the fixes for a failed read.
     from jetson_install.planning import vendor_sources
+    from jetson_install.planning.index_fixes import index_failure_fix
 
     try:
         return vendor_sources.resolve(plan.vendor, plan.vendor_index, python, ubuntu_glibc(plan.platform.ubuntu),
