@@ -22,13 +22,12 @@ from support import present
 from jetson_install.catalog.identity import (
     IdentityMismatch,
     KnownBuild,
-    ListedFile,
     NoBuildForPython,
     NothingInPolicy,
     Resolution,
     VersionSet,
 )
-from jetson_install.catalog.resolve import choose_set
+from jetson_install.catalog.resolve import ListedFile, choose_set
 
 # Each example resolves up to four sets (and again for the other Pythons when none is complete):
 # fifty keep the file within the fast tier.

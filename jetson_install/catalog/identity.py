@@ -22,7 +22,7 @@ from jetson_install.base.errors import JetsonInstallError
 if TYPE_CHECKING:
     pass
 
-__all__ = ["VENDOR_PACKAGES", "KnownBuild", "VersionSet", "ListedFile", "ChosenFile", "Resolution", "Companion",
+__all__ = ["VENDOR_PACKAGES", "KnownBuild", "VersionSet", "ChosenFile", "Resolution", "Companion",
            "IdentityMismatch", "NothingInPolicy", "NoBuildForPython"]
 
 #: The names only the vendor source may supply; torch's CUDA build is what the rest depends on.
@@ -128,16 +128,6 @@ class VersionSet:
         if parsed.is_prerelease and not prereleases:
             return False
         return spec.contains(parsed, prereleases=True)
-
-
-@dataclass(frozen=True)
-class ListedFile:
-    """A file an index lists for a project."""
-
-    filename: str
-    url: str
-    sha256: Optional[str]
-    yanked: bool = False
 
 
 @dataclass(frozen=True)

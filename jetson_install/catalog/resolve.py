@@ -1,4 +1,5 @@
-"""Choosing a vendor set from an index's listings: pure, the listings read by index.py.
+"""Choosing a vendor set from an index's listings: pure, the listings (`ListedFile`, a file as an
+index lists it) read by index.py or oci_mirror.py; only a run that reads an index needs either.
 
 The preferred set when the index lists all of it, else the newest complete set within the
 source's policy; a listed file with a recorded name and another sha256 is refused.
@@ -6,6 +7,7 @@ source's policy; a listed file with a recorded name and another sha256 is refuse
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -16,7 +18,6 @@ from jetson_install.catalog.identity import (
     ChosenFile,
     IdentityMismatch,
     KnownBuild,
-    ListedFile,
     NoBuildForPython,
     NothingInPolicy,
     Resolution,
@@ -26,7 +27,17 @@ from jetson_install.catalog.identity import (
 if TYPE_CHECKING:
     from packaging.tags import Tag
 
-__all__ = ["choose_set", "complete_set", "served_pythons"]
+__all__ = ["ListedFile", "choose_set", "complete_set", "served_pythons"]
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """A file an index lists for a project."""
+
+    filename: str
+    url: str
+    sha256: Optional[str]
+    yanked: bool = False
 
 
 def choose_set(

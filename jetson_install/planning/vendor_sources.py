@@ -18,12 +18,11 @@ from jetson_install.catalog.catalog import VendorSource
 from jetson_install.catalog.identity import (
     ChosenFile,
     IdentityMismatch,
-    ListedFile,
     NoBuildForPython,
     NothingInPolicy,
     Resolution,
 )
-from jetson_install.catalog.resolve import choose_set
+from jetson_install.catalog.resolve import ListedFile, choose_set
 from jetson_install.tools.index import recorded_url, source_listings
 
 __all__ = ["ARCH", "resolve", "sources_in_order", "same_files_elsewhere", "no_longer_served", "recorded_only",

@@ -28,7 +28,7 @@ from jetson_install.base.oci_ref import is_oci, parse_reference
 from jetson_install.base.redact import CREDENTIALS_FIX, credentials, redact
 from jetson_install.base.redirects import MAX_REDIRECTS, refused_redirect
 from jetson_install.catalog.catalog import VendorSource
-from jetson_install.catalog.identity import ListedFile
+from jetson_install.catalog.resolve import ListedFile
 
 if TYPE_CHECKING:
     import requests

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from jetson_install.base.oci_ref import Reference
-from jetson_install.catalog.identity import ListedFile
+from jetson_install.catalog.resolve import ListedFile
 from jetson_install.tools.oci import registry_for
 
 __all__ = ["recorded_listings", "blob_reference", "fetch_by_reference"]
