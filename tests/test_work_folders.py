@@ -1,9 +1,10 @@
-"""A run holds its work folder (an flock) while it lives, and the next run of the same kind
+"""A run holds its work folder (an flock on a file in it) while it lives, and the next run of the same kind
 removes what a killed one left (base/work_folders.py): only this user's real folders of the form
 make_work_folder makes that no run holds, whatever pid namespace the run is in."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import stat
@@ -13,11 +14,11 @@ import tempfile
 import threading
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator, List, Set, Tuple, cast
+from typing import IO, Any, Dict, Iterator, List, Set, Tuple, cast
 
 import pytest
 
-from jetson_install.base.work_folders import make_work_folder, remove_abandoned
+from jetson_install.base.work_folders import HELD_FILE, make_work_folder, remove_abandoned
 from jetson_install.catalog.identity import ChosenFile
 from jetson_install.running import fetch
 from jetson_install.tools import index
@@ -26,24 +27,48 @@ from jetson_install.tools import index
 _RUN = ("import sys; from pathlib import Path; from jetson_install.base.work_folders import make_work_folder; "
         "folder = make_work_folder(sys.argv[1], Path(sys.argv[2])); print(folder.path, flush=True); "
         "sys.stdin.read(); folder.close()")
-# Another process that holds a folder's flock (as a run of another pid namespace does).
-_HOLD = ("import fcntl, os, sys; descriptor = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY); "
+# Another process that holds a folder as a run does (a run of another pid namespace): its file's flock.
+_HOLD = ("import fcntl, os, sys; descriptor = os.open(os.path.join(sys.argv[1], sys.argv[2]), os.O_RDWR | os.O_CREAT); "
          "fcntl.flock(descriptor, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
 # A run killed while it makes its folder: it stops (until its stdin closes) once mkdtemp made the
-# staging folder, before that folder's flock, and says which folder it made.
+# staging folder and the file it holds it by, before that file's flock, and says which folder it made.
 _MAKING = """
 import fcntl, os, sys
 from pathlib import Path
 from jetson_install.base import work_folders
 flock = fcntl.flock
 def stopped_before_the_folder_s(descriptor, operation):
-    named = os.readlink("/proc/self/fd/%d" % descriptor)
+    named = os.path.dirname(os.readlink("/proc/self/fd/%d" % descriptor))
     if named.endswith(".new"):
         print(named, flush=True)
         sys.stdin.read()
     flock(descriptor, operation)
 fcntl.flock = stopped_before_the_folder_s
 work_folders.make_work_folder(sys.argv[1], Path(sys.argv[2]))
+"""
+# flock as Linux's NFS client gives it (POSIX locks, flock(2) "NFS details"): refused on a folder,
+# and an exclusive lock refused on a file not opened for writing, a shared one on a file not opened
+# for reading (EBADF, as fcntl's F_SETLK answers).
+_NFS = """
+import errno, fcntl, os, stat
+def as_nfs_gives_it(descriptor, operation, _flock=fcntl.flock):
+    mode = fcntl.fcntl(descriptor, fcntl.F_GETFL) & os.O_ACCMODE
+    kind = operation & (fcntl.LOCK_SH | fcntl.LOCK_EX)
+    if (stat.S_ISDIR(os.fstat(descriptor).st_mode) or (kind == fcntl.LOCK_EX and mode == os.O_RDONLY)
+            or (kind == fcntl.LOCK_SH and mode == os.O_WRONLY)):
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+    _flock(descriptor, operation)
+"""
+# A run on such a filesystem: its folder (a partial wheel in it), used until it is killed.
+_ON_NFS = _NFS + """
+import sys
+from pathlib import Path
+fcntl.flock = as_nfs_gives_it
+from jetson_install.base.work_folders import make_work_folder
+folder = make_work_folder(sys.argv[1], Path(sys.argv[2]))
+(folder.path / "torch-2.5.0-cp310-cp310-linux_aarch64.whl").write_bytes(b"part of a wheel")
+print(folder.path, flush=True)
+sys.stdin.read()
 """
 _SOURCE = str(Path(__file__).resolve().parent.parent)
 
@@ -114,6 +139,29 @@ def test_a_killed_run_s_folder_is_removed_and_a_live_run_s_and_other_names_are_k
     assert names(tmp_path) == kept | {live_folder.name}
 
 
+def test_where_no_folder_can_be_locked_as_on_nfs_a_killed_run_s_folder_is_removed_and_a_live_one_s_kept(
+        tmp_path: Path, processes: List["subprocess.Popen[str]"], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An NFS home's ~/.cache, where the fetch's partial wheels are: a folder's flock is refused
+    there, so each run holds a file in its folder, opened for writing."""
+    nfs: Dict[str, Any] = {}
+    exec(_NFS, nfs)
+    monkeypatch.setattr(fcntl, "flock", nfs["as_nfs_gives_it"])
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as NFS answers
+    os.close(folder)
+    runs = [started([sys.executable, "-c", _ON_NFS, ".part-", str(tmp_path)]) for _ in range(4)]
+    processes.extend(runs)
+    folders = [Path(cast(IO[str], run.stdout).readline().strip()) for run in runs]
+    assert all((folder / "torch-2.5.0-cp310-cp310-linux_aarch64.whl").is_file() for folder in folders)
+    for killed in runs[:3]:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=30)
+    with make_work_folder(".part-", tmp_path) as made:
+        assert names(tmp_path) == {made.name, folders[3].name, lock_file(".part-")}
+        assert names(made) == {HELD_FILE}  # hidden: no `*.whl` listing of the folder takes it
+
+
 def test_a_user_s_own_folder_of_a_like_name_is_kept(tmp_path: Path) -> None:
     mine = {"jetson-install-lock-2024-notes", f"jetson-install-lock-{ended_pid()}-notes"}
     for name in mine:
@@ -127,7 +175,7 @@ def test_a_folder_another_process_holds_is_kept_though_its_pid_is_gone(
         tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
     held = tmp_path / f"work-{ended_pid()}-abcdefgh"  # the pid its run has in its own pid namespace
     held.mkdir()
-    holder = started([sys.executable, "-c", _HOLD, str(held)])
+    holder = started([sys.executable, "-c", _HOLD, str(held), HELD_FILE])
     processes.append(holder)
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     remove_abandoned("work-", tmp_path)
@@ -213,7 +261,7 @@ def test_a_folder_being_made_that_its_maker_holds_is_kept(
         tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
     staging = tmp_path / f"work-{ended_pid()}-abcdefgh.new"  # held, not yet renamed
     staging.mkdir()
-    holder = started([sys.executable, "-c", _HOLD, str(staging)])
+    holder = started([sys.executable, "-c", _HOLD, str(staging), HELD_FILE])
     processes.append(holder)
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     remove_abandoned("work-", tmp_path)
@@ -297,3 +345,18 @@ def test_two_downloads_of_one_pid_at_once_get_folders_of_their_own(
     assert len(stopped) == 2 and len(set(folders)) == 2, folders
     assert all(folder.name.startswith(f".part-{os.getpid()}-") for folder in folders)
     assert names(cache) == {lock_file(".part-")}  # each removed its own
+
+
+def test_a_folder_whose_held_file_is_a_link_or_no_file_is_left_alone(tmp_path: Path) -> None:
+    """Only a run's own file holds a folder: a link there (to a file no run holds) or a folder
+    of that name proves nothing of the folder, which is kept whole."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("another's file\n")
+    work = tmp_path / "work"
+    gone = ended_pid()
+    (work / f"work-{gone}-linkabcd").mkdir(parents=True)
+    (work / f"work-{gone}-linkabcd" / HELD_FILE).symlink_to(elsewhere)
+    (work / f"work-{gone}-fldrabcd" / HELD_FILE).mkdir(parents=True)
+    remove_abandoned("work-", work)
+    assert names(work) == {f"work-{gone}-linkabcd", f"work-{gone}-fldrabcd"}
+    assert names(work / f"work-{gone}-linkabcd") == {HELD_FILE} and elsewhere.read_text() == "another's file\n"

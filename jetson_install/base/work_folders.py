@@ -1,10 +1,13 @@
-"""Work folders that a run holds (an flock on the folder) for as long as it uses them, so that what
+"""Work folders that a run holds (an flock on a file in the folder) for as long as it uses them, so that what
 a killed run left (SIGKILL runs no `finally`, and ends the lock with the process) is removed by the
 next run that makes one of the same prefix: nothing of a run keeps growing after it, and no live
 run's folder goes, even one of a process in another pid namespace (a container sharing the host's
 `/tmp` or `~/.cache`, where asking for its pid answers "no such process"). Even a run killed while
 its folder was being made, before it held it: a lock file per prefix and user beside the folders
-(one, kept: nothing that grows) tells a folder being made from one whose maker is dead."""
+(one, kept: nothing that grows) tells a folder being made from one whose maker is dead. The locks
+are on regular files opened for reading and writing, never on a folder: Linux's NFS client (an
+NFS home's `~/.cache`) implements flock with POSIX locks, which a folder cannot take and an
+exclusive one only on a file opened for writing (flock(2), "NFS details")."""
 
 from __future__ import annotations
 
@@ -17,9 +20,13 @@ import stat
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Optional, Type
+from typing import List, Optional, Type
 
-__all__ = ["WorkFolder", "make_work_folder", "remove_abandoned"]
+__all__ = ["HELD_FILE", "WorkFolder", "make_work_folder", "remove_abandoned"]
+
+# The file in each work folder that its run holds (the flock): hidden, so no listing of the
+# folder's own files (`*.whl`, a build's outputs) takes it for one of them.
+HELD_FILE = ".held-by-its-run"
 
 # A folder is made under this suffix and renamed once it is held; a remover takes one of this
 # name only where it proves its maker dead (remove_abandoned).
@@ -27,8 +34,8 @@ _STAGING = ".new"
 
 
 class WorkFolder:
-    """A folder of this run's, held (its flock) until `close`, which removes it. Used as a context
-    manager, it gives the folder's path and closes on the way out."""
+    """A folder of this run's, held (the flock of its HELD_FILE) until `close`, which removes it.
+    Used as a context manager, it gives the folder's path and closes on the way out."""
 
     def __init__(self, path: Path, descriptor: int) -> None:
         self.path = path
@@ -36,13 +43,9 @@ class WorkFolder:
 
     def close(self) -> None:
         """Remove the folder, then let it go (removed while held: no other run takes it meanwhile)."""
-        if self._descriptor is None:
-            return
-        try:
-            shutil.rmtree(self.path, ignore_errors=True)
-        finally:
-            os.close(self._descriptor)
-            self._descriptor = None
+        if self._descriptor is not None:
+            descriptor, self._descriptor = self._descriptor, None
+            _remove_held(str(self.path), [descriptor])
 
     def __enter__(self) -> Path:
         return self.path
@@ -61,20 +64,22 @@ def make_work_folder(prefix: str, parent: Optional[Path] = None) -> WorkFolder:
     where = Path(parent) if parent is not None else Path(tempfile.gettempdir())
     remove_abandoned(prefix, where)
     while True:
-        # Made under a name that is held before it becomes the folder's own (the rename keeps the
-        # inode, so the lock), and made and held under the prefix's lock, shared: a remover that
+        # Made under a name that is held before it becomes the folder's own (the rename keeps its
+        # HELD_FILE, so the lock), and made and held under the prefix's lock, shared: a remover that
         # holds that lock alone finds every staging folder of the form held, or its maker dead.
         guard = _prefix_lock(prefix, where, fcntl.LOCK_SH)
         try:
             staging = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", suffix=_STAGING, dir=str(where))
             try:
-                descriptor = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+                # Its own fresh file in a folder of mode 0700: no one else's, and no link.
+                descriptor = os.open(os.path.join(staging, HELD_FILE),
+                                     os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.rmdir(staging)
                 raise
-            # A filesystem without flock (NFS refuses one on a folder opened to read) leaves the
-            # folder unheld: no remover can take it there either, so it is kept, never removed live.
+            # A filesystem without any flock leaves the folder unheld: no remover can take it
+            # there either (its HELD_FILE is there), so it is kept, never removed live.
             with contextlib.suppress(OSError):
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fresh: no one else has it
         finally:
@@ -87,10 +92,9 @@ def make_work_folder(prefix: str, parent: Optional[Path] = None) -> WorkFolder:
             if not os.path.lexists(final):
                 os.rename(staging, final)
                 return WorkFolder(Path(final), descriptor)
-            os.rmdir(staging)  # while held: no remover takes it meanwhile
+            _remove_made(staging)  # while held: no remover takes it meanwhile
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.rmdir(staging)
+            _remove_made(staging)
             os.close(descriptor)
             raise
         os.close(descriptor)
@@ -100,9 +104,11 @@ def remove_abandoned(prefix: str, parent: Path) -> None:
     """Remove the folders in `parent` that make_work_folder made for `prefix` (named exactly
     PREFIX + PID + "-" + 8 of mkdtemp's letters, or that + ".new" while being made) and that no
     run holds: only a real folder (never a symlink, nor what one points to) that this user owns,
-    taken with its flock (held while it goes, so two removers never race); a name of another form
-    is left alone. A folder being made is taken only under the prefix's lock, held alone (not
-    waited for: while a run makes one, the next run takes what a killed one left)."""
+    taken with the flock of its HELD_FILE (held while it goes, so two removers never race), or
+    without a HELD_FILE (a run killed before it made one, or while it removed its folder); a name
+    of another form, or a HELD_FILE that is no plain file of this user's, is left alone. A folder
+    being made is taken only under the prefix's lock, held alone (not waited for: while a run
+    makes one, the next run takes what a killed one left)."""
     form = re.compile(re.escape(prefix) + r"[1-9][0-9]*-[a-z0-9_]{8}(?:" + re.escape(_STAGING) + ")?")
     try:
         entries = [entry for entry in os.scandir(parent) if form.fullmatch(entry.name)]
@@ -117,17 +123,26 @@ def remove_abandoned(prefix: str, parent: Path) -> None:
             taken += [(entry.path, held) for entry in staging for held in [_taken(entry)] if held is not None]
         finally:
             os.close(guard)
-    for path, descriptor in taken:
-        try:
-            # rmtree never follows a link inside the folder (nor one swapped in for it meanwhile).
-            shutil.rmtree(path, ignore_errors=True)
-        finally:
+    for path, descriptors in taken:
+        _remove_held(path, descriptors)
+
+
+def _remove_held(path: str, descriptors: List[int]) -> None:
+    """Remove the folder at `path` while `descriptors` (its HELD_FILE's) hold it, then let it go."""
+    try:
+        # rmtree never follows a link inside the folder (nor one swapped in for it meanwhile).
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        for descriptor in descriptors:
             os.close(descriptor)
+    # NFS keeps a held file's unlinking as a `.nfsXXXX` in the folder until its close: gone now.
+    if os.path.lexists(path):
+        shutil.rmtree(path, ignore_errors=True)
 
 
-def _taken(entry: "os.DirEntry[str]") -> Optional[int]:
-    """`entry`'s folder held (its flock, on the descriptor returned), where it is a real folder
-    of this user's that no run holds; else None."""
+def _taken(entry: "os.DirEntry[str]") -> Optional[List[int]]:
+    """The descriptors to close once `entry`'s folder is gone (its HELD_FILE's, held; none where
+    it has no HELD_FILE), where it is a real folder of this user's that no run holds; else None."""
     try:
         found = entry.stat(follow_symlinks=False)
     except OSError:
@@ -135,18 +150,47 @@ def _taken(entry: "os.DirEntry[str]") -> Optional[int]:
     if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
         return None
     try:
-        descriptor = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        folder = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return None  # gone, or a link swapped in meanwhile
     try:
-        opened = os.fstat(descriptor)
+        opened = os.fstat(folder)
         if (opened.st_dev, opened.st_ino) == (found.st_dev, found.st_ino):  # the folder looked at
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return descriptor
+            try:
+                # Opened for writing, as an exclusive lock on NFS needs (O_NONBLOCK: a FIFO planted
+                # there opens without waiting, and is refused as no plain file).
+                descriptor = os.open(HELD_FILE, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+            except FileNotFoundError:
+                return []  # no run holds a folder without one
+            if _locked(descriptor):
+                return [descriptor]
+            os.close(descriptor)
     except OSError:
-        pass  # held: a live run's (in any pid namespace), or a filesystem without flock
-    os.close(descriptor)
+        pass  # gone meanwhile, or a HELD_FILE that is a link
+    finally:
+        os.close(folder)
     return None
+
+
+def _locked(descriptor: int) -> bool:
+    """Whether `descriptor`, this user's plain file, is now locked (its flock) by this process:
+    False where a run holds it (in any pid namespace), or on a filesystem without flock."""
+    try:
+        held = os.fstat(descriptor)
+        if stat.S_ISREG(held.st_mode) and held.st_uid == os.geteuid():
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except OSError:
+        pass
+    return False
+
+
+def _remove_made(staging: str) -> None:
+    """Remove a staging folder this run just made (its HELD_FILE, then the folder)."""
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(staging, HELD_FILE))
+    with contextlib.suppress(OSError):
+        os.rmdir(staging)
 
 
 def _prefix_lock(prefix: str, parent: Path, operation: int) -> Optional[int]:
@@ -155,7 +199,8 @@ def _prefix_lock(prefix: str, parent: Path, operation: int) -> Optional[int]:
     glob of PREFIX + "*" lists it; PREFIX's own leading dot not doubled), kept for good
     (removing a lock file another run has open would give two runs two locks). None where it
     cannot be taken: refused (LOCK_NB), a file that cannot be made, a filesystem without flock,
-    or a name that is not this user's own plain file (another user's could be held for ever)."""
+    or a name that is not this user's own plain file (another user's could be held for ever).
+    Opened for reading and writing, as NFS's locks need for a shared and an exclusive one."""
     path = parent / f".{prefix.lstrip('.')}uid{os.geteuid()}.lock"
     while True:
         try:
