@@ -4,11 +4,13 @@ written whole or not at all; and the tool's own files, never written through a l
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 from jetson_install.base.errors import BadInput
 
@@ -83,26 +85,84 @@ def replace_file(path: Union[str, Path], data: Union[str, bytes], mode: Optional
     """`path` holds `data`, whole: written to a temporary file beside it, then renamed over it.
     A symbolic link at `path` is replaced, never followed, so an output cannot overwrite the
     file a link points at; a reader never sees half a file. `mode` None: what a new file
-    would get (0666 less the umask)."""
+    would get (0666 less the umask). The temporary files of `path` that killed writers left
+    are removed first (_remove_abandoned): each kill would leave one more."""
     target = Path(path)
     if mode is None:
         mask = os.umask(0o022)
         os.umask(mask)
         mode = 0o666 & ~mask
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    # Named by pid, so what a killed writer left can be told from a live one's (lock.py removes it).
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
-                                             dir=str(target.parent))
+    _remove_abandoned(target)
+    descriptor, temporary = _held_temporary(target)
     try:
+        # Held (its flock) until it is renamed: the descriptor closes after os.replace.
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(payload)
             handle.flush()
             os.fchmod(handle.fileno(), mode)
-        os.replace(temporary, target)
+            os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _held_temporary(target: Path) -> Tuple[int, str]:
+    """A fresh temporary file for `target` (`.NAME.PID.XXXXXXXX.tmp` beside it, the pid for a human
+    and for fleet/lock.py's own removal), held (its flock) while it lives, so that no remover
+    takes it: one that took it in the instant between mkstemp and the flock has unlinked it, and
+    another is made."""
+    while True:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp",
+                                                 dir=str(target.parent))
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # mkstemp opened it to write, as NFS needs
+        except BlockingIOError:
+            os.close(descriptor)  # a remover's, which unlinks it
+            continue
+        except OSError:
+            return descriptor, temporary  # a filesystem without flock: no remover takes it either
+        try:
+            named = os.stat(temporary, follow_symlinks=False)
+            opened = os.fstat(descriptor)
+            if (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino):
+                return descriptor, temporary
+        except FileNotFoundError:
+            pass  # a remover's before it was held
+        except BaseException:
+            os.close(descriptor)
+            raise
+        os.close(descriptor)
+
+
+def _remove_abandoned(target: Path) -> None:
+    """Remove the temporary files of `target` that writers killed while writing left: named
+    exactly as _held_temporary names them, this user's regular files (never through a link),
+    and only those no writer holds (their flock, taken without waiting, in any pid namespace)."""
+    form = re.compile(re.escape(f".{target.name}.") + r"[1-9][0-9]*\.[a-z0-9_]{8}\.tmp")
+    try:
+        entries = [entry for entry in os.scandir(target.parent) if form.fullmatch(entry.name)]
+    except OSError:
+        return  # mkstemp says what is wrong with the folder
+    for entry in entries:
+        try:
+            found = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+                continue
+            descriptor = os.open(entry.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone meanwhile, or a link swapped in
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            opened = os.fstat(descriptor)
+            named = os.stat(entry.path, follow_symlinks=False)  # (held: no writer keeps it now)
+            if (opened.st_dev, opened.st_ino) == (found.st_dev, found.st_ino) == (named.st_dev, named.st_ino):
+                os.unlink(entry.path)
+        except OSError:
+            pass  # a live writer's, gone meanwhile, or a filesystem without flock
+        finally:
+            os.close(descriptor)
 
 
 def write_output(option: str, path: str, text: str) -> None:
