@@ -269,6 +269,10 @@ def test_a_lock_made_again_for_another_commit_keeps_one_wheel_of_its_own_and_a_s
                           text=True).stdout.strip()
     (out / f".orin.lock.{gone}.k2j3h4.tmp").write_text("half a lock")
     (out / f".{first.name}.{gone}.part").write_bytes(b"half a wheel")
+    # Named by a live pid: a killed container's lock was pid 1 (as a later one is), and its pid
+    # names another process here. No live lock's file is there while this lock holds the folder.
+    (out / ".orin.lock.1.a7b8c9.tmp").write_text("half a lock")
+    (out / f".{first.name}.{os.getpid()}.part").write_bytes(b"half a wheel")
     # The user's own files of the same look are not the lock's: kept, whatever their form.
     (out / ".thesis.pdf.part").write_text("a download of the user's")
     (out / ".mydir.part").mkdir()

@@ -298,12 +298,13 @@ _PART = ".part"
 def _remove_abandoned(output: Path) -> None:
     """What killed locks left beside `output` (their work folders go as work_folders.py makes
     them): a wheel not yet renamed (`.NAME.PID.part`, NAME a build name own_build_name gives) or
-    the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`, as replace_file names it), once
-    the process named is gone. Only this user's regular files of exactly those forms are
-    removed: a user's `.thesis.pdf.part` or a folder `.mydir.part/` there is not the lock's.
-    Called with the folder's flock held, which a live lock holds for as long as such a file of
-    its own exists: a lock in another pid namespace sharing the folder (where its pid names
-    another process, or none) never loses its file to this one."""
+    the lock's own text not yet renamed (`.LOCK.PID.XXXX.tmp`, as replace_file names it). Only
+    this user's regular files of exactly those forms are removed: a user's `.thesis.pdf.part` or
+    a folder `.mydir.part/` there is not the lock's. Called with the folder's flock held, which
+    a live lock holds for as long as such a file of its own exists, so every one found is a
+    killed lock's, whatever its PID names now: a lock in a container is pid 1 on every run, and
+    a lock in another pid namespace sharing the folder waits for the flock instead of losing its
+    file to this one."""
     part = re.compile(r"\.(?P<name>[^/]+\.whl)\.(?P<pid>[1-9][0-9]*)" + re.escape(_PART))
     text = re.compile(re.escape(f".{output.name}.") + r"(?P<pid>[1-9][0-9]*)\.[A-Za-z0-9_]+\.tmp")
     try:
@@ -318,15 +319,9 @@ def _remove_abandoned(output: Path) -> None:
             status = entry.stat(follow_symlinks=False)
         except OSError:
             continue  # gone meanwhile
-        if not stat.S_ISREG(status.st_mode) or status.st_uid != os.geteuid():
-            continue
-        try:
-            os.kill(int(found.group("pid")), 0)
-        except (ProcessLookupError, OverflowError):  # gone, or a number no process has
-            with contextlib.suppress(OSError):
+        if stat.S_ISREG(status.st_mode) and status.st_uid == os.geteuid():
+            with contextlib.suppress(OSError):  # gone meanwhile
                 os.unlink(entry.path)
-        except PermissionError:
-            pass  # another user's live lock
 
 
 def _is_own_build(filename: str) -> bool:
