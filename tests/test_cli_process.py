@@ -173,3 +173,20 @@ def test_only_the_process_s_own_command_line_leaves_its_objects_to_the_exit() ->
     before = gc.get_freeze_count()
     assert run_cli("detect", "--root", SAMPLE).returncode == 0
     assert gc.get_freeze_count() == before
+
+
+def test_an_interruption_that_passed_through_a_string_s_exec_still_exits_130(tmp_path: Path) -> None:
+    """A Ctrl-C that lands while a module being imported makes a dataclass (whose methods CPython
+    makes with exec of a string) ends a `python -m` run by SIGINT unless the run clears CPython's
+    flag for it: here the interruption comes from such an exec at once, as the signal did."""
+    (tmp_path / "interrupted_run.py").write_text(
+        "import sys\n\nimport click\n\nimport jetson_install.planning.fixes  # imported already, as in a real run\n"
+        "from jetson_install.cli.exits import run_command\n\n\n"
+        "@click.group()\ndef group() -> None:\n    pass\n\n\n"
+        "@group.command()\ndef lock() -> None:\n    exec('raise KeyboardInterrupt')\n\n\n"
+        "sys.exit(run_command(group, ['lock']))\n")
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-m", "interrupted_run"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines()[-2] == "error: interrupted (Ctrl-C)", done.stderr

@@ -169,6 +169,11 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         stopped = exc.__cause__ if isinstance(exc, click.Abort) else exc
         how = stopped.signal_name if isinstance(stopped, Stopped) else "Ctrl-C"
         report_error(JetsonInstallError(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
+        # Handled: under `python -m` CPython ends the process by SIGINT, not with this status, where the
+        # interruption passed through code a string's exec ran (a dataclass's methods, made as a
+        # module is imported), whose end left its "unhandled" flag set; the next such exec clears it
+        # (Python/pythonrun.c run_eval_code_obj; https://github.com/python/cpython/pull/21956).
+        exec("")
         return EXIT_INTERRUPTED
     except AnotherUsers as exc:
         from jetson_install.planning.rerun import Rerun
