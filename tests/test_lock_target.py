@@ -37,13 +37,16 @@ def _lock_argv(vendor_url: str, public_url: str, repository: Path, output: Path)
 
 
 def _git_that_waits_at_clone(tmp_path: Path, env: Dict[str, str]) -> Path:
-    """`git clone` writes its pid to the file returned and waits; every other git command is git's."""
+    """`git clone` starts a process that writes its pid to the file returned and waits (as git's
+    ssh or remote helper would), and waits for it; every other git command is git's. Only the
+    lock's end of its children ends that process: the kernel's SIGKILL at the tool's death
+    (runner._dies_with_us) reaches git alone."""
     started = tmp_path / "clone-started"
     folder = tmp_path / "fake-git"
     folder.mkdir()
     fake = folder / "git"
-    fake.write_text(f'#!/bin/sh\nif [ "$1" = clone ]; then echo $$ > {started}; exec sleep 600; fi\n'
-                    f'exec {shutil.which("git")} "$@"\n')
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = clone ]; then\n  sh -c \'echo $$ > {started}; exec sleep 600\' &\n'
+                    f'  wait\n  exit 1\nfi\nexec {shutil.which("git")} "$@"\n')
     fake.chmod(0o755)
     env["PATH"] = f"{folder}{os.pathsep}{env['PATH']}"
     return started
@@ -140,7 +143,7 @@ def test_an_interrupted_lock_ends_the_clone_its_thread_started_and_keeps_the_pre
     process = subprocess.Popen(_lock_argv(vendor_index.url, public_index.url, obliteratus_git_repo, output),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    _stop_once_started(process, started, stop, "the clone the lock's thread started")
+    _stop_once_started(process, started, stop, "the helper of the clone the lock's thread started")
     assert output.read_text() == "the previous lock\n"
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".board.lock")) == []
     assert list(Path(env["TMPDIR"]).glob("jetson-install-lock-*")) == []  # its work folder
@@ -163,7 +166,7 @@ def test_a_vendor_index_that_fails_while_the_clone_runs_ends_the_clone_and_is_th
         [error, fix] = stderr.splitlines()[:2]
         assert error.startswith("error: ") and failing.split("/simple")[0] in error and "clone" not in error, stderr
         assert fix.startswith("  fix: "), stderr
-        assert wait_until(lambda: not alive(clone), 10), "the clone the lock's thread started outlived it"
+        assert wait_until(lambda: not alive(clone), 10), "the clone's helper outlived the lock"
     finally:
         _end(process.pid, *([clone] if clone else []))
     assert not output.exists()
@@ -336,7 +339,8 @@ def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock
     """What any local user can write into a shared temporary folder, where the lock clones its
     target: a workspace naming the clone a member, with an index of their wheels (explicit,
     reached through `tool.uv.sources`, or not) for a package the lock resolves and one the
-    target's build requires."""
+    target's build requires. (The lock resolves wheel files, which no workspace's sources
+    reach: the resolution's own --no-sources is held by the `--with FOLDER` test above.)"""
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
 
     def build_requires_six(source: Path) -> None:
@@ -364,6 +368,44 @@ def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock
     assert not ran.exists(), "a planted build requirement ran in the target's build"
     assert output.read_text() == clean.read_text()
     assert "99.0" not in output.read_text()
+
+
+def test_a_folder_given_to_with_in_the_temporary_folder_runs_no_code_a_planted_workspace_names(
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
+        obliteratus_git_repo: Path, tmp_path: Path) -> None:
+    """The one way a folder reaches the lock's resolution: `--with FOLDER`. Kept in a shared
+    temporary folder, it is a member of another user's workspace there, whose sources would put
+    their wheel into the build uv runs for the folder's metadata (the lock then refuses the
+    folder, which has no file a board installs)."""
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    addon = Path(env["TMPDIR"]) / "addon"
+    addon.mkdir()
+    # A version the backend says (dynamic): uv builds the folder's metadata, in an environment
+    # with the build's requirement, six.
+    (addon / "pyproject.toml").write_text(
+        '[project]\nname = "addon"\ndynamic = ["version"]\n'
+        '[build-system]\nrequires = ["six"]\nbuild-backend = "addon_backend"\nbackend-path = ["."]\n')
+    built = tmp_path / "metadata-built"
+    (addon / "addon_backend.py").write_text(
+        "import os\n\n\ndef prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):\n"
+        f"    open({str(built)!r}, 'w').close()\n"
+        "    os.mkdir(os.path.join(metadata_directory, 'addon-0.1.dist-info'))\n"
+        "    with open(os.path.join(metadata_directory, 'addon-0.1.dist-info', 'METADATA'), 'w') as metadata:\n"
+        "        metadata.write('Metadata-Version: 2.1\\nName: addon\\nVersion: 0.1\\n')\n"
+        "    return 'addon-0.1.dist-info'\n")
+    planted, ran = tmp_path / "planted", tmp_path / "planted-code-ran"
+    planted.mkdir()
+    planted_workspace_wheel(planted, "six", "99.0", ran)
+    (Path(env["TMPDIR"]) / "pyproject.toml").write_text(
+        '[tool.uv.workspace]\nmembers = ["addon"]\n'
+        f'[[tool.uv.index]]\nname = "planted"\nurl = "{planted}"\nformat = "flat"\nexplicit = true\n'
+        '[tool.uv.sources]\nsix = { index = "planted" }\n')
+    done = subprocess.run(_lock_argv(vendor_index.url, public_index.url, obliteratus_git_repo,
+                                     tmp_path / "board.lock") + ["--with", str(addon)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 1 and "addon" in done.stderr.splitlines()[0], done.stderr
+    assert built.exists(), done.stderr  # the build ran, with six
+    assert not ran.exists(), "a planted build requirement ran in the build of the folder's metadata"
 
 
 @pytest.mark.slow  # a lock
