@@ -30,6 +30,9 @@ _RUN = ("import sys; from pathlib import Path; from jetson_install.base.work_fol
 # Another process that holds a folder as a run does (a run of another pid namespace): its file's flock.
 _HOLD = ("import fcntl, os, sys; descriptor = os.open(os.path.join(sys.argv[1], sys.argv[2]), os.O_RDWR | os.O_CREAT); "
          "fcntl.flock(descriptor, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
+# A run of an earlier version, which held its folder by the folder's flock alone.
+_HOLD_FOLDER = ("import fcntl, os, sys; descriptor = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY); "
+                "fcntl.flock(descriptor, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
 # A run killed while it makes its folder: it stops (until its stdin closes) once mkdtemp made the
 # staging folder and the file it holds it by, before that file's flock, and says which folder it made.
 _MAKING = """
@@ -160,6 +163,29 @@ def test_where_no_folder_can_be_locked_as_on_nfs_a_killed_run_s_folder_is_remove
     with make_work_folder(".part-", tmp_path) as made:
         assert names(tmp_path) == {made.name, folders[3].name, lock_file(".part-")}
         assert names(made) == {HELD_FILE}  # hidden: no `*.whl` listing of the folder takes it
+
+
+def test_a_run_of_an_earlier_version_and_this_one_never_take_each_other_s_live_folder(
+        tmp_path: Path, processes: List["subprocess.Popen[str]"]) -> None:
+    """An earlier version held a folder by the folder's flock and took one whose flock it got (two
+    versions of the tool sharing /tmp, a container's and the host's): each keeps the other's."""
+    earlier = tmp_path / f"work-{ended_pid()}-abcdefgh"
+    earlier.mkdir()
+    holder = started([sys.executable, "-c", _HOLD_FOLDER, str(earlier)])
+    processes.append(holder)
+    assert cast(IO[str], holder.stdout).readline() == "held\n"
+    with make_work_folder("work-", tmp_path) as made:
+        assert names(tmp_path) == {earlier.name, made.name, lock_file("work-")}
+        folder = os.open(made, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(BlockingIOError):  # what the earlier version's remover tried
+                fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(folder)
+    holder.kill()
+    holder.wait(timeout=30)
+    remove_abandoned("work-", tmp_path)
+    assert names(tmp_path) == {lock_file("work-")}
 
 
 def test_a_user_s_own_folder_of_a_like_name_is_kept(tmp_path: Path) -> None:

@@ -34,18 +34,18 @@ _STAGING = ".new"
 
 
 class WorkFolder:
-    """A folder of this run's, held (the flock of its HELD_FILE) until `close`, which removes it.
-    Used as a context manager, it gives the folder's path and closes on the way out."""
+    """A folder of this run's, held (the flocks of its HELD_FILE and of the folder) until `close`,
+    which removes it. Used as a context manager, it gives the folder's path and closes on the way out."""
 
-    def __init__(self, path: Path, descriptor: int) -> None:
+    def __init__(self, path: Path, descriptors: List[int]) -> None:
         self.path = path
-        self._descriptor: Optional[int] = descriptor
+        self._descriptors = descriptors
 
     def close(self) -> None:
         """Remove the folder, then let it go (removed while held: no other run takes it meanwhile)."""
-        if self._descriptor is not None:
-            descriptor, self._descriptor = self._descriptor, None
-            _remove_held(str(self.path), [descriptor])
+        descriptors, self._descriptors = self._descriptors, []
+        if descriptors:
+            _remove_held(str(self.path), descriptors)
 
     def __enter__(self) -> Path:
         return self.path
@@ -70,18 +70,24 @@ def make_work_folder(prefix: str, parent: Optional[Path] = None) -> WorkFolder:
         guard = _prefix_lock(prefix, where, fcntl.LOCK_SH)
         try:
             staging = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", suffix=_STAGING, dir=str(where))
+            descriptors: List[int] = []
             try:
+                # The folder's own flock too, where the filesystem gives one: what a run of an
+                # earlier version holds and takes, so neither takes the other's live folder.
+                descriptors.append(os.open(staging, os.O_RDONLY | os.O_DIRECTORY))
                 # Its own fresh file in a folder of mode 0700: no one else's, and no link.
-                descriptor = os.open(os.path.join(staging, HELD_FILE),
-                                     os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                descriptors.append(os.open(os.path.join(staging, HELD_FILE),
+                                           os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
             except BaseException:
-                with contextlib.suppress(OSError):
-                    os.rmdir(staging)
+                for descriptor in descriptors:
+                    os.close(descriptor)
+                _remove_made(staging)
                 raise
-            # A filesystem without any flock leaves the folder unheld: no remover can take it
-            # there either (its HELD_FILE is there), so it is kept, never removed live.
-            with contextlib.suppress(OSError):
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fresh: no one else has it
+            for descriptor in descriptors:
+                # A filesystem without any flock leaves the folder unheld: no remover can take it
+                # there either (its HELD_FILE is there), so it is kept, never removed live.
+                with contextlib.suppress(OSError):
+                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fresh: no one else has it
         finally:
             if guard is not None:
                 os.close(guard)
@@ -91,21 +97,24 @@ def make_work_folder(prefix: str, parent: Optional[Path] = None) -> WorkFolder:
             # (empty) folder of that name, so a name taken already is given up for another.
             if not os.path.lexists(final):
                 os.rename(staging, final)
-                return WorkFolder(Path(final), descriptor)
+                return WorkFolder(Path(final), descriptors)
             _remove_made(staging)  # while held: no remover takes it meanwhile
         except BaseException:
             _remove_made(staging)
-            os.close(descriptor)
+            for descriptor in descriptors:
+                os.close(descriptor)
             raise
-        os.close(descriptor)
+        for descriptor in descriptors:
+            os.close(descriptor)
 
 
 def remove_abandoned(prefix: str, parent: Path) -> None:
     """Remove the folders in `parent` that make_work_folder made for `prefix` (named exactly
     PREFIX + PID + "-" + 8 of mkdtemp's letters, or that + ".new" while being made) and that no
     run holds: only a real folder (never a symlink, nor what one points to) that this user owns,
-    taken with the flock of its HELD_FILE (held while it goes, so two removers never race), or
-    without a HELD_FILE (a run killed before it made one, or while it removed its folder); a name
+    taken with the flocks of its HELD_FILE and of the folder where the filesystem gives one (held
+    while it goes, so two removers never race); one without a HELD_FILE (a run killed before it
+    made one, or an earlier version's) only with the folder's flock, or while being made; a name
     of another form, or a HELD_FILE that is no plain file of this user's, is left alone. A folder
     being made is taken only under the prefix's lock, held alone (not waited for: while a run
     makes one, the next run takes what a killed one left)."""
@@ -115,12 +124,12 @@ def remove_abandoned(prefix: str, parent: Path) -> None:
     except OSError:
         return  # no such folder yet, or not ours to read: nothing of ours is there
     taken = [(entry.path, held) for entry in entries if not entry.name.endswith(_STAGING)
-             for held in [_taken(entry)] if held is not None]
+             for held in [_taken(entry, False)] if held is not None]
     staging = [entry for entry in entries if entry.name.endswith(_STAGING)]
     guard = _prefix_lock(prefix, parent, fcntl.LOCK_EX | fcntl.LOCK_NB) if staging else None
     if guard is not None:
         try:
-            taken += [(entry.path, held) for entry in staging for held in [_taken(entry)] if held is not None]
+            taken += [(entry.path, held) for entry in staging for held in [_taken(entry, True)] if held is not None]
         finally:
             os.close(guard)
     for path, descriptors in taken:
@@ -140,9 +149,10 @@ def _remove_held(path: str, descriptors: List[int]) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _taken(entry: "os.DirEntry[str]") -> Optional[List[int]]:
-    """The descriptors to close once `entry`'s folder is gone (its HELD_FILE's, held; none where
-    it has no HELD_FILE), where it is a real folder of this user's that no run holds; else None."""
+def _taken(entry: "os.DirEntry[str]", made_dead: bool) -> Optional[List[int]]:
+    """The descriptors to close once `entry`'s folder is gone (the folder's and its HELD_FILE's,
+    held), where it is a real folder of this user's that no run holds; else None. `made_dead`:
+    its maker is dead if it was still making it (a staging folder, under the prefix's lock)."""
     try:
         found = entry.stat(follow_symlinks=False)
     except OSError:
@@ -153,23 +163,34 @@ def _taken(entry: "os.DirEntry[str]") -> Optional[List[int]]:
         folder = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return None  # gone, or a link swapped in meanwhile
+    descriptors, handed = [folder], False
     try:
         opened = os.fstat(folder)
-        if (opened.st_dev, opened.st_ino) == (found.st_dev, found.st_ino):  # the folder looked at
-            try:
-                # Opened for writing, as an exclusive lock on NFS needs (O_NONBLOCK: a FIFO planted
-                # there opens without waiting, and is refused as no plain file).
-                descriptor = os.open(HELD_FILE, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
-            except FileNotFoundError:
-                return []  # no run holds a folder without one
-            if _locked(descriptor):
-                return [descriptor]
-            os.close(descriptor)
+        if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino):  # not the folder looked at
+            return None
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held_folder = True
+        except BlockingIOError:
+            return None  # a live run's (in any pid namespace), of this version or an earlier one
+        except OSError:
+            held_folder = False  # NFS refuses a folder's flock: the HELD_FILE's tells
+        try:
+            # Opened for writing, as an exclusive lock on NFS needs (O_NONBLOCK: a FIFO planted
+            # there opens without waiting, and is refused as no plain file).
+            descriptors.append(os.open(HELD_FILE, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder))
+        except FileNotFoundError:
+            # None at all, and no folder's flock: an earlier version's run may be using it.
+            handed = held_folder or made_dead
+        else:
+            handed = _locked(descriptors[-1])
+        return descriptors if handed else None
     except OSError:
-        pass  # gone meanwhile, or a HELD_FILE that is a link
+        return None  # gone meanwhile, or a HELD_FILE that is a link
     finally:
-        os.close(folder)
-    return None
+        if not handed:
+            for descriptor in descriptors:
+                os.close(descriptor)
 
 
 def _locked(descriptor: int) -> bool:
