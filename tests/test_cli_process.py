@@ -180,7 +180,7 @@ def test_an_interruption_that_passed_through_a_string_s_exec_still_exits_130(tmp
     makes with exec of a string) ends a `python -m` run by SIGINT unless the run clears CPython's
     flag for it: here the interruption comes from such an exec at once, as the signal did."""
     (tmp_path / "interrupted_run.py").write_text(
-        "import sys\n\nimport click\n\nimport jetson_install.planning.fixes  # imported already, as in a real run\n"
+        "import sys\n\nimport click\n\nimport jetson_install.planning.rerun  # imported already, as in a real run\n"
         "from jetson_install.cli.exits import run_command\n\n\n"
         "@click.group()\ndef group() -> None:\n    pass\n\n\n"
         "@group.command()\ndef lock() -> None:\n    exec('raise KeyboardInterrupt')\n\n\n"
