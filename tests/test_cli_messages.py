@@ -4,6 +4,7 @@ Ctrl-C, a sample root, a board-built bitsandbytes, an L4T release it does not kn
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,20 @@ def test_the_install_docs_say_a_local_bitsandbytes_checkout_builds_with_the_call
     section = docs.split("## bitsandbytes where no Jetson build exists", 1)[1].split("\n## ", 1)[0]
     assert ("`--bitsandbytes build=PATH` runs that checkout's own CMake files and build backend (its\n"
             "`pyproject.toml`) as you, with your privileges") in section
+
+
+
+def test_ctrl_c_under_json_says_the_exit_code_the_run_ends_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--json's one error object names the exit status, which a script reads there rather than
+    from the shell: 130 for an interrupted run, as the process ends (it said 1)."""
+    from jetson_install.cli import main
+
+    def interrupted(value: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(main, "print_json", interrupted)
+    result = run_cli("detect", "--root", "sample:agx-orin-64gb-jp6.2", "--json")
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.splitlines()[-2] == "error: interrupted (Ctrl-C)"
+    assert json.loads(result.stdout)["error"] == {"message": "interrupted (Ctrl-C)", "exit_code": 130, "fix": (
+        "run it again: jetson-install detect --root sample:agx-orin-64gb-jp6.2 --json")}

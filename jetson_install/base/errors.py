@@ -21,6 +21,7 @@ __all__ = [
     "Stopped",
     "JetsonInstallError",
     "BadInput",
+    "Interrupted",
     "AnotherUsers",
     "InvalidReleaseFile",
     "NotAJetson",
@@ -83,6 +84,13 @@ class JetsonInstallError(Exception):
 
 class BadInput(JetsonInstallError, ValueError):
     exit_code = EXIT_BAD_INPUT
+
+
+class Interrupted(JetsonInstallError):
+    """How a run Ctrl-C, SIGTERM or SIGHUP ended is said: its exit code in --json's error object
+    is the one the process ends with."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 class AnotherUsers(BadInput):

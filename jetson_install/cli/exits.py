@@ -19,6 +19,7 @@ from jetson_install.base.errors import (
     EXIT_INTERRUPTED,
     AnotherUsers,
     BadInput,
+    Interrupted,
     JetsonInstallError,
     Stopped,
 )
@@ -168,7 +169,7 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         # click turns an interruption in a command into Abort, keeping it as the cause.
         stopped = exc.__cause__ if isinstance(exc, click.Abort) else exc
         how = stopped.signal_name if isinstance(stopped, Stopped) else "Ctrl-C"
-        report_error(JetsonInstallError(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
+        report_error(Interrupted(f"interrupted ({how})", fix=f"run it again: {Rerun(tuple(args))}"), as_json)
         # Handled: under `python -m` CPython ends the process by SIGINT, not with this status, where the
         # interruption passed through code a string's exec ran (a dataclass's methods, made as a
         # module is imported), whose end left its "unhandled" flag set; the next such exec clears it
