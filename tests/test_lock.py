@@ -475,3 +475,37 @@ def test_a_tool_wheel_that_is_not_jetson_installs_is_one_line(tmp_path: Path) ->
                                 timeout=60)
         assert result.returncode == 2 and result.stderr.splitlines()[0] == said, result.stderr
         assert not (tmp_path / "house").exists()
+
+
+def test_where_a_folder_cannot_be_flocked_as_on_nfs_the_output_folder_is_held_by_a_hidden_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock written into a folder on an NFS home: Linux's NFS client refuses an exclusive flock
+    on a folder (EBADF, flock(2) "NFS details"), where every lock failed on that error."""
+    import errno
+    import fcntl
+    import stat
+
+    from jetson_install.fleet.lock import _folder_held
+
+    real = fcntl.flock
+
+    def as_nfs_gives_it(descriptor: int, operation: int) -> None:
+        if stat.S_ISDIR(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+        real(descriptor, operation)
+
+    monkeypatch.setattr(fcntl, "flock", as_nfs_gives_it)
+    with _folder_held(tmp_path):
+        [held] = [path for path in tmp_path.iterdir()]
+        assert held.name.startswith(".") and stat.S_ISREG(held.lstat().st_mode)
+        other = os.open(held, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # another lock in the same folder waits
+                real(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    other = os.open(held, os.O_RDWR)
+    try:
+        real(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # let go at the end
+    finally:
+        os.close(other)

@@ -9,6 +9,7 @@ hashes required, no resolution) and carried to machines without internet as a wh
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
@@ -242,17 +243,32 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
     return LockResult(lock, str(output), str(wheel) if wheel else None, target.install_python)
 
 
+#: The lock of a folder whose own flock is refused: Linux's NFS client makes flock a POSIX lock,
+#: which an exclusive lock takes only on a file open for writing (flock(2), "NFS details").
+_FOLDER_LOCK = ".jetson-install-lock.flock"
+
+
 @contextlib.contextmanager
 def _folder_held(folder: Path) -> Iterator[None]:
-    """The folder's flock (a directory's, so no file of ours is left in it) for putting a wheel
-    and a lock in place and removing the builds no lock names: another lock made in the same
-    folder at once must not remove this one's wheel between its rename and its lock's."""
+    """The folder's flock (a directory's, so no file of ours is left in it; on NFS a hidden file's
+    in it, kept) for putting a wheel and a lock in place and removing the builds no lock names:
+    another lock made in the same folder at once must not remove this one's wheel between its
+    rename and its lock's."""
     descriptor = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        except OSError as exc:
+            if exc.errno != errno.EBADF:
+                raise
+            os.close(descriptor)
+            descriptor = -1
+            descriptor = os.open(folder / _FOLDER_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(descriptor)
+        if descriptor >= 0:
+            os.close(descriptor)
 
 
 # PEP 427: a build tag starts with a digit and tells two builds of one version apart.
