@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Iterator, List, Tuple, cast
+from typing import IO, Any, List, Tuple, cast
 
 import pytest
 
@@ -31,16 +31,6 @@ os.replace = stopped_before_the_rename
 outputs.replace_file(sys.argv[1], sys.argv[2])
 """
 _SOURCE = str(Path(__file__).resolve().parent.parent)
-
-
-@pytest.fixture
-def processes() -> Iterator[List["subprocess.Popen[str]"]]:
-    """Processes a test starts, ended (SIGKILL) when it ends."""
-    running: List["subprocess.Popen[str]"] = []
-    yield running
-    for process in running:
-        process.kill()
-        process.wait(timeout=30)
 
 
 def a_writer(processes: List["subprocess.Popen[str]"], path: Path, text: str) -> "subprocess.Popen[str]":

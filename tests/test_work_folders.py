@@ -14,7 +14,7 @@ import tempfile
 import threading
 from pathlib import Path
 from types import SimpleNamespace
-from typing import IO, Any, Dict, Iterator, List, Set, Tuple, cast
+from typing import IO, Any, Dict, List, Set, Tuple, cast
 
 import pytest
 
@@ -86,16 +86,6 @@ def ended_pid() -> int:
 def started(argv: List[str]) -> "subprocess.Popen[str]":
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONPATH=_SOURCE))
-
-
-@pytest.fixture
-def processes() -> Iterator[List["subprocess.Popen[str]"]]:
-    """Processes a test starts, ended (SIGKILL) when it ends."""
-    running: List["subprocess.Popen[str]"] = []
-    yield running
-    for process in running:
-        process.kill()
-        process.wait(timeout=30)
 
 
 def a_run(processes: List["subprocess.Popen[str]"], prefix: str, parent: Path) -> Tuple["subprocess.Popen[str]", Path]:

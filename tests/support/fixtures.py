@@ -45,6 +45,7 @@ from .stub_projects import (
 from .wheels import build_wheel
 
 __all__ = [
+    "processes",
     "stub_index_dirs",
     "private_index_dirs",
     "vendor_index",
@@ -293,3 +294,13 @@ def as_nobody(top: Path, *args: str, path: str = "/usr/bin:/bin") -> "subprocess
     argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jetson_install",
             *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/", env=env)
+
+
+@pytest.fixture
+def processes() -> Iterator[List["subprocess.Popen[str]"]]:
+    """Processes a test starts, ended (SIGKILL) when it ends."""
+    running: List["subprocess.Popen[str]"] = []
+    yield running
+    for process in running:
+        process.kill()
+        process.wait(timeout=30)
