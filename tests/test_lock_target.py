@@ -242,17 +242,24 @@ def test_the_build_of_the_users_own_checkout_waits_for_the_vendor_index(
     assert not built.exists(), "the lock built the user's checkout before its vendor index answered"
 
 
+
+def _backend_that_waits(repository: Path, tmp_path: Path) -> Tuple[Path, Path]:
+    """A variant whose build backend writes its pid to the file returned, then waits until it is
+    ended; the variant's path first."""
+    building = tmp_path / "backend-pid"
+    waiting = _source_variant(repository, tmp_path / "waiting", _backend_edit(
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        f"    open({str(building)!r}, 'w').write(str(os.getpid()))\n"
+        "    import threading\n    threading.Event().wait()  # until it is ended\n"))
+    return waiting, building
+
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
 def test_a_lock_stopped_during_the_build_ends_the_build_backend_too(
         stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
         obliteratus_git_repo: Path, tmp_path: Path, stop: str) -> None:
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
-    building = tmp_path / "backend-pid"
-    waiting = _source_variant(obliteratus_git_repo, tmp_path / "waiting", _backend_edit(
-        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
-        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
-        f"    open({str(building)!r}, 'w').write(str(os.getpid()))\n"
-        "    import threading\n    threading.Event().wait()  # until the lock ends it\n"))
+    waiting, building = _backend_that_waits(obliteratus_git_repo, tmp_path)
     output = tmp_path / "board.lock"
     process = subprocess.Popen(_lock_argv(vendor_index.url, public_index.url, waiting, output),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -267,12 +274,7 @@ def test_a_kill_of_the_lock_s_whole_process_group_ends_the_build_backend_too(
     """`timeout -s KILL`, `kill -9 -- -PGID`, a CI runner's kill of the job's group after its
     grace period: the lock can do nothing then, so its children must be in that group."""
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
-    building = tmp_path / "backend-pid"
-    waiting = _source_variant(obliteratus_git_repo, tmp_path / "waiting", _backend_edit(
-        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n",
-        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
-        f"    open({str(building)!r}, 'w').write(str(os.getpid()))\n"
-        "    import threading\n    threading.Event().wait()  # until it is killed\n"))
+    waiting, building = _backend_that_waits(obliteratus_git_repo, tmp_path)
     process = subprocess.Popen(_lock_argv(vendor_index.url, public_index.url, waiting, tmp_path / "board.lock"),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                start_new_session=True)  # the lock leads its group, as under timeout(1)
