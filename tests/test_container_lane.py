@@ -62,7 +62,7 @@ def build_jetson_install_wheel(dest: Path) -> Path:
     metadata += [f"Requires-Dist: {requirement}" for requirement in project["dependencies"]]
     files[f"{dist_info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
     files[f"{dist_info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: jetson-install-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    files[f"{dist_info}/entry_points.txt"] = b"[console_scripts]\njetson-install = jetson_install.cli.main:main\n"
+    files[f"{dist_info}/entry_points.txt"] = b"[console_scripts]\njetson-install = jetson_install.__main__:main\n"
     path = dest / f"jetson_install-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():

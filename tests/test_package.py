@@ -53,7 +53,7 @@ def test_the_wheel_says_what_it_is_and_carries_its_license(dists: Dict[str, Path
     assert f"jetson_install-{__version__}.dist-info/licenses/LICENSE" in names
     entry_points = [n for n in names if n.endswith("entry_points.txt")]
     with zipfile.ZipFile(dists["wheel"]) as archive:
-        assert "jetson-install = jetson_install.cli.main:main" in archive.read(entry_points[0]).decode()
+        assert "jetson-install = jetson_install.__main__:main" in archive.read(entry_points[0]).decode()
 
 
 def test_the_wheel_tells_the_index_what_the_tool_is_for(dists: Dict[str, Path]) -> None:
@@ -129,7 +129,7 @@ def test_the_wheel_installed_in_a_fresh_environment_runs_without_a_checkout(dist
 
     (site / "dependencies.pth").write_text(str(Path(click.__file__).parent.parent) + "\n")
     script = venv / "bin" / "jetson-install"
-    script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom jetson_install.cli.main import main\nmain()\n")
+    script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom jetson_install.__main__ import main\nmain()\n")
     script.chmod(0o755)
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import jetson_install; print(jetson_install.__file__)"],
                            capture_output=True, text=True, timeout=60, cwd=tmp_path)

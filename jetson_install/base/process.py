@@ -14,6 +14,8 @@ __all__ = ["Completed"]
 
 @dataclass(frozen=True)
 class Completed:
+    """A finished process: its command, exit status and output."""
+
     argv: Tuple[str, ...]
     returncode: int
     stdout: str

@@ -12,6 +12,8 @@ __all__ = ["TargetRequirement"]
 
 @dataclass(frozen=True)
 class TargetRequirement:
+    """The target as uv is given it: `NAME[EXTRAS] @ URL`."""
+
     name: str  # the distribution
     extras: Tuple[str, ...]
     url: str  # git+URL@REF, an archive's URL, or file:// for a checkout or a built wheel

@@ -53,6 +53,8 @@ class Download:
 
 @dataclass(frozen=True)
 class Step:
+    """One step of a plan: the commands the executor runs, as `plan` prints them."""
+
     id: str
     kind: str
     title: str

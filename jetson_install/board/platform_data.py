@@ -19,6 +19,8 @@ DATA_FILE = Path(__file__).with_name("platform-data.toml")
 
 @dataclass(frozen=True)
 class Soc:
+    """One system on a chip as platform-data.toml describes it."""
+
     name: str
     family: str
     compute_capability: str  # "8.7"
@@ -27,6 +29,8 @@ class Soc:
 
 @dataclass(frozen=True)
 class MajorFacts:
+    """What one L4T major release ships: its JetPack family, Ubuntu, Python, CUDA by minor, SoCs."""
+
     major: int
     jetpack_family: str
     ubuntu: Optional[str]
@@ -44,6 +48,8 @@ class MajorFacts:
 
 @dataclass(frozen=True)
 class PlatformData:
+    """platform-data.toml, read and checked: the facts detection weighs the board's files against."""
+
     socs: Mapping[str, Soc]
     majors: Mapping[int, MajorFacts]
     releases: Mapping[L4T, str]

@@ -143,6 +143,8 @@ def read_root_file(root: Path, relative: str, limit: int = SMALL_FILE_BYTES) -> 
 
 @dataclass(frozen=True)
 class _Release:
+    """RELEASE_FILE's reading: the release and EABI it names, or why it names none."""
+
     found: bool
     l4t: Optional[L4T] = None
     eabi: Optional[str] = None
@@ -151,6 +153,8 @@ class _Release:
 
 @dataclass(frozen=True)
 class _Distro:
+    """distro's reading of the os-release, or why it could not read one."""
+
     file: Optional[str]
     id: str
     version: str

@@ -147,6 +147,8 @@ class GateRule:
 
 @dataclass(frozen=True)
 class Channel:
+    """One source of vendor builds in wheels-index.toml: the releases and SoCs it serves, its sets."""
+
     id: str
     title: str
     l4t_from: Tuple[int, int]
@@ -203,6 +205,8 @@ class ChannelMatch:
 
 @dataclass(frozen=True)
 class Catalog:
+    """wheels-index.toml, read and checked: its channels and the targets they install."""
+
     path: str
     channels: Tuple[Channel, ...]
     targets: Mapping[str, Target] = field(default_factory=dict)

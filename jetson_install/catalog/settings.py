@@ -29,6 +29,8 @@ CONFIG_SCHEMA = Path(__file__).with_name("config.schema.json")
 
 @dataclass(frozen=True)
 class IndexSettings:
+    """The indexes a command reads, each with where it came from (option, configuration, channel)."""
+
     vendor_index: Sourced[Optional[str]]  # value None: the channel's own vendor source
     default_index: Sourced[Optional[str]]  # value None: uv's own default index
     allow_insecure: bool

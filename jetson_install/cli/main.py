@@ -417,8 +417,9 @@ add_verbosity(cli)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Entry point (the console script and `python -m jetson_install`): run the CLI and turn
-    every known failure into one line and an exit code."""
+    """The command line (the console script's and `python -m jetson_install`'s, by way of
+    `__main__.py`, or a caller's `argv`): run the CLI and turn every known failure into one line
+    and an exit code."""
     args = sys.argv[1:] if argv is None else argv
     # Every line printed, from any command or error path, has URL credentials masked; the
     # streams are given back afterwards, so a caller (a test, an embedding) keeps its own.

@@ -49,6 +49,8 @@ _VERSION_PROBE = "import sys; print('%d.%d.%d' % sys.version_info[:3], getattr(s
 
 @dataclass(frozen=True)
 class Interpreter:
+    """A Python the tool asked for its version and ABI flags."""
+
     path: str
     version: str  # "3.10.12"
     abiflags: str = ""

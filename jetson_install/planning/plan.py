@@ -193,6 +193,8 @@ class Route:
 
 @dataclass(frozen=True)
 class Plan:
+    """The program for one install: its route and exact steps, what `plan` and `--dry-run` print."""
+
     route: Route
     target: Target
     platform: Platform

@@ -40,6 +40,8 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class InstallResult:
+    """What an install did: its outcome, each step's result, and where its evidence is."""
+
     status: str  # installed | unchanged | failed | interrupted
     venv: str
     environment: Optional[str]

@@ -36,6 +36,8 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True)
 class Event:
+    """One line of uv's progress, read: a download or build announced or finished, or a phase done."""
+
     kind: str  # DOWNLOAD | DOWNLOADED | BUILD | BUILT | PHASE
     name: str  # a file or build; for PHASE what uv finished, e.g. "resolved 87 packages"
     size: int = 0  # bytes, as a DOWNLOAD announced them; 0 when it named no size

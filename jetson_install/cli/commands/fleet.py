@@ -4,6 +4,7 @@ can reach it, each runner's command)."""
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import shlex
 import socket
@@ -88,6 +89,7 @@ def serve_wheelhouse(directory: Path, bind: str, port: int, rerun: Rerun,
     (the port it listens on: port 0 picks one) once it does."""
     from jetson_install.fleet.wheelhouse_server import open_server
 
+    gc.enable()  # off for the start (jetson_install/__main__.py); a server runs until stopped
     with open_server(directory, bind, port, rerun) as server:
         serving(server)
         try:

@@ -16,6 +16,8 @@ __all__ = ["PlatformOptions", "InstallOptions", "venv_path", "given_platform"]
 
 @dataclass(frozen=True)
 class PlatformOptions:
+    """Which board a command is about: --root, --l4t and --soc, each with where its value came from."""
+
     root: Sourced[Optional[str]]
     l4t: Sourced[Optional[str]]
     soc: Sourced[Optional[str]] = field(default_factory=lambda: Sourced(None, "--soc"))
