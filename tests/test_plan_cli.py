@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Optional
 import pytest
 from support.cli import CliResult, run_cli
 
+from jetson_install.base.git_urls import split_git_url
+
 
 def plan(*args: str, env: Optional[Dict[str, str]] = None) -> CliResult:
     return run_cli("plan", "obliteratus", *args, env=dict(os.environ, **(env or {})))
@@ -217,6 +219,37 @@ def test_bad_install_options_are_one_line_with_a_fix(args: List[str], fragment: 
     result = plan("--root", "sample:agx-orin-64gb-jp6.2", *args)
     assert result.returncode == 2
     assert fragment in result.stderr and "fix:" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("source", ["https://s3cr3t-t0ken@git.example.com", "https://me:s3cr3t-t0ken@git.example.com"])
+def test_a_source_at_a_hosts_root_with_a_token_and_a_ref_says_why_and_the_options_that_work_without_the_token(
+        source: str) -> None:
+    """git+https://TOKEN@HOST@REF is a user TOKEN@HOST at the host REF to any URL parser: refused,
+    saying so, with the token masked everywhere, and its fix (the token in ~/.netrc, the
+    repository's path after the host) plans the source and ref meant, with no token given."""
+    args = ["--root", "sample:agx-orin-64gb-jp6.2", "--source", source, "--ref", "v1.2"]
+    shown, as_json = plan(*args), plan(*args, "--json")
+    assert shown.returncode == 2 and as_json.returncode == 2, shown.stderr
+    assert "s3cr3t-t0ken" not in shown.stdout + shown.stderr + as_json.stdout + as_json.stderr
+    masked = source.replace("s3cr3t-t0ken", "****")
+    assert shown.stderr.splitlines() == [
+        f"error: --source {masked} has no path after its host, so --ref v1.2 cannot follow it: every URL parser "
+        "would read git.example.com@v1.2 as a user at the host v1.2",
+        "  fix: put the token in ~/.netrc (machine git.example.com login USER password TOKEN, mode 0600), then give "
+        "the repository's path after the host (/ for a repository at the host's root): --source "
+        "https://git.example.com/ --ref v1.2"]
+    assert json.loads(as_json.stdout)["error"]["fix"] == shown.stderr.splitlines()[1][len("  fix: "):]
+    fixed = plan_json("--root", "sample:agx-orin-64gb-jp6.2", "--source", *shown.stderr.rsplit(": --source ", 1)[1].split())
+    assert fixed["requirement"] == "obliteratus[quantization] @ git+https://git.example.com/@v1.2"
+    assert split_git_url(fixed["requirement"].split(" @ ")[1]) == ("https://git.example.com/", "v1.2")
+
+
+def test_a_source_at_a_hosts_root_without_a_token_is_refused_with_a_ref_not_read_as_a_token() -> None:
+    """Where git+https://HOST@REF was planned, its host read as a token (masked) and REF as the host."""
+    result = plan("--root", "sample:agx-orin-64gb-jp6.2", "--source", "https://git.example.com", "--ref", "v1.2")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[1] == ("  fix: give the repository's path after the host (/ for a repository "
+                                             "at the host's root): --source https://git.example.com/ --ref v1.2")
 
 
 def test_plan_offers_the_documented_fallback() -> None:

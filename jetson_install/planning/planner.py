@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 from packaging.requirements import InvalidRequirement, Requirement
 
 from jetson_install.base.errors import BadInput, JetsonInstallError
-from jetson_install.base.git_urls import split_git_url
+from jetson_install.base.git_urls import split_git_url, without_credentials
 from jetson_install.base.requirements import TargetRequirement
 from jetson_install.base.toml_file import loads_toml
 from jetson_install.board.platform import Platform
@@ -95,7 +95,10 @@ def target_requirement(target: Target, source: Optional[str], ref: Optional[str]
                                fix="drop --ref, or pass the repository URL as --source")
             return TargetRequirement(name, (), source)
         url = source if source.startswith("git+") else f"git+{source}"
-        if ref and "@" in url.split("://", 1)[1].split("/", 1)[-1]:
+        _, slash, after_host = url.split("://", 1)[1].partition("/")
+        if ref and not slash:
+            raise _ref_after_a_host(source, ref)
+        if ref and "@" in after_host:
             raise BadInput(f"--source {source} already names a ref, and --ref {ref} names another",
                            fix="give the ref once: either in the URL (…@REF) or with --ref")
         return TargetRequirement(name, (), f"{url}@{ref}" if ref else url)
@@ -108,6 +111,22 @@ def target_requirement(target: Target, source: Optional[str], ref: Optional[str]
     if ref:
         return TargetRequirement(name, (), f"git+{path.as_uri()}@{ref}")
     return TargetRequirement(name, (), path.as_uri())
+
+
+def _ref_after_a_host(source: str, ref: str) -> BadInput:
+    """`--source https://[TOKEN@]HOST --ref REF`: the requirement would be git+https://TOKEN@HOST@REF,
+    which every URL parser reads as the user TOKEN@HOST at the host REF (uv and git, by RFC 3986's
+    authority, https://www.rfc-editor.org/rfc/rfc3986#section-3.2), and split_git_url finds no
+    ref in; the repository's path after the host (`/` at its root) puts the ref in the path."""
+    plain = without_credentials(source)
+    # The token to ~/.netrc, as docs/fleets.md has it: off the command line, and git and uv read it there.
+    token = (f"put the token in ~/.netrc (machine {urlsplit(source).hostname} login USER password TOKEN, "
+             "mode 0600), then ") if plain != source else ""
+    host = urlsplit(source).hostname or "HOST"
+    return BadInput(f"--source {source} has no path after its host, so --ref {ref} cannot follow it: every URL "
+                    f"parser would read {host}@{ref} as a user at the host {ref}",
+                    fix=f"{token}give the repository's path after the host (/ for a repository at the host's "
+                        f"root): --source {plain}/ --ref {ref}")
 
 
 def source_extra(target: Target, requirement: Optional[TargetRequirement]) -> Tuple[Optional[str], Optional[str]]:
