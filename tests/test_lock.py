@@ -184,6 +184,46 @@ def test_a_lock_of_another_python_is_refused(cli_env: Dict[str, str], tmp_path: 
             f"{tmp_path / 'env'} --python {sys.executable} --yes --lock FILE") in result.stderr
 
 
+@pytest.mark.parametrize(("kind", "given", "why", "build", "name"), [
+    ("folder", "./addon", "a project folder is built on each board from whatever its own copy holds",
+     "build its wheel (uv build --wheel {addon})", "addon"),
+    ("git", "git+https://s3cr3t@git.example.com/me/addon@v1",
+     "a git repository is built on each board from source, with no sha256 to pin",
+     "build its wheel from a checkout (uv build --wheel CHECKOUT)", "NAME"),
+    ("url", "addon @ https://me:s3cr3t@files.example.com/addon-0.1-py3-none-any.whl",
+     "a URL is not looked up in the default index, where a lock takes --with by name", "take that file", "addon"),
+])
+def test_lock_with_what_no_index_lists_is_one_line_before_any_index_is_read_with_the_two_ways_that_work(
+        cli_env: Dict[str, str], tmp_path: Path, kind: str, given: str, why: str, build: str, name: str) -> None:
+    """`lock --with` a folder, a git URL or another URL failed after both resolutions, as "no file
+    of addon None installs on the board's platform": refused first, naming it (its token
+    masked), why a lock cannot hold it, and the lock by name once it is published, or the
+    install without a lock on each board (planned here as printed)."""
+    addon = tmp_path / "addon"
+    addon.mkdir()
+    (addon / "pyproject.toml").write_text('[project]\nname = "addon"\nversion = "0.1"\n')
+    dead, output = _dead_url(), tmp_path / "torch.lock"  # an index read would fail otherwise
+    result = run_cli("lock", "torch", "--root", SAMPLE, "--vendor-index", dead, "--default-index", dead, "--with", "transformers", "--with",
+                     given, "--output", str(output), env=cli_env, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "s3cr3t" not in result.stdout + result.stderr and not output.exists()
+    shown = given.replace("s3cr3t", "****")
+    on_board = shlex.quote(str(addon) if kind == "folder" else given).replace("s3cr3t", "****")
+    assert result.stderr.splitlines() == [
+        f"error: --with {shown}: a lock holds only files an index lists, each pinned by its sha256 so that every "
+        f"board installs the same, and {why}",
+        f"  fix: {build.format(addon=addon)} and publish it to the index the lock resolves names from "
+        f"(--default-index), then: jetson-install lock torch --root {SAMPLE} --vendor-index {dead} --default-index {dead} "
+        f"--output {output} "
+        f"--with transformers --with {name}; or install it on each board without a lock: jetson-install torch "
+        f"--vendor-index {dead} --default-index {dead} --with transformers --with {on_board}"]
+    if kind == "folder":
+        command = shlex.split(result.stderr.rsplit("without a lock: ", 1)[1])
+        planned = run_cli("plan", *command[1:], "--root", SAMPLE, "--json", env=cli_env, cwd=tmp_path)
+        assert planned.returncode == 0, planned.stderr
+        assert json.loads(planned.stdout)["additions"] == ["transformers", str(addon)]
+
+
 def _dead_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

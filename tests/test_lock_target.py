@@ -342,7 +342,8 @@ def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock
     target: a workspace naming the clone a member, with an index of their wheels (explicit,
     reached through `tool.uv.sources`, or not) for a package the lock resolves and one the
     target's build requires. (The lock resolves wheel files, which no workspace's sources
-    reach: the resolution's own --no-sources is held by the `--with FOLDER` test above.)"""
+    reach; a folder, which they would, is refused before it, and inspect's resolution of one holds
+    the resolution's own --no-sources: the `--with FOLDER` test below.)"""
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
 
     def build_requires_six(source: Path) -> None:
@@ -372,13 +373,13 @@ def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock
     assert "99.0" not in output.read_text()
 
 
-def test_a_folder_given_to_with_in_the_temporary_folder_runs_no_code_a_planted_workspace_names(
+def test_a_folder_given_to_with_in_the_temporary_folder_is_refused_before_its_build_or_a_planted_workspace_runs(
         stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
         obliteratus_git_repo: Path, tmp_path: Path) -> None:
-    """The one way a folder reaches the lock's resolution: `--with FOLDER`. Kept in a shared
-    temporary folder, it is a member of another user's workspace there, whose sources would put
-    their wheel into the build uv runs for the folder's metadata (the lock then refuses the
-    folder, which has no file a board installs)."""
+    """`--with FOLDER`, the one way a folder reached the lock's resolution, is refused before it
+    (a lock holds no folder: test_lock.py has the line). Kept in a shared temporary folder, the
+    folder is a member of another user's workspace there, whose sources would put their wheel
+    into the build uv ran for the folder's metadata: now neither that build nor theirs runs."""
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
     addon = Path(env["TMPDIR"]) / "addon"
     addon.mkdir()
@@ -405,8 +406,18 @@ def test_a_folder_given_to_with_in_the_temporary_folder_runs_no_code_a_planted_w
     done = subprocess.run(_lock_argv(vendor_index.url, public_index.url, obliteratus_git_repo,
                                      tmp_path / "board.lock") + ["--with", str(addon)],
                           capture_output=True, text=True, env=env)
-    assert done.returncode == 1 and "addon" in done.stderr.splitlines()[0], done.stderr
-    assert built.exists(), done.stderr  # the build ran, with six
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[0].startswith(f"error: --with {addon}: a lock holds only files an index lists")
+    assert not built.exists(), "the folder's build backend ran"
+    assert not ran.exists(), "a planted build requirement ran in the build of the folder's metadata"
+    # The folder as a requirement, `inspect 'addon @ file://...'`, still reaches the lock's own
+    # resolution (requirement_files): its --no-sources keeps the planted wheel out of the build.
+    config = tmp_path / "config.toml"
+    config.write_text(f'default_index = "{public_index.url}"\n')
+    inspected = subprocess.run([sys.executable, "-m", "jetson_install", "inspect", f"addon @ {addon.as_uri()}",
+                                "--root", SAMPLE], capture_output=True, text=True,
+                               env=dict(env, JETSON_INSTALL_CONFIG=str(config)))
+    assert built.exists(), inspected.stderr  # the build ran, with six
     assert not ran.exists(), "a planted build requirement ran in the build of the folder's metadata"
 
 

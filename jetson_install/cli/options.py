@@ -226,7 +226,9 @@ LOCK = _stacked(
                  "Python is not the channel's; its install then takes --python /usr/bin/pythonX.Y)."),
     _option("--output", "-o", metavar="FILE",
                  help="Write the lock here (default: TARGET.lock); a target built from its source goes beside it."),
-    with_options("with"),
+    with_options("with", **{"with": {"help": "Also lock this requirement, by name from the default index (e.g. "
+                                             "transformers, 'accelerate>=1.0'); a folder or URL is refused, as a lock "
+                                             "holds only files an index lists; repeatable."}}),
     click.argument("target", required=False, default="obliteratus", metavar="[TARGET]"),
 )
 WHEELHOUSE = _stacked(

@@ -28,7 +28,8 @@ from jetson_install.planning.plan import Plan, Route
 from jetson_install.planning.routes.download import check_channel, plan_download
 from jetson_install.tools import git
 
-__all__ = ["make_plan", "target_requirement", "source_extra", "additions", "check_commands", "check_git_ref"]
+__all__ = ["make_plan", "target_requirement", "source_extra", "additions", "addition_kind", "check_commands",
+           "check_git_ref"]
 
 _ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip")
 # What uv installs a direct reference from: a git repository over https, http, ssh or file (uv
@@ -174,6 +175,23 @@ def _listed_extra(text: Optional[str], extra: str) -> Optional[str]:
     return extra if not isinstance(extras, dict) or extra in extras else None
 
 
+def addition_kind(text: str) -> str:
+    """How `additions` reads a --with value: "folder" (a local project), "git" (a git URL, bare or
+    as `NAME @ URL`), "url" (any other URL: an archive's) or "name" (what an index resolves)."""
+    value = text.strip()
+    if value.startswith((".", "/", "~")) or (os.sep in value and "://" not in value and "@" not in value):
+        return "folder"
+    url = value if "://" in value and " @ " not in value else None
+    if url is None:
+        try:
+            url = Requirement(value).url
+        except InvalidRequirement:
+            return "name"  # additions refuses it, in its own words
+    if not url:
+        return "name"
+    return "git" if url.lower().startswith("git+") else "url"
+
+
 def additions(requirements: Sequence[str], given_as: str = "--with") -> Tuple[str, ...]:
     """--with's requirements as uv takes them: a name with its version and extras, a URL, or a
     local project (made absolute, so a re-run from elsewhere means the same folder). `given_as`:
@@ -182,8 +200,7 @@ def additions(requirements: Sequence[str], given_as: str = "--with") -> Tuple[st
     found: List[str] = []
     for text in requirements:
         value = text.strip()
-        local = value.startswith((".", "/", "~")) or (os.sep in value and "://" not in value and "@" not in value)
-        if local:
+        if addition_kind(value) == "folder":
             path = Path(value).expanduser().resolve()
             if not (path / "pyproject.toml").is_file() and not (path / "setup.py").is_file():
                 raise BadInput(f"{given_as} {text}: no Python project there (no pyproject.toml or setup.py)",

@@ -12,10 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
-from jetson_install.base.errors import StepFailed, Unsupported
+from packaging.requirements import InvalidRequirement, Requirement
+
+from jetson_install.base.errors import BadInput, JetsonInstallError, StepFailed, Unsupported
 from jetson_install.base.oci_ref import parse_reference
 from jetson_install.base.outputs import check_output
 from jetson_install.base.sourced import Sourced
+from jetson_install.base.toml_file import loads_toml
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.lock_file import FILES_DIR, SIMPLE_DIR, WHEELHOUSE_LOCK, read_lock
 from jetson_install.catalog.settings import check_index_url, load_index_settings, wheelhouse_index
@@ -23,6 +26,7 @@ from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
 from jetson_install.fleet.lock import LockResult, lock_target, make_lock, no_build_for_the_boards_python, tool_entries
 from jetson_install.planning.fixes import runner_command
+from jetson_install.planning.planner import addition_kind, additions
 from jetson_install.planning.rerun import Rerun
 from jetson_install.tools.index import RUN_AGAIN
 
@@ -37,6 +41,7 @@ def board_lock(options: InstallOptions, python: Optional[str], python_version: O
                rerun: Rerun) -> LockResult:
     """Resolve the board's whole environment (or, with `python`, this interpreter's) into a lock."""
     check_output("--output", output, make_folder=True)  # before anything is resolved
+    _refuse_what_a_lock_cannot_hold(options, python, python_version, rerun)
     plan = make_install_plan(replace(options, venv=None, verify=False, use_existing_torch=False, python=None),
                              keep_added=False)
     if not plan.supported or plan.vendor is None or plan.channel is None:
@@ -51,6 +56,59 @@ def board_lock(options: InstallOptions, python: Optional[str], python_version: O
 
     # The vendor index is read while the target is checked out and built.
     return make_lock(plan, target, output, resolved)
+
+
+#: Why a lock cannot hold a --with value of each kind planner.addition_kind tells apart, and
+#: how to make it a file an index lists.
+_NOT_LOCKABLE = {
+    "folder": ("a project folder is built on each board from whatever its own copy holds",
+               "build its wheel (uv build --wheel {value})"),
+    "git": ("a git repository is built on each board from source, with no sha256 to pin",
+            "build its wheel from a checkout (uv build --wheel CHECKOUT)"),
+    "url": ("a URL is not looked up in the default index, where a lock takes --with by name", "take that file"),
+}
+
+
+def _refuse_what_a_lock_cannot_hold(options: InstallOptions, python: Optional[str], python_version: Optional[str],
+                                    rerun: Rerun) -> None:
+    """`lock --with` a folder, a git URL or another URL, refused before any index is read or
+    process started (uv's resolution put them in pylock.toml as a directory, a vcs or an archive
+    entry, without the wheel the lock names): the first one, with the two ways it works."""
+    for given in options.added:
+        kind = addition_kind(given)
+        if kind == "name":
+            continue
+        value = additions((given,))[0]  # as the install takes it: a folder made absolute
+        why, build = _NOT_LOCKABLE[kind]
+        by_name = Rerun(rerun.without("--with").argv + tuple(
+            word for added in options.added for word in ("--with", _addition_name(added) if added == given else added)))
+        on_board = rerun.without("--with").keeping(
+            options.target, ("--vendor-index", "--mirror", "--default-index", "--source", "--ref", "--python"),
+            ("--vendor-fallback", "--allow-insecure-index"))
+        if python_version and not python:
+            on_board = on_board.with_option("--python", f"/usr/bin/python{python_version}")  # as the lock's install
+        for added in additions(options.added):
+            on_board = on_board.with_another("--with", added)
+        raise BadInput(f"--with {given}: a lock holds only files an index lists, each pinned by its sha256 so that "
+                       f"every board installs the same, and {why}",
+                       fix=f"{build.format(value=shlex.quote(value))} and publish it to the index the lock resolves "
+                           f"names from (--default-index), then: {by_name}; or install it on each board without a "
+                           f"lock: {on_board}")
+
+
+def _addition_name(value: str) -> str:
+    """The project a --with folder or `NAME @ URL` names, as the index would list it; NAME where
+    it is not read here (a git URL, a name the build backend says)."""
+    try:
+        return Requirement(value).name
+    except InvalidRequirement:
+        pass
+    try:
+        project = loads_toml((Path(value).expanduser() / "pyproject.toml").read_text(encoding="utf-8")).get("project")
+    except (OSError, UnicodeDecodeError, JetsonInstallError):
+        return "NAME"
+    name = project.get("name") if isinstance(project, dict) else None
+    return name if isinstance(name, str) and name else "NAME"
 
 
 def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str], default_index: Sourced[Optional[str]],
