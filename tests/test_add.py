@@ -200,6 +200,26 @@ def test_add_refuses_an_environment_made_from_a_lock_with_the_commands_that_do_i
         f"--output new.lock && jetson-install torch --lock new.lock --venv {venv}"]
 
 
+def test_add_of_a_folder_to_an_environment_made_from_a_lock_is_told_to_make_it_again_without_one(
+        tmp_path: Path) -> None:
+    """Its fix was `lock ... --with FOLDER`, which a lock refuses: it is the install without one."""
+    venv = _fake_environment(tmp_path, ["torch", "--lock", "board.lock", "--venv", "x"])
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "1.0"\n')
+    result = run_cli("add", "--venv", str(venv), "./proj", env=isolated_env(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2
+    proj = tmp_path / "proj"
+    assert result.stderr.splitlines() == [
+        f"error: {venv} was installed from a lock, which holds exactly its files and no addition",
+        f"  fix: {proj}: a lock holds only files an index lists, each pinned by its sha256 so that every board "
+        "installs the same, and a project folder is built on each board from whatever its own copy holds; make it "
+        f"again without a lock, with the additions: jetson-install torch --venv {venv} --with {proj}"]
+    command = result.stderr.rsplit("with the additions: ", 1)[1].split()
+    planned = run_cli("plan", *command[1:], "--root", ORIN, "--json", env=isolated_env(tmp_path))
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["additions"] == [str(proj)]
+
+
 def test_add_reads_the_recorded_commands_relative_paths_in_the_folder_it_ran_in(tmp_path: Path) -> None:
     # The first install ran in work/, naming its root, interpreter and a project relatively.
     work = tmp_path / "work"

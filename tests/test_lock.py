@@ -224,6 +224,28 @@ def test_lock_with_what_no_index_lists_is_one_line_before_any_index_is_read_with
         assert json.loads(planned.stdout)["additions"] == ["transformers", str(addon)]
 
 
+@pytest.mark.parametrize("option", ["--lock", "--wheelhouse"])
+def test_an_install_with_a_lock_and_a_folder_is_told_to_install_it_without_a_lock_not_to_lock_it(
+        cli_env: Dict[str, str], tmp_path: Path, option: str) -> None:
+    """Its fix was `lock ... --with FOLDER`, which a lock refuses: it is the install without one."""
+    addon = tmp_path / "addon"
+    addon.mkdir()
+    (addon / "pyproject.toml").write_text('[project]\nname = "addon"\nversion = "0.1"\n')
+    venv = tmp_path / "stack"
+    result = run_cli("torch", "--root", SAMPLE, "--venv", str(venv), option, str(tmp_path / "board.lock"),
+                     "--with", "./addon", "--yes", env=cli_env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: --with and {option} were both given: a lock installs exactly its files, so --with would add nothing",
+        "  fix: --with ./addon: a lock holds only files an index lists, each pinned by its sha256 so that every board "
+        "installs the same, and a project folder is built on each board from whatever its own copy holds; install it "
+        f"without a lock: jetson-install torch --root {SAMPLE} --venv {venv} --with ./addon --yes"]
+    command = shlex.split(result.stderr.rsplit("without a lock: ", 1)[1])
+    planned = run_cli("plan", *[word for word in command[1:] if word != "--yes"], "--json", env=cli_env, cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert json.loads(planned.stdout)["additions"] == [str(addon)]
+
+
 def _dead_url() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -94,15 +94,23 @@ def addition(venv: Optional[str], requirements: Sequence[str], flags: Sequence[s
     current = EnvironmentHome(link).current()
     assert current is not None  # _made_with refused it otherwise
     kept = recorded_additions(current)
-    if any(word in ("--lock", "--wheelhouse") or word.startswith(("--lock=", "--wheelhouse=")) for word in made):
-        every = tuple(word for requirement in kept + new for word in ("--with", requirement))
-        raise BadInput(f"{link} was installed from a lock, which holds exactly its files and no addition",
-                       fix=f"lock them with the rest, then install that lock: {Rerun(('lock', made[0], *every, '--output', 'new.lock'))} "
-                           f"&& {Rerun((made[0], '--lock', 'new.lock', '--venv', str(link)))}")
     cwd = (recorded_plan(current) or {}).get("cwd")
     replayed = Rerun(made).without("--venv").argv
     if isinstance(cwd, str):
         replayed = in_folder(replayed, Path(cwd))
+    if any(word in ("--lock", "--wheelhouse") or word.startswith(("--lock=", "--wheelhouse=")) for word in made):
+        every = tuple(word for requirement in kept + new for word in ("--with", requirement))
+        fix = (f"lock them with the rest, then install that lock: {Rerun(('lock', made[0], *every, '--output', 'new.lock'))} "
+               f"&& {Rerun((made[0], '--lock', 'new.lock', '--venv', str(link)))}")
+        # Here, not at the top: only this refusal needs what a lock cannot hold.
+        from jetson_install.cli.commands.fleet import unlockable, why_not_lockable
+
+        refused = unlockable(kept + new)
+        if refused is not None:
+            unlocked = Rerun(replayed).without("--lock").without("--wheelhouse").argv
+            fix = (f"{refused[0]}: {why_not_lockable(refused[1])}; make it again without a lock, with the additions: "
+                   f"{Rerun((*unlocked, '--venv', str(link), *every))}")
+        raise BadInput(f"{link} was installed from a lock, which holds exactly its files and no addition", fix=fix)
     command = Rerun((*replayed, "--venv", str(link), *with_new, *flags))
     return Addition(link, made[0], str(Rerun(made)), command, kept, new)
 

@@ -10,7 +10,7 @@ import shlex
 import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from jetson_install.fleet.wheelhouse_server import WheelhouseServer
     from jetson_install.planning.plan import Plan
 
-__all__ = ["board_lock", "fill_wheelhouse", "push_wheelhouse", "serve_wheelhouse", "serving_url", "serving_lines"]
+__all__ = ["board_lock", "unlockable", "why_not_lockable", "fill_wheelhouse", "push_wheelhouse", "serve_wheelhouse", "serving_url", "serving_lines"]
 
 
 def board_lock(options: InstallOptions, python: Optional[str], python_version: Optional[str], output: Path,
@@ -69,17 +69,26 @@ _NOT_LOCKABLE = {
 }
 
 
+def unlockable(added: Sequence[str]) -> Optional[Tuple[str, str]]:
+    """The first of `added` (--with values, `add`'s) that a lock cannot hold, and its kind."""
+    return next(((given, addition_kind(given)) for given in added if addition_kind(given) != "name"), None)
+
+
+def why_not_lockable(kind: str) -> str:
+    return (f"a lock holds only files an index lists, each pinned by its sha256 so that every board installs the "
+            f"same, and {_NOT_LOCKABLE[kind][0]}")
+
+
 def _refuse_what_a_lock_cannot_hold(options: InstallOptions, python: Optional[str], python_version: Optional[str],
                                     rerun: Rerun) -> None:
     """`lock --with` a folder, a git URL or another URL, refused before any index is read or
     process started (uv's resolution put them in pylock.toml as a directory, a vcs or an archive
     entry, without the wheel the lock names): the first one, with the two ways it works."""
-    for given in options.added:
-        kind = addition_kind(given)
-        if kind == "name":
-            continue
+    refused = unlockable(options.added)
+    if refused is not None:
+        given, kind = refused
         value = additions((given,))[0]  # as the install takes it: a folder made absolute
-        why, build = _NOT_LOCKABLE[kind]
+        build = _NOT_LOCKABLE[kind][1]
         by_name = Rerun(rerun.without("--with").argv + tuple(
             word for added in options.added for word in ("--with", _addition_name(added) if added == given else added)))
         on_board = rerun.without("--with").keeping(
@@ -89,8 +98,7 @@ def _refuse_what_a_lock_cannot_hold(options: InstallOptions, python: Optional[st
             on_board = on_board.with_option("--python", f"/usr/bin/python{python_version}")  # as the lock's install
         for added in additions(options.added):
             on_board = on_board.with_another("--with", added)
-        raise BadInput(f"--with {given}: a lock holds only files an index lists, each pinned by its sha256 so that "
-                       f"every board installs the same, and {why}",
+        raise BadInput(f"--with {given}: {why_not_lockable(kind)}",
                        fix=f"{build.format(value=shlex.quote(value))} and publish it to the index the lock resolves "
                            f"names from (--default-index), then: {by_name}; or install it on each board without a "
                            f"lock: {on_board}")

@@ -35,9 +35,16 @@ def install_plan(options: InstallOptions, lock_file: Optional[str], wheelhouse: 
                                         "--source", "--ref", "--python", "--with"), ("--vendor-fallback", "--allow-insecure-index"))
         lock_command = Rerun(("lock", options.target, *locked.argv[1:], "--output", "new.lock"))
         install_command = rerun.without("--with").without("--wheelhouse").with_option("--lock", "new.lock")
+        fix = f"lock the additions with the rest, then install that lock: {lock_command} && {install_command}"
+        # Here, not at the top: only this refusal needs what a lock cannot hold.
+        from jetson_install.cli.commands.fleet import unlockable, why_not_lockable
+
+        refused = unlockable(options.added)
+        if refused is not None:
+            fix = (f"--with {refused[0]}: {why_not_lockable(refused[1])}; install it without a lock: "
+                   f"{rerun.without('--lock').without('--wheelhouse')}")
         raise BadInput(f"--with and {option} were both given: a lock installs exactly its files, so --with would add "
-                       "nothing", fix=f"lock the additions with the rest, then install that lock: {lock_command} && "
-                                      f"{install_command}")
+                       "nothing", fix=fix)
     plan = make_install_plan(options)
     if plan.supported and (lock_file or wheelhouse):
         from jetson_install.planning.routes.lock import read_lock_in_use, with_lock
