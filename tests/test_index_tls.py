@@ -40,7 +40,8 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tuple[st
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(str(authority.cert), str(authority.key))
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # polled every 0.05 s: shutdown() waits out a poll, the default 0.5 s at each test's end
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"https://127.0.0.1:{server.server_address[1]}/torch.whl", authority.ca

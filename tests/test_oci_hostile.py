@@ -84,7 +84,8 @@ class _Server(ThreadingHTTPServer):
         self.seen: List[Tuple[str, str, str]] = []
         self.sent = 0
         self.scheme = "https" if context is not None else "http"
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        # polled every 0.05 s: shutdown() waits out a poll, the default 0.5 s at each test's end
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     @property
     def root(self) -> str:

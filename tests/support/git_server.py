@@ -55,7 +55,8 @@ class GitServer:
                 pass
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Guarded, directory=str(folder)))
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # polled every 0.05 s: shutdown() waits out a poll, the default 0.5 s at each test's end
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self) -> "GitServer":
         self._thread.start()
