@@ -100,6 +100,11 @@ JP6 = Channel(
 
 
 SCHEMA = doctor.evidence_schema()
+# The schema checked and its validator made once: jsonschema.validate does both on each call,
+# which costs more than checking a doctor's evidence.
+_VALIDATOR_CLASS = jsonschema.validators.validator_for(SCHEMA)
+_VALIDATOR_CLASS.check_schema(SCHEMA)
+_EVIDENCE_VALIDATOR = _VALIDATOR_CLASS(SCHEMA)
 
 
 _PTXAS = """#!/bin/sh
@@ -209,7 +214,9 @@ def run(python: str, *, platform: Optional[Platform] = ORIN, channel: Optional[C
     progress = options.pop("progress", None)  # the run's, not the request's
     report = doctor.run_doctor(doctor.DoctorRequest(python, platform, channel, **options), progress)
     evidence = report.to_json()
-    jsonschema.validate(evidence, SCHEMA)
+    error = jsonschema.exceptions.best_match(_EVIDENCE_VALIDATOR.iter_errors(evidence))  # what validate raises
+    if error is not None:
+        raise error
     json.dumps(evidence)  # serialisable as is
     return report
 
