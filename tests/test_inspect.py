@@ -5,11 +5,15 @@ huge member, a zip bomb, a corrupt fat binary) each one line, never a traceback.
 from __future__ import annotations
 
 import json
+import shlex
+import socket
+import subprocess
 import zipfile
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
+from support import isolated_env
 from support.cli import run_cli
 from support.elf_files import Code, fat_binary, shared_object
 
@@ -136,3 +140,78 @@ def test_a_path_that_is_no_file_and_no_requirement_is_one_line_with_the_fix(tmp_
     off_board = run_cli("inspect", "flash-attn==2.8.3", "--root", str(tmp_path))
     assert off_board.returncode == 2
     assert "a requirement is downloaded for a board's channel, which this root has none of" in off_board.stderr
+
+
+def test_a_requirement_with_a_url_is_refused_before_any_process_or_network_with_the_command_that_reads_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """inspect reads files by path, or a requirement by name from the default index: a URL
+    (a project folder, a git repository, an archive) is refused in one line before uv builds,
+    git clones or anything is fetched, saying the command that reads what it names."""
+    started: List[object] = []
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        started.append(args)
+        raise AssertionError("a process started")
+
+    def no_connection(*args: object, **kwargs: object) -> None:
+        started.append(args)
+        raise AssertionError("the network was used")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    monkeypatch.setattr(socket.socket, "connect", no_connection)
+    project = tmp_path / "addon project"
+    project.mkdir()
+    built = tmp_path / "backend-ran"
+    (project / "pyproject.toml").write_text('[project]\nname = "addon"\ndynamic = ["version"]\n[build-system]\n'
+                                            'requires = []\nbuild-backend = "addon_backend"\nbackend-path = ["."]\n')
+    (project / "addon_backend.py").write_text(f"open({str(built)!r}, 'w').close()\n")
+    token = "s3cr3t-t0ken"
+    cases = {
+        f"addon @ {project.as_uri()}": [
+            f"error: addon @ {project.as_uri()}: a project folder holds source, not the built code inspect reads",
+            f"  fix: build its wheel (uv build --wheel '{project}' --out-dir DIR), then: jetson-install inspect DIR "
+            f"--root {ORIN}"],
+        f"addon @ git+https://ci-bot:{token}@127.0.0.1:9/team/addon.git": [
+            "error: addon @ git+https://ci-bot:****@127.0.0.1:9/team/addon.git: a git repository holds source, not "
+            "the built code inspect reads",
+            "  fix: build its wheel from a checkout of it (uv build --wheel CHECKOUT --out-dir DIR), then: "
+            f"jetson-install inspect DIR --root {ORIN}"],
+        f"addon @ https://{token}@127.0.0.1:9/files/addon-0.1-py3-none-any.whl": [
+            "error: addon @ https://****@127.0.0.1:9/files/addon-0.1-py3-none-any.whl: inspect downloads a "
+            "requirement by name from the default index, not from a URL",
+            f"  fix: download that file, then: jetson-install inspect FILE --root {ORIN}"],
+        f"addon @ {(tmp_path / 'absent.whl').as_uri()}": [
+            f"error: addon @ {(tmp_path / 'absent.whl').as_uri()}: a file:// URL names {tmp_path / 'absent.whl'}, "
+            "which does not exist",
+            "  fix: give the path of a wheel (.whl), a shared object or a folder of them: jetson-install inspect FILE "
+            f"--root {ORIN}"],
+    }
+    for subject, lines in cases.items():
+        result = run_cli("inspect", subject, "--root", ORIN)
+        assert (result.returncode, result.stderr.splitlines()) == (2, lines), subject
+        assert token not in result.stdout + result.stderr
+    assert not built.exists() and not started
+    # A wheel named by a file:// URL: the fix, run as printed, reads it.
+    path = wheel(tmp_path, {"plain/_speedups.so": shared_object("_speedups.so")}, "plain-1.0-py3-none-any.whl")
+    result = run_cli("inspect", "--json", f"plain @ {path.as_uri()}", "--root", ORIN)
+    assert result.returncode == 2
+    fix = json.loads(result.stdout)["error"]["fix"]
+    assert fix == f"read it by its path: jetson-install inspect --json {path} --root {ORIN}"
+    monkeypatch.undo()
+    words = shlex.split(fix.split(": ", 1)[1])
+    assert words[0] == "jetson-install"
+    read = run_cli(*words[1:])
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["elf_files"] == 1
+
+
+def test_when_the_default_index_fails_the_fix_runs_inspect_again_not_a_lock(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('default_index = "http://127.0.0.1:9/simple/"\n')  # nothing listens on the discard port
+    env = isolated_env(tmp_path, {"JETSON_INSTALL_CONFIG": str(config)}, fast_fail=True)
+    result = run_cli("inspect", "flash-attn==2.8.3", "--root", ORIN, env=env)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("error: resolving from the default index (http://127.0.0.1:9/simple/) failed: ")
+    assert lines[1:] == ["  fix: check that http://127.0.0.1:9/simple/ answers and carries what the message names, "
+                         f"then run it again: jetson-install inspect flash-attn==2.8.3 --root {ORIN}"]

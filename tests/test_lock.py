@@ -571,3 +571,30 @@ def test_where_a_folder_cannot_be_flocked_as_on_nfs_the_output_folder_is_held_by
         real(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # let go at the end
     finally:
         os.close(other)
+
+
+def test_when_the_default_index_fails_the_fix_runs_the_lock_again(
+        cli_env: Dict[str, str], vendor_index: LoopbackIndex, tmp_path: Path) -> None:
+    """The lock's own words (inspect, which resolves the same way, names itself: test_inspect.py)."""
+    dead = _dead_url()
+    output = tmp_path / "torch.lock"
+    result = jetson_install(cli_env, "lock", "torch", "--root", SAMPLE, "--vendor-index", vendor_index.url,
+                            "--default-index", dead, "--output", str(output))
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[-2].startswith(f"error: resolving from the default index ({dead}) failed: "), result.stderr
+    assert lines[-1] == f"  fix: check that {dead} answers and carries what the message names, then run the lock again"
+    assert not output.exists()
+
+
+def test_when_the_default_index_fails_the_tool_wheels_resolution_runs_the_wheelhouse_again(tmp_path: Path) -> None:
+    lock = tmp_path / "board.lock"
+    lock.write_text(render_lock(Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus", None,
+                                     "0.1.0", ())))
+    tool = build_wheel(tmp_path / "tool", "jetson-install", "0.1.0", requires=["packaging"])
+    dead = _dead_url()
+    argv = ["wheelhouse", str(tmp_path / "house"), "--lock", str(lock), "--tool-wheel", str(tool), "--default-index", dead]
+    result = run_cli(*argv, env=isolated_env(tmp_path, fast_fail=True))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (f"  fix: check that {dead} answers and carries what the message names, "
+                                              f"then run it again: jetson-install {shlex.join(argv)}")

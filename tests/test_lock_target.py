@@ -376,8 +376,9 @@ def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock
 def test_a_folder_given_to_with_in_the_temporary_folder_is_refused_before_its_build_or_a_planted_workspace_runs(
         stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, public_index: LoopbackIndex,
         obliteratus_git_repo: Path, tmp_path: Path) -> None:
-    """`--with FOLDER`, the one way a folder reached the lock's resolution, is refused before it
-    (a lock holds no folder: test_lock.py has the line). Kept in a shared temporary folder, the
+    """`lock --with FOLDER` and `inspect 'NAME @ file://FOLDER'`, the ways a folder reached the
+    lock's resolution, are each refused before it (a lock holds no folder: test_lock.py has the
+    line; inspect reads files: test_inspect.py has its). Kept in a shared temporary folder, the
     folder is a member of another user's workspace there, whose sources would put their wheel
     into the build uv ran for the folder's metadata: now neither that build nor theirs runs."""
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
@@ -410,14 +411,17 @@ def test_a_folder_given_to_with_in_the_temporary_folder_is_refused_before_its_bu
     assert done.stderr.splitlines()[0].startswith(f"error: --with {addon}: a lock holds only files an index lists")
     assert not built.exists(), "the folder's build backend ran"
     assert not ran.exists(), "a planted build requirement ran in the build of the folder's metadata"
-    # The folder as a requirement, `inspect 'addon @ file://...'`, still reaches the lock's own
-    # resolution (requirement_files): its --no-sources keeps the planted wheel out of the build.
+    # The folder as a requirement, `inspect 'addon @ file://...'`, reached the lock's own
+    # resolution (requirement_files), which built it: refused before it now.
     config = tmp_path / "config.toml"
     config.write_text(f'default_index = "{public_index.url}"\n')
     inspected = subprocess.run([sys.executable, "-m", "jetson_install", "inspect", f"addon @ {addon.as_uri()}",
                                 "--root", SAMPLE], capture_output=True, text=True,
                                env=dict(env, JETSON_INSTALL_CONFIG=str(config)))
-    assert built.exists(), inspected.stderr  # the build ran, with six
+    assert inspected.returncode == 2, inspected.stderr
+    assert inspected.stderr.splitlines()[0] == (f"error: addon @ {addon.as_uri()}: a project folder holds source, "
+                                                "not the built code inspect reads")
+    assert not built.exists(), "the folder's build backend ran"
     assert not ran.exists(), "a planted build requirement ran in the build of the folder's metadata"
 
 

@@ -80,7 +80,7 @@ def inspect(subject: str, root: str, l4t: Optional[str], soc: Optional[str], as_
     """
     from jetson_install.cli.commands.inspect import inspect_subject, inspection_lines
 
-    inspection = inspect_subject(subject, platform_options(root, l4t, soc))
+    inspection = inspect_subject(subject, platform_options(root, l4t, soc), options.typed())
     print_json(inspection.to_json()) if as_json else click.echo("\n".join(inspection_lines(inspection)))
     exit_if(0 if inspection.ok else EXIT_FAILED)
 

@@ -346,10 +346,11 @@ def _is_own_build(filename: str) -> bool:
     return len(parts) == 6 and _OWN_BUILD.fullmatch(parts[2]) is not None
 
 
-def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[Locked]:
+def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str], again: str) -> List[Locked]:
     """jetson-install's own `wheel` and its dependencies, resolved for the board `lock` was made
     for (its Python, architecture and glibc: the aarch64 uv wheel among them), so that a board
-    without internet installs the tool from the wheelhouse too."""
+    without internet installs the tool from the wheelhouse too (`again`: a failure's last step,
+    the wheelhouse command)."""
     try:
         name, version = parse_wheel_filename(wheel.name)[:2]
     except InvalidWheelFilename:
@@ -375,7 +376,7 @@ def tool_entries(wheel: Path, lock: Lock, default_index: Optional[str]) -> List[
     # A lock's work folder, so that the next lock or wheelhouse removes it when a kill left it behind.
     with make_work_folder(_WORK_PREFIX) as scratch:
         rest = _resolve(scratch, "default", [f"{name} @ {url}"], None, default_index, target, no_deps=False,
-                        skip=[name])
+                        skip=[name], again=again)
     return [Locked(name, str(version), url, file_sha256(wheel), "built")] + rest
 
 
@@ -416,7 +417,9 @@ def _wheel_version(filename: str) -> str:
 
 
 def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: Optional[Sequence[str]],
-             index: Optional[str], target: LockTarget, no_deps: bool, skip: Sequence[str] = ()) -> List[Locked]:
+             index: Optional[str], target: LockTarget, no_deps: bool, skip: Sequence[str] = (),
+             again: str = "run the lock again") -> List[Locked]:
+    """`again`: a failure's last step, the command that resolved (the lock, or inspect's own)."""
     inputs = work / f"{origin}.in"
     # A --with git URL without its credentials: uv would put them on its git's command line.
     inputs.write_text("\n".join(git_urls.requirement_without_credentials(line) for line in requirements) + "\n", encoding="utf-8")
@@ -432,28 +435,30 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
     if not result.ok:
         where = index or "uv's default index"
         failure = read_uv_failure(result.stderr)
-        fix = f"check that {where} answers and carries what the message names, then run the lock again"
+        fix = f"check that {where} answers and carries what the message names, then {again}"
         if failure.kind == "refused":
-            fix = f"{CREDENTIALS_FIX}, then run the lock again"
+            fix = f"{CREDENTIALS_FIX}, then {again}"
             refused, named = urlsplit(failure.subject or ""), urlsplit(index or "")
             host = refused.hostname
             if host and (host, refused.port) != (named.hostname, named.port):
                 # A vendor file, asked for by its URL: the vendor index URL's credentials do not go with it.
                 fix = (f"put the credentials for {host} in ~/.netrc (machine {host} login USER password TOKEN, "
                        "mode 0600): this resolution fetches the vendor files by their URLs, which carry none, "
-                       "then run the lock again")
+                       f"then {again}")
         raise StepFailed(f"resolve ({origin})", f"resolving from the {origin} index ({where}) failed: "
                                                 f"{failure.summary}", fix)
     return entries_from_pylock(output, origin, target.accepted, skip)
 
 
 def requirement_files(requirement: str, constraints: Sequence[str], default_index: Optional[str], target: LockTarget,
-                      work: Path) -> List[Path]:
+                      work: Path, again: str) -> List[Path]:
     """The file `requirement` itself installs from (not its dependencies) as uv resolves it for
     the board of `target` from the default index under `constraints`, downloaded into `work`
-    and checked against the sha256 uv's resolution names: what `inspect REQUIREMENT` reads."""
+    and checked against the sha256 uv's resolution names: what `inspect REQUIREMENT` reads
+    (`again`: its failure's last step, inspect's own command)."""
     files = []
-    for entry in _resolve(work, "default", [requirement], constraints, default_index, target, no_deps=True):
+    for entry in _resolve(work, "default", [requirement], constraints, default_index, target, no_deps=True,
+                          again=again):
         destination = work / entry.filename
         fetch_file(entry.url, destination)
         if file_sha256(destination) != entry.sha256:

@@ -131,7 +131,8 @@ def fill_wheelhouse(lock_file: Path, directory: Path, tool_wheel: Optional[str],
     # The wheelhouse being filled is no source of its own files.
     own = wheelhouse_index(str(directory))
     sources = [mirror.value for mirror in settings.mirrors if mirror.value != own]
-    tool = tool_entries(Path(tool_wheel), lock, default_index.value) if tool_wheel is not None else []
+    tool = (tool_entries(Path(tool_wheel), lock, default_index.value, f"run it again: {rerun}")
+            if tool_wheel is not None else [])
     # Here and in the two below, not at the top: `lock` never fills, pushes or serves a wheelhouse.
     from jetson_install.fleet.wheelhouse import fill_wheelhouse as fill
 

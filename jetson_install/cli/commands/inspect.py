@@ -4,13 +4,16 @@ and where that is, and the verdict for the board the options name (envs/gpu_insp
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import List
+from typing import List, Tuple
+from urllib.parse import unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from jetson_install.base.errors import BadInput
+from jetson_install.base.redact import redact
 from jetson_install.base.work_folders import make_work_folder
 from jetson_install.board.platform_data import ubuntu_glibc
 from jetson_install.catalog.constraints import constraint_lines
@@ -20,14 +23,17 @@ from jetson_install.cli.commands.given import PlatformOptions
 from jetson_install.cli.commands.platform import platform_and_channel
 from jetson_install.envs.gpu_inspect import FileReport, Inspection, inspect_path
 from jetson_install.fleet.lock import LockTarget, requirement_files
+from jetson_install.planning.planner import addition_kind
+from jetson_install.planning.rerun import Rerun
 
 __all__ = ["inspect_subject", "inspection_lines"]
 
 
-def inspect_subject(subject: str, options: PlatformOptions) -> Inspection:
+def inspect_subject(subject: str, options: PlatformOptions, rerun: Rerun) -> Inspection:
     """The inspection of `subject` (a wheel, a file, a folder, or a requirement, whose own file
     is downloaded to a temporary folder for the board under its channel's constraints) for the
-    board of `options`; off a Jetson its code is listed, not judged."""
+    board of `options`; off a Jetson its code is listed, not judged. `rerun`: the command as
+    typed, which a fix repeats."""
     platform, channel = platform_and_channel(options)
     board = Board.for_platform(platform)
     notes = [] if board is not None else ["this root is not a Jetson with a known GPU: the code is listed, not judged "
@@ -39,6 +45,7 @@ def inspect_subject(subject: str, options: PlatformOptions) -> Inspection:
     if path.exists():
         found = inspect_path(path, board, load_rules(), sources, root, arch)
         return replace(found, notes=tuple(notes))
+    _refuse_a_url(subject, rerun)
     requirement = _requirement(subject)
     if platform is None or channel is None or channel.primary is None:
         raise BadInput(f"{subject}: no such file or folder, and a requirement is downloaded for a board's channel, "
@@ -51,7 +58,8 @@ def inspect_subject(subject: str, options: PlatformOptions) -> Inspection:
     target = LockTarget(channel.python, platform.arch or "aarch64", ubuntu_glibc(platform.ubuntu))
     # Held while it is used: the next inspect removes it where a kill left it (a wheel's download).
     with make_work_folder("jetson-install-inspect-") as work:
-        files = requirement_files(requirement, constraints, settings.default_index.value, target, work)
+        files = requirement_files(requirement, constraints, settings.default_index.value, target, work,
+                                  again=f"run it again: {rerun}")
         reports: List[FileReport] = []
         elf = other = 0
         for file in files:
@@ -61,6 +69,60 @@ def inspect_subject(subject: str, options: PlatformOptions) -> Inspection:
             notes.append(f"read {file.name}, downloaded for Python {channel.python} on {target.platform} under "
                          f"channel {channel.id}'s constraints, then removed")
         return Inspection(requirement, board, tuple(reports), elf, other, tuple(notes))
+
+
+#: Why inspect does not take a requirement's URL, by what it names, and how to read its code:
+#: inspect reads files by path, or a requirement by name that it downloads from the default
+#: index (a URL would have uv build a folder or clone a repository just to name a file).
+_NOT_INSPECTED = {
+    "file": ("a file:// URL names a file, which inspect reads by its path", "read it by its path: {file}"),
+    "missing": ("a file:// URL names {path}, which does not exist",
+                "give the path of a wheel (.whl), a shared object or a folder of them: {file}"),
+    "folder": ("a project folder holds source, not the built code inspect reads",
+               "build its wheel (uv build --wheel {path} --out-dir DIR), then: {folder}"),
+    "sdist": ("a source archive holds source, not the built code inspect reads",
+              "build its wheel (uv build --wheel {path} --out-dir DIR), then: {folder}"),
+    "git": ("a git repository holds source, not the built code inspect reads",
+            "build its wheel from a checkout of it (uv build --wheel CHECKOUT --out-dir DIR), then: {folder}"),
+    "archive": ("inspect downloads a requirement by name from the default index, not from a URL",
+                "download that file, then: {file}"),
+    "source": ("inspect downloads a requirement by name from the default index, not from a URL, and a source "
+               "archive holds source, not the built code inspect reads",
+               "download it and build its wheel (uv build --wheel FILE --out-dir DIR), then: {folder}"),
+}
+
+
+def _refuse_a_url(subject: str, rerun: Rerun) -> None:
+    """A requirement with a URL (or a bare URL), refused before any process starts or the
+    network is used, with the command that reads what it names."""
+    kind = addition_kind(subject)
+    if kind not in ("git", "url"):
+        return
+    try:
+        url = Requirement(subject).url or ""
+    except InvalidRequirement:
+        url = subject.strip()  # a bare URL
+    what, path = _what_a_url_names(url) if kind == "url" else ("git", "")
+    reason, fix = _NOT_INSPECTED[what]
+
+    def inspecting(word: str) -> str:
+        return str(Rerun(tuple(word if given == subject else given for given in rerun.argv)))
+
+    raise BadInput(f"{redact(subject)}: {reason.format(path=path)}",
+                   fix=fix.format(path=shlex.quote(path), file=inspecting(path if what == "file" else "FILE"),
+                                  folder=inspecting("DIR")))
+
+
+def _what_a_url_names(url: str) -> Tuple[str, str]:
+    """What a requirement's URL names, of _NOT_INSPECTED's kinds, and its path where it is here."""
+    parts = urlsplit(url)
+    sdist = parts.path.endswith((".tar.gz", ".zip"))  # a wheel's name ends in .whl
+    if parts.scheme not in ("", "file"):
+        return ("source" if sdist else "archive"), ""
+    path = Path(unquote(parts.path)).expanduser()
+    if path.is_file():
+        return ("sdist" if sdist else "file"), str(path)
+    return ("folder" if path.is_dir() else "missing"), str(path)
 
 
 def _requirement(subject: str) -> str:
