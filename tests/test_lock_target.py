@@ -342,8 +342,8 @@ def test_a_uv_workspace_planted_in_the_temporary_folder_neither_changes_the_lock
     target: a workspace naming the clone a member, with an index of their wheels (explicit,
     reached through `tool.uv.sources`, or not) for a package the lock resolves and one the
     target's build requires. (The lock resolves wheel files, which no workspace's sources
-    reach; a folder, which they would, is refused before it, and inspect's resolution of one holds
-    the resolution's own --no-sources: the `--with FOLDER` test below.)"""
+    reach; a folder, which they would, is refused before it, by `lock --with` and by inspect: the
+    `--with FOLDER` test below. The resolution's own --no-sources stays, as a defense.)"""
     env = catalog_env(tmp_path, stub_index_dirs.vendor)
 
     def build_requires_six(source: Path) -> None:
