@@ -315,12 +315,14 @@ def test_lock_wheelhouse_and_an_install_from_it_put_no_secret_on_a_command_line(
                    "--source", served.url("OBLITERATUS.git", GIT_TOKEN), "--ref", OBLITERATUS_TAG,
                    "--output", str(lock), env=env)
     assert made.returncode == 0, made.stderr
-    # A git URL given with --with is resolved by uv's git (a lock holds no git requirement, so
-    # that lock then stops with one line; what matters here is the command lines on the way).
-    run_cli("lock", "torch", "--root", str(board_here), "--python", sys.executable, "--vendor-index", vendor.url,
-            "--default-index", public.url, "--with", f"git+{served.url('OBLITERATUS.git', GIT_TOKEN)}@{OBLITERATUS_TAG}",
-            "--output", str(tmp_path / "torch.lock"), env=env)
-    assert f"git fetch --force --update-head-ok {served.url('OBLITERATUS.git')} " in commands.read_text()
+    # A git URL given with --with is refused before anything runs (a lock holds only files an
+    # index lists), its token in no line; an install's --with git URL reaches uv's git (above).
+    refused = run_cli("lock", "torch", "--root", str(board_here), "--python", sys.executable, "--vendor-index",
+                      vendor.url, "--default-index", public.url, "--with",
+                      f"git+{served.url('OBLITERATUS.git', GIT_TOKEN)}@{OBLITERATUS_TAG}",
+                      "--output", str(tmp_path / "torch.lock"), env=env)
+    assert refused.returncode == 2 and refused.stderr.startswith("error: --with git+"), refused.stderr
+    assert GIT_TOKEN not in refused.stderr + refused.stdout and not (tmp_path / "torch.lock").exists()
     house = tmp_path / "wheelhouse" / "house"
     filled = run_cli("wheelhouse", str(house), "--lock", str(lock), env=env)
     assert filled.returncode == 0, filled.stderr
