@@ -4,6 +4,7 @@ from it, and what the runners are told to run, on loopback."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import http.client
 import json
@@ -25,7 +26,7 @@ from support.cli import run_cli
 from support.stub_projects import IndexDirs
 from support.index_server import LoopbackIndex
 
-from jetson_install.cli.commands.fleet import serving_lines
+from jetson_install.cli.commands.fleet import serve_wheelhouse, serving_lines
 from jetson_install.fleet import wheelhouse_server
 from jetson_install.planning.rerun import Rerun
 from jetson_install.catalog.lock_file import Lock, Locked, parse_lock, render_lock
@@ -66,6 +67,23 @@ def _serve(directory: Path, logged: List[str], **limits: float) -> Iterator[Whee
 @pytest.fixture
 def logged() -> List[str]:
     return []
+
+
+def test_the_served_wheelhouse_collects_its_garbage_where_the_start_turned_the_collector_off(house: Path) -> None:
+    """jetson_install/__main__.py turns the garbage collector off for a run; a server runs until
+    stopped, and its requests' cyclic garbage (a broken pipe's traceback) must not pile up."""
+    collecting: List[bool] = []
+
+    def serving(server: WheelhouseServer) -> None:
+        collecting.append(gc.isenabled())
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    gc.disable()
+    try:
+        serve_wheelhouse(house, "127.0.0.1", 0, Rerun(("wheelhouse", str(house), "--serve")), serving)
+    finally:
+        gc.enable()
+    assert collecting == [True]
 
 
 @pytest.fixture
