@@ -38,6 +38,7 @@ from jetson_install.board.samples import root_shown
 from jetson_install.catalog.identity import NoBuildForPython
 from jetson_install.catalog.lock_file import LOCK_HEADER, Lock, Locked, file_sha256, read_lock, render_lock
 from jetson_install.envs.interpreters import inspect_interpreter
+from jetson_install.fleet.declared_wheel import built_as_declared, declared_wheel
 from jetson_install.fleet.target_build import TargetBuild
 from jetson_install.tools import runner, uv
 from jetson_install.tools.index import fetch_file
@@ -178,8 +179,10 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
     the plan with that set; its files, URLs, sha256), the rest resolved from the default index
     alone (one resolution over both indexes would take each package from the first that has it),
     the plan's target built into a wheel beside `output`. The target is checked out and built
-    on a thread meanwhile (target_build.py); an error is the one a lock made step by step meets
-    first: the vendor index's, the checkout's, the build's, the resolution's."""
+    on a thread meanwhile (target_build.py), and the rest resolved while it builds where its
+    pyproject.toml states what the built wheel then says (declared_wheel.py); an error is the
+    one a lock made step by step meets first: the vendor index's, the checkout's, the build's,
+    the resolution's."""
     target_url = plan.requirement.url if plan.requirement is not None else None
     default_index = plan.settings.default_index.value
     output = output.absolute()
@@ -198,27 +201,34 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
         # `lock` refuses a board with no vendor source before it comes here.
         assert resolution is not None and plan.channel is not None and plan.vendor is not None
         vendor = _vendor_entries(work, resolution, plan.vendor_index, target)
-        rest_requirements: List[str] = []
+        # The vendor files as direct references: their dependencies come from the default index,
+        # and the vendor index is asked for nothing else. pip in the environment, as `uv venv
+        # --seed` puts it there, so later plain `pip install`s work.
+        others = [*(f"{entry.name} @ {entry.url}" for entry in vendor), *plan.additions, *plan.vendor.companions, "pip"]
         built: List[Locked] = []
-        commit, wheel, built_wheel, digest = None, None, None, ""
+        commit, wheel, built_wheel, digest, rest = None, None, None, "", None
         if building is not None and requirement is not None:
-            commit = building.source()[1]
-            # The rest is resolved from the built wheel: its metadata is what boards install
-            # (--no-deps), which a backend may build otherwise than pyproject.toml states.
+            source, commit = building.source()
+            building.may_build()
+            # The rest is resolved while the target builds, from a wheel of the metadata its
+            # pyproject.toml states, and kept only if the built wheel says the same: the built
+            # wheel's metadata is what boards install (--no-deps).
+            declared = declared_wheel(source, work / "declared")
+            if declared is not None:
+                with contextlib.suppress(StepFailed):  # the built wheel's resolution says it, after the build's error
+                    rest = _resolve(work, "default", [str(replace(requirement, url=declared[0].as_uri())), *others],
+                                    plan.constraints, default_index, target, no_deps=False,
+                                    skip=[entry.name for entry in vendor] + [requirement.name])
             built_wheel = building.wheel()
+            if declared is None or not built_as_declared(built_wheel, declared[1]):
+                rest = None
             digest = file_sha256(built_wheel)
             wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
-            rest_requirements.append(str(replace(requirement, url=built_wheel.as_uri())))
+            others.insert(0, str(replace(requirement, url=built_wheel.as_uri())))
             built.append(Locked(requirement.name, _wheel_version(wheel.name), wheel.as_uri(), digest, "built"))
-        # The vendor files as direct references: their dependencies come from the default index,
-        # and the vendor index is asked for nothing else.
-        rest_requirements += [f"{entry.name} @ {entry.url}" for entry in vendor]
-        rest_requirements += list(plan.additions)
-        rest_requirements += list(plan.vendor.companions)
-        # pip in the environment, as `uv venv --seed` puts it there, so later plain `pip install`s work.
-        rest_requirements.append("pip")
-        rest = _resolve(work, "default", rest_requirements, plan.constraints, default_index, target, no_deps=False,
-                        skip=[entry.name for entry in vendor + built])
+        if rest is None:
+            rest = _resolve(work, "default", others, plan.constraints, default_index, target, no_deps=False,
+                            skip=[entry.name for entry in vendor + built])
         # The header names the source without a token in its URL: a lock is copied to every runner.
         lock = Lock(plan.channel.id, target.python, target.arch, target.platform,
                     redact(str(requirement)) if requirement else "none (the stack alone)", commit, __version__,

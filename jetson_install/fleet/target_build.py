@@ -3,7 +3,8 @@
 that goes beside the lock.
 
 None of it needs the vendor set, so it runs while the vendor index is read (make_lock); the
-rest is resolved from the built wheel, whose metadata is what boards install. The thread only
+rest is resolved while it builds, from the metadata pyproject.toml states, kept only if the
+built wheel, whose metadata is what boards install, says the same (declared_wheel.py). The thread only
 starts git and uv: an interruption of the lock ends them and what they started, a build
 backend included (`stop`), as the doctor ends its probes. They stay in the tool's process group
 and session, so a kill of that whole group reaches them too, and ssh can ask on the terminal.

@@ -159,7 +159,8 @@ def lock_compile_argv(requirements_file: str, constraints_file: Optional[str], i
     """Resolve for a board's platform (or, with `interpreter`, for that interpreter) from one
     index, as PEP 751 pylock.toml: every file with its URL and sha256, the choice of file ours."""
     # --no-sources is a defense here: no command hands this resolution a project folder any more
-    # (the lock's target is its built wheel; `lock --with` and `inspect` refuse folders and URLs),
+    # (the lock's target is a wheel: its built one, or one of the metadata its pyproject.toml
+    # states; `lock --with` and `inspect` refuse folders and URLs),
     # and one that did would have uv build it under a workspace planted above it.
     target = (["--python", interpreter] if interpreter
               else ["--python-version", python_version, "--python-platform", str(python_platform)])
