@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import socket
 import subprocess
+import tarfile
 import zipfile
 from pathlib import Path
 from typing import Dict, List
@@ -16,6 +18,7 @@ import pytest
 from support import isolated_env
 from support.cli import run_cli
 from support.elf_files import Code, fat_binary, shared_object
+from support.index_server import LoopbackIndex
 
 from jetson_install.catalog.gpu_code import RUNS, Board, load_rules
 from jetson_install.envs import gpu_inspect
@@ -215,3 +218,51 @@ def test_when_the_default_index_fails_the_fix_runs_inspect_again_not_a_lock(tmp_
     assert lines[0].startswith("error: resolving from the default index (http://127.0.0.1:9/simple/) failed: ")
     assert lines[1:] == ["  fix: check that http://127.0.0.1:9/simple/ answers and carries what the message names, "
                          f"then run it again: jetson-install inspect flash-attn==2.8.3 --root {ORIN}"]
+
+
+def _source_archive(folder: Path, ran: Path) -> Path:
+    """sdonly 1.0's source archive, whose setup.py leaves `ran` behind if anything runs it."""
+    tree = folder / "sdonly-1.0"
+    tree.mkdir(parents=True)
+    (tree / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: sdonly\nVersion: 1.0\n")
+    (tree / "setup.py").write_text(f"open({str(ran)!r}, 'w').close()\nfrom setuptools import setup\nsetup()\n")
+    archive = folder / "sdonly-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tree, arcname="sdonly-1.0")
+    return archive
+
+
+def test_a_requirement_the_index_has_only_a_source_archive_of_is_not_judged_and_the_archive_is_not_fetched(
+        tmp_path: Path) -> None:
+    """flash-attn, say, on an index with no wheel of it for the board: its source holds no built
+    code, so inspect says it cannot read it (exit 1) rather than "nothing here runs on the GPU";
+    the archive is neither downloaded nor built."""
+    files, ran = tmp_path / "index", tmp_path / "setup-ran"
+    files.mkdir()
+    archive = _source_archive(files, ran)
+    shutil.rmtree(files / "sdonly-1.0")
+    with LoopbackIndex(files, name="default") as index:
+        config = tmp_path / "config.toml"
+        config.write_text(f'default_index = "{index.url}"\n')
+        env = isolated_env(tmp_path, {"JETSON_INSTALL_CONFIG": str(config)})
+        result = run_cli("inspect", "sdonly==1.0", "--root", ORIN, env=env)
+        fetched = index.downloaded_files()
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"error: sdonly==1.0: {index.url} has no wheel of sdonly 1.0 for Python 3.10 on aarch64-manylinux_2_35, only "
+        f"its source archive {archive.name}, which holds source, not the built code inspect reads (an install builds "
+        "it on the board)",
+        f"  fix: on the board, download {index.base_url}/files/{archive.name} and build its wheel (uv build --wheel "
+        f"{archive.name} --out-dir DIR), then: jetson-install inspect DIR --root {ORIN}"]
+    assert fetched == [] and not ran.exists()
+
+
+def test_a_source_archive_by_its_path_is_refused_with_the_command_that_reads_its_built_code(tmp_path: Path) -> None:
+    ran = tmp_path / "setup-ran"
+    archive = _source_archive(tmp_path / "my files", ran)
+    result = run_cli("inspect", str(archive), "--root", ORIN)
+    assert (result.returncode, result.stderr.splitlines()) == (2, [
+        f"error: {archive}: a source archive holds source, not the built code inspect reads",
+        f"  fix: build its wheel (uv build --wheel '{archive}' --out-dir DIR), then: jetson-install inspect DIR "
+        f"--root {ORIN}"])
+    assert not ran.exists()

@@ -461,19 +461,20 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
 
 
 def requirement_files(requirement: str, constraints: Sequence[str], default_index: Optional[str], target: LockTarget,
-                      work: Path, again: str) -> List[Path]:
-    """The file `requirement` itself installs from (not its dependencies) as uv resolves it for
-    the board of `target` from the default index under `constraints`, downloaded into `work`
-    and checked against the sha256 uv's resolution names: what `inspect REQUIREMENT` reads
-    (`again`: its failure's last step, inspect's own command)."""
-    files = []
-    for entry in _resolve(work, "default", [requirement], constraints, default_index, target, no_deps=True,
-                          again=again):
+                      work: Path, again: str) -> List[Locked]:
+    """The files `requirement` itself installs from (not its dependencies) as uv resolves it for
+    the board of `target` from the default index under `constraints`: what `inspect
+    REQUIREMENT` reads (`again`: its failure's last step, inspect's own command). Each wheel is
+    downloaded into `work` (`Locked.filename` there) and checked against the sha256 uv's
+    resolution names; a source archive is not downloaded: it holds no built code to read."""
+    entries = _resolve(work, "default", [requirement], constraints, default_index, target, no_deps=True, again=again)
+    for entry in entries:
+        if entry.sdist:
+            continue
         destination = work / entry.filename
         fetch_file(entry.url, destination)
         if file_sha256(destination) != entry.sha256:
             raise StepFailed("download", f"{redact(entry.url)} does not have the sha256 uv's resolution names "
                                          f"({entry.sha256})", "run the command again; if it says so again, the index "
                                                               "serves another file than it lists")
-        files.append(destination)
-    return files
+    return entries

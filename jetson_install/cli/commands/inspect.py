@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from jetson_install.base.errors import BadInput
+from jetson_install.base.errors import BadInput, StepFailed
 from jetson_install.base.redact import redact
 from jetson_install.base.work_folders import make_work_folder
 from jetson_install.board.platform_data import ubuntu_glibc
@@ -42,6 +42,9 @@ def inspect_subject(subject: str, options: PlatformOptions, rerun: Rerun) -> Ins
     root = Path(platform.root) if platform is not None else Path("/")
     arch = platform.arch if platform is not None else None
     sources = channel.sources if channel is not None else ()
+    if path.is_file() and path.name.endswith(".tar.gz"):  # a source distribution's name (PEP 625)
+        reason, fix = _NOT_INSPECTED["sdist"]
+        raise BadInput(f"{path}: {reason}", fix=fix.format(path=shlex.quote(str(path)), folder=_inspecting(rerun, subject, "DIR")))
     if path.exists():
         found = inspect_path(path, board, load_rules(), sources, root, arch)
         return replace(found, notes=tuple(notes))
@@ -60,9 +63,18 @@ def inspect_subject(subject: str, options: PlatformOptions, rerun: Rerun) -> Ins
     with make_work_folder("jetson-install-inspect-") as work:
         files = requirement_files(requirement, constraints, settings.default_index.value, target, work,
                                   again=f"run it again: {rerun}")
+        for entry in files:
+            if entry.sdist:  # no wheel of it for the board: what it would run is built at its install
+                where = redact(settings.default_index.value or "uv's default index")
+                raise StepFailed("inspect", f"{subject}: {where} has no wheel of {entry.name} {entry.version} for "
+                                            f"Python {channel.python} on {target.platform}, only its source archive "
+                                            f"{entry.filename}, which holds source, not the built code inspect reads "
+                                            "(an install builds it on the board)",
+                                 fix=f"on the board, download {redact(entry.url)} and build its wheel (uv build "
+                                     f"--wheel {entry.filename} --out-dir DIR), then: {_inspecting(rerun, subject, 'DIR')}")
         reports: List[FileReport] = []
         elf = other = 0
-        for file in files:
+        for file in (work / entry.filename for entry in files):
             found = inspect_path(file, board, load_rules(), sources, root, arch)
             reports += found.files
             elf, other = elf + found.elf_files, other + found.other_files
@@ -105,12 +117,14 @@ def _refuse_a_url(subject: str, rerun: Rerun) -> None:
     what, path = _what_a_url_names(url) if kind == "url" else ("git", "")
     reason, fix = _NOT_INSPECTED[what]
 
-    def inspecting(word: str) -> str:
-        return str(Rerun(tuple(word if given == subject else given for given in rerun.argv)))
-
     raise BadInput(f"{redact(subject)}: {reason.format(path=path)}",
-                   fix=fix.format(path=shlex.quote(path), file=inspecting(path if what == "file" else "FILE"),
-                                  folder=inspecting("DIR")))
+                   fix=fix.format(path=shlex.quote(path), file=_inspecting(rerun, subject, path if what == "file" else "FILE"),
+                                  folder=_inspecting(rerun, subject, "DIR")))
+
+
+def _inspecting(rerun: Rerun, subject: str, word: str) -> str:
+    """The inspect command as typed, reading `word` in place of `subject`."""
+    return str(Rerun(tuple(word if given == subject else given for given in rerun.argv)))
 
 
 def _what_a_url_names(url: str) -> Tuple[str, str]:
