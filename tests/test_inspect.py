@@ -266,3 +266,21 @@ def test_a_source_archive_by_its_path_is_refused_with_the_command_that_reads_its
         f"  fix: build its wheel (uv build --wheel '{archive}' --out-dir DIR), then: jetson-install inspect DIR "
         f"--root {ORIN}"])
     assert not ran.exists()
+
+
+def test_a_requirement_that_needs_a_newer_python_than_the_boards_is_named_so(tmp_path: Path) -> None:
+    """Its Requires-Python, unmet by the channel's Python: the fix names that, not the index."""
+    files = tmp_path / "index"
+    files.mkdir()
+    wheel(files, {"needs311/__init__.py": b"",
+                  "needs311-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: needs311\nVersion: 1.0\n"
+                                                     b"Requires-Python: >=3.11\n"}, "needs311-1.0-py3-none-any.whl")
+    with LoopbackIndex(files, name="default") as index:
+        config = tmp_path / "config.toml"
+        config.write_text(f'default_index = "{index.url}"\n')
+        result = run_cli("inspect", "needs311", "--root", ORIN, env=isolated_env(tmp_path, {"JETSON_INSTALL_CONFIG": str(config)}))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "  fix: what it resolves needs Python>=3.11, and this resolution is for Python 3.10: name a release that "
+        "supports Python 3.10, or name a board whose channel has a Python that satisfies it (--root, --l4t), "
+        f"then run it again: jetson-install inspect needs311 --root {ORIN}")

@@ -95,6 +95,18 @@ def test_a_conflict_keeps_the_steps_own_fix_and_a_missing_vendor_pin_offers_the_
     assert vendor_fix.endswith("jetson-install obliteratus --venv /srv/obl --yes --vendor-fallback")
 
 
+@pytest.mark.parametrize(("name", "python"), [("compile-requires-python-requested", "3.8"),
+                                             ("compile-requires-python-current", "3.8.18")])
+def test_a_requires_python_the_resolution_misses_is_named_with_a_python_that_meets_it(name: str, python: str) -> None:
+    """Not "check that the index answers": what is wrong is the Python, and the fix says which."""
+    failure, fix = explain(name, "target")
+    assert (failure.kind, failure.subject) == ("requires-python", f"{python} >=3.10")
+    assert failure.summary.startswith(f"Because the {name.rsplit('-', 1)[1]} Python version (")
+    assert fix == (f"what it installs needs Python>=3.10, and the environment's is Python {python}: run with a Python "
+                   "that satisfies it: jetson-install obliteratus --venv /srv/obl --vendor-index "
+                   "https://mirror.example/jp6 --yes --python PATH")
+
+
 def test_a_vendor_index_that_is_down_offers_the_fallback_without_repeating_an_option() -> None:
     failure, fix = explain("index-refused", "vendor", index="https://mirror.example/jp6", fallback=True)
     assert failure.kind == "network"

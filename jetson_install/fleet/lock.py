@@ -426,6 +426,11 @@ def _wheel_version(filename: str) -> str:
     return str(parse_wheel_filename(filename)[1])
 
 
+#: Where a resolution's Python comes from, and so how to resolve for another (by: whether it is the board's).
+_OTHER_PYTHON = {True: "name a board whose channel has a Python that satisfies it (--root, --l4t)",
+                 False: "give --python an interpreter that satisfies it"}
+
+
 def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: Optional[Sequence[str]],
              index: Optional[str], target: LockTarget, no_deps: bool, skip: Sequence[str] = (),
              again: str = "run the lock again") -> List[Locked]:
@@ -446,6 +451,10 @@ def _resolve(work: Path, origin: str, requirements: Sequence[str], constraints: 
         where = index or "uv's default index"
         failure = read_uv_failure(result.stderr)
         fix = f"check that {where} answers and carries what the message names, then {again}"
+        if failure.kind == "requires-python":
+            python, needed = (failure.subject or "? ?").split(" ", 1)
+            fix = (f"what it resolves needs Python{needed}, and this resolution is for Python {python}: name a "
+                   f"release that supports Python {python}, or {_OTHER_PYTHON[target.interpreter is None]}, then {again}")
         if failure.kind == "refused":
             fix = f"{CREDENTIALS_FIX}, then {again}"
             refused, named = urlsplit(failure.subject or ""), urlsplit(index or "")

@@ -81,6 +81,10 @@ def fix_for_uv_failure(failure: UvFailure, context: StepContext, usual: str) -> 
     if kind == "missing-file":
         return (f"{failure.subject or 'a file the build reads'} is missing (a dangling symlink?): restore or "
                 f"remove it, then run: {rerun}")
+    if kind == "requires-python":
+        python, needed = (failure.subject or "? ?").split(" ", 1)
+        return (f"what it installs needs Python{needed}, and the environment's is Python {python}: run with a Python "
+                f"that satisfies it: {rerun.with_option('--python', 'PATH')}")
     if kind == "unsatisfiable":
         if context.step == "vendor":
             return vendor_missing_fix(context)

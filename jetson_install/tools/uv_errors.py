@@ -32,6 +32,10 @@ _REFUSED = re.compile(r"(https?://[^\s()`]+).*?\((40[13]) (?:Unauthorized|Forbid
 _STATEMENT = re.compile(r"\s(?:error|cause|hint|help|Caused by):\s|[×╰├│]")
 _QUOTED_PATH = re.compile(r"`([^`]+)`")
 _OS_ERROR = re.compile(r"\(os error (\d+)\)")
+# "the current Python version (3.8.18) does not satisfy Python>=3.10" (an interpreter), or "the
+# requested Python version (>=3.8)" (--python-version 3.8): a requirement's Requires-Python, unmet.
+_PYTHON_UNMET = re.compile(r"the (?:current|requested) Python version \((?:>=)?([^)\s]+)\) does not satisfy "
+                           r"Python\s*([^\s,]+)")
 _MAX_LINE = 600
 
 
@@ -40,10 +44,13 @@ class UvFailure:
     """One uv failure: what kind it is and the one line that says so."""
 
     # disk-full, permission, cross-device, hash-mismatch, git-ref, seed-packages, network,
-    # refused (401/403: the credentials), missing-file, unsatisfiable; "other" is quoted as uv said it.
+    # refused (401/403: the credentials), missing-file, requires-python (a Requires-Python the
+    # resolution's Python does not meet), unsatisfiable; "other" is quoted as uv said it.
     kind: str
     summary: str  # uv's error line and its deepest cause, as one line
-    subject: Optional[str] = None  # the ref, path or package the cause names, when it names one
+    # The ref, path or package the cause names, when it names one; for requires-python, the
+    # Python resolved for and the requirement it misses: "3.8.18 >=3.10".
+    subject: Optional[str] = None
 
 
 def cause_chain(text: str) -> List[Tuple[str, List[str]]]:
@@ -111,7 +118,9 @@ def read_uv_failure(text: str) -> UvFailure:
     if "no such file or directory" in deepest.lower():
         return UvFailure("missing-file", _clip(f"{head}: {deepest}"), _missing_path(deepest))
     if "no solution found" in lowered or "unsatisfiable" in lowered:
-        return UvFailure("unsatisfiable", _clip(" ".join([f"{root}"] + details)))
+        unmet = _PYTHON_UNMET.search(" ".join(every.split()))
+        kind = "requires-python" if unmet else "unsatisfiable"
+        return UvFailure(kind, _clip(" ".join([f"{root}"] + details)), " ".join(unmet.groups()) if unmet else None)
     return UvFailure("other", _clip(head if deepest == head else f"{head}: {deepest}"))
 
 
