@@ -184,3 +184,54 @@ def test_an_unreadable_release_file_with_a_fallback_warns_once() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         "warning: etc/nv_tegra_release cannot be read (Permission denied); L4T taken from var/lib/dpkg/status"]
+
+
+# A detect stopped where distro reads the copies it staged in the temporary folder: it says which
+# folder, and goes on once its stdin closes (a live run) or is killed there (SIGKILL runs no `finally`).
+_STOPPED_IN_DISTRO = """
+import sys
+from pathlib import Path
+import distro
+from jetson_install.board.platform import detect
+class Reading(distro.LinuxDistribution):
+    def __init__(self, **options):
+        print(options["root_dir"], flush=True)
+        sys.stdin.read()
+        super().__init__(**options)
+distro.LinuxDistribution = Reading
+print(detect(Path(sys.argv[1])).ubuntu, flush=True)
+"""
+
+
+def test_a_killed_detect_s_staged_release_files_are_removed_by_the_next_and_a_live_one_s_kept(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        processes: List["subprocess.Popen[str]"]) -> None:
+    """distro reads the os-release copies from a folder in the temporary folder: each run killed
+    while it read them left one more, which no run removed."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    source = str(Path(__file__).resolve().parent.parent)
+
+    def stopped_in_distro() -> Tuple["subprocess.Popen[str]", Path]:
+        run = subprocess.Popen([sys.executable, "-c", _STOPPED_IN_DISTRO, str(root)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True,
+                               env=dict(os.environ, TMPDIR=str(scratch), PYTHONPATH=source))
+        processes.append(run)
+        assert run.stdout is not None
+        staged = Path(run.stdout.readline().strip())
+        assert staged.parent == scratch and (staged / "etc" / "os-release").is_file(), staged
+        return run, staged
+
+    killed, killed_staged = stopped_in_distro()
+    live, live_staged = stopped_in_distro()
+    killed.kill()
+    killed.wait(timeout=30)
+    assert killed_staged.is_dir()  # what the kill left
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    assert detect(root).ubuntu == "22.04"
+    lock = f".jetson-install-release-uid{os.geteuid()}.lock"  # the one file the runs keep there
+    assert sorted(path.name for path in scratch.iterdir()) == sorted([lock, live_staged.name])
+    assert live.stdin is not None and live.stdout is not None
+    live.stdin.close()  # the live run reads its copies on, and removes its folder itself
+    assert live.stdout.readline() == "22.04\n" and live.wait(timeout=60) == 0
+    assert [path.name for path in scratch.iterdir()] == [lock]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -19,6 +18,7 @@ import distro
 
 from jetson_install.base.errors import InvalidReleaseFile
 from jetson_install.base.outputs import read_regular_file
+from jetson_install.base.work_folders import make_work_folder
 from jetson_install.board.release_files import (
     L4T,
     parse_apt_source,
@@ -46,6 +46,10 @@ KERNEL = "proc/sys/kernel/osrelease"
 KERNEL_ARCH = "proc/sys/kernel/arch"  # Linux 6.1 and later
 OS_RELEASE = ("etc/os-release", "usr/lib/os-release")  # the order distro (and systemd) reads them in
 DEBIAN_VERSION = "etc/debian_version"
+# The folder in the temporary folder that distro reads the copies from, as its root_dir (distro
+# reads debian_version there, by path): held while it is read, so a killed run's is removed by
+# the next run's (base/work_folders.py), never left to pile up.
+RELEASE_STAGING = "jetson-install-release-"
 
 
 @dataclass(frozen=True)
@@ -223,15 +227,15 @@ def _read_distro(files: _Root) -> _Distro:
     where, os_release = next(((name, text) for name in OS_RELEASE
                               for text in [files.read_text(name, SMALL_FILE_BYTES)] if text is not None), (None, None))
     debian_version = files.read_text(DEBIAN_VERSION, SMALL_FILE_BYTES)
-    with tempfile.TemporaryDirectory(prefix="jetson-install-release-") as staged:
-        etc = Path(staged) / "etc"
+    with make_work_folder(RELEASE_STAGING) as staged:
+        etc = staged / "etc"
         etc.mkdir()
         if os_release is not None:
             (etc / "os-release").write_text(os_release, encoding="utf-8")
         if debian_version is not None:
             (etc / "debian_version").write_text(debian_version.encode("ascii", "replace").decode(), encoding="ascii")
         release = distro.LinuxDistribution(include_lsb=False, include_uname=False, include_oslevel=False,
-                                           root_dir=staged)
+                                           root_dir=str(staged))
         try:
             return _Distro(where, release.id(), release.version(), None)
         except (OSError, UnicodeDecodeError) as exc:
