@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -292,3 +294,43 @@ def test_a_home_that_cannot_be_written_names_the_variable_that_moves_the_log(tmp
         "error: cannot write the log in /proc/.local/state/jetson-install/log (No such file or directory)",
         "  fix: set XDG_STATE_HOME to a folder you can write (or HOME), then run the command again"]
     assert not (tmp_path / "obl").exists() and not (tmp_path / "obl.d").exists()
+
+
+# A run killed (SIGKILL, which runs no `finally`) the instant its check of a folder made a file or a
+# folder there, before it could remove it: each such kill would leave one more in the user's folder.
+_KILLED_CHECKING = """
+import os, signal, sys
+from pathlib import Path
+from jetson_install.base.outputs import check_output
+from jetson_install.envs.home import EnvironmentHome
+folder, what = sys.argv[1], sys.argv[2]
+opened, made = os.open, os.mkdir
+def killed_if_in_the_folder(descriptor_or_path):
+    where = os.readlink(f"/proc/self/fd/{descriptor_or_path}") if isinstance(descriptor_or_path, int) \\
+        else os.path.abspath(descriptor_or_path)
+    if where.startswith(folder + "/"):
+        os.kill(os.getpid(), signal.SIGKILL)
+def killed_once_opened(path, flags, *args, **kwargs):
+    descriptor = opened(path, flags, *args, **kwargs)
+    killed_if_in_the_folder(descriptor)
+    return descriptor
+def killed_once_made(path, *args, **kwargs):
+    made(path, *args, **kwargs)
+    killed_if_in_the_folder(path)
+os.open, os.mkdir = killed_once_opened, killed_once_made
+if what == "output":
+    check_output("--evidence", Path(folder) / "evidence.json")
+else:
+    EnvironmentHome(Path(folder) / "obl").check_usable(create=False)
+"""
+
+
+@pytest.mark.parametrize("what", ["output", "venv"])
+def test_a_run_killed_while_it_checks_a_folder_it_writes_in_leaves_nothing_there(what: str, tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    source = str(Path(__file__).resolve().parent.parent)
+    killed = subprocess.run([sys.executable, "-c", _KILLED_CHECKING, str(folder), what], capture_output=True,
+                            text=True, env=dict(os.environ, PYTHONPATH=source), timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr  # killed at that instant, as a kill -9 may
+    assert list(folder.iterdir()) == []

@@ -14,7 +14,7 @@ from typing import Optional, Tuple, Union
 
 from jetson_install.base.errors import BadInput
 
-__all__ = ["check_output", "write_output", "replace_file", "read_regular_file", "write_own", "OWN_FILE_FLAGS",
+__all__ = ["check_output", "try_creating_in", "write_output", "replace_file", "read_regular_file", "write_own", "OWN_FILE_FLAGS",
            "READ_CHUNK"]
 
 # One read() at a time: procfs answers a sysctl read of 64 MiB with ENOMEM.
@@ -73,12 +73,20 @@ def check_output(option: str, path: Union[str, Path], *, make_folder: bool = Fal
     while not existing.is_dir() and existing != existing.parent:
         existing = existing.parent
     try:
-        descriptor, temporary = tempfile.mkstemp(prefix=".jetson-install-check-", dir=str(existing))
-        os.close(descriptor)
-        os.unlink(temporary)
+        try_creating_in(existing)
     except OSError as exc:
         raise BadInput(f"{option} {path}: cannot write there ({exc.strerror or exc})",
                        fix="pass a file in a folder you can write") from None
+
+
+def try_creating_in(folder: Union[str, Path]) -> None:
+    """Raise the OSError that creating a file in `folder` (a folder that exists) would meet (only
+    trying tells: access bits say nothing for root, on /proc or on a read-only mount). The file has
+    no name where the filesystem makes one without (O_TMPFILE, which tempfile tries first): a run
+    killed meanwhile leaves nothing in the user's folder. Where it has none (NFS), tempfile names
+    it and removes it at once."""
+    with tempfile.TemporaryFile(prefix=".jetson-install-check-", dir=str(folder)):
+        pass
 
 
 def replace_file(path: Union[str, Path], data: Union[str, bytes], mode: Optional[int] = None) -> None:

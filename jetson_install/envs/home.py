@@ -35,7 +35,6 @@ import pwd
 import re
 import shlex
 import shutil
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from jetson_install.base.errors import AnotherUsers, BadInput
-from jetson_install.base.outputs import OWN_FILE_FLAGS, write_own
+from jetson_install.base.outputs import OWN_FILE_FLAGS, try_creating_in, write_own
 from jetson_install.base.layout import (
     COMPLETE_MARK,
     FAILED_EVIDENCE,
@@ -445,15 +444,14 @@ def _building_mark(environment: Path) -> Path:
 
 
 def _try_creating_in(folder: Path) -> None:
-    """Raise the OSError that creating a folder in `folder` would meet, leaving nothing behind."""
+    """Raise the OSError that creating DIR.d and DIR's link in `folder` would meet, leaving
+    nothing behind, even where the run is killed meanwhile (outputs.try_creating_in)."""
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(existing))
-    # Access bits say nothing for root or on /proc: only trying tells.
-
-    os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".jetson-install-check-"))
+    try_creating_in(existing)
 
 
 class _Lock:
