@@ -13,13 +13,17 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from support import VENDOR_TORCH
 from support.installer import Installer
+from support.interrupts import wait_until
 from support.index_server import LoopbackIndex
 from support.stub_projects import IndexDirs
 from typing import Callable
@@ -190,3 +194,43 @@ def test_sigterm_during_the_check_step_ends_the_smoke_command_at_once(installer:
     assert "error: interrupted during step 'check'" in stderr
     assert not Path(f"/proc/{smoke}").exists() or "\nState:\tZ" in Path(f"/proc/{smoke}/status").read_text()
     assert not os.path.lexists(installer.venv)  # a first install: nothing made, nothing half-made left
+
+
+def test_ctrl_c_while_the_install_waits_for_the_vendor_index_names_its_read_not_the_step_before(
+        installer: Installer) -> None:
+    """A first install reads the vendor index while the environment step runs, then waits for the
+    read (a slow board's, a slow index's): a Ctrl-C there is the vendor step's, as a failed read
+    is, never the environment step's, which had ended."""
+    main = threading.main_thread()
+
+    def waiting_for_the_index() -> bool:
+        frame = sys._current_frames().get(main.ident or 0)
+        while frame is not None:
+            if frame.f_code.co_name == "resolution" and frame.f_code.co_filename.endswith("install.py"):
+                return True
+            frame = frame.f_back
+        return False
+
+    def ctrl_c_there() -> None:
+        if wait_until(waiting_for_the_index, 120):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # never accepted: the read's request waits for its answer
+        installer.vendor_url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
+        # A terminal's foreground job gets Ctrl-C; a test's process may have inherited SIGINT ignored.
+        ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+        pressing = threading.Thread(target=ctrl_c_there)
+        pressing.start()
+        try:
+            code, data, stderr = installer.run()
+        finally:
+            pressing.join()
+            signal.signal(signal.SIGINT, ignored)
+    assert code == 130, stderr
+    assert [step["id"] for step in data["steps"]] == ["interpreter", "environment"]
+    assert data["status"] == "interrupted" and data["error"]["step"] == "vendor"
+    assert data["error"]["message"].startswith("interrupted during step 'vendor' (no environment was made at ")
+    assert "error: interrupted during step 'vendor'" in stderr
+    assert not installer.venv.exists() and not list(Path(f"{installer.venv}.d").glob("*env-*"))

@@ -149,7 +149,9 @@ class _IndexRead:
 
 
 def _index_set(plan: Plan, run: Run, reading: _IndexRead) -> Plan:
-    """The plan with the set the index read chose; a failure is the vendor step's, with its fixes."""
+    """The plan with the set the index read chose; a failure is the vendor step's, with its fixes,
+    and so is a Ctrl-C (or SIGTERM) while the run waits for it: the step before it has ended."""
+    run.step_id = "vendor"
     try:
         resolution = reading.resolution()
     except JetsonInstallError as exc:
@@ -207,7 +209,7 @@ def _install_locked(prepared: Prepared, home: EnvironmentHome, run: Run) -> Inst
         kept = discard(home, staging, str(run.command))
         return _failed(run.plan, run, interpreter, "failed", failure.step, failure.message, failure.fix, kept)
     except KeyboardInterrupt:
-        step = run.results[-1].id if run.results else "start"
+        step = run.step_id or "start"  # the step it ran, or the one whose vendor set it waited for
         if home.current() == staging:
             # After the switch: the new environment is in place and stays; what the
             # clean-up had not removed yet is removed by the next run.
