@@ -69,7 +69,7 @@ def test_a_tag_that_does_not_exist_is_named_with_the_command_that_lists_the_tags
     result = run_cli(*args, "--ref", "v9", env=installer.env)
     assert result.returncode == 1, result.stderr
     error = json.loads(result.stdout)["error"]
-    assert error["step"] == "target" and "no branch, tag or commit 'v9'" in error["message"]
+    assert error["step"] == "target" and "no branch, tag or commit 'v9'" in error["message"], error
     assert f"git ls-remote --heads --tags {obliteratus_git_repo.as_uri()}" in error["fix"]
     assert error["fix"].endswith("--ref REF") and error["fix"].count("--ref") == 1
     assert "did not answer" not in error["fix"]
