@@ -39,7 +39,10 @@ SAMPLE = "sample:agx-orin-64gb-jp6.2"
     ("fix: run --vendor-index https://a:p%40ss@h/simple --json", "fix: run --vendor-index https://a:****@h/simple --json"),
     ("https://user:a@b@host/x", "https://user:****@host/x"),
     ("git+ssh://git@git.example/o/r.git", "git+ssh://git@git.example/o/r.git"),
-    ("https://h/x?a=b@c and mail@example.org", "https://h/x?a=b@c and mail@example.org"),
+    ("https://h/x?a=b@c and mail@example.org", "https://h/x?a=**** and mail@example.org"),
+    ("--vendor-index https://mirror.example/jp6/+simple/?token=SEKRET456 --json",
+     "--vendor-index https://mirror.example/jp6/+simple/?token=**** --json"),
+    ('see "https://h/x?a=1&key=2#frag" (or https://h/?k) - why?', 'see "https://h/x?a=****&key=****#frag" (or https://h/?****) - why?'),
 ])
 def test_redact_masks_the_secret_and_keeps_the_rest(text: str, shown: str) -> None:
     assert redact(text) == shown
@@ -56,7 +59,8 @@ def test_redact_data_reaches_nested_strings() -> None:
 REDACTION = settings(max_examples=80, deadline=None)
 MARK = "¤"
 # A URL's userinfo ends at whitespace, '/', '?' or '#'; a user name ends at its first ':' and
-# '@'. Hosts, paths and text around exclude '@' and MARK.
+# '@'. Hosts, paths and text around exclude '@' and MARK, and '?' (a query is drawn apart: its
+# values are masked too).
 secrets = st.builds("{}{}{}".format, st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"),
                                                            exclude_characters="/?#"), max_size=12),
                     st.just(MARK), st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"),
@@ -65,8 +69,8 @@ users = st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"), exc
                 max_size=12)
 schemes = st.sampled_from(["https", "http", "git+https", "file", "HTTPS", "s3"])
 hosts = st.sampled_from(["mirror.example", "192.0.2.1:8080", "[::1]", "git.example"])
-paths = st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"), exclude_characters=f"@{MARK}"), max_size=20)
-plain = st.text(st.characters(codec="utf-8", exclude_characters=f"@{MARK}"), max_size=30)
+paths = st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"), exclude_characters=f"@?#{MARK}"), max_size=20)
+plain = st.text(st.characters(codec="utf-8", exclude_characters=f"@?{MARK}"), max_size=30)
 
 
 @st.composite
@@ -95,6 +99,28 @@ def test_a_secret_in_free_text_is_never_shown_and_the_text_around_it_is_kept(bef
                                                                              after: str) -> None:
     event(f"text around it: {bool(before.strip() or after.strip())}")
     assert redact(f"{before} {url[0]} {after}") == f"{before} {url[1]} {after}"
+
+
+# A query's names (no '=', '&', MARK) and values (anything a URL's query holds, MARK among it).
+query_names = st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"),
+                                    exclude_characters=f"=&#?\"'`<>()[]{MARK}"), min_size=1, max_size=8)
+query_values = st.builds("{}{}{}".format, *(st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"),
+                                                                   exclude_characters=f"=&#\"'`<>()[]{MARK}"), max_size=6),
+                                            st.just(MARK),
+                                            st.text(st.characters(codec="utf-8", exclude_categories=("Z", "Cc"),
+                                                                  exclude_characters=f"=&#\"'`<>()[]{MARK}"), max_size=6)))
+
+
+@REDACTION
+@given(schemes, hosts, paths, st.lists(st.tuples(query_names, query_values), min_size=1, max_size=3), plain)
+def test_every_value_of_a_urls_query_is_shown_as_stars_and_its_names_as_they_are(
+        scheme: str, host: str, path: str, query: List[Tuple[str, str]], after: str) -> None:
+    """A token in an index URL's query (`?token=...`): which names hold a secret is the server's to say."""
+    event(f"query fields: {len(query)}")
+    url = f"{scheme}://{host}/{path}?" + "&".join(f"{name}={value}" for name, value in query)
+    shown = redact(f"{url} {after}")
+    assert MARK not in shown
+    assert shown == f"{scheme}://{host}/{path}?" + "&".join(f"{name}=****" for name, _ in query) + f" {after}"
 
 
 def strings_in(data: Any) -> List[str]:

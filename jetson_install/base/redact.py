@@ -1,9 +1,10 @@
 """Credentials in URLs never leave the process in clear.
 
 An index or source URL may carry them (`https://user:secret@host/simple`, a token as
-`https://token@host/repo.git`). Everything the tool shows or writes passes through
-`redact` (or `redact_data` for JSON): the password, or a lone user name (a token), becomes
-`****`, as uv shows them. The one use of the clear credentials is handing them to uv and
+`https://token@host/repo.git`, or in its query: `https://host/simple/?token=secret`).
+Everything the tool shows or writes passes through `redact` (or `redact_data` for JSON): the
+password, or a lone user name (a token), becomes `****`, as uv shows them, and so does every
+value of a URL's query (which of its names hold a secret is the server's to say, not ours). The one use of the clear credentials is handing them to uv and
 git (`credentials`), outside their command lines (uv.environment_for, git_urls).
 """
 
@@ -38,9 +39,22 @@ def _mask(match: "re.Match[str]") -> str:
     return f"{scheme}{MASK}@"
 
 
+# scheme://HOST/PATH?QUERY: the query ends at whitespace, a fragment, or what closes a quotation
+# around the URL in a message (quotes, brackets, backquotes).
+_QUERY = re.compile(r"(?P<url>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#]*)\?(?P<query>[^\s#\"'`<>()\[\]]+)")
+
+
+def _mask_query(match: "re.Match[str]") -> str:
+    fields = [name + "=" + MASK if sep else MASK
+              for name, sep, _ in (field.partition("=") for field in match.group("query").split("&")) if name or sep]
+    return f"{match.group('url')}?{'&'.join(fields)}"
+
+
 def redact(text: str) -> str:
-    """`text` with the secret of every URL's credentials replaced by ****."""
-    return _USERINFO.sub(_mask, text) if "@" in text else text
+    """`text` with the secret of every URL's credentials, and every value of its query, replaced by ****."""
+    if "@" in text:
+        text = _USERINFO.sub(_mask, text)
+    return _QUERY.sub(_mask_query, text) if "?" in text else text
 
 
 def redact_data(data: Any) -> Any:
