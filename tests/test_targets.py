@@ -165,8 +165,11 @@ def test_a_second_target_in_the_catalog_installs_with_no_code_change(tmp_path: P
 
 
 @pytest.mark.parametrize(("argv", "message", "fix"), [
+    # Option words, not a whole command: one would drop the command's other options (plan, --root, a --dry-run).
     (["torch", "--source", "/tmp/project"], "--source /tmp/project: `torch` has no source of its own",
-     "jetson-install torch --with /tmp/project"),
+     "run the same command with --with /tmp/project in place of --source /tmp/project"),
+    (["torch", "--ref", "v1"], "--ref v1: `torch` has no source of its own",
+     "drop --ref (a git project goes on the stack at a ref as --with 'NAME @ git+URL@REF')"),
     (["torch", "--with", "not a requirement!"], "--with 'not a requirement!' is not a requirement",
      "e.g. --with 'transformers>=4.40'"),
     (["torch", "--with", "./no-such-folder"], "--with ./no-such-folder: no Python project there",

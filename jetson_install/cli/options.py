@@ -97,8 +97,9 @@ OPTIONS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Any]]] = {
                                                              "channel's torch version.")),
     "preflight": (("--preflight",), dict(is_flag=True, help="Any aarch64 machine: the channel's environment with CPU "
                                                             "torch, checked for CPU; never Jetson GPU evidence.")),
-    "ref": (("--ref",), dict(metavar="REF", help="Git tag, branch or commit of the source.")),
-    "source": (("--source",), dict(metavar="PATH|URL", help="OBLITERATUS from this checkout or git URL.")),
+    "ref": (("--ref",), dict(metavar="REF", help="Git tag, branch or commit of --source.")),
+    "source": (("--source",), dict(metavar="PATH|URL", help="OBLITERATUS from this checkout or git URL (a target with "
+                                                            "a project of its own; torch has none: --with adds one).")),
     "allow-insecure-index": (("--allow-insecure-index",), dict(is_flag=True, help="Accept plain-http indexes on "
                                                                                   "remote hosts.")),
     "vendor-fallback": (("--vendor-fallback",), dict(is_flag=True, help="Use the channel's documented fallback vendor "

@@ -75,8 +75,12 @@ def target_requirement(target: Target, source: Optional[str], ref: Optional[str]
     if target.distribution is None or target.git is None:
         if source is not None or ref is not None:
             option, value = ("--source", source) if source is not None else ("--ref", ref)
+            # Option words only: the planner does not have the command as typed (its other options, a
+            # --dry-run), which a whole command here would drop.
+            fix = (f"run the same command with --with {source} in place of --source {source}" if source is not None
+                   else "drop --ref (a git project goes on the stack at a ref as --with 'NAME @ git+URL@REF')")
             raise BadInput(f"{option} {value}: `{target.id}` has no source of its own; a project to put on the "
-                           "stack is an addition", fix=f"jetson-install {target.id} --with {source or 'REQUIREMENT'}")
+                           "stack is an addition", fix=fix)
         return None
     if ref is not None:
         check_git_ref(ref)
