@@ -59,6 +59,13 @@ def test_unsupported_platform_exits_3_without_touching_anything(installer: Insta
     assert result.returncode == 3
     assert json.loads(result.stdout)["supported"] is False
     assert not installer.venv.exists()
+    # The refusal on stderr too, where a script (and a -q run) reads it, with the way out.
+    assert result.stderr.splitlines()[-2:] == [
+        "error: OBLITERATUS is not supported here: JetPack 5 ships Python 3.8 and NVIDIA's torch for it stops at 2.1 "
+        "(2.1.0a0+41361538.nv23.06); OBLITERATUS needs Python 3.10 or newer, and bitsandbytes 0.46.1 or newer needs "
+        "torch 2.2 or newer",
+        "  fix: flash JetPack 6.2 (L4T R36.4.3) on Orin; Xavier cannot run JetPack 6, so it would need a source-built "
+        "torch 2.2+ for Python 3.10"]
 
 
 def test_a_tag_that_does_not_exist_is_named_with_the_command_that_lists_the_tags(

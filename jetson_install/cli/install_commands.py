@@ -122,6 +122,11 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
         the_plan, data, warnings = preview(the_plan, given["dry_run"], decide, rerun, given["upgrade"])
         click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
         print_json({**data, **extra}) if given["as_json"] else click.echo(plan_text(the_plan))
+        if not the_plan.supported:  # the plan says why on stdout; a script reads stderr for the refusal
+            reason = the_plan.reason[len("unsupported: "):] if the_plan.reason.startswith("unsupported: ") else the_plan.reason
+            click.echo(f"error: {the_plan.target.title} is not supported here: {reason}", err=True)
+            if the_plan.remedy:
+                click.echo(f"  fix: {the_plan.remedy}", err=True)
         exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
         exit_if(EXIT_CHANGED if given["detailed_exitcode"] and data.get("would_change") else 0)
         return
