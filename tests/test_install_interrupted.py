@@ -109,6 +109,11 @@ def test_ctrl_c_reports_the_step_and_keeps_the_old_environment(
     assert process.returncode == 130, stderr
     assert "unchanged" in stderr and "Traceback" not in stderr
     assert os.readlink(installer.venv) == before
+    # The README's "a line in the log": the error and fix lines stderr showed, in the run's log.
+    [log] = [line.split("log: ", 1)[1] for line in stderr.splitlines() if line.startswith("  log: ")]
+    shown = [line for line in stderr.splitlines() if line.startswith(("error: interrupted during step", "  fix: "))]
+    logged = Path(log).read_text()
+    assert len(shown) == 2 and all(f"ERROR {line}" in logged for line in shown), (shown, logged[-600:])
 
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGHUP"])
@@ -125,6 +130,7 @@ def test_sigterm_and_sighup_end_an_install_as_ctrl_c_does(
     assert "error: interrupted during step" in stderr and "is unchanged)" in stderr
     [log] = [line.split("log: ", 1)[1] for line in stderr.splitlines() if line.startswith("  log: ")]
     assert f"{stop} received: ending the run as Ctrl-C does" in Path(log).read_text()
+    assert "ERROR error: interrupted during step" in Path(log).read_text()
     # The step's uv ended with the tool: nothing is left in the group the install was started in
     # (the signal a child gets when its parent dies is immediate; its end is waited for).
     assert group_ends(process.pid), "a child of the install outlived it"

@@ -8,7 +8,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Optional
 
 from jetson_install.base.errors import BadInput
 from jetson_install.base.redact import redact
@@ -77,6 +77,15 @@ def start_log(command: str) -> Path:
     logger.setLevel(logging.DEBUG)
     logger.addHandler(handler)
     return path
+
+
+def log_error(message: str, fix: Optional[str]) -> None:
+    """How the run ended, in its log as the user saw it: a log read later (a CI job's, a fleet's)
+    says why without the terminal it ran in."""
+    logger = logging.getLogger("jetson_install")
+    logger.error("error: %s", message)
+    if fix:
+        logger.error("  fix: %s", fix)
 
 
 def show_log(stream: Any) -> None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from jetson_install.base.errors import BadInput, JetsonInstallError, StepFailed
-from jetson_install.base.logs import start_log
+from jetson_install.base.errors import BadInput, JetsonInstallError, StepFailed, Stopped
+from jetson_install.base.logs import log_error, start_log
 from jetson_install.cli.commands.given import InstallOptions
 from jetson_install.cli.commands.plan import make_install_plan
 from jetson_install.planning.rerun import Rerun
@@ -96,4 +96,12 @@ class Installed:
 def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool) -> Installed:
     """Carry out `plan`, logging every command it runs to a new per-user log."""
     log = start_log(plan.target.id)
-    return Installed(run_install(plan, progress=progress, rerun=rerun, upgrade=upgrade), log)
+    try:
+        result = run_install(plan, progress=progress, rerun=rerun, upgrade=upgrade)
+    except KeyboardInterrupt as stopped:  # before a step began: run_command says it on stderr
+        log_error(f"interrupted ({stopped.signal_name if isinstance(stopped, Stopped) else 'Ctrl-C'}) before any step",
+                  f"run it again: {rerun}")
+        raise
+    if result.status in ("failed", "interrupted"):
+        log_error(result.message, result.fix)  # as install_lines shows it on stderr
+    return Installed(result, log)
