@@ -227,10 +227,16 @@ def _follow(proc: "subprocess.Popen[bytes]", argv: Sequence[str], name: str, tim
                 proc.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
             except subprocess.TimeoutExpired:
                 timed_out = True
-    except BaseException:
+    except BaseException as exc:
         # Ctrl-C: never leave the child (or what it started) running behind the interrupted step.
         _kill(proc, own_group)
         proc.wait()
+        # A Ctrl-C that lands inside the queue's wait, between its lock's release and the try
+        # that takes it again, leaves the lock released; the with-block's exit then raises
+        # RuntimeError('release unlocked lock') over it (CPython's Lib/threading.py Condition.wait).
+        # The run ends as the interruption it is, not a traceback.
+        if isinstance(exc, RuntimeError) and isinstance(exc.__context__, KeyboardInterrupt):
+            raise exc.__context__ from None
         raise
     if timed_out:
         _end_timed_out(proc, own_group, threads, arrived, output)
