@@ -5,11 +5,14 @@ the rest is resolved from the built wheel, as before, and the lock is what board
 
 from __future__ import annotations
 
+import collections
+import http.server
 import os
 import subprocess
+import threading
 import zipfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 from support.index_server import LoopbackIndex
@@ -146,3 +149,42 @@ def test_dynamic_dependencies_are_resolved_from_the_built_wheel(
     assert done.returncode == 0, done.stderr
     versions = {entry.name: entry.version for entry in parse_lock(output.read_text(), str(output)).entries}
     assert versions["pytest"] == "8.3.3" and "transformers" in versions, output.read_text()
+
+
+@pytest.fixture
+def counting_index() -> Iterator[Tuple[str, "collections.Counter[str]"]]:
+    """An index URL that answers every request 404 (nothing is there), and the paths asked, counted."""
+    asked: "collections.Counter[str]" = collections.Counter()
+
+    class Missing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked[self.path] += 1
+            self.send_error(404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Missing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple/", asked
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.slow  # a lock
+def test_a_default_index_that_fails_the_resolution_is_asked_once(
+        stub_index_dirs: IndexDirs, vendor_index: LoopbackIndex, obliteratus_git_repo: Path, tmp_path: Path,
+        counting_index: Tuple[str, "collections.Counter[str]"]) -> None:
+    """The resolution from the declared metadata failed, and the built wheel says the same: the
+    one from the built wheel would fail alike, so it is not run (an index that times out would
+    make the user wait twice). The error is the resolution's."""
+    url, asked = counting_index
+    env = catalog_env(tmp_path, stub_index_dirs.vendor)
+    output = tmp_path / "board.lock"
+    done = subprocess.run(_lock_argv(vendor_index.url, url, obliteratus_git_repo, output), capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-2].startswith(f"error: resolving from the default index ({url}) failed: "), \
+        done.stderr
+    assert asked and max(asked.values()) == 1, asked
+    assert not output.exists()

@@ -214,14 +214,19 @@ def make_lock(plan: "Plan", target: LockTarget, output: Path, resolve: Callable[
             # pyproject.toml states, and kept only if the built wheel says the same: the built
             # wheel's metadata is what boards install (--no-deps).
             declared = declared_wheel(source, work / "declared")
+            failed: Optional[StepFailed] = None
             if declared is not None:
-                with contextlib.suppress(StepFailed):  # the built wheel's resolution says it, after the build's error
+                try:
                     rest = _resolve(work, "default", [str(replace(requirement, url=declared[0].as_uri())), *others],
                                     plan.constraints, default_index, target, no_deps=False,
                                     skip=[entry.name for entry in vendor] + [requirement.name])
+                except StepFailed as exc:
+                    failed = exc  # said after the build's own error, as step by step
             built_wheel = building.wheel()
             if declared is None or not built_as_declared(built_wheel, declared[1]):
-                rest = None
+                rest, failed = None, None
+            if failed is not None:
+                raise failed  # the built wheel's resolution would fail alike: an index that failed is not asked twice
             digest = file_sha256(built_wheel)
             wheel = output.parent / own_build_name(built_wheel.name, digest)  # beside the lock, once resolved
             others.insert(0, str(replace(requirement, url=built_wheel.as_uri())))
