@@ -147,7 +147,7 @@ def test_an_addition_that_needs_another_torch_switches_nothing_and_leaves_nothin
     before = _own(venv)
     code, data, stderr = _add(env, "--venv", str(venv), "wants-new-torch")
     assert code == 1
-    assert data["error"]["step"] == "target"
+    assert data["error"]["step"] == "target", data["error"]
     # uv's own reason, naming the package and the torch it wants; the old environment stays.
     assert "wants-new-torch" in data["error"]["message"] and "torch" in data["error"]["message"]
     assert f"{venv} is unchanged" in data["error"]["message"]

@@ -177,7 +177,7 @@ def test_an_addition_missing_a_system_library_fails_the_check_step_with_its_apt_
     venv = tmp_path / "stack"
     code, data, stderr = _install(venv, stack, "--with", "needs-gl")
     assert code == 1, stderr
-    assert data["error"]["step"] == "check"
+    assert data["error"]["step"] == "check", data["error"]
     assert data["error"]["message"].startswith(
         f"step 'check' failed: needs-gl: import needs_gl failed: ImportError: {NO_LIBGL} (libGL.so.1 is in apt: libgl1)")
     assert data["error"]["fix"].startswith("sudo apt-get install libgl1, then run: jetson-install torch ")
@@ -190,7 +190,7 @@ def test_an_addition_whose_gpu_code_cannot_run_here_fails_the_check_step_before_
     venv = tmp_path / "stack"
     code, data, stderr = _install(venv, stack, "--with", "gpu-sm90")
     assert code == 1, stderr
-    assert data["error"]["step"] == "check"
+    assert data["error"]["step"] == "check", data["error"]
     assert data["error"]["message"].startswith(
         "step 'check' failed: gpu-sm90: gpu_sm90/_C.so: cannot run here (no sm_87 code and no PTX: CUDA will report "
         "'no kernel image is available for execution on the device' at the first kernel)")
@@ -258,7 +258,7 @@ def test_add_of_a_project_that_does_not_import_keeps_the_environment_in_use(
                     "--json", env=stack[0])
     assert added.returncode == 1, added.stderr
     error = json.loads(added.stdout)["error"]
-    assert error["step"] == "check" and "(libGL.so.1 is in apt: libgl1)" in error["message"]
+    assert error["step"] == "check" and "(libGL.so.1 is in apt: libgl1)" in error["message"], error
     assert error["fix"].startswith("sudo apt-get install libgl1, then run: jetson-install ")
     # The install `add` ran, which the fix runs again, carries the new check command.
     assert "--with needs-gl" in error["fix"] and "--check-command 'python -c '\"'\"'import sys'\"'\"''" in error["fix"]

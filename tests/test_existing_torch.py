@@ -180,7 +180,7 @@ def test_a_dependency_needing_another_torch_fails_at_resolve_and_changes_nothing
     image.source = greedy
     code, data, _stderr = image.install("--no-verify")
     assert code == 1
-    assert data["error"]["step"] == "resolve"
+    assert data["error"]["step"] == "resolve", data["error"]
     assert "torch" in data["error"]["message"] and "unchanged" in data["error"]["message"]
     assert os.readlink(image.venv) == first
 

@@ -36,7 +36,7 @@ def test_dependent_needing_newer_torch_fails_clearly_and_changes_nothing(install
     pyproject.write_text(pyproject.read_text().replace('"torch>=2.0",', '"torch>=2.0", "needs-newer-torch",', 1))
     code, data, stderr = installer.run(greedy)
     assert code == 1
-    assert data["status"] == "failed" and data["error"]["step"] == "target"
+    assert data["status"] == "failed" and data["error"]["step"] == "target", data["error"]
     assert "torch" in data["error"]["message"] and "unchanged" in data["error"]["message"]
     assert "Traceback" not in stderr
     assert os.readlink(installer.venv) == before
@@ -87,7 +87,7 @@ def test_a_vendor_index_that_is_down_offers_the_channels_fallback(installer: Ins
     code, data, _stderr = installer.run()
     assert code == 1
     fix = data["error"]["fix"]
-    assert data["error"]["step"] == "vendor" and fix.startswith("http://127.0.0.1:9/simple did not answer")
+    assert data["error"]["step"] == "vendor" and fix.startswith("http://127.0.0.1:9/simple did not answer"), data["error"]
     assert "use the channel's fallback source: jetson-install obliteratus" in fix and "--vendor-fallback" in fix
     assert fix.endswith("--vendor-index URL") and "--mirror URL" in fix
     assert all(command.count("--vendor-index") <= 1 for command in fix.split("; "))
@@ -102,7 +102,7 @@ def test_failed_verification_keeps_the_old_environment_and_the_evidence(installe
     result = run_cli(*[arg for arg in installer.args() if arg != "--no-verify"], env=installer.env)
     assert result.returncode == 1
     data = json.loads(result.stdout)
-    assert data["error"]["step"] == "verify"
+    assert data["error"]["step"] == "verify", data["error"]
     assert "--no-verify" in data["error"]["fix"]
     assert os.readlink(installer.venv) == before
     kept = list(Path(f"{installer.venv}.d").glob("failed-*-evidence.json"))
@@ -152,7 +152,7 @@ def test_an_index_that_does_not_answer_is_named_in_the_fix(installer: Installer,
     installer.public_url = "http://127.0.0.1:9/simple"  # nothing listens on the discard port
     code, data, _stderr = installer.run()
     assert code == 1
-    assert data["error"]["step"] == "environment"
+    assert data["error"]["step"] == "environment", data["error"]
     assert "http://127.0.0.1:9/simple did not answer" in data["error"]["fix"]
     assert "--default-index URL" in data["error"]["fix"]
     assert not installer.venv.exists() and not Path(f"{installer.venv}.d").exists()

@@ -299,7 +299,7 @@ def test_a_registry_blob_with_other_bytes_fails_the_fetch_and_keeps_the_environm
                      "--no-verify", "--yes", "--json", env=env)
     assert result.returncode == 1, result.stderr
     error = json.loads(result.stdout)["error"]
-    assert error["step"] == "fetch"
+    assert error["step"] == "fetch", error
     assert f"the blob sha256:{torch.sha256} arrived with other bytes" in error["message"] and "refused" in error["message"]
     assert not (tmp_path / "env").exists() and not list(tmp_path.glob("env.d/env-*"))
     assert stat.S_ISDIR(os.stat(tmp_path).st_mode)

@@ -361,7 +361,7 @@ def test_a_companion_whose_new_major_drops_the_soname_fails_the_install_before_t
     # install stops after the vendor step installed it, before the target is installed or anything switched.
     code, data, stderr = install("nvidia-cudss-cu13")
     assert code == 1 and "Traceback" not in stderr
-    assert data["status"] == "failed" and data["error"]["step"] == "libraries"
+    assert data["status"] == "failed" and data["error"]["step"] == "libraries", data["error"]
     assert data["error"]["message"].startswith(
         "step 'libraries' failed: libcudss.so.0 (needed by torch/lib/libtorch_cuda.so) is in no folder the loader "
         "searches; the channel's companion wheel nvidia-cudss-cu13 must provide it, and the installed "

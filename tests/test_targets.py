@@ -114,7 +114,7 @@ def test_an_addition_that_needs_another_torch_fails_with_uvs_conflict_and_change
     venv = tmp_path / "stack"
     code, data, _stderr = _install("torch", venv, env, vendor, public, "--with", "wants-new-torch")
     assert code == 1
-    assert data["error"]["step"] == "target"
+    assert data["error"]["step"] == "target", data["error"]
     # uv's own reason, naming the package and the torch it wants.
     assert "wants-new-torch" in data["error"]["message"] and "torch" in data["error"]["message"]
     assert "the vendor pins cannot change" in data["error"]["fix"] or "torch" in data["error"]["fix"]
