@@ -14,6 +14,8 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 from support.cli import CliResult, run_cli
 
+from jetson_install.planning.rerun import Rerun
+
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
 
@@ -49,11 +51,53 @@ def test_a_dry_run_changes_nothing_where_it_checks(tmp_path: Path) -> None:
     result = cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", str(venv), "--python", sys.executable)
     assert result.returncode == 0, result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def _install_into(venv: Path, *more: str) -> Tuple[List[str], CliResult]:
+    """An install into `venv` that would fail at its first step (its indexes do not answer)."""
+    argv = ["torch", "--root", SAMPLE, "--python", sys.executable, "--venv", str(venv), "--yes",
+            "--default-index", "http://127.0.0.1:9/simple/", "--vendor-index", "http://127.0.0.1:9/simple/", *more]
+    return argv, cli(*argv)
+
+
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
+def test_an_empty_folder_of_the_users_is_refused_and_kept_as_it_was(tmp_path: Path, dry_run: Tuple[str, ...]) -> None:
+    # DIR becomes a link: replacing the user's folder would lose it (and its mode) on any run, failed or not.
     empty = tmp_path / "empty"
     empty.mkdir()
-    into_empty = cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", str(empty), "--python", sys.executable)
-    assert into_empty.returncode == 0 and f"venv      {empty}" in into_empty.stdout, into_empty.stdout + into_empty.stderr
-    assert empty.is_dir()
+    empty.chmod(0o2750)
+    argv, result = _install_into(empty, *dry_run)
+    assert result.stderr.splitlines() == [
+        f"error: --venv {empty}: is an empty folder jetson-install did not make (DIR becomes a link to its "
+        "environments); it is left as it is",
+        f"  fix: remove it (rmdir {empty}), then run: jetson-install {' '.join(argv)}"], result.stderr
+    assert result.returncode == 2
+    assert empty.is_dir() and not empty.is_symlink() and oct(empty.stat().st_mode & 0o7777) == "0o2750"
+    assert not (tmp_path / "empty.d").exists()
+    if dry_run:  # the fix, as printed: the same command now passes the location's checks
+        empty.rmdir()
+        fixed = _install_into(empty, *dry_run)[1]
+        assert fixed.returncode == 0 and f"venv      {empty}" in fixed.stdout, fixed.stdout + fixed.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"), reason="mounts a tmpfs: needs root")
+def test_a_mount_point_is_refused_naming_why_with_a_fix_that_works(tmp_path: Path) -> None:
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    argv = ["torch", "--root", SAMPLE, "--python", sys.executable, "--venv", str(mount), "--yes", "--dry-run"]
+    fix = Rerun(tuple(argv)).with_option("--venv", str(mount / "venv"))
+    # In a mount namespace of its own, so the tmpfs goes with it; the fix is run as printed.
+    script = (f"mount -t tmpfs none {mount} 2>&1 || exit 99; {sys.executable} -m jetson_install {' '.join(argv)}; "
+              f"echo rc=$?; {sys.executable} -m {str(fix).replace('jetson-install', 'jetson_install', 1)} >/dev/null 2>&1;"
+              " echo fixed=$?")
+    ran = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True, timeout=120)
+    if ran.returncode != 0:
+        pytest.skip(f"cannot mount here: {ran.stdout.strip()} {ran.stderr.strip()}")
+    assert [line for line in ran.stderr.splitlines() if not line.startswith("warning: ")] == [
+        f"error: --venv {mount}: is a mount point, and jetson-install makes DIR a link to its environments "
+        "(DIR.d/env-*), so DIR cannot be a mount point; it is left as it is",
+        f"  fix: use a folder inside the mount: {fix}"]
+    assert ran.stdout.splitlines()[-2:] == ["rc=2", "fixed=0"], ran.stdout
 
 
 @pytest.mark.parametrize(("ref", "fragment"), [
@@ -321,7 +365,7 @@ os.open, os.mkdir = killed_once_opened, killed_once_made
 if what == "output":
     check_output("--evidence", Path(folder) / "evidence.json")
 else:
-    EnvironmentHome(Path(folder) / "obl").check_usable(create=False)
+    EnvironmentHome(Path(folder) / "obl").check_usable(str, create=False)
 """
 
 

@@ -55,6 +55,7 @@ from jetson_install.base.layout import (
     STATE_DIR,
     home_of,
 )
+from jetson_install.base.places import is_mount_point
 from jetson_install.base.redact import redact_data
 from jetson_install.envs.disk import disk_usage
 from jetson_install.envs.known_dirs import remember
@@ -117,13 +118,13 @@ class EnvironmentHome:
                            "as it is", fix=f"choose another location with --venv, or move {self.home} away first")
         mark = self._ensure_mark()
         for environment in legacy:
-            _write_mark(environment / STATE_DIR / OWNER_MARK, mark)
+            _replace_text(environment / STATE_DIR / OWNER_MARK, mark)
 
     def _ensure_mark(self) -> str:
         mark = self._mark()
         if mark is None:
             mark = f"{OWNER_MARK_PREFIX}{uuid.uuid4().hex}\n"
-            _write_mark(self.home / OWNER_MARK, mark)
+            _replace_text(self.home / OWNER_MARK, mark)
         return mark
 
     def _owns(self, environment: Path) -> bool:
@@ -137,9 +138,10 @@ class EnvironmentHome:
             return self._adoptable() and any(own.name == environment.name for own in self._legacy_environments())
         return _building_mark(environment).is_file() or _read_mark(environment / STATE_DIR / OWNER_MARK) == mark
 
-    def check_usable(self, create: bool = True) -> None:
-        """Refuse a location the install could not use, or that holds something the user made.
-        With create=False (a dry run) nothing is left changed: a missing folder is only tried."""
+    def check_usable(self, again: Callable[[Optional[str]], str], create: bool = True) -> None:
+        """Refuse a location the install could not use, or that holds something the user made;
+        `again(DIR)` is the user's command with --venv DIR (None: as it was). With create=False
+        (a dry run) nothing is changed: a missing folder is only tried."""
         parent = self.link.absolute().parent
         try:
             if create:
@@ -161,14 +163,17 @@ class EnvironmentHome:
         self._check_home()
         if not self.link.exists():
             return
-        if self.link.is_dir() and not any(self.link.iterdir()):
-            if create:
-                self.link.rmdir()
-            return
-        raise BadInput(
-            f"--venv {self.link}: exists and was not made by jetson-install; it is left as it is",
-            fix=f"choose another location with --venv, or move {self.link} away first",
-        )
+        # DIR becomes a link into DIR.d: a folder there (even an empty one: its mode, owner, ACLs) is
+        # never replaced, so no run, failed or killed, can lose it; a mount point cannot be replaced at all.
+        if is_mount_point(self.link):
+            raise BadInput(f"--venv {self.link}: is a mount point, and jetson-install makes DIR a link to its "
+                           "environments (DIR.d/env-*), so DIR cannot be a mount point; it is left as it is",
+                           fix=f"use a folder inside the mount: {again(str(self.link / 'venv'))}")
+        empty = self.link.is_dir() and not any(self.link.iterdir())
+        kind = "is an empty folder jetson-install did not make" if empty else "exists and was not made by jetson-install"
+        raise BadInput(f"--venv {self.link}: {kind} (DIR becomes a link to its environments); it is left as it is",
+                       fix=f"remove it (rmdir {shlex.quote(str(self.link))}), then run: {again(None)}" if empty else
+                       f"choose another location: {again('DIR')}; or move {self.link} away first")
 
     def _check_home(self) -> None:
         """Refuse a DIR.d that jetson-install did not make (something else's folder, a link, a
@@ -281,7 +286,7 @@ class EnvironmentHome:
 
     def mark_complete(self, environment: Path) -> None:
         if self.home.is_dir():  # (a doctor's stand-in environment outside any DIR.d has no DIR.d to copy from)
-            _write_mark(environment / STATE_DIR / OWNER_MARK, self._ensure_mark())
+            _replace_text(environment / STATE_DIR / OWNER_MARK, self._ensure_mark())
         write_own(environment / STATE_DIR / COMPLETE_MARK, time.strftime("%Y-%m-%dT%H:%M:%S%z") + "\n")
         _building_mark(environment).unlink(missing_ok=True)
 
@@ -418,10 +423,6 @@ def _read_mark(path: Path) -> Optional[str]:
     except (OSError, ValueError):
         return None
     return text if _MARK.match(text) else None
-
-
-def _write_mark(path: Path, mark: str) -> None:
-    _replace_text(path, mark)
 
 
 def _replace_text(path: Path, text: str) -> None:

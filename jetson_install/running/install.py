@@ -100,7 +100,7 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool = False) 
     assert plan.supported
     run = Run(plan, progress, rerun)
     try:
-        checked = check(plan, dry_run=False)
+        checked = check(plan, dry_run=False, rerun=rerun)
     except StepFailed as failure:
         return _failed(plan, run, None, "failed", failure.step, failure.message, failure.fix)
     run.warnings.extend(checked.warnings)

@@ -50,12 +50,12 @@ class Checked:
     plan: Plan
 
 
-def check(plan: Plan, dry_run: bool) -> Checked:
+def check(plan: Plan, dry_run: bool, rerun: Rerun) -> Checked:
     """Every check an install makes before its first step, made by a dry run too (which leaves
     everything as it was). Raises BadInput (a bad location or --python) or StepFailed (no
     system Python of the channel's version, no build tools)."""
     home = EnvironmentHome(Path(plan.venv))
-    home.check_usable(create=not dry_run)
+    home.check_usable(lambda venv: str(rerun if venv is None else rerun.with_option("--venv", venv)), create=not dry_run)
     interpreter, warnings = interpreter_for(plan)
     if interpreter is None:
         policy = plan.route.interpreter_policy(plan)

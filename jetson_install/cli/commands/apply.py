@@ -74,7 +74,7 @@ def _completed(plan: Plan, resolution: Optional[Resolution], companions: Sequenc
     equal inputs give the same plan."""
     if resolution is not None:
         plan = resolved_plan(plan, resolution, companions)
-    return prepare(check(plan, dry_run=True), rerun, upgrade=False, read_index=False)
+    return prepare(check(plan, dry_run=True, rerun=rerun), rerun, upgrade=False, read_index=False)
 
 
 def save_plan(plan: Plan, plan_command: Rerun, command: Sequence[str], out: Path, resolve: bool
@@ -86,7 +86,7 @@ def save_plan(plan: Plan, plan_command: Rerun, command: Sequence[str], out: Path
     _refuse_credentials(plan_command)
     if not plan.supported:
         raise Unsupported(f"--out {out}: no plan to save: {plan.reason}", fix=plan.remedy or None)
-    prepared = prepare(check(plan, dry_run=True), plan_command, upgrade=resolve, read_index=True)
+    prepared = prepare(check(plan, dry_run=True, rerun=plan_command), plan_command, upgrade=resolve, read_index=True)
     whole, current = prepared.plan, prepared.current
     changes, reason = prepared.would_change()
     saved = PlanFile(

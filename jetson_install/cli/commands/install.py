@@ -63,7 +63,7 @@ def preview(plan: Plan, dry_run_asked: bool, decide: bool, rerun: Rerun, upgrade
     if not (dry_run_asked and plan.supported):
         return plan, plan.to_json(), []
     try:
-        checked = check(plan, dry_run=True)
+        checked = check(plan, dry_run=True, rerun=rerun)
         plan = checked.plan
         try:
             prepared = prepare(checked, rerun, upgrade, read_index=upgrade)
