@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Dict, Iterator
 
 import pytest
 
@@ -122,3 +127,84 @@ def test_ctrl_c_under_json_says_the_exit_code_the_run_ends_with(monkeypatch: pyt
     assert result.stderr.splitlines()[-2] == "error: interrupted (Ctrl-C)"
     assert json.loads(result.stdout)["error"] == {"message": "interrupted (Ctrl-C)", "exit_code": 130, "fix": (
         "run it again: jetson-install detect --root sample:agx-orin-64gb-jp6.2 --json")}
+
+
+def _one_file_lock(tmp_path: Path) -> Path:
+    wheel = tmp_path / "upstream" / "a-1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"a" * 100)
+    lock = tmp_path / "one.lock"
+    lock.write_text(render_lock(Lock("jp6-cu126", "3.10", "aarch64", "aarch64-manylinux_2_35", "obliteratus", None,
+                                     "jetson-install 0.1.0", (Locked("a", "1.0", wheel.as_uri(), hashlib.sha256(
+                                         wheel.read_bytes()).hexdigest(), "default"),))))
+    return lock
+
+
+def _run_as_printed(fix: str, env: Dict[str, str]) -> None:
+    """The fix's own command, as the fix line prints it inside its parentheses."""
+    command = re.search(r"\(((?:sudo )?(?:mv|chattr|rmdir) [^)]*)\)", fix.splitlines()[-1])
+    assert command is not None, fix
+    subprocess.run(command.group(1), shell=True, check=True, env=env)  # (sudo: the shim where the tests are root)
+
+
+def test_a_wheelhouse_where_a_file_stands_says_what_it_could_not_make_and_why(tmp_path: Path) -> None:
+    lock = _one_file_lock(tmp_path)
+    house = tmp_path / "afile"
+    house.write_text("mine\n")
+    argv = ("wheelhouse", str(house), "--lock", str(lock))
+    result = run_cli(*argv)
+    assert result.returncode == 2  # an output folder it cannot use: README's exit codes
+    assert result.stderr.splitlines() == [
+        f"error: cannot create {house}/files: {house} is a file, not a folder",
+        f"  fix: move the file {house} out of the way (mv {house} {house}.old), or choose another location, then "
+        f"run: jetson-install {' '.join(argv)}"]
+    _run_as_printed(result.stderr, dict(os.environ))
+    assert run_cli(*argv).returncode == 0 and (house / "files" / "a-1.0-py3-none-any.whl").is_file()
+    assert (tmp_path / "afile.old").read_text() == "mine\n"
+
+
+@pytest.fixture
+def immutable(tmp_path: Path) -> Iterator[Path]:
+    """A folder the kernel keeps from change (chattr +i), made changeable again after the test."""
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i needs root and a filesystem with the flag")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+
+
+def _with_sudo(tmp_path: Path) -> Dict[str, str]:
+    """This environment, where `sudo` runs its command as the root these tests run as (no sudo here)."""
+    shim = tmp_path / "bin" / "sudo"
+    shim.parent.mkdir()
+    shim.write_text('#!/bin/sh\nexec "$@"\n')
+    shim.chmod(0o755)
+    return dict(os.environ, PATH=f"{shim.parent}:{os.environ['PATH']}")
+
+
+def test_an_immutable_folder_is_named_as_such_with_the_fix_that_clears_it(immutable: Path, tmp_path: Path) -> None:
+    lock = _one_file_lock(tmp_path)
+    argv = ("wheelhouse", str(immutable / "house"), "--lock", str(lock))
+    result = run_cli(*argv)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: cannot create {immutable}/house: {immutable} is immutable (chattr +i)",
+        f"  fix: clear {immutable}'s immutable flag (sudo chattr -i {immutable}), or choose another location, then "
+        f"run: jetson-install {' '.join(argv)}"]
+    _run_as_printed(result.stderr, _with_sudo(tmp_path))
+    assert run_cli(*argv).returncode == 0
+
+
+def test_an_immutable_empty_venv_is_refused_with_a_fix_that_removes_it(immutable: Path, tmp_path: Path) -> None:
+    argv = ("torch", "--root", "sample:agx-orin-64gb-jp6.2", "--python", sys.executable, "--venv", str(immutable),
+            "--yes", "--dry-run")
+    result = run_cli(*argv)
+    assert result.returncode == 2 and result.stderr.splitlines()[1] == (
+        f"  fix: remove it (sudo chattr -ia {immutable} && rmdir {immutable}), then run: jetson-install {' '.join(argv)}")
+    fix = re.search(r"\((.*)\)", result.stderr.splitlines()[1])
+    assert fix is not None
+    subprocess.run(fix.group(1), shell=True, check=True, env=_with_sudo(tmp_path))
+    assert run_cli(*argv).returncode == 0

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shlex
 import struct
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["is_mount_point", "kept_from_change", "file_in_the_way", "nearest_existing"]
+__all__ = ["is_mount_point", "kept_from_change", "unkept", "file_in_the_way", "nearest_existing"]
 
 # FS_IOC_GETFLAGS is _IOR('f', 1, long); the flags it reads: FS_IMMUTABLE_FL, FS_APPEND_FL
 # (https://github.com/torvalds/linux/blob/master/include/uapi/linux/fs.h).
@@ -53,6 +54,11 @@ def kept_from_change(path: Path) -> Optional[str]:
     finally:
         os.close(descriptor)
     return next((name for bit, name in _KEPT.items() if flags & bit), None)
+
+
+def unkept(path: Path) -> str:
+    """What to run first where the kernel keeps `path` from change ("sudo chattr -ia PATH && "), else ""."""
+    return "" if kept_from_change(path) is None else f"sudo chattr -ia {shlex.quote(str(path))} && "
 
 
 def nearest_existing(path: Path) -> Path:

@@ -191,8 +191,10 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
 
         report_error(JetsonInstallError(os_error_reason(exc), fix=fix_for_os_error(exc, f"run: {Rerun(tuple(args))}")),
                      as_json)
-        # A place the user may not write or enter: the command could not run (README's exit codes).
-        return EXIT_BAD_INPUT if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else EXIT_FAILED
+        # A place the user may not write or enter, or cannot use (a file where a folder is needed, a
+        # folder where a file is, a mount point): the command could not run (README's exit codes).
+        unusable = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EBUSY)
+        return EXIT_BAD_INPUT if exc.errno in unusable else EXIT_FAILED
     return 0
 
 

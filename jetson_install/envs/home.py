@@ -55,7 +55,7 @@ from jetson_install.base.layout import (
     STATE_DIR,
     home_of,
 )
-from jetson_install.base.places import is_mount_point
+from jetson_install.base.places import is_mount_point, unkept
 from jetson_install.base.redact import redact_data
 from jetson_install.envs.disk import disk_usage
 from jetson_install.envs.known_dirs import remember
@@ -172,7 +172,7 @@ class EnvironmentHome:
         empty = self.link.is_dir() and not any(self.link.iterdir())
         kind = "is an empty folder jetson-install did not make" if empty else "exists and was not made by jetson-install"
         raise BadInput(f"--venv {self.link}: {kind} (DIR becomes a link to its environments); it is left as it is",
-                       fix=f"remove it (rmdir {shlex.quote(str(self.link))}), then run: {again(None)}" if empty else
+                       fix=f"remove it ({unkept(self.link)}rmdir {shlex.quote(str(self.link))}), then run: {again(None)}" if empty else
                        f"choose another location: {again('DIR')}; or move {self.link} away first")
 
     def _check_home(self) -> None:

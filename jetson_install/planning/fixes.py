@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 from urllib.parse import urlsplit
 
 from jetson_install.base.git_urls import split_git_url
+from jetson_install.base.places import file_in_the_way, is_mount_point, kept_from_change, nearest_existing
 from jetson_install.base.redact import CREDENTIALS_FIX
 from jetson_install.planning.rerun import Rerun
 
@@ -148,24 +149,60 @@ def _disk_of(path: Optional[str], location: Path) -> Path:
 
 
 def permission_needed(path: Path) -> Optional[str]:
-    """What this user lacks to reach `path`: entering a folder on the way (its execute bit),
-    else writing the nearest folder that exists (or the file itself); None when neither is
-    missing as far as this user can tell."""
+    """What this user lacks to reach `path`: a folder the kernel keeps from change (whoever
+    asks), entering a folder on the way (its execute bit), else writing the nearest folder that
+    exists (or the file itself); None when none is missing as far as this user can tell."""
     path = path.absolute()
+    kept = _kept(path)
+    if kept is not None:
+        place, flag = kept
+        quoted = shlex.quote(str(place))
+        return f"clear {quoted}'s {flag} flag (sudo chattr -{flag[0]} {quoted})"
     for folder in reversed(path.parents):
         if folder.is_dir() and not os.access(folder, os.X_OK):
             quoted = shlex.quote(str(folder))
             return f"let this user enter {quoted} (it lacks execute permission: chmod a+x {quoted})"
-    existing = next((place for place in (path, *path.parents) if os.path.lexists(place)), path)
+    existing = nearest_existing(path)
     quoted = shlex.quote(str(existing))
     if not os.access(existing, os.W_OK):
         return f"make {quoted} writable for this user (chmod u+w {quoted}, as its owner)"
     return None
 
 
+def _kept(path: Path) -> Optional[Tuple[Path, str]]:
+    """The place at or above `path` the kernel keeps from change (an existing one, or the folder
+    it would be made in), and how; or its folder, where the change was its removal or renaming."""
+    place = nearest_existing(path)
+    for candidate in (place, place.parent) if place == path else (place,):
+        flag = kept_from_change(candidate)
+        if flag is not None:
+            return candidate, flag
+    return None
+
+
 def os_error_reason(exc: OSError) -> str:
-    where = f" ({exc.filename})" if exc.filename else ""
-    return f"{exc.strerror or exc}{where}"
+    """What could not be done, where, and why, as far as the error and the filesystem tell
+    ("cannot create /x/files: /x is a file, not a folder"); the system's words where no more is known."""
+    if not exc.filename:
+        return str(exc.strerror or exc)
+    path = Path(str(exc.filename)).absolute()
+    number, said = exc.errno, exc.strerror or str(exc)
+    exists = os.path.lexists(path)
+    doing = f"cannot {'use' if exists or number == errno.ENOENT else 'create'} {path}"
+    if number == errno.ENOTDIR and file_in_the_way(path) is not None:
+        blocker = file_in_the_way(path)
+        return f"{doing}: {'it' if blocker == path else blocker} is a file, not a folder"
+    if number in (errno.EACCES, errno.EPERM) and _kept(path) is not None:
+        place, flag = _kept(path) or (path, "")
+        return f"cannot {'change' if exists else 'create'} {path}: {'it' if place == path else place} is {flag} " \
+               f"(chattr +{flag[0]})"
+    if number == errno.EROFS:
+        return f"cannot change {path}: its filesystem is mounted read-only"
+    if number == errno.EBUSY and exists and is_mount_point(path):
+        return f"{doing}: it is a mount point, which cannot be removed or replaced"
+    if number == errno.ENOENT and os.path.islink(path):
+        return f"{doing}: it is a dangling symlink (to {os.readlink(path)})"
+    return f"{doing}: {said}"
 
 
 def fix_for_os_error(exc: OSError, then: str) -> str:
@@ -174,6 +211,11 @@ def fix_for_os_error(exc: OSError, then: str) -> str:
     number = exc.errno
     if number in (errno.ENOSPC, errno.EDQUOT):
         return f"free disk space on the filesystem of {path} (df -h {path}), then {then}"
+    blocker = file_in_the_way(Path(str(exc.filename)).absolute()) if number == errno.ENOTDIR and exc.filename else None
+    if blocker is not None:
+        moved = shlex.quote(f"{blocker}.old")
+        return (f"move the file {shlex.quote(str(blocker))} out of the way (mv {shlex.quote(str(blocker))} {moved}), "
+                f"or choose another location, then {then}")
     needed = permission_needed(Path(str(exc.filename))) if number in (errno.EACCES, errno.EPERM) and exc.filename \
         else None
     if needed is not None:
@@ -182,6 +224,8 @@ def fix_for_os_error(exc: OSError, then: str) -> str:
         return f"make {path} writable (and readable) for this user, or choose another location, then {then}"
     if number == errno.EXDEV:
         return f"keep DIR and DIR.d on one filesystem (choose another --venv), then {then}"
+    if number == errno.EBUSY and exc.filename and is_mount_point(Path(str(exc.filename))):
+        return f"choose a location inside the mount {path}, then {then}"
     if number in (errno.ENOENT, errno.ELOOP) and exc.filename and os.path.islink(str(exc.filename)):
         return f"{path} is a dangling symlink: restore or remove it, then {then}"
     if number == errno.ENOENT:
