@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shlex
+import stat
 import struct
 from pathlib import Path
 from typing import Optional
@@ -44,6 +45,9 @@ def kept_from_change(path: Path) -> Optional[str]:
     """'immutable' or 'append-only' where the kernel keeps `path` from change whoever asks (root
     too: chattr's i and a flags); None where it does not, or the flags cannot be read."""
     try:
+        # A folder or a regular file only: opening a device can act on it (a tape rewinds).
+        if not stat.S_ISDIR(os.lstat(path).st_mode) and not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return None
