@@ -63,7 +63,9 @@ def test_ctrl_c_in_a_wheelhouse_says_how_to_resume_and_leaves_no_partial_file(
 def test_a_sample_root_is_named_as_the_user_gave_it() -> None:
     result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2")
     assert result.returncode == 0, result.stderr
-    assert "warning: --root sample:agx-orin-64gb-jp6.2 is an aarch64 machine" in result.stdout
+    # On stderr, as every command's warnings: `plan ... > plan.txt` keeps the plan alone.
+    assert "warning: --root sample:agx-orin-64gb-jp6.2 is an aarch64 machine" in result.stderr
+    assert "warning:" not in result.stdout
     assert "site-packages" not in result.stdout and "jetson_install/board/samples" not in result.stdout
 
 
@@ -71,8 +73,8 @@ def test_bitsandbytes_build_says_it_replaces_the_channels_jetson_build() -> None
     result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2", "--bitsandbytes", "build")
     assert result.returncode == 0, result.stderr
     assert ("warning: --bitsandbytes build: builds bitsandbytes on this board instead of the vendor's Jetson build "
-            "(bitsandbytes>=0.46.1,<0.51 in set ") in result.stdout
-    assert "to use that one, drop --bitsandbytes" in result.stdout
+            "(bitsandbytes>=0.46.1,<0.51 in set ") in result.stderr
+    assert "to use that one, drop --bitsandbytes" in result.stderr
     plain = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2")
     assert "--bitsandbytes build:" not in plain.stdout
 

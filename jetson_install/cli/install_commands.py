@@ -38,7 +38,7 @@ def plan_command(target_id: str, summary: str) -> click.Command:
 
 def _plan(target_id: str, given: Dict[str, Any]) -> None:
     from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
-    from jetson_install.cli.render import plan_shown
+    from jetson_install.cli.render import plan_shown, plan_warnings
 
     the_plan = make_install_plan(install_options(target_id, given))
     if given["out"]:
@@ -50,14 +50,18 @@ def _plan(target_id: str, given: Dict[str, Any]) -> None:
         return
     if given["resolve"]:
         the_plan = resolve_plan(the_plan, options.typed())
-    print_json(the_plan.to_json()) if given["as_json"] else click.echo(plan_shown(the_plan, options.typed()))
+    if given["as_json"]:
+        print_json(the_plan.to_json())
+    else:
+        click.echo(plan_shown(the_plan, options.typed()))
+        click.echo(plan_warnings(the_plan), err=True, nl=False)
     exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
 
 
 def _save(the_plan: Plan, command: Tuple[str, ...], given: Dict[str, Any]) -> None:
     """`plan ... --out FILE`: the whole plan, saved for `--plan FILE`, and shown."""
     from jetson_install.cli.commands.apply import save_plan
-    from jetson_install.cli.render import plan_text, saved_plan_lines
+    from jetson_install.cli.render import plan_text, plan_warnings, saved_plan_lines
 
     out = Path(given["out"])
     the_plan, saved, warnings = save_plan(the_plan, options.typed(), command, out, given["resolve"])
@@ -67,6 +71,7 @@ def _save(the_plan: Plan, command: Tuple[str, ...], given: Dict[str, Any]) -> No
                      "would_change_reason": saved.would_change_reason, "plan_file": str(out)})
     else:
         click.echo(plan_text(the_plan))
+        click.echo(plan_warnings(the_plan), err=True, nl=False)
     click.echo("\n".join(saved_plan_lines(saved, out)), err=True)
 
 
@@ -77,7 +82,7 @@ def plan_add(requirements: Tuple[str, ...], venv: Optional[str], check_commands:
     """The plan `jetson-install add` would run (offline unless --resolve or --out)."""
     from jetson_install.cli.commands.add import addition
     from jetson_install.cli.commands.plan import make_install_plan, resolve_plan
-    from jetson_install.cli.render import addition_line, plan_text
+    from jetson_install.cli.render import addition_line, plan_text, plan_warnings
 
     flags = tuple(word for command in check_commands for word in ("--check-command", command))
     made = addition(venv, requirements, flags, options.typed())
@@ -89,7 +94,11 @@ def plan_add(requirements: Tuple[str, ...], venv: Optional[str], check_commands:
         return
     if resolve:
         the_plan = resolve_plan(the_plan, made.command)
-    print_json({**the_plan.to_json(), "add": made.to_json()}) if as_json else click.echo(plan_text(the_plan))
+    if as_json:
+        print_json({**the_plan.to_json(), "add": made.to_json()})
+    else:
+        click.echo(plan_text(the_plan))
+        click.echo(plan_warnings(the_plan), err=True, nl=False)
     exit_if(0 if the_plan.supported else EXIT_UNSUPPORTED)
 
 
@@ -99,7 +108,7 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
     what `add` asked for (in the JSON beside the install's own); `context`: where `given` was
     parsed; `saved`: the plan file it runs exactly, and where it was read."""
     from jetson_install.cli.commands.install import install, install_plan, preview
-    from jetson_install.cli.render import install_lines, plan_text
+    from jetson_install.cli.render import install_lines, plan_text, plan_warnings
     from jetson_install.tools.progress import display_for
 
     if given["plan_file"] and saved is None:
@@ -121,7 +130,11 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
         decide = given["as_json"] or given["detailed_exitcode"]
         the_plan, data, warnings = preview(the_plan, given["dry_run"], decide, rerun, given["upgrade"])
         click.echo("".join(f"warning: {warning}\n" for warning in warnings), err=True, nl=False)
-        print_json({**data, **extra}) if given["as_json"] else click.echo(plan_text(the_plan))
+        if given["as_json"]:
+            print_json({**data, **extra})
+        else:
+            click.echo(plan_text(the_plan))
+            click.echo(plan_warnings(the_plan), err=True, nl=False)
         if not the_plan.supported:  # the plan says why on stdout; a script reads stderr for the refusal
             reason = the_plan.reason[len("unsupported: "):] if the_plan.reason.startswith("unsupported: ") else the_plan.reason
             click.echo(f"error: {the_plan.target.title} is not supported here: {reason}", err=True)
@@ -132,6 +145,7 @@ def _install(target_id: str, given: Dict[str, Any], rerun: Rerun, added: Optiona
         return
     if not given["yes"] and sys.stdin.isatty() and not given["as_json"]:
         click.echo(plan_text(the_plan), err=True)
+        click.echo(plan_warnings(the_plan), err=True, nl=False)
         if not click.confirm("Proceed?", default=True, err=True):
             sys.exit(EXIT_INTERRUPTED)
     done = install(the_plan, display_for(sys.stderr), rerun, given["upgrade"])

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from jetson_install.cli.commands.channels import SetReport
     from jetson_install.cli.commands.export import Exported
 
-__all__ = ["platform_summary", "plan_text", "plan_shown", "install_hint", "install_lines", "addition_line",
+__all__ = ["platform_summary", "plan_text", "plan_warnings", "plan_shown", "install_hint", "install_lines", "addition_line",
            "lock_lines", "wheelhouse_lines", "dockerfile_written", "container_lines",
            "channels_text", "channels_markdown", "channels_json", "check_lines", "check_json", "check_list",
            "check_list_json", "size_text", "environments_json", "environments_lines", "rollback_lines",
@@ -69,7 +69,7 @@ def plan_text(plan: Plan) -> str:
             lines.append(f"  to make it work: {plan.remedy}")
         if plan.channel is not None:
             lines += container_lines(plan.channel)
-        return "\n".join(lines + [f"warning: {w}" for w in plan.warnings])
+        return "\n".join(lines)
     settings = plan.settings
     lines += [
         f"  python    {plan.interpreter or plan.python_abi}",
@@ -112,8 +112,12 @@ def plan_text(plan: Plan) -> str:
         if step.equivalent:
             lines.append(f"       (the doctor, in jetson-install's own process; the same later: "
                          f"{_shell_line(step.equivalent)})")
-    lines.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(lines)
+
+
+def plan_warnings(plan: Plan) -> str:
+    """The plan's warnings, for stderr (as every command's warnings go), each on its line."""
+    return "".join(f"warning: {warning}\n" for warning in plan.warnings)
 
 
 def container_lines(channel: Channel) -> List[str]:

@@ -78,11 +78,13 @@ def preview(plan: Plan, dry_run_asked: bool, decide: bool, rerun: Rerun, upgrade
         if decide:
             made = EnvironmentHome(Path(plan.venv)).current() is not None
             data["would_change"], data["would_change_reason"] = True, stop if made else f"no environment at {plan.venv} yet"
-        return plan, data, [f"{stop}; fix: {failure.fix}"]
+        warnings = [f"{stop}; fix: {failure.fix}"]
+        return plan, {**data, "warnings": [*data.get("warnings", []), *warnings]}, warnings
     data = prepared.plan.to_json()
     if decide:
         data["would_change"], data["would_change_reason"] = prepared.would_change()
-    return prepared.plan, data, list(prepared.warnings)
+    # The JSON's warnings are every warning the run shows: a script reads them there.
+    return prepared.plan, {**data, "warnings": [*data.get("warnings", []), *prepared.warnings]}, list(prepared.warnings)
 
 
 @dataclass(frozen=True)
