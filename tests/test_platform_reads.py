@@ -109,7 +109,7 @@ def test_another_root_goes_ahead_with_a_warning() -> None:
         pytest.skip("this machine is aarch64")
     result = run_cli("plan", "obliteratus", "--root", "sample:agx-orin-64gb-jp6.2")
     assert result.returncode == 0
-    assert f"the environment is made for this machine's interpreter ({os.uname().machine})" in result.stdout
+    assert f"the environment is made for this machine's interpreter ({os.uname().machine})" in result.stderr
 
 
 def test_sample_name_cannot_leave_the_samples_folder() -> None:
@@ -235,3 +235,22 @@ def test_a_killed_detect_s_staged_release_files_are_removed_by_the_next_and_a_li
     live.stdin.close()  # the live run reads its copies on, and removes its folder itself
     assert live.stdout.readline() == "22.04\n" and live.wait(timeout=60) == 0
     assert [path.name for path in scratch.iterdir()] == [lock]
+
+
+@pytest.mark.parametrize(("made", "kind"), [(lambda path: path.mkdir(), "a directory"), (os.mkfifo, "a FIFO"),
+                                            (lambda path: path.symlink_to(path.name), "a loop of symbolic links")])
+def test_a_release_file_that_is_no_file_is_named_as_what_it_is_not_absent(root: Path, made: object, kind: str) -> None:
+    """A new user's hostile roots: each was reported as "no etc/nv_tegra_release", which is there."""
+    release = root / "etc" / "nv_tegra_release"
+    release.unlink()
+    made(release)  # type: ignore[operator]
+    platform = detect_within(root)
+    assert platform.l4t is not None and platform.sources["l4t"] == "var/lib/dpkg/status"
+    assert f"etc/nv_tegra_release is {kind} (not a regular file); L4T taken from var/lib/dpkg/status" in platform.warnings
+    (root / "var" / "lib" / "dpkg" / "status").unlink()  # no other file gives the release
+    for source in (root / "etc" / "apt").rglob("*nvidia*"):
+        source.unlink()
+    result = support_cli.run_cli("detect", "--root", str(root))
+    assert (result.returncode, result.stderr.splitlines()) == (2, [
+        f"error: {release} is {kind} (not a regular file) and no other file gives the L4T release",
+        "  fix: give the release explicitly: --l4t 36.4.3 (or JETSON_L4T_VERSION=36.4.3)"])

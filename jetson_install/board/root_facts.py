@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -80,11 +81,13 @@ class RootFacts:
 
 class _Root:
     """Reads files below one directory; a missing or unreadable file is None (why an unreadable
-    one could not be read is kept in `errors`, in the order they were read)."""
+    one could not be read is kept in `errors`, in the order they were read, and what one that is
+    no file is in `not_files`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.errors: Dict[str, str] = {}  # why each file that exists could not be read
+        self.not_files: Dict[str, str] = {}  # what is there instead of a file: "a directory"
 
     def resolve(self, relative: str) -> Optional[Path]:
         """The file's path with symbolic links followed inside the root: an absolute link
@@ -119,7 +122,13 @@ class _Root:
         not a regular file (a FIFO would block, a device never ends), or unreadable."""
         try:
             path = self.resolve(relative)
-            return None if path is None else read_regular_file(path, limit, follow=False)
+            if path is None:
+                self.not_files[relative] = "a loop of symbolic links"
+                return None
+            data = read_regular_file(path, limit, follow=False)
+            if data is None:
+                self.not_files[relative] = _kind(os.stat(path).st_mode)
+            return data
         except OSError as exc:
             self._unreadable(relative, exc)
             return None
@@ -135,8 +144,17 @@ class _Root:
     def unreadable(self, *said_elsewhere: str) -> Tuple[str, ...]:
         """A warning for each file that exists but could not be read, but those whose problem a
         warning of their own states (the release file's: `platform._decide_l4t`)."""
-        return tuple(f"{relative} cannot be read ({why}); treated as missing"
-                     for relative, why in self.errors.items() if relative not in said_elsewhere)
+        return tuple([f"{relative} cannot be read ({why}); treated as missing"
+                      for relative, why in self.errors.items() if relative not in said_elsewhere]
+                     + [f"{relative} is {kind} (not a regular file); treated as missing"
+                        for relative, kind in self.not_files.items() if relative not in said_elsewhere])
+
+
+def _kind(mode: int) -> str:
+    """What a path that is no regular file is, as a message names it."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+             (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "of another kind")
 
 
 def read_root_file(root: Path, relative: str, limit: int = SMALL_FILE_BYTES) -> Optional[bytes]:
@@ -211,6 +229,8 @@ def _read_release(files: _Root) -> _Release:
     if data is None and RELEASE_FILE in files.errors:
         # There, but unreadable (mode 000): not the same as a root without one.
         return _Release(found=True, problem=f"cannot be read ({files.errors[RELEASE_FILE]})")
+    if data is None and RELEASE_FILE in files.not_files:
+        return _Release(found=True, problem=f"is {files.not_files[RELEASE_FILE]} (not a regular file)")
     if data is None:
         return _Release(found=False)
     try:
