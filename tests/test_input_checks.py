@@ -378,3 +378,19 @@ def test_a_run_killed_while_it_checks_a_folder_it_writes_in_leaves_nothing_there
                             text=True, env=dict(os.environ, PYTHONPATH=source), timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr  # killed at that instant, as a kill -9 may
     assert list(folder.iterdir()) == []
+
+
+def test_a_root_that_is_empty_missing_or_a_file_is_refused_saying_which(tmp_path: Path) -> None:
+    """`--root ''` was taken as / (the host's own root read as if asked), a missing folder was
+    "not a directory"."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    fix = ("  fix: pass the directory a Jetson's filesystem is mounted at (/ on the board), or a sample: --root "
+           "sample:agx-orin-64gb-jp6.2 (jetson-install samples)")
+    cases = {"": ["error: --root: empty",
+                  "  fix: pass a directory, e.g. --root /, or a sample: --root sample:agx-orin-64gb-jp6.2"],
+             str(tmp_path / "absent"): [f"error: --root {tmp_path / 'absent'}: no such directory", fix],
+             str(afile): [f"error: --root {afile}: not a directory", fix]}
+    for root, lines in cases.items():
+        result = run_cli("detect", "--root", root)
+        assert (result.returncode, result.stderr.splitlines()) == (2, lines), root

@@ -38,7 +38,9 @@ def resolve_root(value: str, option: str = "--root") -> Path:
     except OSError as exc:
         raise BadInput(f"{shown}: cannot be read ({exc.strerror})", fix="pass a directory you can read") from None
     if not is_directory:
-        raise BadInput(f"{shown}: not a directory", fix="pass a directory, e.g. --root /")
+        what = "not a directory" if os.path.lexists(path) else "no such directory"
+        raise BadInput(f"{shown}: {what}", fix="pass the directory a Jetson's filesystem is mounted at (/ on the board), "
+                                               "or a sample: --root sample:agx-orin-64gb-jp6.2 (jetson-install samples)")
     if not os.access(path, os.R_OK | os.X_OK):
         raise BadInput(f"{shown}: cannot be read (permission denied)", fix="pass a directory you can read")
     return path

@@ -17,7 +17,8 @@ __all__ = ["detect_platform", "platform_and_channel"]
 def detect_platform(options: PlatformOptions) -> Platform:
     override = Sourced(options.l4t.value, options.l4t.source) if options.l4t.value is not None else None
     soc = Sourced(options.soc.value, options.soc.source) if options.soc.value is not None else None
-    return detect(resolve_root(options.root.value or "/", options.root.source), override, soc_override=soc)
+    root = options.root.value if options.root.value is not None else "/"  # "" is refused, not taken as /
+    return detect(resolve_root(root, options.root.source), override, soc_override=soc)
 
 
 def platform_and_channel(options: PlatformOptions) -> Tuple[Optional[Platform], Optional[Channel]]:
