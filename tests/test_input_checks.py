@@ -394,3 +394,11 @@ def test_a_root_that_is_empty_missing_or_a_file_is_refused_saying_which(tmp_path
     for root, lines in cases.items():
         result = run_cli("detect", "--root", root)
         assert (result.returncode, result.stderr.splitlines()) == (2, lines), root
+
+
+@pytest.mark.parametrize(("argv", "command"), [(["detect", "--root"], "jetson-install detect"),
+                                               (["plan", "obliteratus", "--root"], "jetson-install plan obliteratus")])
+def test_an_option_without_its_value_points_at_its_own_commands_help(argv: List[str], command: str) -> None:
+    result = run_cli(*argv)
+    assert (result.returncode, result.stderr.splitlines()) == (2, [
+        "error: Option '--root' requires an argument.", f"  fix: see its options: {command} --help"])

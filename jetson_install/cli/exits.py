@@ -160,7 +160,7 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
     except click.ClickException as exc:
         # One line and the help of the command that refused it, like every other bad input.
         context = getattr(exc, "ctx", None)
-        help_command = f"{context.command_path if context is not None else 'jetson-install'} --help"
+        help_command = f"{context.command_path if context is not None else _command_path(group, args)} --help"
         report_error(BadInput(_said(exc), fix=f"see its options: {help_command}"), as_json)
         return EXIT_BAD_INPUT
     except (click.Abort, KeyboardInterrupt) as exc:
@@ -196,6 +196,20 @@ def run_command(group: click.Group, args: List[str], completing: bool = False) -
         unusable = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EBUSY)
         return EXIT_BAD_INPUT if exc.errno in unusable else EXIT_FAILED
     return 0
+
+
+def _command_path(group: click.Group, args: List[str]) -> str:
+    """The command `args` name (`jetson-install plan obliteratus`), read from its words: click
+    gives an option's parse error (`--root` without its value) no context to say it with."""
+    path: List[str] = ["jetson-install"]
+    command: click.Command = group
+    for word in args:
+        found = command.get_command(click.Context(command), word) if isinstance(command, click.Group) else None
+        if found is None:
+            break
+        path.append(word)
+        command = found
+    return " ".join(path)
 
 
 def _said(exc: click.ClickException) -> str:
