@@ -284,3 +284,29 @@ def test_a_requirement_that_needs_a_newer_python_than_the_boards_is_named_so(tmp
         "  fix: what it resolves needs Python>=3.11, and this resolution is for Python 3.10: name a release that "
         "supports Python 3.10, or name a board whose channel has a Python that satisfies it (--root, --l4t), "
         f"then run it again: jetson-install inspect needs311 --root {ORIN}")
+
+
+def test_a_library_built_for_another_cpu_than_the_boards_cannot_load_there(tmp_path: Path) -> None:
+    """An x86_64 wheel inspected for an Orin said "no CUDA kernels in any of them", exit 0."""
+    path = wheel(tmp_path, {"foo/_x.so": shared_object("_x.so", machine="x86_64"),
+                            "foo/_a.so": shared_object("_a.so")}, "foo-1.0-cp310-cp310-linux_x86_64.whl")
+    result = run_cli("inspect", str(path), "--root", ORIN)
+    assert result.returncode == 1, result.stderr
+    assert "  unreadable      foo/_x.so: is built for x86_64, not the board's aarch64: it cannot load there" \
+        in result.stdout.splitlines()
+    off_a_jetson = run_cli("inspect", str(path), "--root", str(tmp_path))  # listed, not judged
+    assert off_a_jetson.returncode == 0, off_a_jetson.stdout
+
+
+def test_a_cut_short_library_and_wheel_are_one_line_each_exit_1_and_counted_once(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(shared_object("cut.so", fatbin=fat_binary([Code("sass", 87)]))[:300])
+    result = run_cli("inspect", "--json", str(cut), "--root", ORIN)
+    data = json.loads(result.stdout)
+    assert (result.returncode, data["schema_version"], data["elf_files"], len(data["files"])) == (1, 1, 1, 1)
+    broken = tmp_path / "broken-1.0-py3-none-any.whl"
+    broken.write_bytes(b"PK\x03\x04 cut short")
+    result = run_cli("inspect", str(broken), "--root", ORIN)
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
+    assert result.stdout.splitlines()[1].startswith(f"  unreadable      {broken.name}: is not a readable wheel (")
+    assert result.stdout.splitlines()[1].endswith("): download it again")

@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optio
 
 from packaging.utils import canonicalize_name
 
-from jetson_install.base.elf import Dynamic, Reader, dynamic_from, file_reader, find_section
+from jetson_install.base.elf import MACHINES, Dynamic, Reader, dynamic_from, file_reader, find_section
 from jetson_install.base.errors import BadInput, ElfError
 from jetson_install.base.fatbin import SECTION, Container, read_fatbin
 from jetson_install.catalog.catalog import VendorSource
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["FileReport", "Inspection", "MissingLibrary", "inspect_path", "inspect_distributions", "inspect_added",
            "MAX_MEMBER", "MAX_MEMBERS", "MAX_READ"]
 
+#: The version of `inspect --json`'s shape, as every JSON output of the tool carries one.
+SCHEMA_VERSION = 1
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
 MAX_MEMBER = 8 << 30  # no real library comes near: libtorch_cuda.so of torch 2.13.0 is 430 MB
 MAX_MEMBERS = 200_000  # torch 2.13.0's wheel has 13,109
@@ -133,7 +135,7 @@ class Inspection:
         return not self.cannot_run and not self.unreadable
 
     def to_json(self) -> Dict[str, Any]:
-        return {"subject": self.subject,
+        return {"schema_version": SCHEMA_VERSION, "subject": self.subject,
                 "board": {"arch": self.board.name, "userspace": self.board.userspace,
                           "cuda": ".".join(map(str, self.board.cuda)) if self.board.cuda else None}
                 if self.board else None,
@@ -148,6 +150,7 @@ class _Context:
     rules: Rules
     sources: Sequence[VendorSource]
     folders: List[Path]  # searched after the subject's own files: the environment's, then the board's
+    machine: Optional[int] = None  # the board's e_machine, where a file built for another is said so
 
 
 # --------------------------------------------------------------------------- entry points
@@ -156,7 +159,10 @@ def inspect_path(path: Path, board: Optional[Board], rules: Rules, sources: Sequ
                  root: Path, arch: Optional[str], site_dirs: Sequence[Path] = ()) -> Inspection:
     """A wheel (`*.whl`), an ELF file or a folder of them; what they need is looked for in
     themselves, then in `site_dirs` (an environment they would join), then on the board."""
-    context = _Context(board, rules, sources, search_folders(site_dirs, root, arch))
+    # A file built for another CPU than a judged board's (an x86_64 wheel for an Orin) is said so:
+    # nothing else in it matters there.
+    context = _Context(board, rules, sources, search_folders(site_dirs, root, arch),
+                       MACHINES.get(arch or "") if board is not None else None)
     if path.is_dir():
         files = sorted(found for found in _walk(path) if _SHARED_OBJECT.search(found.name))
         return _inspect_files([(found, found.relative_to(path).as_posix(), None) for found in files],
@@ -234,8 +240,7 @@ def _inspect_files(files: Sequence[Tuple[Path, str, Optional[str]]], subject: st
         except OSError as exc:
             reports.append(FileReport(shown, error=f"cannot be read ({exc.strerror or exc})", distribution=distribution))
             continue
-        except ElfError as exc:
-            elf += 1
+        except ElfError as exc:  # counted above: it began as an ELF file
             reports.append(FileReport(shown, error=exc.message.split(": ", 1)[-1], distribution=distribution))
             continue
         origin = [path.parent / entry[len("$ORIGIN"):].lstrip("/") for entry in dynamic.runpath
@@ -260,6 +265,11 @@ def _read_elf(at: Reader, name: str, keep: Optional[Callable[[int, int], None]] 
 
 def _report(shown: str, dynamic: Dynamic, containers: Sequence[Container], context: _Context, own: Any,
             distribution: Optional[str] = None) -> FileReport:
+    if context.machine is not None and dynamic.machine not in (0, context.machine):
+        built = next((name for name, number in MACHINES.items() if number == dynamic.machine), f"e_machine {dynamic.machine}")
+        board = next(name for name, number in MACHINES.items() if number == context.machine)
+        return FileReport(shown, error=f"is built for {built}, not the board's {board}: it cannot load there",
+                          distribution=distribution)
     entries = {entry for container in containers for entry in container.entries}
     sass = tuple(sorted({entry.name for entry in entries if entry.kind == "sass"}, key=_arch_order))
     ptx = tuple(sorted({f"{entry.name} (PTX ISA {'.'.join(map(str, entry.ptx_version or ()))})"
@@ -306,7 +316,9 @@ def _inspect_wheel(path: Path, context: _Context) -> Inspection:
     try:
         archive = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile, ValueError) as exc:
-        raise BadInput(f"{path}: is not a readable wheel ({exc})", fix="download the wheel again") from None
+        # As a library that cannot be read: one line, exit 1 (docs/inspect.md).
+        return Inspection(str(path), context.board, (FileReport(path.name, error=f"is not a readable wheel ({exc}): "
+                                                                           "download it again"),))
     with archive:
         members = archive.infolist()
         if len(members) > MAX_MEMBERS:
