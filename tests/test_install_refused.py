@@ -203,3 +203,16 @@ def test_kept_failed_evidence_is_rotated(tmp_path: Path, cli_env: Dict[str, str]
     assert len(kept) == KEPT_FAILED_EVIDENCE
     assert Path(data["evidence"]).name in kept
     assert "failed-env-old0-evidence.json" not in kept
+
+
+def test_a_run_its_own_checks_refuse_says_why_in_its_log_too(tmp_path: Path) -> None:
+    """Its log was left empty (0 bytes) when the install's checks refused it before any step."""
+    from support import isolated_env
+
+    env = isolated_env(tmp_path, {"XDG_STATE_HOME": str(tmp_path / "state")})
+    result = run_cli("torch", "--root", "sample:agx-orin-64gb-jp6.2", "--venv", str(tmp_path / "v"),
+                     "--python", str(tmp_path / "no-python"), "--yes", env=env)
+    assert result.returncode == 2, result.stderr
+    [log] = (tmp_path / "state" / "jetson-install" / "log").glob("torch-*.log")
+    logged = [line.split(" ", 3)[3] for line in log.read_text().splitlines() if " ERROR " in line]
+    assert logged == result.stderr.splitlines()[-2:]

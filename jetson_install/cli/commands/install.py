@@ -104,6 +104,9 @@ def install(plan: Plan, progress: Display, rerun: Rerun, upgrade: bool) -> Insta
         log_error(f"interrupted ({stopped.signal_name if isinstance(stopped, Stopped) else 'Ctrl-C'}) before any step",
                   f"run it again: {rerun}")
         raise
+    except JetsonInstallError as refused:  # refused before any step (bad input found by its checks): said on stderr too
+        log_error(refused.message, refused.fix)
+        raise
     if result.status in ("failed", "interrupted"):
         log_error(result.message, result.fix)  # as install_lines shows it on stderr
     return Installed(result, log)
