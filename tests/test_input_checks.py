@@ -36,8 +36,11 @@ def one_error(result: CliResult) -> str:
     ("/etc/passwd", "--venv /etc/passwd: exists and was not made by jetson-install"),
 ])
 def test_a_dry_run_refuses_the_locations_a_real_run_refuses(venv: str, fragment: str) -> None:
-    assert fragment in one_error(cli("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", venv,
-                                     "--python", sys.executable))
+    argv = ("obliteratus", "--root", SAMPLE, "--dry-run", "--venv", venv, "--python", sys.executable)
+    error = one_error(cli(*argv))
+    assert fragment in error
+    # The fix is the user's own command with the location to choose.
+    assert f" {Rerun(argv).with_option('--venv', 'DIR')}" in error.splitlines()[1], error
 
 
 def test_a_dry_run_refuses_an_interpreter_that_does_not_run(tmp_path: Path) -> None:

@@ -150,7 +150,7 @@ class EnvironmentHome:
         except OSError as exc:
             where = f"create folders in {parent}" if parent.is_dir() else f"create {parent}"
             raise BadInput(f"--venv {self.link}: cannot {where} ({exc.strerror})",
-                           fix="choose a location in a writable directory with --venv DIR") from None
+                           fix=f"choose a location in a writable folder: {again('DIR')}") from None
         target = self._link_target()
         if target is not None:
             if target.parent.resolve() == self.home.resolve():
