@@ -210,3 +210,11 @@ def test_an_immutable_empty_venv_is_refused_with_a_fix_that_removes_it(immutable
     assert fix is not None
     subprocess.run(fix.group(1), shell=True, check=True, env=_with_sudo(tmp_path))
     assert run_cli(*argv).returncode == 0
+
+
+def test_a_channel_named_without_check_gets_the_command_with_check_added() -> None:
+    """The fix was `jetson-install channels --check [CHANNEL]`, a placeholder, not a command."""
+    result = run_cli("channels", "jp6-cu126")
+    assert (result.returncode, result.stderr.splitlines()) == (2, [
+        "error: CHANNEL, --vendor-index, --mirror and --default-index go with --check",
+        "  fix: run it with --check: jetson-install channels jp6-cu126 --check"])

@@ -114,7 +114,7 @@ def channels(channel_id: Optional[str], as_json: bool, markdown: bool, check: bo
     if as_json and markdown:
         raise BadInput("--json and --markdown were both given", fix="pass only one of them")
     listed = read_channels(channel_id, check, vendor_index, mirrors,
-                           options.given(click.get_current_context(), "default_index", default_index))
+                           options.given(click.get_current_context(), "default_index", default_index), options.typed())
     if listed.reports is not None:
         print_json(check_json(listed.reports)) if as_json else click.echo("\n".join(check_lines(listed.reports)))
         exit_if(check_exit_code(listed.reports))

@@ -32,6 +32,7 @@ from jetson_install.catalog.settings import IndexSettings, check_index_url, load
 from jetson_install.base.sourced import Sourced
 from jetson_install.planning.vendor_sources import ARCH, recorded_only
 from jetson_install.tools.index import recorded_url, source_listings
+from jetson_install.planning.rerun import Rerun
 
 __all__ = ["Channels", "channels", "unknown_channel", "check_channels", "CHECK_STATUSES", "SetReport",
            "check_exit_code", "check_source", "constraint_files"]
@@ -43,16 +44,17 @@ class Channels:
     reports: Optional[List[SetReport]]  # with --check: each source read; else None
 
 
-def channels(channel_id: Optional[str], check: bool, vendor_index: Optional[str],
-             mirrors: Sequence[str] = (), default_index: Optional[Sourced[Optional[str]]] = None) -> Channels:
+def channels(channel_id: Optional[str], check: bool, vendor_index: Optional[str], mirrors: Sequence[str],
+             default_index: Optional[Sourced[Optional[str]]], rerun: Rerun) -> Channels:
     """The validated catalog, and with `check` its channels' sources read (or `channel_id`'s),
-    with the mirrors and default index the configuration (or --mirror, --default-index) names."""
+    with the mirrors and default index the configuration (or --mirror, --default-index) names;
+    `rerun`: the command as typed, which a refusal's fix repeats with --check."""
     catalog = load_catalog()
     if (channel_id or vendor_index or mirrors or (default_index and default_index.value)) and not check:
         if channel_id is not None and channel_id not in {c.id for c in catalog.channels}:
             raise unknown_channel(catalog, channel_id)
         raise BadInput("CHANNEL, --vendor-index, --mirror and --default-index go with --check",
-                       fix="jetson-install channels --check [CHANNEL]")
+                       fix=f"run it with --check: {rerun.with_flag('--check')}")
     if not check:
         return Channels(catalog, None)
     given = default_index or Sourced(None, "--default-index")
