@@ -12,6 +12,7 @@ environments the doctor reads as a user's (support.doctor_env), through the comm
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -22,6 +23,7 @@ from typing import Dict, List
 import pytest
 from support.cli import run_cli
 from support.doctor_env import make_env
+from support.installer import Installer
 
 SAMPLE = "sample:agx-orin-64gb-jp6.2"
 
@@ -129,3 +131,62 @@ def test_a_native_library_missing_a_dependency_is_named_with_its_package(tmp_pat
     assert library["fix"] == ("wget https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/arm64/"
                               "cuda-keyring_1.1-1_all.deb && sudo dpkg -i cuda-keyring_1.1-1_all.deb && "
                               "sudo apt-get update && sudo apt-get install cudss")
+
+
+# -- the doctor's own fixes, run as printed, in an environment jetson-install made ----------------
+
+def doctor_of(installer: Installer, *options: str) -> Dict[str, Dict[str, str]]:
+    result = run_cli("doctor", "--venv", str(installer.venv), "--root", SAMPLE, "--json", *options, env=installer.env)
+    assert result.returncode in (0, 1), result.stderr
+    return {check["id"]: check for check in json.loads(result.stdout)["checks"]}
+
+
+def printed_uv_installs(fix: str) -> List[str]:
+    """Each `uv pip install` a fix prints, as printed, without its trailing note."""
+    parts = re.split(r";\s+(?:or\s+)?", fix)
+    return [re.sub(r" \(channel [^)]*\)$", "", part) for part in parts if re.match(r"\S*uv pip install ", part)]
+
+
+def channel_python() -> str:
+    """A Python 3.10, the sample JetPack 6.2 channel's: its vendor builds are for it alone."""
+    from support.lanes import lane_unavailable
+
+    for python in ("/usr/bin/python3.10", "/root/.pyenv/versions/3.10.13/bin/python3.10"):  # not pyenv's shim
+        if os.access(python, os.X_OK):
+            return python
+    lane_unavailable("python3.10", "neither /usr/bin/python3.10 nor pyenv's 3.10.13 is here")
+
+
+def install_with_channel_python(installer: Installer) -> None:
+    args = installer.args()
+    args[args.index("--python") + 1] = channel_python()
+    result = run_cli(*args, env=installer.env)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.slow
+def test_the_vendor_reinstalls_the_doctor_prints_run_as_printed_and_break_no_check_that_passed(
+        installer: Installer) -> None:
+    """A stub torch sees no GPU, so the doctor prints the channel's vendor reinstalls; run as
+    printed, they put the same wheels back (uv then writes REQUESTED, lists it in RECORD and
+    drops direct_url.json): every check that passed before passes after."""
+    install_with_channel_python(installer)
+    before = doctor_of(installer)
+    assert before["torch-build"]["status"] == "ok" and before["cuda-available"]["status"] == "fail"
+    commands = [command for check in before.values() if check["status"] == "fail"
+                for command in printed_uv_installs(check.get("fix") or "")]
+    assert any("--reinstall-package torch " in command for command in commands), before["cuda-available"]["fix"]
+    assert any("--reinstall-package bitsandbytes " in command for command in commands), commands
+    for command in commands:
+        ran = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=installer.env, timeout=300)
+        assert ran.returncode == 0, (command, ran.stderr)
+    (site_packages,) = installer.venv.glob("lib/python*/site-packages")
+    (torch_info,) = site_packages.glob("torch-*.dist-info")
+    assert f"{torch_info.name}/REQUESTED," in (torch_info / "RECORD").read_text()  # uv's own rows, as the user saw
+    after = doctor_of(installer)
+    broken = {name: after[name]["detail"] for name, check in before.items()
+              if check["status"] == "ok" and after[name]["status"] != "ok"}
+    assert broken == {}
+    no_gpu = doctor_of(installer, "--no-gpu")
+    assert no_gpu["torch-build"]["status"] == "ok", no_gpu["torch-build"]["detail"]
+

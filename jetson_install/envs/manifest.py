@@ -41,6 +41,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from jetson_install.base.errors import JetsonInstallError
 from jetson_install.base.layout import FETCHED_FILE, MANIFEST_FILE, state_of
 from jetson_install.base.outputs import replace_file
+from jetson_install.probes.dist_records import INSTALLER_FILES
 
 if TYPE_CHECKING:
     import zipfile
@@ -53,8 +54,6 @@ FORMAT = 1
 # https://packaging.python.org/en/latest/specifications/binary-distribution-format/
 #: A RECORD's digests may be sha256 or stronger; the spec refuses md5 and sha1.
 _ALGORITHMS = ("sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s")
-#: What an installer writes or rewrites in the dist-info, never a file of the wheel as built.
-_INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
 #: Signatures of the RECORD, which the spec lets it leave out of itself.
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _CHUNK = 1 << 20
@@ -119,7 +118,7 @@ def read_kept(name: str, version: str, location: str, record_sha256: Optional[st
         member, hashed, _ = row
         parts = PurePosixPath(member).parts
         if not parts or member.startswith("/") or ".." in parts or "__pycache__" in parts or \
-                (parts[0] == found[0].name and member[len(parts[0]) + 1:] in (*_INSTALLER_FILES, *_SIGNATURES)):
+                (parts[0] == found[0].name and member[len(parts[0]) + 1:] in (*INSTALLER_FILES, *_SIGNATURES)):
             continue  # scripts and data outside site-packages, Python's own caches, the installer's files
         algorithm, sep, encoded = hashed.partition("=")
         if not sep or algorithm not in _ALGORITHMS:
@@ -301,7 +300,7 @@ def _installed_path(member: str, dist_info: str) -> Optional[str]:
     """Where an installer puts a member, relative to site-packages (a venv's lib/pythonX.Y/
     site-packages); None for what it rewrites (the dist-info's installer files, scripts, whose
     first line it may change) or puts where no import reads it (headers)."""
-    if member.startswith(f"{dist_info}/") and member[len(dist_info) + 1:] in (*_INSTALLER_FILES, *_SIGNATURES):
+    if member.startswith(f"{dist_info}/") and member[len(dist_info) + 1:] in (*INSTALLER_FILES, *_SIGNATURES):
         return None
     top, _, rest = member.partition("/")
     if top.endswith(".data") and rest:

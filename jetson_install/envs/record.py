@@ -8,6 +8,7 @@ repaired by a re-run.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import dataclasses
 import hashlib
@@ -26,6 +27,7 @@ from jetson_install.base.layout import RECORD_FILE, STATE_DIR
 from jetson_install.base.outputs import write_own
 from jetson_install.base.redact import redact
 from jetson_install.catalog.identity import Companion, Resolution
+from jetson_install.probes.dist_records import INSTALLER_FILES
 
 __all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "installed_versions", "installed_torch_cuda",
            "read_record", "write_record", "record_path", "record_built", "record_installed"]
@@ -33,15 +35,19 @@ __all__ = ["InstalledPackage", "EnvironmentRecord", "installed_package", "instal
 
 @dataclass(frozen=True)
 class InstalledPackage:
-    """A distribution as it sits in site-packages: its wheel tag and its RECORD's digest."""
+    """A distribution as it sits in site-packages: its wheel tag, its RECORD's digest, and the
+    digest of the wheel's own files as its RECORD lists them (`files_digest`: None in a record
+    an older jetson-install wrote)."""
 
     name: str
     version: str
     tags: Tuple[str, ...]
     record_digest: str
+    files_digest: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
-        return {"version": self.version, "tags": list(self.tags), "record_sha256": self.record_digest}
+        return {"version": self.version, "tags": list(self.tags), "record_sha256": self.record_digest,
+                "files_sha256": self.files_digest}
 
 
 def _dist_infos(environment: Path) -> Iterable[Path]:
@@ -59,11 +65,13 @@ def _dist_info(environment: Path, name: str) -> Optional[Path]:
 def installed_package(environment: Path, name: str) -> Optional[InstalledPackage]:
     """Read `name`'s dist-info in the environment (a file read: the tool never imports torch)."""
     dist_info = _dist_info(environment, name)
-    return None if dist_info is None else _read_package(dist_info, name)[0]
+    return None if dist_info is None else _read_package(dist_info, name, files=True)[0]
 
 
-def _read_package(dist_info: Path, name: str) -> Tuple[InstalledPackage, Optional[bytes]]:
-    """The package a dist-info holds, and its RECORD's bytes (None where it cannot be read)."""
+def _read_package(dist_info: Path, name: str, files: bool) -> Tuple[InstalledPackage, Optional[bytes]]:
+    """The package a dist-info holds, and its RECORD's bytes (None where it cannot be read);
+    `files`: with the digest of the wheel's own files (else None: a caller that finds the
+    RECORD unchanged needs none)."""
     version = dist_info.name[: -len(".dist-info")].partition("-")[2]
     try:
         wheel = (dist_info / "WHEEL").read_text(encoding="utf-8", errors="replace")
@@ -71,7 +79,26 @@ def _read_package(dist_info: Path, name: str) -> Tuple[InstalledPackage, Optiona
     except OSError:
         return InstalledPackage(name, version, (), "missing"), None
     tags = tuple(line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:"))
-    return InstalledPackage(name, version, tags, hashlib.sha256(record).hexdigest()), record
+    return InstalledPackage(name, version, tags, hashlib.sha256(record).hexdigest(),
+                            _files_digest(dist_info.name, record) if files else None), record
+
+
+def _files_digest(dist_info: str, record: bytes) -> str:
+    """The digest of the wheel's own files as the RECORD lists them (its rows, in sorted
+    order: pip sorts them, uv keeps the wheel's), without what the installer wrote or generated:
+    INSTALLER_FILES, compiled __pycache__ files, and what lies outside the site folder (console
+    scripts, and a wheel's scripts whose shebang it rewrites). So the same wheel installed
+    again, by uv or by pip, gives the same digest, and any other file of the wheel does not."""
+    rows = sorted(record.splitlines())
+    # Sorted, each prefix's rows lie together: cut them out without a pass over torch's 15 000.
+    for prefix in (b"../", b'"../', *(f"{dist_info}/{name},".encode() for name in INSTALLER_FILES)):
+        first = last = bisect.bisect_left(rows, prefix)
+        while last < len(rows) and rows[last].startswith(prefix):
+            last += 1
+        del rows[first:last]
+    if b"__pycache__" in record:
+        rows = [row for row in rows if b"__pycache__/" not in row]
+    return hashlib.sha256(b"\n".join(rows)).hexdigest()
 
 
 #: How many of a distribution's files beyond its top-level __init__.py files are looked at:
@@ -90,7 +117,7 @@ def _missing_files(dist_info: Path, record: bytes) -> List[str]:
         row = next(csv.reader([line])) if line.startswith('"') else line.rsplit(",", 2)
         if len(row) == 3 and "__pycache__" not in row[0] and not row[0].endswith(".dist-info/RECORD"):
             entries.append((row[0], int(row[2]) if row[2].isdigit() else None))
-    # In the RECORD's own order, which its digest (compared before this) fixes.
+    # In the RECORD's own order: a spread over the files, whatever order an installer wrote.
     chosen = {entry for entry in entries if entry[0].endswith("/__init__.py") and entry[0].count("/") == 1}
     chosen.update(heapq.nlargest(_LARGEST, entries, key=lambda entry: entry[1] or 0))
     chosen.update(entries[index * len(entries) // _SPREAD] for index in range(min(_SPREAD, len(entries))))
@@ -195,22 +222,30 @@ class EnvironmentRecord:
             "built": {name: dict(build) for name, build in self.built.items()},
         }
 
-    def differences(self, environment: Path) -> List[str]:
-        """How the environment's vendor packages differ from what was installed; empty when intact."""
+    def differences(self, environment: Path, names: Optional[Iterable[str]] = None) -> List[str]:
+        """How the environment's vendor packages (those of `names`, else all) differ from what
+        was installed; empty when intact."""
         problems = []
+        wanted = None if names is None else set(names)
         for name, recorded in self.installed.items():
+            if wanted is not None and name not in wanted:
+                continue
             # Each dist-info found and its RECORD read once: torch's lists some 15 000 files.
             dist_info = _dist_info(environment, name)
-            now, record = _read_package(dist_info, name) if dist_info is not None else (None, None)
+            now, record = _read_package(dist_info, name, files=False) if dist_info is not None else (None, None)
             file = self.resolution.file(name)
             label = file.file if file else name
             if now is None or dist_info is None:
                 problems.append(f"{name} is gone (installed: {label})")
             elif now.version != recorded.version or now.tags != recorded.tags:
                 problems.append(f"{name} {now.version} ({', '.join(now.tags) or 'no tag'}) replaced {label}")
-            elif now.record_digest != recorded.record_digest:
-                problems.append(f"{name} {now.version} has another RECORD than the installed {label} "
-                                "(reinstalled from another file)")
+            # The same RECORD holds the same files; another may too (an installer's own rows):
+            # its wheel's files decide, where the record has their digest (an older one has not).
+            elif now.record_digest != recorded.record_digest and (
+                    recorded.files_digest is None or record is None
+                    or _files_digest(dist_info.name, record) != recorded.files_digest):
+                problems.append(f"{name} {now.version} has other files than the installed {label} (their RECORD "
+                                "hashes differ: reinstalled from another file)")
             else:
                 gone = _missing_files(dist_info, record) if record is not None else []
                 if gone:
@@ -235,7 +270,8 @@ def read_record(environment: Path) -> Optional[EnvironmentRecord]:
     try:
         data = json.loads(record_path(environment).read_text())
         installed = {
-            name: InstalledPackage(name, str(item["version"]), tuple(item["tags"]), str(item["record_sha256"]))
+            name: InstalledPackage(name, str(item["version"]), tuple(item["tags"]), str(item["record_sha256"]),
+                                   str(item["files_sha256"]) if item.get("files_sha256") else None)
             for name, item in data["installed"].items()
         }
         companions = tuple(Companion(str(c["name"]), str(c["version"]), tuple(c["hashes"])) for c in data["companions"])

@@ -8,7 +8,6 @@ one row a file, its path relative to the site folder, its hash as `ALGORITHM=url
 and its size.
 """
 
-import base64
 import csv
 import hashlib
 import os
@@ -19,6 +18,11 @@ import stat
 NAMED = 20
 # Algorithms a RECORD may use: sha256 or stronger (md5 and sha1 are refused by the spec above).
 ALGORITHMS = ("sha256", "sha384", "sha512", "sha3_256", "sha3_384", "sha3_512", "blake2b", "blake2s")
+#: What an installer writes into a dist-info folder about the install itself, never a file of the
+#: wheel: RECORD, INSTALLER and REQUESTED (the spec above), direct_url.json (PEP 610,
+#: https://packaging.python.org/en/latest/specifications/direct-url/), and uv's uv_cache.json
+#: (https://github.com/astral-sh/uv, crates/uv-install-wheel).
+INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json")
 REQUIRES = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9][A-Za-z0-9._-]*)", re.MULTILINE)
 
 
@@ -128,4 +132,6 @@ def same_digest(task):
         return False
     if len(expected) == 2 * digest.digest_size and re.fullmatch("[0-9a-f]+", expected):
         return digest.hexdigest() == expected
+    import base64  # here: envs/record.py imports this file for INSTALLER_FILES on the no-op path
+
     return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii") == expected.rstrip("=")

@@ -45,16 +45,14 @@ from concurrent.futures import ThreadPoolExecutor
 # file, run rather than imported: -I keeps this folder off sys.path.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _RECORDS = runpy.run_path(os.path.join(_HERE, "dist_records.py"))
-ALGORITHMS, NAMED, Records, digest_of, located, normalize, rows_of, same_digest = (_RECORDS[name] for name in (
-    "ALGORITHMS", "NAMED", "Records", "digest_of", "located", "normalize", "rows_of", "same_digest"))
+ALGORITHMS, INSTALLER_FILES, NAMED, Records, digest_of, located, normalize, rows_of, same_digest = (
+    _RECORDS[name] for name in ("ALGORITHMS", "INSTALLER_FILES", "NAMED", "Records", "digest_of", "located",
+                                "normalize", "rows_of", "same_digest"))
 Ran = runpy.run_path(os.path.join(_HERE, "what_ran.py"))["Ran"]
 
 STACK = ("torch", "torchvision", "torchaudio", "bitsandbytes")
 # What `site` executes of a .pth file (Lib/site.py, addpackage).
 EXECUTED = ("import ", "import\t")
-#: What an installer writes into a dist-info folder about the install itself, never a file of
-#: the wheel (the spec above; uv_cache.json is uv's).
-INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json")
 
 
 def pth_files(folder):
