@@ -190,3 +190,27 @@ def test_the_vendor_reinstalls_the_doctor_prints_run_as_printed_and_break_no_che
     no_gpu = doctor_of(installer, "--no-gpu")
     assert no_gpu["torch-build"]["status"] == "ok", no_gpu["torch-build"]["detail"]
 
+
+@pytest.mark.slow
+def test_a_bitsandbytes_from_another_file_is_named_by_the_bitsandbytes_check_not_torchs(
+        installer: Installer, tmp_path: Path) -> None:
+    from support.stub_projects import VENDOR_BITSANDBYTES, _bnb_modules
+    from support.wheels import build_wheel
+
+    install_with_channel_python(installer)
+    # The same version from another file: one of its modules differs.
+    modules = {path: body + "# another build\n" for path, body in _bnb_modules(True).items()}
+    other = build_wheel(tmp_path / "other", "bitsandbytes", VENDOR_BITSANDBYTES, modules=modules,
+                        requires=("torch<3,>=2.2", "numpy>=1.17"), source_index="other")
+    uv_bin = __import__("uv").find_uv_bin()
+    swapped = subprocess.run([uv_bin, "pip", "install", "--python", str(installer.venv / "bin" / "python"), "--no-deps",
+                              "--reinstall", str(other)], capture_output=True, text=True, env=installer.env, timeout=300)
+    assert swapped.returncode == 0, swapped.stderr
+    checks = doctor_of(installer)
+    assert checks["torch-build"]["status"] == "ok", checks["torch-build"]["detail"]
+    library = checks["bnb-library"]
+    assert library["status"] == "fail"
+    assert library["detail"] == (f"not the installed vendor build: bitsandbytes {VENDOR_BITSANDBYTES} has other files "
+                                 f"than the installed bitsandbytes-{VENDOR_BITSANDBYTES}-py3-none-any.whl (their RECORD "
+                                 "hashes differ: reinstalled from another file)")
+    assert library["fix"].startswith("jetson-install obliteratus ")

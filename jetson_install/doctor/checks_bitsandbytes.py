@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from jetson_install.doctor.checks_torch import changed_builds
 from jetson_install.doctor.context import Context, uv_command
 from jetson_install.doctor.missing_libraries import missing_library
 from jetson_install.doctor.results import FAIL, NOT_APPLICABLE, OK, Verdict
+from jetson_install.envs.record import read_record
 
 
 def check_bnb_library(ctx: Context) -> Verdict:
     moot = ctx.profile.bitsandbytes_moot(ctx)
     if moot is not None:
         return NOT_APPLICABLE, moot, None
+    # An environment jetson-install made records the bitsandbytes it installed: a swap is this check's.
+    environment = Path(ctx.python).parent.parent
+    record = read_record(environment)
+    if record is not None and "bitsandbytes" in record.installed:
+        changed = changed_builds(record, environment, ["bitsandbytes"])
+        if changed is not None:
+            return changed
     data = ctx.bnb.data
     if data.get("import_error"):
         error = data["import_error"]

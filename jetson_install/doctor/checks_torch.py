@@ -75,9 +75,10 @@ def check_torch_build(ctx: Context) -> Verdict:
     environment = Path(ctx.python).parent.parent
     record = read_record(environment)
     if record is not None:
-        changed = record.differences(environment)
-        if changed:
-            return FAIL, f"not the installed vendor build: {'; '.join(changed)}", _repair(record)
+        # torch's family; bitsandbytes' build is judged by its own check (bnb-library).
+        changed = changed_builds(record, environment, [name for name in record.installed if name != "bitsandbytes"])
+        if changed is not None:
+            return changed
         if record.torch_cuda and cuda != record.torch_cuda:
             return (FAIL, f"torch {raw} reports CUDA {cuda}, the installed build {record.torch_cuda}",
                     _repair(record))
@@ -114,6 +115,15 @@ def check_torch_build(ctx: Context) -> Verdict:
         torch = record.resolution.file("torch")
         against = f", the installed build {torch.file if torch and torch.file else record.resolution.set_name}"
     return OK, f"torch {raw}, CUDA {cuda}{against}", None
+
+
+def changed_builds(record: EnvironmentRecord, environment: Path, names: Sequence[str]) -> Optional[Verdict]:
+    """A failure naming each of the recorded vendor builds `names` the environment no longer
+    holds as installed, with the re-run that rebuilds it; None when they are intact."""
+    changed = record.differences(environment, names)
+    if not changed:
+        return None
+    return FAIL, f"not the installed vendor build: {'; '.join(changed)}", _repair(record)
 
 
 def _repair(record: EnvironmentRecord) -> str:
