@@ -12,7 +12,6 @@ environments the doctor reads as a user's (support.doctor_env), through the comm
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+from support import channel_python
 from support.cli import run_cli
 from support.doctor_env import make_env
 from support.installer import Installer
@@ -145,16 +145,6 @@ def printed_uv_installs(fix: str) -> List[str]:
     """Each `uv pip install` a fix prints, as printed, without its trailing note."""
     parts = re.split(r";\s+(?:or\s+)?", fix)
     return [re.sub(r" \(channel [^)]*\)$", "", part) for part in parts if re.match(r"\S*uv pip install ", part)]
-
-
-def channel_python() -> str:
-    """A Python 3.10, the sample JetPack 6.2 channel's: its vendor builds are for it alone."""
-    from support.lanes import lane_unavailable
-
-    for python in ("/usr/bin/python3.10", "/root/.pyenv/versions/3.10.13/bin/python3.10"):  # not pyenv's shim
-        if os.access(python, os.X_OK):
-            return python
-    lane_unavailable("python3.10", "neither /usr/bin/python3.10 nor pyenv's 3.10.13 is here")
 
 
 def install_with_channel_python(installer: Installer) -> None:

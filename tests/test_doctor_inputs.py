@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import signal
+import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Tuple
 
 
+from support import channel_python
 from support.cli import CliResult, run_cli
 from support.interrupts import HangingPython, alive, ctrl_c_when, wait_until
 
@@ -129,6 +134,7 @@ def context_for(python: str) -> Context:
 def test_doctor_on_an_environment_it_did_not_make_suggests_a_new_one_the_installer_accepts(tmp_path: Path) -> None:
     theirs = tmp_path / "their env"
     (theirs / "bin").mkdir(parents=True)
+    (theirs / "pyvenv.cfg").write_text("home = /usr/bin\n")  # what `python -m venv` makes (PEP 405)
     fix = context_for(str(theirs / "bin" / "python")).reinstall_command()
     assert fix.startswith(f"jetson-install obliteratus --venv '{theirs}-jetson-install'")
     ours = tmp_path / "my envs" / "obl"
@@ -139,6 +145,56 @@ def test_doctor_on_an_environment_it_did_not_make_suggests_a_new_one_the_install
     expected = f"jetson-install obliteratus --venv '{ours}'"
     assert context_for(str(ours / "bin" / "python")).reinstall_command() == expected
     assert context_for(str(made / "bin" / "python")).reinstall_command() == expected
+
+
+def system_python_fix(path: str) -> Tuple[str, str]:
+    """The doctor's torch-import fix for the board's own /usr/bin/python3 (no torch; Python 3.11,
+    the channel's builds are for 3.10) with `path` as PATH, and that Python's version."""
+    from support.doctor_env import board_python
+
+    python = board_python()
+    result = run_cli("doctor", "--python", python, "--root", SAMPLE, "--no-gpu", "--json",
+                     env=dict(os.environ, PATH=path))
+    assert result.returncode == 1, result.stderr
+    checks = {check["id"]: check for check in json.loads(result.stdout)["checks"]}
+    version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    return checks["torch-import"]["fix"], version
+
+
+def test_a_system_pythons_fix_is_a_new_environment_in_the_default_place_with_the_channels_python(
+        tmp_path: Path) -> None:
+    """Not a folder beside the interpreter's prefix (/usr-jetson-install), and a --python that
+    is the channel's: one found here, else how to get it."""
+    from jetson_install.cli.commands.lifecycle import default_venv
+
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    (on_path / "python3.10").symlink_to(channel_python())
+    # The tool looks in /usr/bin and /usr/local/bin before PATH.
+    found = next((python for python in ("/usr/bin/python3.10", "/usr/local/bin/python3.10") if os.access(python, os.X_OK)),
+                 str(on_path / "python3.10"))
+    fix, version = system_python_fix(f"{on_path}:/usr/bin:/bin")
+    command = re.search(r"jetson-install (\S+) --venv (\S+) .*", fix)
+    assert command is not None, fix
+    target, venv = command.group(1), command.group(2)
+    assert venv == str(default_venv(target)) and "/usr-jetson-install" not in fix
+    assert fix == (f"channel jp6-cu126's vendor builds are for Python 3.10, this environment's is {version}: install "
+                   f"them with Python 3.10: jetson-install {target} --venv {venv} --root {SAMPLE} --python {found} "
+                   "(a new environment: jetson-install changes only environments it made)")
+    words = shlex.split(command.group(0).split(" (", 1)[0])
+    accepted = run_cli(*words[1:], "--dry-run")
+    assert accepted.returncode == 0, accepted.stderr
+    if found.startswith("/usr/"):
+        return  # this machine has Python 3.10 where the tool always looks: it is never lacking
+    lacking, _ = system_python_fix("/usr/bin:/bin")
+    assert lacking == (f"channel jp6-cu126's vendor builds are for Python 3.10, this environment's is {version}, and "
+                       "this machine lacks Python 3.10: install it (sudo apt install python3.10 python3.10-venv), then "
+                       f"run: jetson-install {target} --venv {venv} --root {SAMPLE} "
+                       "(a new environment: jetson-install changes only environments it made)")
+    words = shlex.split(lacking.split("then run: ", 1)[1].split(" (", 1)[0])
+    accepted = run_cli(*words[1:], "--dry-run")
+    assert accepted.returncode == 0, accepted.stderr
 
 
 def test_doctor_fix_commands_quote_a_path_with_spaces(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 import pytest
-from support import needs_obliteratus_python
+from support import channel_python, needs_obliteratus_python
 from support.cli import run_cli
 from support.fixtures import as_nobody, serve_cpu_only_torch
 from support.index_server import LoopbackIndex
@@ -162,15 +162,24 @@ def test_the_strict_gate_with_preflight_given_says_it_was_given_and_how_to_drop_
 
 
 @pytest.mark.skipif(sys.version_info[:2] == (3, 10), reason="the channel's own Python: no mismatch to show")
-def test_a_missing_torch_for_another_python_is_fixed_by_an_install_with_the_channels_python(plain_venv: Path) -> None:
-    result = run_cli("doctor", "--root", SAMPLE, "--venv", str(plain_venv), "--json")
+def test_a_missing_torch_for_another_python_is_fixed_by_an_install_with_the_channels_python(
+        plain_venv: Path, tmp_path: Path) -> None:
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    (on_path / "python3.10").symlink_to(channel_python())
+    # The tool looks in /usr/bin and /usr/local/bin before PATH.
+    found = next((python for python in ("/usr/bin/python3.10", "/usr/local/bin/python3.10") if os.access(python, os.X_OK)),
+                 str(on_path / "python3.10"))
+    result = run_cli("doctor", "--root", SAMPLE, "--venv", str(plain_venv), "--json",
+                     env=dict(os.environ, PATH=f"{on_path}:{os.environ['PATH']}"))
     checks = {check["id"]: check for check in json.loads(result.stdout)["checks"]}
     fix = checks["torch-import"]["fix"]
     python = "{}.{}.{}".format(*sys.version_info[:3])
-    assert fix.startswith(f"channel jp6-cu126's vendor builds are for Python 3.10, this environment's is {python}: "
-                          # a venv jetson-install did not make, without OBLITERATUS: judged as the stack alone
-                          "install them with Python 3.10: jetson-install torch "
-                          f"--venv {plain_venv}-jetson-install --root {SAMPLE}"), fix
+    assert fix == (f"channel jp6-cu126's vendor builds are for Python 3.10, this environment's is {python}: "
+                   # a venv jetson-install did not make, without OBLITERATUS: judged as the stack alone
+                   "install them with Python 3.10: jetson-install torch "
+                   f"--venv {plain_venv}-jetson-install --root {SAMPLE} --python {found} "
+                   "(a new environment: jetson-install changes only environments it made)")
     assert "uv pip install" not in fix  # the channel's builds would not install into this Python
     commands = printed_commands(fix)
     assert len(commands) == 1

@@ -19,8 +19,11 @@ from jetson_install.base.layout import COMPLETE_MARK, STATE_DIR
 from jetson_install.base.versions import satisfies
 from jetson_install.board.platform_data import platform_data
 from jetson_install.doctor.profiles import JETSON, Profile
+from jetson_install.envs.interpreters import served_interpreter
+from jetson_install.envs.known_dirs import default_venv
 from jetson_install.envs.record import read_record
 from jetson_install.envs.sonames import site_packages_of
+from jetson_install.planning.fixes import python_install
 from jetson_install.probes import probe_command, sealed_command, started_command
 from jetson_install.tools import runner
 
@@ -291,7 +294,15 @@ class Context:
         if self.install_command:
             return self.install_command
         made = self.made_here()
-        venv = str(made) if made is not None else f"{self.environment}-jetson-install"
+        if made is not None:
+            venv = str(made)
+        elif (Path(self.environment) / "pyvenv.cfg").is_file():
+            venv = f"{self.environment}-jetson-install"
+        else:
+            # A system interpreter's prefix (/usr): the new environment goes where an install
+            # without --venv puts it, not beside the prefix. A venv has pyvenv.cfg (PEP 405,
+            # https://peps.python.org/pep-0405/).
+            venv = str(default_venv(self.target))
         return f"jetson-install {self.target} --venv {shlex.quote(venv)}" + self._install_options()
 
     def recorded_build(self, name: str) -> Optional[Dict[str, Any]]:
@@ -349,14 +360,27 @@ class Context:
                 return f"{uv_command()} pip install {flags} {url}"
         return None
 
-    def reinstall_command(self) -> str:
-        """The install that rebuilds this environment, where jetson-install can: it remakes an
-        environment it made (the pinned tag, the vendor constraints), and refuses to change one
-        it did not make, so for that one it makes a new environment beside it."""
+    def reinstall_command(self, options: str = "") -> str:
+        """The install that rebuilds this environment (with `options` added), where
+        jetson-install can: it remakes an environment it made (the pinned tag, the vendor
+        constraints), and refuses to change one it did not make, so for that one it makes a new
+        environment beside it (or, for a system interpreter, in the default place)."""
         if self.made_here() is not None:
-            return self.reinstall
-        return (f"{self.reinstall} (a new environment: jetson-install changes only "
+            return self.reinstall + options
+        return (f"{self.reinstall}{options} (a new environment: jetson-install changes only "
                 f"environments it made)")
+
+    def other_python_install(self, python: str, want: str) -> str:
+        """The vendor builds are for Python `want` only, this interpreter's is `python`: an
+        install with a Python `want` found here, else how to get one first (the install then
+        finds it itself, as served_interpreter would)."""
+        lead = f"channel {self.channel.id}'s " if self.channel is not None else "the "
+        lead += f"vendor builds are for Python {want}, this environment's is {python}"
+        found = served_interpreter(want, (want,))
+        if found is not None:
+            return f"{lead}: install them with Python {want}: {self.reinstall_command(' --python ' + shlex.quote(found))}"
+        install, _ = python_install(want)
+        return f"{lead}, and this machine lacks Python {want}: install it ({install}), then run: {self.reinstall_command()}"
 
     def other_source_fix(self) -> str:
         """A source other than the one that served the wrong torch: reinstalling from that
@@ -407,8 +431,7 @@ class Context:
                 and self.install_command is None:
             # The vendor builds are for the channel's Python only: installing them into this
             # interpreter finds none; an install picks the channel's Python itself.
-            return (f"channel {channel.id}'s vendor builds are for Python {channel.python}, this environment's is "
-                    f"{python}: install them with Python {channel.python}: {self.reinstall_command()}")
+            return self.other_python_install(python, channel.python)
         command = self.vendor_install("torch")
         if command:
             return f"{command} (channel {self.channel.id})" if self.channel is not None else command

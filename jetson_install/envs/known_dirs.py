@@ -13,12 +13,17 @@ from jetson_install.base.outputs import OWN_FILE_FLAGS
 from jetson_install.base.layout import ENVIRONMENTS_DIR, HOME_SUFFIX, KNOWN_ENVIRONMENTS
 from jetson_install.base.user_dirs import data_dir
 
-__all__ = ["default_environments", "known_environments_file", "known_environments", "remember"]
+__all__ = ["default_environments", "default_venv", "known_environments_file", "known_environments", "remember"]
 
 
 def default_environments() -> Path:
     """Where each target's default DIR is (envs/<target>), in the user's data folder."""
     return data_dir().value / ENVIRONMENTS_DIR
+
+
+def default_venv(target: str) -> Path:
+    """The DIR an install of `target` makes without --venv."""
+    return default_environments() / target
 
 
 def known_environments_file() -> Path:

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from jetson_install.tools.uv_errors import UvFailure
 
 __all__ = ["StepContext", "fix_for_uv_failure", "fix_for_os_error", "os_error_reason", "repository_of",
-           "index_down_fix", "vendor_missing_fix", "other_python_fix", "runner_command", "permission_needed"]
+           "index_down_fix", "vendor_missing_fix", "other_python_fix", "python_install", "runner_command",
+           "permission_needed"]
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,15 @@ def other_python_fix(context: StepContext, python: str, served: Tuple[str, ...],
     if found is not None:
         return f"{where} has the set for Python {', '.join(served)}: run with that Python: " \
                f"{rerun.with_option('--python', found)}; {mirror}"
-    want = served[-1]
+    install, path = python_install(served[-1])
     return (f"{where} has the set for Python {', '.join(served)}, which this machine lacks: install it "
-            f"(sudo apt install python{want} python{want}-venv), then run: "
-            f"{rerun.with_option('--python', f'/usr/bin/python{want}')}; {mirror}")
+            f"({install}), then run: {rerun.with_option('--python', path)}; {mirror}")
+
+
+def python_install(want: str) -> Tuple[str, str]:
+    """How a machine that lacks Python `want` (3.10) gets it, and the path it then has: for an
+    install's fix and the doctor's alike."""
+    return f"sudo apt install python{want} python{want}-venv", f"/usr/bin/python{want}"
 
 
 def _disk_of(path: Optional[str], location: Path) -> Path:

@@ -53,6 +53,7 @@ __all__ = [
     "venv_python",
     "present",
     "needs_obliteratus_python",
+    "channel_python",
     "nobody_runs",
     "reached",
     "VENDOR_TORCH",
@@ -202,6 +203,18 @@ needs_obliteratus_python = pytest.mark.skipif(
     sys.version_info < (3, 10),
     reason="OBLITERATUS (and its stub) needs Python >=3.10, and this test makes its environment with the "
            "interpreter that runs the tests")
+
+
+def channel_python() -> str:
+    """A real Python 3.10, the sample JetPack 6 channels' (their vendor builds are for it alone):
+    the system's, else pyenv's (tests/setup), never pyenv's shim; where there is none, the test
+    skips with one line (fails under CI=true), as a lane does."""
+    from .lanes import lane_unavailable
+
+    for python in ("/usr/bin/python3.10", "/root/.pyenv/versions/3.10.13/bin/python3.10"):
+        if os.access(python, os.X_OK):
+            return python
+    lane_unavailable("python3.10", "neither /usr/bin/python3.10 nor pyenv's 3.10.13 is here")
 
 
 @functools.lru_cache(maxsize=None)

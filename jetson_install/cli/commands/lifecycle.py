@@ -10,13 +10,9 @@ from jetson_install.base.errors import BadInput
 from jetson_install.catalog.catalog import load_catalog
 from jetson_install.cli.commands.given import venv_path
 from jetson_install.envs.home import EnvironmentHome
-from jetson_install.envs.known_dirs import default_environments
+from jetson_install.envs.known_dirs import default_venv
 
 __all__ = ["default_venv", "default_environment", "environment_link"]
-
-
-def default_venv(target: str) -> Path:
-    return default_environments() / target
 
 
 def default_environment(command: str) -> Tuple[Path, Optional[str]]:
