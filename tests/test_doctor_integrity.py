@@ -529,3 +529,32 @@ def test_a_named_pipe_in_place_of_a_vendor_file_is_a_changed_file_not_a_hung_pro
         check = run(python, strict=strict, timeout=60).check("vendor-files")
         assert (check.status, check.detail) == ("fail", "not the vendor builds' files: torch/cuda.py differs from "
                                                         "torch's wheel")
+
+
+def test_hooks_of_one_name_in_two_site_folders_are_each_named_once_by_their_path(tmp_path: Path) -> None:
+    """Debian's python3 reads /usr/local/lib/python3.11/dist-packages and /usr/lib/python3/dist-packages:
+    the integrity probe's hooks as it reported them for one that has a .pth of the same name in
+    both (two files), and a folder reached twice through a link (one file)."""
+    from jetson_install.doctor.checks_startup import check_startup_hooks
+    from jetson_install.doctor.context import Context, ProbeOutcome
+
+    local, dist = tmp_path / "usr/local/lib/python3.11/dist-packages", tmp_path / "usr/lib/python3/dist-packages"
+    for folder in (local, dist):
+        folder.mkdir(parents=True)
+        (folder / "_sandboxing_egress_ca.pth").write_text("import os\n")
+    (dist / "distutils-precedence.pth").write_text(SETUPTOOLS_PTH)
+    (tmp_path / "usr/lib/python3.11").mkdir()
+    (tmp_path / "usr/lib/python3.11/dist-packages").symlink_to(dist)
+    folders = [local, dist, tmp_path / "usr/lib/python3.11/dist-packages"]
+    hooks = [{"path": str(folder / name), "kind": "pth", "sha256": "0" * 64, "distribution": None}
+             for folder in folders for name in sorted(os.listdir(folder))]
+    integrity = ProbeOutcome("integrity", {"site_dirs": [str(folder) for folder in folders], "hooks": hooks}, None)
+    torch = ProbeOutcome("torch", {"torch": {"imported": False, "error": "ModuleNotFoundError"}}, None)
+    ctx = Context(python="/usr/bin/python3", platform=None, channel=None, vendor=None, torch=torch, bnb=torch,
+                  pip_check=None, integrity=integrity)
+    status, detail, _ = check_startup_hooks(ctx)
+    assert status == "ok"
+    assert detail == ("what torch reports is the same sealed and as the environment starts, with its start-up hooks: "
+                      f"{local}/_sandboxing_egress_ca.pth (installed by no distribution), "
+                      f"{dist}/_sandboxing_egress_ca.pth (installed by no distribution), "
+                      "distutils-precedence.pth (installed by no distribution)")

@@ -144,8 +144,12 @@ def _in_site(ctx: Context) -> List[Hook]:
     """The start-up hooks in the environment's own site folders (the OS's own, outside them,
     are the platform's)."""
     folders = _site_folders(ctx)
-    return [hook for hook in hooks(ctx)
-            if any(os.path.realpath(hook.path).startswith(folder + "/") for folder in folders)]
+    found: Dict[str, Hook] = {}  # by its real path: a folder on the path twice (through a link) holds it once
+    for hook in hooks(ctx):
+        real = os.path.realpath(hook.path)
+        if any(real.startswith(folder + "/") for folder in folders):
+            found.setdefault(real, hook)
+    return list(found.values())
 
 
 def _named(items: Sequence[str]) -> str:
@@ -164,7 +168,7 @@ def startup_line(ctx: Context) -> Optional[str]:
     in_site = _in_site(ctx)
     folders = ", ".join(sorted({os.path.dirname(hook.path) for hook in in_site})) or "the environment's site folders"
     if in_site:
-        line += f"; start-up hooks in {folders}: {_named([_hook_text(hook) for hook in in_site])}"
+        line += f"; start-up hooks in {folders}: {_named(_hook_texts(in_site))}"
     else:
         line += "; no .pth file runs code and there is no sitecustomize or usercustomize in the environment's site folders"
     extra = ran_at_start_up(ctx)
@@ -173,9 +177,16 @@ def startup_line(ctx: Context) -> Optional[str]:
     return line
 
 
-def _hook_text(hook: Hook) -> str:
-    by = f"installed by {hook.distribution}" if hook.distribution else "installed by no distribution"
-    return f"{Path(hook.path).name} ({by})"
+def _hook_texts(found: Sequence[Hook]) -> List[str]:
+    """Each hook once: by its file name, or by its path where another folder holds a hook of
+    the same name (Debian's python3 reads both /usr/local/lib/python3.X/dist-packages and
+    /usr/lib/python3/dist-packages)."""
+    names = [Path(hook.path).name for hook in found]
+    texts = []
+    for hook, name in zip(found, names):
+        by = f"installed by {hook.distribution}" if hook.distribution else "installed by no distribution"
+        texts.append(f"{hook.path if names.count(name) > 1 else name} ({by})")
+    return texts
 
 
 def check_startup_hooks(ctx: Context) -> Verdict:
@@ -189,7 +200,7 @@ def check_startup_hooks(ctx: Context) -> Verdict:
     if not in_site:
         return OK, f"what {what} is the same sealed and as the environment starts; no start-up hook in its site folders", None
     return (OK, f"what {what} is the same sealed and as the environment starts, with its start-up hooks: "
-                f"{_named([_hook_text(hook) for hook in in_site])}", None)
+                f"{_named(_hook_texts(in_site))}", None)
 
 
 def _startup_fix(ctx: Context) -> str:
