@@ -226,7 +226,12 @@ def install_lines(result: InstallResult, plan: Plan, log: Path) -> List[str]:
     if result.failed_step:
         return lines + [f"error: {result.message}", f"  fix: {result.fix}", f"  log: {log}"]
     verb = "is already up to date" if result.status == "unchanged" else "is ready"
+    if result.status != "unchanged" and not plan.verify:
+        # Nothing promised that was not proven: --no-verify ran only the checks that need no GPU.
+        verb = "is installed, its GPU not checked (--no-verify)"
     lines += [f"{plan.route.what(plan)} {verb} in {result.venv}", f"  activate: {activate_command(result.venv)}"]
+    if result.status != "unchanged" and not plan.verify:
+        lines.append(f"  prove it: jetson-install doctor --venv {shlex.quote(result.venv)}")
     return lines + ([f"  evidence: {result.evidence}"] if result.evidence else []) + [f"  log: {log}"]
 
 
